@@ -1,0 +1,169 @@
+"""treadle: an embeddable async agent loop.
+
+A program gives it a conversation, a model and tools; treadle runs the loop (call the model,
+run the tools it asks for, feed the results back, repeat) and reports every step as typed
+events on an anyio memory stream.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ._cancel import CancellationToken
+from .context import repair_transcript, validate_transcript
+from .loop import (
+    AgentContext,
+    AgentLoopConfig,
+    Allow,
+    Ask,
+    Deny,
+    ExecutionLimits,
+    Hooks,
+    InputFilter,
+    LoopResult,
+    Pass,
+    Reject,
+    RetryPolicy,
+    ToolDecision,
+    ToolExecution,
+    Warn,
+    agent_loop,
+    agent_loop_continue,
+    run_loop,
+)
+from .providers.base import ModelRequest, Provider, ProviderError
+from .tools import (
+    FunctionTool,
+    TaskComplete,
+    Tool,
+    ToolCategory,
+    ToolContext,
+    ToolRegistry,
+    ToolResult,
+    tool,
+)
+from .types import (
+    AgentEnd,
+    AgentEvent,
+    AgentMessage,
+    AgentStart,
+    AssistantMessage,
+    CompactionEnd,
+    CompactionStart,
+    ContinuationKind,
+    ErrorInfo,
+    ExtensionMessage,
+    ImageContent,
+    InputRejected,
+    MessageEnd,
+    MessageStart,
+    MessageUpdate,
+    PlanCreated,
+    ProviderRetry,
+    StopReason,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+    ToolExecutionEnd,
+    ToolExecutionStart,
+    ToolExecutionUpdate,
+    ToolResultMessage,
+    TurnEnd,
+    TurnStart,
+    TurnTrigger,
+    Usage,
+    UserMessage,
+)
+
+if TYPE_CHECKING:
+    from .agent import Agent, RunResult
+    from .providers.registry import get_provider
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    "Agent": "treadle.agent",
+    "RunResult": "treadle.agent",
+    "get_provider": "treadle.providers.registry",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'treadle' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+__all__ = [
+    "Agent",
+    "AgentContext",
+    "AgentEnd",
+    "AgentEvent",
+    "AgentLoopConfig",
+    "AgentMessage",
+    "AgentStart",
+    "Allow",
+    "Ask",
+    "AssistantMessage",
+    "CancellationToken",
+    "CompactionEnd",
+    "CompactionStart",
+    "ContinuationKind",
+    "Deny",
+    "ErrorInfo",
+    "ExecutionLimits",
+    "ExtensionMessage",
+    "FunctionTool",
+    "Hooks",
+    "ImageContent",
+    "InputFilter",
+    "InputRejected",
+    "LoopResult",
+    "MessageEnd",
+    "MessageStart",
+    "MessageUpdate",
+    "ModelRequest",
+    "Pass",
+    "PlanCreated",
+    "Provider",
+    "ProviderError",
+    "ProviderRetry",
+    "Reject",
+    "RetryPolicy",
+    "RunResult",
+    "StopReason",
+    "TaskComplete",
+    "TextContent",
+    "ThinkingContent",
+    "Tool",
+    "ToolCall",
+    "ToolCategory",
+    "ToolContext",
+    "ToolDecision",
+    "ToolExecution",
+    "ToolExecutionEnd",
+    "ToolExecutionStart",
+    "ToolExecutionUpdate",
+    "ToolRegistry",
+    "ToolResult",
+    "ToolResultMessage",
+    "TurnEnd",
+    "TurnStart",
+    "TurnTrigger",
+    "Usage",
+    "UserMessage",
+    "Warn",
+    "__version__",
+    "agent_loop",
+    "agent_loop_continue",
+    "get_provider",
+    "repair_transcript",
+    "run_loop",
+    "tool",
+    "validate_transcript",
+]

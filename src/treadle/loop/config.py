@@ -1,0 +1,288 @@
+"""How a loop runs: the config, limits, retries, tool strategies, hooks and input filters."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from ..providers.base import RETRYABLE_KINDS, ModelRequest, Provider, ThinkingLevel
+from ..types import (
+    AgentMessage,
+    AssistantMessage,
+    ToolCall,
+    ToolResult,
+    TurnEnd,
+    TurnTrigger,
+    Usage,
+)
+
+if TYPE_CHECKING:
+    from .context import AgentContext
+
+
+# ---- input filters ----
+
+
+@dataclass(frozen=True, slots=True)
+class Pass:
+    """The input may go on unchanged."""
+
+
+@dataclass(frozen=True, slots=True)
+class Warn:
+    """The input may go on, with a warning appended to the last user message."""
+
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Reject:
+    """The input is refused; the run ends with ``input_rejected``."""
+
+    reason: str
+
+
+FilterResult = Union[Pass, Warn, Reject]
+
+
+class InputFilter:
+    """Checks the text of user input before it joins the history.
+
+    Subclass and override :meth:`filter` (sync or async). Prompts, steering and follow-ups
+    are all filtered.
+    """
+
+    def filter(self, text: str) -> FilterResult | Awaitable[FilterResult]:
+        return Pass()
+
+
+# ---- tool decisions ----
+
+
+@dataclass(frozen=True, slots=True)
+class Allow:
+    """Run the tool; ``arguments`` replaces the model's arguments when given."""
+
+    arguments: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Deny:
+    """Do not run the tool; the model gets an error result with ``reason``."""
+
+    reason: str = "The user denied this tool call."
+
+
+@dataclass(frozen=True, slots=True)
+class Ask:
+    """A person must decide. The config's ``approval_handler`` is asked; without one the run
+    ends ``suspended`` and resumes through ``agent_loop_continue`` once decisions are given
+    (``context.approve(id)`` / ``context.deny(id)``)."""
+
+    prompt: str | None = None
+
+
+ToolDecision = Union[Allow, Deny, Ask]
+
+ApprovalHandler = Callable[[ToolCall, "AgentContext", Ask], Awaitable[Union[bool, Allow, Deny]]]
+
+
+# ---- hooks ----
+
+
+class Hooks:
+    """Override the methods you need; the config holds a list and the loop calls each in order.
+
+    A hook that raises is a bug in the hook: the run ends with ``reason="error"`` after the
+    history is repaired, and ``agent_end`` is still emitted exactly once.
+    """
+
+    async def before_loop(self, context: AgentContext) -> bool:
+        """Before ``agent_start``. Return False to veto the run (``agent_end(reason=vetoed)``)."""
+        return True
+
+    async def after_loop(self, new_messages: list[AgentMessage], usage: Usage, reason: str) -> None:
+        """After ``agent_end``."""
+
+    async def before_turn(self, context: AgentContext, turn_index: int) -> bool:
+        """Before ``turn_start``. Return False to end the run (``reason=vetoed``)."""
+        return True
+
+    async def after_turn(self, context: AgentContext, event: TurnEnd) -> None:
+        """After ``turn_end``."""
+
+    async def on_error(self, message: AssistantMessage) -> None:
+        """An assistant turn ended with ``stop_reason="error"``."""
+
+    async def before_model_request(self, request: ModelRequest) -> ModelRequest:
+        """Once per turn (not per retry). Return the request, edited or not."""
+        return request
+
+    async def before_tool_call(self, call: ToolCall, context: AgentContext) -> ToolDecision | None:
+        """Before ``tool_execution_start``. ``None`` means allow."""
+        return None
+
+    async def after_tool_call(self, call: ToolCall, result: ToolResult) -> ToolResult | None:
+        """After the tool ran. Return a result to replace it, or ``None`` to keep it."""
+        return None
+
+    async def before_compaction(self, estimate: int) -> bool:
+        """Return False to skip compaction this turn."""
+        return True
+
+    async def after_compaction(self, stats: dict[str, Any]) -> None:
+        """After compaction, with token and message counts before and after."""
+
+
+# ---- limits, retries, strategies ----
+
+
+class ExecutionLimits(BaseModel):
+    """Runaway guards. ``None`` means no limit. ``on_limit``: ``"stop"`` appends
+    ``[Agent stopped: <reason>]`` and ends; ``"final_answer"`` first makes one more model
+    call without tools asking the model to answer from what it has."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_turns: int | None = Field(default=None, ge=0)
+    max_total_tokens: int | None = Field(default=None, ge=0)
+    max_duration_s: float | None = Field(default=None, ge=0)
+    max_cost_usd: float | None = Field(default=None, ge=0)
+    max_tool_calls: int | None = Field(default=None, ge=0)
+    on_limit: Literal["stop", "final_answer"] = "stop"
+    final_answer_instruction: str = (
+        "You have reached the limit of this run ({reason}). Do not call any tools. "
+        "Answer the user now from what you already know, and say what is left undone."
+    )
+    final_answer_fallback: str = (
+        "I had to stop ({reason}) before I could finish, and could not write a summary."
+    )
+
+
+class RetryPolicy(BaseModel):
+    """Retries of failed model calls: exponential backoff with jitter; a provider's
+    Retry-After wins, unless it asks for more than ``max_retry_after_s`` (then the turn fails
+    at once rather than hanging)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_retries: int = Field(default=3, ge=0)
+    initial_delay_s: float = Field(default=1.0, ge=0)
+    multiplier: float = Field(default=2.0, ge=1)
+    max_delay_s: float = Field(default=30.0, ge=0)
+    jitter: float = Field(default=0.2, ge=0, le=1)
+    max_retry_after_s: float = Field(default=60.0, ge=0)
+    retry_on: frozenset[str] = RETRYABLE_KINDS
+
+    def delay(self, attempt: int, rand: float) -> float:
+        """Backoff before retry number ``attempt`` (0-based); ``rand`` in [0, 1)."""
+        base = min(self.initial_delay_s * self.multiplier**attempt, self.max_delay_s)
+        return max(0.0, base * (1 + self.jitter * (2 * rand - 1)))
+
+
+@dataclass(frozen=True, slots=True)
+class ToolExecution:
+    """How a turn's tool calls run: ``ToolExecution.parallel()`` (default; optional
+    ``max_concurrency``), ``ToolExecution.sequential()`` or ``ToolExecution.batched(n)``."""
+
+    mode: Literal["sequential", "parallel", "batched"] = "parallel"
+    max_concurrency: int | None = None
+    batch_size: int | None = None
+
+    @classmethod
+    def sequential(cls) -> ToolExecution:
+        return cls("sequential")
+
+    @classmethod
+    def parallel(cls, max_concurrency: int | None = None) -> ToolExecution:
+        if max_concurrency is not None and max_concurrency < 1:
+            raise ValueError("max_concurrency must be at least 1")
+        return cls("parallel", max_concurrency=max_concurrency)
+
+    @classmethod
+    def batched(cls, n: int) -> ToolExecution:
+        if n < 1:
+            raise ValueError("batch size must be at least 1")
+        return cls("batched", batch_size=n)
+
+
+MessagesTransform = Callable[
+    [list[AgentMessage]], Union[list[AgentMessage], Awaitable[list[AgentMessage]]]
+]
+MessagePoll = Callable[[], Union[Sequence[AgentMessage], Awaitable[Sequence[AgentMessage]]]]
+
+
+class AgentLoopConfig(BaseModel):
+    """Read-only settings of one loop call.
+
+    Model: ``provider`` (required), ``model`` (defaults to the provider's), ``max_tokens``,
+    ``temperature``, ``thinking_level``, ``tool_choice``, ``response_format``.
+    Control: ``hooks``, ``input_filters``, ``tool_execution``, ``tool_timeout``, ``limits``,
+    ``retry``, ``compaction``, ``transform_context``, ``convert_to_llm``,
+    ``get_steering_messages``, ``get_follow_up_messages``, ``steering_mode``,
+    ``approval_handler``, ``deps`` (handed to tools as ``ctx.deps``), ``first_turn_trigger``.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
+
+    provider: Provider
+    model: str | None = None
+    max_tokens: int | None = Field(default=None, gt=0)
+    temperature: float | None = None
+    thinking_level: ThinkingLevel = "off"
+    tool_choice: str | dict[str, Any] | None = None
+    response_format: dict[str, Any] | None = None
+    prompt_cache: Literal["off", "short", "long"] = "short"
+
+    hooks: list[Hooks] = Field(default_factory=list)
+    input_filters: list[InputFilter] = Field(default_factory=list)
+    tool_execution: ToolExecution = ToolExecution()
+    tool_timeout: float | None = Field(default=None, gt=0)
+    raise_tool_errors: bool = False
+    limits: ExecutionLimits = ExecutionLimits()
+    retry: RetryPolicy = RetryPolicy()
+    compaction: Any = None
+    transform_context: MessagesTransform | None = None
+    convert_to_llm: MessagesTransform | None = None
+    get_steering_messages: MessagePoll | None = None
+    get_follow_up_messages: MessagePoll | None = None
+    steering_mode: Literal["after_batch", "next_tool"] = "after_batch"
+    approval_handler: Callable[..., Awaitable[Any]] | None = None
+    """An async ``ApprovalHandler``: ``(call, context, ask) -> bool | Allow | Deny``."""
+    deps: Any = None
+    first_turn_trigger: TurnTrigger = TurnTrigger.USER
+
+    @field_validator("tool_execution", mode="before")
+    @classmethod
+    def _strategy_from_name(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            if value == "batched":
+                raise ValueError("use ToolExecution.batched(n) to give the batch size")
+            if value not in ("sequential", "parallel"):
+                raise ValueError("tool_execution must be 'sequential', 'parallel' or ToolExecution")
+            return ToolExecution(value)  # type: ignore[arg-type]
+        return value
+
+    @property
+    def model_name(self) -> str:
+        return self.model or str(getattr(self.provider, "model", "") or "")
+
+    def snapshot(self) -> dict[str, Any]:
+        """What ``agent_start`` reports: no keys, headers or callables."""
+        base_url = getattr(self.provider, "base_url", None)
+        return {
+            "provider": getattr(self.provider, "name", type(self.provider).__name__),
+            "model": self.model_name,
+            "base_url": str(base_url) if base_url else None,
+            "max_tokens": self.max_tokens,
+            "temperature": self.temperature,
+            "thinking_level": self.thinking_level,
+            "tool_execution": self.tool_execution.mode,
+            "limits": self.limits.model_dump(
+                exclude={"final_answer_instruction", "final_answer_fallback"}
+            ),
+            "retry": {"max_retries": self.retry.max_retries},
+        }

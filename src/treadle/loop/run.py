@@ -1,0 +1,629 @@
+"""agent_loop, agent_loop_continue and run_loop: the turn loop of LOOP-SPEC §4."""
+
+from __future__ import annotations
+
+import inspect
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+from anyio.streams.memory import MemoryObjectSendStream
+
+from .._cancel import CancellationToken
+from ..context.transcript import repair_transcript
+from ..providers.base import ModelRequest
+from ..tools import Tool, tool_spec
+from ..types import (
+    AgentEnd,
+    AgentEndReason,
+    AgentEvent,
+    AgentMessage,
+    AgentStart,
+    AssistantMessage,
+    ContinuationKind,
+    ErrorInfo,
+    ExtensionMessage,
+    InputRejected,
+    MessageEnd,
+    MessageStart,
+    TextContent,
+    ToolResultMessage,
+    TurnEnd,
+    TurnStart,
+    TurnTrigger,
+    Usage,
+    UserMessage,
+)
+from .cancel import CancelBridge
+from .config import AgentLoopConfig, Pass, Reject, Warn
+from .context import AgentContext
+from .sink import EventSink
+from .streaming import StreamState, stream_message
+from .tool_exec import ToolBatch, ToolRaised
+
+EventStream = MemoryObjectSendStream[AgentEvent]
+
+
+class HookFailed(Exception):
+    def __init__(self, where: str, original: BaseException) -> None:
+        super().__init__(f"{where} raised {type(original).__name__}: {original}")
+        self.where = where
+        self.original = original
+
+
+@dataclass
+class LoopResult:
+    """How :func:`run_loop` ended."""
+
+    usage: Usage = field(default_factory=Usage)
+    reason: AgentEndReason = "completed"
+    error: ErrorInfo | None = None
+    pending_tool_calls: list[str] = field(default_factory=list)
+
+
+async def _maybe_await(value: Any) -> Any:
+    return await value if inspect.isawaitable(value) else value
+
+
+def _as_message(item: Any) -> AgentMessage:
+    if isinstance(item, str):
+        return UserMessage.of(item)
+    if isinstance(item, (UserMessage, AssistantMessage, ToolResultMessage, ExtensionMessage)):
+        return item
+    raise TypeError(
+        f"expected a message (UserMessage, ...) or a str, got {type(item).__name__}; "
+        "build user input with UserMessage.of('text')"
+    )
+
+
+class _Run:
+    """State of one loop call. Everything that was reported is tracked, so any way out
+    (completion, error, cancellation from the token or from outside) closes what is open."""
+
+    def __init__(
+        self,
+        context: AgentContext,
+        config: AgentLoopConfig,
+        events: EventStream | None,
+        cancel: CancellationToken | None,
+        new_messages: list[AgentMessage],
+    ) -> None:
+        self.context = context
+        self.config = config
+        self.new_messages = new_messages
+        self.sink = EventSink(events, context.loop_id or "", context.depth)
+        self.bridge = CancelBridge(cancel)
+        self.usage = Usage()
+        self.turn_index = 0
+        self.turn_open = False
+        self.turn_message: AssistantMessage | None = None
+        self.turn_results: list[ToolResultMessage] = []
+        self.turn_usage = Usage()
+        self.stream_state: StreamState | None = None
+        self.batch: ToolBatch | None = None
+        self.tool_calls_run = 0
+        self.started_at = time.monotonic()
+        self.inject: list[AgentMessage] = []
+        self.tools: dict[str, Tool] = {}
+        self._tools_key: tuple[int, ...] = ()
+
+    # ---- small helpers ----
+
+    async def call_hook(self, fn: Any, *args: Any) -> Any:
+        try:
+            return await _maybe_await(fn(*args))
+        except Exception as exc:
+            name = getattr(fn, "__qualname__", repr(fn))
+            raise HookFailed(name, exc) from exc
+
+    async def append(self, message: AgentMessage) -> None:
+        """Add to the history and report it as a message_start/end pair."""
+        self.context.messages.append(message)
+        self.new_messages.append(message)
+        await self.sink.emit(MessageStart, message=message)
+        await self.sink.emit(MessageEnd, message=message)
+
+    def refresh_tools(self) -> None:
+        key = tuple(id(t) for t in self.context.tools)
+        if key != self._tools_key:
+            self.tools = {t.name: t for t in self.context.tools}
+            self._tools_key = key
+
+    async def filter_input(self, messages: Sequence[AgentMessage]) -> Reject | None:
+        """Run input filters over the user text; append warnings; the first Reject wins."""
+        users = [m for m in messages if isinstance(m, UserMessage)]
+        if not self.config.input_filters or not users:
+            return None
+        text = "\n".join(m.text for m in users)
+        warnings: list[str] = []
+        for input_filter in self.config.input_filters:
+            verdict = await self.call_hook(input_filter.filter, text)
+            if isinstance(verdict, Reject):
+                return verdict
+            if isinstance(verdict, Warn):
+                warnings.append(verdict.message)
+            elif not isinstance(verdict, Pass):
+                raise HookFailed(
+                    f"{type(input_filter).__name__}.filter",
+                    TypeError(f"returned {verdict!r}; return Pass(), Warn(...) or Reject(...)"),
+                )
+        if warnings:
+            users[-1].content.append(
+                TextContent(text="\n".join(f"[Warning: {w}]" for w in warnings))
+            )
+        return None
+
+    async def _poll(self, source: Any) -> list[AgentMessage]:
+        if source is None:
+            return []
+        items = await self.call_hook(source)
+        return [_as_message(m) for m in items or ()]
+
+    async def poll_steering(self) -> bool:
+        """Collect steering messages for the next turn; True when any arrived."""
+        got = await self._poll(self.config.get_steering_messages)
+        self.inject.extend(got)
+        return bool(got)
+
+    # ---- requests ----
+
+    async def build_request(
+        self, *, with_tools: bool = True, instruction: str | None = None
+    ) -> ModelRequest:
+        messages: list[AgentMessage] = self.context.messages
+        config = self.config
+        if config.transform_context is not None:
+            messages = list(await self.call_hook(config.transform_context, list(messages)))
+        if config.convert_to_llm is not None:
+            messages = list(await self.call_hook(config.convert_to_llm, list(messages)))
+        messages = [m for m in messages if not isinstance(m, ExtensionMessage)]
+        messages = repair_transcript(messages)
+        system = await self.call_hook(self.context.resolve_system_prompt)
+        if instruction:
+            system = f"{system}\n\n{instruction}" if system else instruction
+        request = ModelRequest.model_construct(
+            model=config.model_name,
+            system_prompt=system,
+            messages=messages,
+            tools=[tool_spec(t) for t in self.tools.values()] if with_tools else [],
+            max_tokens=config.max_tokens,
+            temperature=config.temperature,
+            thinking_level=config.thinking_level,
+            tool_choice=config.tool_choice if with_tools else None,
+            response_format=config.response_format,
+            prompt_cache=config.prompt_cache,
+            extra_body={},
+        )
+        for hook in config.hooks:
+            edited = await self.call_hook(hook.before_model_request, request)
+            if isinstance(edited, ModelRequest):
+                request = edited
+        return request
+
+    async def model_call(
+        self,
+        *,
+        with_tools: bool = True,
+        instruction: str | None = None,
+        fallback_text: str | None = None,
+    ) -> AssistantMessage:
+        request = await self.build_request(with_tools=with_tools, instruction=instruction)
+        provider = self.config.provider
+        state = self.stream_state = StreamState(request, getattr(provider, "name", ""))
+        message: AssistantMessage | None = None
+        with self.bridge.scope():
+            message = await stream_message(
+                provider,
+                request,
+                self.sink,
+                self.config.retry,
+                state,
+                self.bridge.token,
+                fallback_text=fallback_text,
+            )
+        if message is None:  # cancelled mid-stream
+            message = state.closed("aborted")
+            if not state.started:
+                state.started = True
+                await self.sink.emit(MessageStart, message=message)
+            state.ended = True
+            await self.sink.emit(MessageEnd, message=message)
+        self.stream_state = None
+        self.context.messages.append(message)
+        self.new_messages.append(message)
+        self.turn_message = message
+        self.turn_usage = self.turn_usage + message.usage
+        return message
+
+    # ---- turns ----
+
+    async def open_turn(self, trigger: TurnTrigger) -> None:
+        self.turn_open = True
+        self.turn_message = None
+        self.turn_results = []
+        self.turn_usage = Usage()
+        await self.sink.emit(TurnStart, turn_index=self.turn_index, trigger=trigger)
+
+    async def close_turn(self) -> None:
+        if not self.turn_open:
+            return
+        message = self.turn_message
+        if message is None:  # the turn ended before a model call: record that it was aborted
+            message = AssistantMessage(
+                model=self.config.model_name,
+                provider=getattr(self.config.provider, "name", ""),
+                stop_reason="aborted",
+            )
+            await self.append(message)
+            self.turn_message = message
+        event = TurnEnd(
+            turn_index=self.turn_index,
+            message=message,
+            tool_results=self.turn_results,
+            usage=self.turn_usage,
+        )
+        self.turn_open = False
+        self.usage = self.usage + self.turn_usage
+        await self.sink.emit(
+            TurnEnd,
+            turn_index=self.turn_index,
+            message=message,
+            tool_results=self.turn_results,
+            usage=self.turn_usage,
+        )
+        self.turn_index += 1
+        for hook in self.config.hooks:
+            await self.call_hook(hook.after_turn, self.context, event)
+
+    async def run_tools(self, calls: Any, *, resumed: bool = False) -> ToolBatch:
+        batch = self.batch = ToolBatch(self, calls, resumed=resumed)
+        await batch.execute()
+        await self.record_batch(batch)
+        return batch
+
+    async def record_batch(self, batch: ToolBatch) -> None:
+        self.batch = None
+        results = await batch.finish()
+        self.tool_calls_run += len(results)
+        for result in results:
+            await self.append(result)
+        self.turn_results.extend(results)
+        if batch.raised is not None:
+            raise ToolRaised(batch.raised)
+
+    def limit_hit(self) -> str | None:
+        limits = self.config.limits
+        if limits.max_turns is not None and self.turn_index >= limits.max_turns:
+            return f"reached max_turns={limits.max_turns}"
+        if (
+            limits.max_total_tokens is not None
+            and self.usage.total_tokens >= limits.max_total_tokens
+        ):
+            used = self.usage.total_tokens
+            return f"used {used} tokens of max_total_tokens={limits.max_total_tokens}"
+        if limits.max_duration_s is not None:
+            elapsed = time.monotonic() - self.started_at
+            if elapsed >= limits.max_duration_s:
+                return f"ran {elapsed:.1f}s of max_duration_s={limits.max_duration_s:g}"
+        if limits.max_cost_usd is not None and (self.usage.cost_usd or 0.0) >= limits.max_cost_usd:
+            return f"cost ${self.usage.cost_usd:.4f} of max_cost_usd={limits.max_cost_usd:g}"
+        if limits.max_tool_calls is not None and self.tool_calls_run >= limits.max_tool_calls:
+            return f"ran {self.tool_calls_run} tool calls of max_tool_calls={limits.max_tool_calls}"
+        return None
+
+    async def on_limit(self, reason: str) -> None:
+        limits = self.config.limits
+        if limits.on_limit == "final_answer":
+            await self.open_turn(TurnTrigger.CONTINUATION)
+            await self.model_call(
+                with_tools=False,
+                instruction=limits.final_answer_instruction.format(reason=reason),
+                fallback_text=limits.final_answer_fallback.format(reason=reason),
+            )
+            await self.close_turn()
+        else:
+            await self.append(UserMessage.of(f"[Agent stopped: {reason}]"))
+
+    async def turns(self, prompts: list[AgentMessage], pending: list[str]) -> LoopResult:
+        """LOOP-SPEC §4.1, one turn at a time, until something ends the run."""
+        trigger = self.config.first_turn_trigger if prompts else TurnTrigger.CONTINUATION
+        first = True
+        prompt_ids = {id(m) for m in prompts}  # filtered before agent_start already
+        while True:
+            if self.bridge.after_turn:
+                return LoopResult(reason="cancelled")
+            hit = self.limit_hit()
+            if hit is not None:
+                await self.on_limit(hit)
+                return LoopResult(reason="limit", error=ErrorInfo(kind="limit", message=hit))
+            self.inject.extend(await self._poll(self.config.get_steering_messages))
+            fresh = [m for m in self.inject if id(m) not in prompt_ids]
+            if fresh:
+                rejected = await self.filter_input(fresh)
+                if rejected is not None:
+                    await self.sink.emit(InputRejected, reason=rejected.reason)
+                    return LoopResult(reason="rejected")
+            if not all(
+                [
+                    await self.call_hook(h.before_turn, self.context, self.turn_index)
+                    for h in self.config.hooks
+                ]
+            ):
+                return LoopResult(reason="vetoed")
+            self.refresh_tools()
+            await self.open_turn(trigger)
+            if first and pending:
+                assistant = self._last_assistant()
+                calls = [c for c in assistant.tool_calls if c.id in pending] if assistant else []
+                resumed = await self.run_tools(calls, resumed=bool(prompts))
+                if resumed.pending_ids:
+                    self.turn_message = assistant
+                    await self.close_turn()
+                    return LoopResult(reason="suspended", pending_tool_calls=resumed.pending_ids)
+            first = False
+            injected, self.inject = self.inject, []
+            for message in injected:
+                await self.append(message)
+
+            message = await self.model_call()
+            if message.stop_reason == "error":
+                for hook in self.config.hooks:
+                    await self.call_hook(hook.on_error, message)
+                await self.close_turn()
+                return LoopResult(reason="error", error=message.error)
+            calls = message.tool_calls
+            if message.stop_reason == "aborted":
+                if calls:
+                    await self.record_batch(ToolBatch(self, calls))
+                await self.close_turn()
+                return LoopResult(reason="cancelled")
+            batch: ToolBatch | None = await self.run_tools(calls) if calls else None
+            await self.close_turn()
+            if self.bridge.immediate:
+                return LoopResult(reason="cancelled")
+            if batch is not None and batch.pending_ids:
+                return LoopResult(reason="suspended", pending_tool_calls=batch.pending_ids)
+            if batch is not None and batch.terminate:
+                return LoopResult(reason="completed")
+            if self.bridge.after_turn:
+                return LoopResult(reason="cancelled")
+            if calls:
+                trigger = TurnTrigger.CONTINUATION
+                continue
+            if self.inject or await self.poll_steering():
+                trigger = TurnTrigger.CONTINUATION
+                continue
+            follow_ups = await self._poll(self.config.get_follow_up_messages)
+            if follow_ups:
+                self.inject.extend(follow_ups)
+                trigger = TurnTrigger.USER
+                continue
+            return LoopResult(reason="completed")
+
+    def _last_assistant(self) -> AssistantMessage | None:
+        for message in reversed(self.context.messages):
+            if isinstance(message, AssistantMessage):
+                return message
+        return None
+
+    async def close_open(self) -> None:
+        """After an interruption: close the open message, answer open calls, close the turn."""
+        state = self.stream_state
+        if state is not None and state.started and not state.ended:
+            message = state.closed("aborted")
+            state.ended = True
+            self.context.messages.append(message)
+            self.new_messages.append(message)
+            self.turn_message = message
+            await self.sink.emit(MessageEnd, message=message)
+            if message.tool_calls:
+                await self.record_batch(ToolBatch(self, message.tool_calls))
+        self.stream_state = None
+        if self.batch is not None:
+            await self.record_batch(self.batch)
+        await self.close_turn()
+
+
+async def _start(
+    run: _Run,
+    context: AgentContext,
+    config: AgentLoopConfig,
+    parent: str | None,
+    kind: ContinuationKind,
+) -> bool:
+    """before_loop hooks then agent_start. False: vetoed (agent_end already sent)."""
+    for hook in config.hooks:
+        if not await run.call_hook(hook.before_loop, context):
+            await run.sink.emit(AgentEnd, messages=[], usage=Usage(), reason="vetoed")
+            return False
+    await run.sink.emit(
+        AgentStart,
+        agent_id=context.agent_id,
+        session_id=context.session_id,
+        parent_loop_id=parent,
+        continuation_kind=kind,
+        config=config.snapshot(),
+    )
+    return True
+
+
+async def _execute(
+    run: _Run,
+    prompts: list[AgentMessage],
+    pending: list[str],
+    kind: ContinuationKind,
+) -> list[AgentMessage]:
+    context, config = run.context, run.config
+    result = LoopResult()
+    started = False
+    try:
+        try:
+            started = await _start(run, context, config, context.parent_loop_id, kind)
+            if not started:
+                result.reason = "vetoed"
+            elif prompts and (rejected := await run.filter_input(prompts)) is not None:
+                await run.sink.emit(InputRejected, reason=rejected.reason)
+                result.reason = "rejected"
+            else:
+                run.inject = list(prompts)
+                result = await run.turns(prompts, pending)
+        except HookFailed as exc:
+            result = LoopResult(reason="error", error=ErrorInfo(kind="hook", message=str(exc)))
+            if not started:
+                started = True
+                await run.sink.emit(
+                    AgentStart,
+                    agent_id=context.agent_id,
+                    session_id=context.session_id,
+                    parent_loop_id=context.parent_loop_id,
+                    continuation_kind=kind,
+                    config=config.snapshot(),
+                )
+            await _safe_close(run)
+        except ToolRaised as exc:
+            await _safe_close(run)
+            await _end(
+                run,
+                LoopResult(
+                    reason="error",
+                    error=ErrorInfo(
+                        kind="tool", message=f"{type(exc.original).__name__}: {exc.original}"
+                    ),
+                ),
+            )
+            raise exc.original from None
+        if started:
+            if result.reason == "cancelled":
+                await run.close_open()
+            await _end(run, result)
+        else:
+            await _after_loop(run, result)
+        return run.new_messages
+    except anyio.get_cancelled_exc_class():
+        with anyio.CancelScope(shield=True):
+            await _safe_close(run)
+            if started:
+                await _end(run, LoopResult(reason="cancelled"))
+        raise
+    finally:
+        run.bridge.close()
+
+
+async def _safe_close(run: _Run) -> None:
+    try:
+        await run.close_open()
+    except HookFailed:
+        pass  # already ending with an error; the history is closed before the hook ran
+
+
+async def _end(run: _Run, result: LoopResult) -> None:
+    await run.sink.emit(
+        AgentEnd,
+        messages=list(run.new_messages),
+        usage=run.usage,
+        reason=result.reason,
+        error=result.error,
+        pending_tool_calls=result.pending_tool_calls,
+    )
+    await _after_loop(run, result)
+
+
+async def _after_loop(run: _Run, result: LoopResult) -> None:
+    for hook in run.config.hooks:
+        try:
+            await _maybe_await(hook.after_loop(list(run.new_messages), run.usage, result.reason))
+        except Exception:
+            pass
+
+
+def _ensure_ids(context: AgentContext) -> None:
+    if context.loop_id is None:
+        context.loop_id = str(uuid.uuid4())
+    if context.agent_id is None:
+        context.agent_id = str(uuid.uuid4())
+    if context.session_id is None:
+        context.session_id = str(uuid.uuid4())
+
+
+async def agent_loop(
+    prompts: Sequence[AgentMessage | str],
+    context: AgentContext,
+    config: AgentLoopConfig,
+    events: EventStream | None = None,
+    cancel: CancellationToken | None = None,
+) -> list[AgentMessage]:
+    """Start a run from new prompts; return the messages it added to ``context.messages``.
+
+    Emits ``agent_start`` … ``agent_end`` on ``events`` (never closing it). Runtime failures
+    end the run with a reason; only a caller's mistake (no prompts, wrong types) raises, before
+    any event.
+    """
+    if not prompts:
+        raise ValueError("agent_loop needs at least one prompt; use agent_loop_continue to resume")
+    messages = [_as_message(p) for p in prompts]
+    _ensure_ids(context)
+    pending = context.pending_tool_calls
+    run = _Run(context, config, events, cancel, [])
+    return await _execute(run, messages, pending, context.continuation_kind)
+
+
+async def agent_loop_continue(
+    context: AgentContext,
+    config: AgentLoopConfig,
+    events: EventStream | None = None,
+    cancel: CancellationToken | None = None,
+) -> list[AgentMessage]:
+    """Carry on from the existing history (after an error, a tool-result message, a
+    suspension whose approvals were given). The last message must not be an assistant
+    message, unless it has tool calls waiting for approval."""
+    if not context.messages:
+        raise ValueError("agent_loop_continue needs a non-empty history; use agent_loop to start")
+    pending = context.pending_tool_calls
+    last = context.messages[-1]
+    if isinstance(last, AssistantMessage) and not pending:
+        raise ValueError(
+            "the last message is an assistant message, so there is nothing to continue from; "
+            "add a user message with agent_loop, or remove the last assistant message to retry it"
+        )
+    if context.agent_id is None or context.session_id is None:
+        raise ValueError(
+            "agent_loop_continue needs context.agent_id and context.session_id from the run it "
+            "continues (agent_loop writes them back); set them to continue a stored history"
+        )
+    if context.loop_id is None:
+        context.loop_id = str(uuid.uuid4())
+    kind = context.continuation_kind
+    if kind == ContinuationKind.INITIAL:
+        kind = ContinuationKind.DEFAULT
+    run = _Run(context, config, events, cancel, [])
+    return await _execute(run, [], pending, kind)
+
+
+async def run_loop(
+    context: AgentContext,
+    new_messages: list[AgentMessage],
+    config: AgentLoopConfig,
+    events: EventStream | None = None,
+    cancel: CancellationToken | None = None,
+) -> LoopResult:
+    """The turn loop alone, without agent_start/agent_end or input filtering of prompts:
+    for callers that manage a run's framing themselves. Messages it adds are appended to both
+    ``context.messages`` and ``new_messages``."""
+    if context.loop_id is None:
+        context.loop_id = str(uuid.uuid4())
+    run = _Run(context, config, events, cancel, new_messages)
+    try:
+        result = await run.turns([], context.pending_tool_calls)
+        if result.reason == "cancelled":
+            await run.close_open()
+        result.usage = run.usage
+        return result
+    except anyio.get_cancelled_exc_class():
+        with anyio.CancelScope(shield=True):
+            await _safe_close(run)
+        raise
+    finally:
+        run.bridge.close()

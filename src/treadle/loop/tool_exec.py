@@ -1,0 +1,321 @@
+"""Running one turn's tool calls: decisions, strategies, timeouts, cancellation, results."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import anyio
+from pydantic_core import from_json
+
+from ..tools import TaskComplete, Tool, ToolArgumentsError, ToolCategory, ToolContext
+from ..tools.base import to_tool_result
+from ..types import (
+    ToolCall,
+    ToolExecutionEnd,
+    ToolExecutionStart,
+    ToolExecutionUpdate,
+    ToolResult,
+    ToolResultMessage,
+)
+from .config import Allow, Ask, Deny
+
+if TYPE_CHECKING:
+    from .run import _Run
+
+CANCELLED_TEXT = "Cancelled"
+SKIPPED_TEXT = "Skipped: a user message arrived"
+
+
+class ToolRaised(Exception):
+    def __init__(self, original: BaseException) -> None:
+        super().__init__(str(original))
+        self.original = original
+
+
+class CallState:
+    """Bookkeeping for one call: what was reported, so every path reports exactly once."""
+
+    __slots__ = ("call", "decision", "ended", "pending", "result", "started", "started_at")
+
+    def __init__(self, call: ToolCall) -> None:
+        self.call = call
+        self.decision: Allow | Deny | None = None
+        self.pending = False
+        self.started = False
+        self.ended = False
+        self.result: ToolResult | None = None
+        self.started_at = 0.0
+
+
+def _json_error(raw: str) -> str:
+    try:
+        from_json(raw)
+    except ValueError as exc:
+        return str(exc)
+    return "not a JSON object"
+
+
+class ToolBatch:
+    """Executes the tool calls of one assistant message for a run."""
+
+    def __init__(self, run: _Run, calls: Sequence[ToolCall], *, resumed: bool = False) -> None:
+        self.run = run
+        self.states = [CallState(c) for c in calls]
+        self.resumed = resumed
+        self.raised: BaseException | None = None
+        self.terminate = False
+
+    @property
+    def pending_ids(self) -> list[str]:
+        return [s.call.id for s in self.states if s.pending]
+
+    # ---- decisions ----
+
+    async def decide(self, state: CallState) -> None:
+        run = self.run
+        call = state.call
+        forced = run.context.approvals.pop(call.id, None)
+        if forced is not None:
+            state.decision = forced
+            return
+        if self.resumed:
+            state.decision = Deny("No decision was given for this tool call.")
+            return
+        if run.tools.get(call.name) is None:
+            return
+        decision: Any = None
+        for hook in run.config.hooks:
+            result = await run.call_hook(hook.before_tool_call, call, run.context)
+            if isinstance(result, Allow):
+                if result.arguments is not None:
+                    call = call.model_copy(update={"arguments": result.arguments})
+                    state.decision = result
+                continue
+            if isinstance(result, (Deny, Ask)):
+                decision = result
+                break
+        if isinstance(decision, Ask):
+            handler = run.config.approval_handler
+            if handler is None:
+                state.pending = True
+                return
+            answer = await run.call_hook(handler, call, run.context, decision)
+            if answer is True:
+                decision = state.decision or Allow()
+            elif answer is False or answer is None:
+                decision = Deny()
+            else:
+                decision = answer
+        if decision is not None:
+            state.decision = decision
+
+    # ---- execution ----
+
+    async def execute(self) -> None:
+        """Run every call by the configured strategy. Immediate cancellation stops the work;
+        :meth:`finish` then reports whatever was left."""
+        strategy = self.run.config.tool_execution
+        with self.run.bridge.scope():
+            if strategy.mode == "sequential":
+                await self._sequential()
+            elif strategy.mode == "batched":
+                size = strategy.batch_size or 1
+                for i in range(0, len(self.states), size):
+                    await self._concurrent(self.states[i : i + size])
+            else:
+                await self._parallel()
+
+    async def _sequential(self) -> None:
+        run = self.run
+        for index, state in enumerate(self.states):
+            await self.decide(state)
+            if state.pending:
+                continue
+            await self._start(state)
+            await self._invoke_and_end(state)
+            if run.config.steering_mode == "next_tool" and index + 1 < len(self.states):
+                if await run.poll_steering():
+                    for rest in self.states[index + 1 :]:
+                        rest.result = ToolResult.error(SKIPPED_TEXT)
+                    return
+
+    async def _parallel(self) -> None:
+        group: list[CallState] = []
+        for state in self.states:
+            tool = self.run.tools.get(state.call.name)
+            if tool is not None and getattr(tool, "sequential", False):
+                await self._concurrent(group)
+                group = []
+                await self._concurrent([state])
+            else:
+                group.append(state)
+        await self._concurrent(group)
+
+    async def _concurrent(self, group: list[CallState]) -> None:
+        if not group:
+            return
+        for state in group:
+            await self.decide(state)
+        ready = [s for s in group if not s.pending]
+        for state in ready:
+            await self._start(state)
+        if len(ready) == 1:
+            await self._invoke_and_end(ready[0])
+            return
+        cap = self.run.config.tool_execution.max_concurrency
+        limiter = anyio.CapacityLimiter(cap) if cap else None
+        async with anyio.create_task_group() as tg:
+            for state in ready:
+                tg.start_soon(self._limited, state, limiter)
+
+    async def _limited(self, state: CallState, limiter: anyio.CapacityLimiter | None) -> None:
+        if limiter is None:
+            await self._invoke_and_end(state)
+        else:
+            async with limiter:
+                await self._invoke_and_end(state)
+
+    async def _start(self, state: CallState) -> None:
+        call = state.call
+        args = call.arguments
+        if isinstance(state.decision, Allow) and state.decision.arguments is not None:
+            args = state.decision.arguments
+        state.started = True
+        state.started_at = time.perf_counter()
+        await self.run.sink.emit(
+            ToolExecutionStart, tool_call_id=call.id, tool_name=call.name, args=args
+        )
+
+    async def _invoke_and_end(self, state: CallState) -> None:
+        result = await self._invoke(state)
+        if result is None:
+            return
+        for hook in self.run.config.hooks:
+            replaced = await self.run.call_hook(hook.after_tool_call, state.call, result)
+            if replaced is not None:
+                result = replaced
+        state.result = result
+        await self._end(state)
+
+    async def _end(self, state: CallState) -> None:
+        result = state.result or ToolResult.error(CANCELLED_TEXT)
+        state.result = result
+        elapsed = (time.perf_counter() - state.started_at) * 1000 if state.started_at else 0.0
+        details = result.details
+        child = details.get("child_loop_id") if isinstance(details, dict) else None
+        await self.run.sink.emit(
+            ToolExecutionEnd,
+            tool_call_id=state.call.id,
+            tool_name=state.call.name,
+            result=result,
+            is_error=result.is_error,
+            duration_ms=round(elapsed, 3),
+            child_loop_id=child if isinstance(child, str) else None,
+        )
+        state.ended = True
+        if result.terminate:
+            self.terminate = True
+
+    async def _invoke(self, state: CallState) -> ToolResult | None:
+        """The tool's result, or an error result the model can read. None: a re-raise."""
+        run = self.run
+        call = state.call
+        tool: Tool | None = run.tools.get(call.name)
+        if tool is None:
+            available = ", ".join(run.tools) or "(none)"
+            return ToolResult.error(f"Unknown tool '{call.name}'. Available: {available}")
+        if isinstance(state.decision, Deny):
+            return ToolResult.error(state.decision.reason)
+        if call.raw_arguments is not None and not getattr(tool, "accepts_raw_arguments", False):
+            return ToolResult.error(
+                f"Invalid JSON in the arguments for tool '{call.name}': "
+                f"{_json_error(call.raw_arguments)}. Send the arguments again as a JSON object."
+            )
+        args = call.arguments
+        if isinstance(state.decision, Allow) and state.decision.arguments is not None:
+            args = state.decision.arguments
+        ctx: ToolContext[Any] = ToolContext(
+            tool_call=call,
+            deps=run.config.deps,
+            cancel=run.bridge.token,
+            loop_id=run.sink.loop_id,
+            depth=run.sink.depth,
+            events=run.sink.stream,
+            context=run.context,
+            report=self._reporter(call),
+        )
+        timeout = _timeout_for(tool, run.config.tool_timeout)
+        with anyio.move_on_after(timeout) as scope:
+            try:
+                value = await tool.run(args, ctx)
+            except TaskComplete as done:
+                return ToolResult(
+                    content=ToolResult.of(done.text).content, details=done.details, terminate=True
+                )
+            except ToolArgumentsError as exc:
+                return ToolResult.error(str(exc))
+            except Exception as exc:
+                if run.config.raise_tool_errors:
+                    self.raised = exc
+                    state.result = ToolResult.error(f"{type(exc).__name__}: {exc}")
+                    await self._end(state)
+                    return None
+                return ToolResult.error(f"{type(exc).__name__}: {exc}")
+            return to_tool_result(value)
+        if scope.cancelled_caught:
+            return ToolResult.error(
+                f"Tool '{call.name}' timed out after {timeout:g}s and was cancelled."
+            )
+        return ToolResult.error(CANCELLED_TEXT)  # pragma: no cover - scope exits only by timeout
+
+    def _reporter(self, call: ToolCall) -> Callable[[ToolResult], Awaitable[None]]:
+        sink = self.run.sink
+
+        async def report(partial: ToolResult) -> None:
+            await sink.emit(
+                ToolExecutionUpdate, tool_call_id=call.id, tool_name=call.name, partial=partial
+            )
+
+        return report
+
+    # ---- closing ----
+
+    async def finish(self) -> list[ToolResultMessage]:
+        """Report every call that has not been (cancelled, skipped), then the result
+        messages in call order. Pending calls (awaiting approval) get nothing yet."""
+        for state in self.states:
+            if state.pending:
+                continue
+            if not state.started:
+                await self._start(state)
+            if not state.ended:
+                await self._end(state)
+        results: list[ToolResultMessage] = []
+        for state in self.states:
+            if state.pending or state.result is None:
+                continue
+            results.append(
+                ToolResultMessage(
+                    tool_call_id=state.call.id,
+                    tool_name=state.call.name,
+                    content=state.result.content,
+                    details=state.result.details,
+                    is_error=state.result.is_error,
+                )
+            )
+        return results
+
+
+def _timeout_for(tool: Tool, config_timeout: float | None) -> float:
+    own = getattr(tool, "timeout", None)
+    if own:
+        return float(own)
+    if config_timeout:
+        return config_timeout
+    category = getattr(tool, "category", ToolCategory.EXEC)
+    try:
+        return ToolCategory(category).default_timeout
+    except ValueError:
+        return ToolCategory.EXEC.default_timeout

@@ -1,0 +1,75 @@
+"""Model providers: the protocol, its request/stream/error types, and the HTTP adapters.
+
+Adapters are imported on first use so that ``import treadle`` does not pay for httpx.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .base import (
+    RETRYABLE_KINDS,
+    ErrorKind,
+    ModelRequest,
+    Provider,
+    ProviderError,
+    StreamDone,
+    StreamEvent,
+    StreamStart,
+    TextEnd,
+    TextStart,
+    ThinkingEnd,
+    ThinkingLevel,
+    ThinkingStart,
+)
+
+if TYPE_CHECKING:
+    from .anthropic import Anthropic
+    from .gemini import Gemini
+    from .ollama import Ollama
+    from .openai_chat import OpenAIChat
+    from .openai_responses import OpenAIResponses
+    from .registry import get_provider
+
+_LAZY = {
+    "OpenAIChat": ".openai_chat",
+    "OpenAIResponses": ".openai_responses",
+    "Anthropic": ".anthropic",
+    "Gemini": ".gemini",
+    "Ollama": ".ollama",
+    "get_provider": ".registry",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'treadle.providers' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+__all__ = [
+    "RETRYABLE_KINDS",
+    "Anthropic",
+    "ErrorKind",
+    "Gemini",
+    "ModelRequest",
+    "Ollama",
+    "OpenAIChat",
+    "OpenAIResponses",
+    "Provider",
+    "ProviderError",
+    "StreamDone",
+    "StreamEvent",
+    "StreamStart",
+    "TextEnd",
+    "TextStart",
+    "ThinkingEnd",
+    "ThinkingLevel",
+    "ThinkingStart",
+    "get_provider",
+]

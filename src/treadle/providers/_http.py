@@ -1,0 +1,232 @@
+"""What every HTTP adapter shares: one client per instance, error mapping, retry hints."""
+
+from __future__ import annotations
+
+import email.utils
+import os
+import re
+import time
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+import httpx
+from pydantic_core import from_json
+
+from .base import ErrorKind, ProviderError
+
+_CONTEXT_OVERFLOW = re.compile(
+    r"context[ _-]?(length|window)|maximum context|prompt is too long|too many tokens"
+    r"|context_length_exceeded|exceeds? the (maximum )?(context|token)|input is too long"
+    r"|reduce the length|token count .* exceeds|request too large for model",
+    re.IGNORECASE,
+)
+_TRY_AGAIN = re.compile(r"(?:try again|retry) in (\d+(?:\.\d+)?)\s*(ms|s|sec|seconds?)\b", re.I)
+_RETRY_DELAY = re.compile(r"^(\d+(?:\.\d+)?)s$")
+
+DEFAULT_TIMEOUT = httpx.Timeout(connect=10.0, read=300.0, write=30.0, pool=30.0)
+
+
+def parse_retry_after(headers: Mapping[str, str]) -> float | None:
+    """Seconds to wait from ``retry-after-ms`` or ``retry-after`` (seconds or an HTTP date)."""
+    millis = headers.get("retry-after-ms")
+    if millis:
+        try:
+            return max(0.0, float(millis) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _hint_from_body(message: str, payload: Any) -> float | None:
+    """A provider's own retry hint: "try again in 125ms", or Gemini's RetryInfo.retryDelay."""
+    match = _TRY_AGAIN.search(message)
+    if match:
+        amount = float(match.group(1))
+        return amount / 1000 if match.group(2).lower() == "ms" else amount
+    error = payload.get("error") if isinstance(payload, dict) else None
+    details = error.get("details") if isinstance(error, dict) else None
+    if isinstance(details, list):
+        for detail in details:
+            delay = detail.get("retryDelay") if isinstance(detail, dict) else None
+            if isinstance(delay, str) and (m := _RETRY_DELAY.match(delay)):
+                return float(m.group(1))
+    return None
+
+
+def error_message(payload: Any, fallback: str) -> tuple[str, str]:
+    """(message, type/code) from the error shapes providers use."""
+    if isinstance(payload, list) and payload:
+        payload = payload[0]
+    if not isinstance(payload, dict):
+        return fallback, ""
+    error = payload.get("error", payload)
+    if isinstance(error, str):
+        return error, ""
+    if not isinstance(error, dict):
+        return fallback, ""
+    message = error.get("message") or fallback
+    metadata = error.get("metadata")
+    if isinstance(metadata, dict) and isinstance(metadata.get("raw"), str):
+        message = f"{message}: {metadata['raw']}"
+    code = error.get("type") or error.get("status") or error.get("code") or ""
+    return str(message), str(code)
+
+
+def classify(
+    status: int,
+    payload: Any,
+    *,
+    provider: str,
+    headers: Mapping[str, str] | None = None,
+    fallback: str = "",
+) -> ProviderError:
+    """Map an HTTP status and error body to a :class:`ProviderError`."""
+    message, code = error_message(payload, fallback or f"HTTP {status}")
+    lowered = code.lower()
+    kind: ErrorKind
+    if status == 429 or "rate_limit" in lowered or lowered == "resource_exhausted":
+        kind = "rate_limit"
+    elif status == 529 or "overloaded" in lowered or "overloaded" in message.lower():
+        kind = "overloaded"
+    elif status in (401, 403) or "authentication" in lowered or "permission" in lowered:
+        kind = "auth"
+    elif status == 408 or status == 504:
+        kind = "timeout"
+    elif _CONTEXT_OVERFLOW.search(message) or status == 413:
+        kind = "context_overflow"
+    elif status >= 500 or lowered in ("api_error", "server_error", "internal"):
+        kind = "server"
+    else:
+        kind = "bad_request"
+    retry_after = parse_retry_after(headers) if headers else None
+    if retry_after is None and kind in ("rate_limit", "overloaded", "server"):
+        retry_after = _hint_from_body(message, payload)
+    return ProviderError(
+        kind, message, status_code=status or None, retry_after=retry_after, provider=provider
+    )
+
+
+def transport_error(exc: httpx.TransportError, provider: str) -> ProviderError:
+    """A connection-level failure. Only the exception's own text is kept, never the request."""
+    kind: ErrorKind = "timeout" if isinstance(exc, httpx.TimeoutException) else "network"
+    detail = str(exc) or type(exc).__name__
+    return ProviderError(kind, f"{type(exc).__name__}: {detail}", provider=provider)
+
+
+def env_key(*names: str) -> str | None:
+    for name in names:
+        value = os.environ.get(name)
+        if value:
+            return value
+    return None
+
+
+class HTTPAdapter:
+    """Base for adapters: owns (or borrows) one ``httpx.AsyncClient`` for connection reuse.
+
+    The API key is held privately and never appears in a repr, event or error.
+    """
+
+    name: str = "http"
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str,
+        api_key: str | None,
+        headers: Mapping[str, str] | None = None,
+        client: httpx.AsyncClient | None = None,
+        timeout: float | httpx.Timeout | None = None,
+    ) -> None:
+        self.model = model
+        self.base_url = base_url.rstrip("/")
+        self.__api_key = api_key
+        self._extra_headers = dict(headers or {})
+        self._owns_client = client is None
+        self._client = client
+        self._timeout = timeout if timeout is not None else DEFAULT_TIMEOUT
+
+    @property
+    def _api_key(self) -> str | None:
+        return self.__api_key
+
+    @property
+    def client(self) -> httpx.AsyncClient:
+        if self._client is None:
+            self._client = httpx.AsyncClient(timeout=self._timeout)
+        return self._client
+
+    async def aclose(self) -> None:
+        """Close the HTTP client if this adapter created it."""
+        if self._owns_client and self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    async def __aenter__(self) -> HTTPAdapter:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(model={self.model!r}, base_url={self.base_url!r})"
+
+    def _headers(self) -> dict[str, str]:
+        """Request headers, auth included. Subclasses add their own scheme."""
+        return {"content-type": "application/json", **self._extra_headers}
+
+    async def _post_stream(self, url: str, body: dict[str, Any]) -> AsyncIterator[bytes]:
+        """POST ``body`` and yield the response bytes; HTTP and transport failures raise
+        :class:`ProviderError`."""
+        try:
+            async with self.client.stream(
+                "POST", url, json=body, headers=self._headers()
+            ) as response:
+                if response.status_code >= 400:
+                    raw = await response.aread()
+                    raise self._http_error(response, raw)
+                async for chunk in response.aiter_bytes():
+                    yield chunk
+        except httpx.TransportError as exc:
+            raise transport_error(exc, self.name) from None
+
+    async def _post_json(self, url: str, body: dict[str, Any]) -> Any:
+        try:
+            response = await self.client.post(url, json=body, headers=self._headers())
+        except httpx.TransportError as exc:
+            raise transport_error(exc, self.name) from None
+        if response.status_code >= 400:
+            raise self._http_error(response, response.content)
+        try:
+            return from_json(response.content)
+        except ValueError:
+            raise ProviderError(
+                "server", f"response was not JSON: {response.text[:200]!r}", provider=self.name
+            ) from None
+
+    def _http_error(self, response: httpx.Response, raw: bytes) -> ProviderError:
+        try:
+            payload: Any = from_json(raw) if raw else None
+        except ValueError:
+            payload = None
+        text = raw.decode("utf-8", "replace").strip()[:500]
+        return classify(
+            response.status_code,
+            payload,
+            provider=self.name,
+            headers=response.headers,
+            fallback=text or f"HTTP {response.status_code}",
+        )

@@ -1,0 +1,172 @@
+"""The Provider protocol, the request it takes, the events it streams and the errors it raises.
+
+Adapters live in their own modules; the loop knows providers only through this file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any, Literal, Protocol, Union, runtime_checkable
+
+from pydantic import Field
+
+from .._cancel import CancellationToken
+from ..types import (
+    AgentMessage,
+    AssistantMessage,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallStart,
+    ToolSpec,
+)
+from ..types._base import Model
+
+ThinkingLevel = Literal["off", "minimal", "low", "medium", "high"]
+ErrorKind = Literal[
+    "rate_limit",
+    "overloaded",
+    "server",
+    "network",
+    "timeout",
+    "truncated_stream",
+    "auth",
+    "bad_request",
+    "context_overflow",
+    "cancelled",
+]
+RETRYABLE_KINDS: frozenset[str] = frozenset(
+    {"rate_limit", "overloaded", "server", "network", "timeout", "truncated_stream"}
+)
+
+
+class ModelRequest(Model):
+    """Everything one model call needs, independent of any provider's wire format."""
+
+    model: str = ""
+    system_prompt: str | None = None
+    messages: list[AgentMessage] = Field(default_factory=list)
+    tools: list[ToolSpec] = Field(default_factory=list)
+    max_tokens: int | None = None
+    temperature: float | None = None
+    thinking_level: ThinkingLevel = "off"
+    tool_choice: str | dict[str, Any] | None = None
+    """``"auto"``, ``"none"``, ``"required"`` or ``{"name": "tool"}``; ``None`` = provider default."""
+    response_format: dict[str, Any] | None = None
+    """A JSON schema the answer must follow, where the provider supports it."""
+    prompt_cache: Literal["off", "short", "long"] = "short"
+    """Prompt-cache tier hint (Anthropic ``cache_control``); others ignore it."""
+    extra_body: dict[str, Any] = Field(default_factory=dict)
+    """Provider-specific fields merged into the request body as they are."""
+
+
+# ---- stream events: what Provider.stream yields ----
+
+
+class StreamStart(Model):
+    type: Literal["start"] = "start"
+    model: str = ""
+    response_id: str | None = None
+
+
+class TextStart(Model):
+    type: Literal["text_start"] = "text_start"
+    index: int
+
+
+class TextEnd(Model):
+    type: Literal["text_end"] = "text_end"
+    index: int
+
+
+class ThinkingStart(Model):
+    type: Literal["thinking_start"] = "thinking_start"
+    index: int
+    redacted: bool = False
+
+
+class ThinkingEnd(Model):
+    type: Literal["thinking_end"] = "thinking_end"
+    index: int
+    signature: str | None = None
+
+
+class StreamDone(Model):
+    """The last event of a successful stream: the complete message, usage and stop reason."""
+
+    type: Literal["done"] = "done"
+    message: AssistantMessage
+
+
+StreamEvent = Union[
+    StreamStart,
+    TextStart,
+    TextDelta,
+    TextEnd,
+    ThinkingStart,
+    ThinkingDelta,
+    ThinkingEnd,
+    ToolCallStart,
+    ToolCallDelta,
+    ToolCallEnd,
+    StreamDone,
+]
+"""What a provider streams. ``index`` is the content block's position in the message.
+
+Start and end events are optional for consumers: a delta for a new index opens its block.
+"""
+
+
+class ProviderError(Exception):
+    """A model call failed. ``kind`` says how, and whether trying again can help.
+
+    The message is the provider's own (never the request's headers or key).
+    """
+
+    def __init__(
+        self,
+        kind: ErrorKind,
+        message: str,
+        *,
+        status_code: int | None = None,
+        retry_after: float | None = None,
+        provider: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.kind: ErrorKind = kind
+        self.message = message
+        self.status_code = status_code
+        self.retry_after = retry_after
+        self.provider = provider
+
+    @property
+    def retryable(self) -> bool:
+        return self.kind in RETRYABLE_KINDS
+
+    def __repr__(self) -> str:
+        return (
+            f"ProviderError(kind={self.kind!r}, message={self.message!r}, "
+            f"status_code={self.status_code!r}, retry_after={self.retry_after!r})"
+        )
+
+    def __str__(self) -> str:
+        where = f"{self.provider} " if self.provider else ""
+        status = f" (HTTP {self.status_code})" if self.status_code else ""
+        return f"{where}{self.kind}{status}: {self.message}"
+
+
+@runtime_checkable
+class Provider(Protocol):
+    """A model API. ``name`` identifies it (``"openai"``, ``"anthropic"`` …).
+
+    ``stream`` yields :data:`StreamEvent` values and ends with exactly one :class:`StreamDone`;
+    on failure it raises :class:`ProviderError`. It should stop promptly when ``cancel`` fires,
+    raising ``ProviderError(kind="cancelled")`` or simply ending early.
+    """
+
+    name: str
+
+    def stream(
+        self, request: ModelRequest, *, cancel: CancellationToken | None = None
+    ) -> AsyncIterator[StreamEvent]: ...

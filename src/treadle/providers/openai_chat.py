@@ -1,0 +1,758 @@
+"""OpenAI Chat Completions, and every server that speaks it.
+
+One adapter covers api.openai.com and the OpenAI-compatible servers (vLLM, llama.cpp,
+Ollama's ``/v1``, LM Studio, Groq, DeepSeek, OpenRouter, Together, Mistral). Their dialects
+differ in small ways, all handled here:
+
+- reasoning arrives as ``reasoning_content`` (DeepSeek, vLLM), ``reasoning`` (OpenRouter,
+  Ollama, Groq, newer vLLM) or any other extra delta field whose name contains
+  ``reasoning``/``thinking``/``thought``; Mistral sends content as an array of typed parts,
+  some of them ``thinking`` parts. All of it becomes thinking content.
+- usage comes in a final chunk with ``choices: []`` (``stream_options.include_usage``) or on
+  the finish chunk itself (DeepSeek, Groq, Mistral).
+- errors can arrive mid-stream as a ``{"error": ...}`` data event, after HTTP 200.
+- a refusal (``delta.refusal``) is kept as ordinary text: it is what the model said.
+
+Sending history back: Chat Completions has no input field for reasoning, so thinking blocks
+are dropped, except that thinking produced by this same provider is sent back in the field
+named by ``reasoning_field`` when one is set (DeepSeek's thinking mode requires
+``reasoning_content`` on assistant turns that called tools, so that is the default for
+``provider_name="deepseek"``). Thinking from other providers is never replayed: it was
+written for another model and would read as something the assistant said. Tool messages are
+text only, so images from a tool result follow the tool messages in one user message.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import json
+import re
+import uuid
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Mapping
+from contextlib import aclosing
+from dataclasses import dataclass, field
+from typing import Any, Literal, cast
+
+import httpx
+from pydantic_core import from_json
+
+from .._cancel import CancellationToken
+from ..types import (
+    AssistantMessage,
+    ErrorInfo,
+    ExtensionMessage,
+    ImageContent,
+    TextContent,
+    TextDelta,
+    ThinkingContent,
+    ThinkingDelta,
+    ToolCall,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallStart,
+    ToolResultMessage,
+    Usage,
+    UserMessage,
+)
+from ..types.usage import StopReason
+from ._convert import image_data_url, safe_tool_call_id, same_origin
+from ._http import HTTPAdapter, classify, env_key
+from ._sse import SSEDecoder, SSEEvent
+from .base import (
+    ModelRequest,
+    ProviderError,
+    StreamDone,
+    StreamEvent,
+    StreamStart,
+    TextEnd,
+    TextStart,
+    ThinkingEnd,
+    ThinkingStart,
+)
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+
+# Delta fields with a fixed meaning; any other field that looks like reasoning is thinking.
+_STANDARD_FIELDS = frozenset(
+    {"role", "content", "refusal", "tool_calls", "function_call", "audio", "annotations", "name"}
+)
+# Checked first, in this order; only one reasoning field is read per delta, because some
+# servers repeat the same text in several (OpenRouter: ``reasoning`` and ``reasoning_details``).
+_REASONING_FIELDS = ("reasoning_content", "reasoning", "thinking")
+_SCHEMA_NAME = re.compile(r"[^A-Za-z0-9_-]")
+_ALNUM = re.compile(r"^[A-Za-z0-9]{9}$")
+
+
+class OpenAIChat(HTTPAdapter):
+    """A model behind ``POST {base_url}/chat/completions``.
+
+    ``provider_name`` names the server in messages and errors (``"groq"``, ``"deepseek"``…)
+    and picks the environment variable the key is read from (``GROQ_API_KEY``…; for the
+    default ``"openai"``, ``OPENAI_API_KEY``); ``api_key_env`` overrides that. A key is
+    required unless ``base_url`` points at a local or private address.
+
+    Options for servers that differ: ``include_usage=False`` for servers that reject
+    ``stream_options``; ``system_role="developer"`` for OpenAI reasoning models that refuse
+    the system role; ``max_tokens_field`` (``"max_completion_tokens"`` for api.openai.com,
+    ``"max_tokens"`` elsewhere); ``reasoning_field`` (see the module docs).
+    """
+
+    name = "openai"
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        client: httpx.AsyncClient | None = None,
+        timeout: float | httpx.Timeout | None = None,
+        headers: Mapping[str, str] | None = None,
+        stream: bool = True,
+        provider_name: str = "openai",
+        organization: str | None = None,
+        project: str | None = None,
+        include_usage: bool = True,
+        system_role: Literal["system", "developer"] = "system",
+        max_tokens_field: str | None = None,
+        reasoning_field: str | None = None,
+        api_key_env: str | None = None,
+        require_key: bool | None = None,
+    ) -> None:
+        self.name = provider_name
+        self._key_env = api_key_env or _env_name(provider_name)
+        super().__init__(
+            model,
+            base_url=base_url or DEFAULT_BASE_URL,
+            api_key=api_key or env_key(self._key_env),
+            headers=headers,
+            client=client,
+            timeout=timeout,
+        )
+        self.streaming = stream
+        self.include_usage = include_usage
+        self.system_role = system_role
+        self.organization = organization
+        self.project = project
+        host = httpx.URL(self.base_url).host
+        self.max_tokens_field = max_tokens_field or (
+            "max_completion_tokens" if host == "api.openai.com" else "max_tokens"
+        )
+        if reasoning_field is None and provider_name == "deepseek":
+            reasoning_field = "reasoning_content"
+        self.reasoning_field = reasoning_field
+        self._require_key = require_key if require_key is not None else not _is_local(host)
+
+    def _headers(self) -> dict[str, str]:
+        headers = super()._headers()
+        key = self._api_key
+        if key and not any(name.lower() == "authorization" for name in headers):
+            headers["authorization"] = f"Bearer {key}"
+        if self.organization:
+            headers["openai-organization"] = self.organization
+        if self.project:
+            headers["openai-project"] = self.project
+        return headers
+
+    # ---- request ----
+
+    def build_body(self, request: ModelRequest) -> dict[str, Any]:
+        """The JSON body for ``request`` (pure: no I/O)."""
+        body: dict[str, Any] = {
+            "model": request.model or self.model,
+            "messages": self._messages(request),
+        }
+        if self.streaming:
+            body["stream"] = True
+            if self.include_usage:
+                body["stream_options"] = {"include_usage": True}
+        else:
+            body["stream"] = False
+        if request.tools:
+            # Never an empty list: several servers reject ``"tools": []``.
+            body["tools"] = [
+                _tool(spec.name, spec.description, spec.parameters) for spec in request.tools
+            ]
+            if request.tool_choice is not None:
+                body["tool_choice"] = _tool_choice(request.tool_choice)
+        if request.max_tokens is not None:
+            body[self.max_tokens_field] = request.max_tokens
+        if request.temperature is not None:
+            body["temperature"] = request.temperature
+        if request.thinking_level != "off":
+            body["reasoning_effort"] = request.thinking_level
+        if request.response_format is not None:
+            body["response_format"] = _response_format(request.response_format)
+        body.update(request.extra_body)
+        return body
+
+    def _messages(self, request: ModelRequest) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        if request.system_prompt:
+            out.append({"role": self.system_role, "content": request.system_prompt})
+        # Tool messages must directly follow their assistant message, so images returned by
+        # tools wait here until the run of tool messages ends.
+        pending: list[dict[str, Any]] = []
+        for message in request.messages:
+            if pending and not isinstance(message, ToolResultMessage):
+                out.append({"role": "user", "content": pending})
+                pending = []
+            if isinstance(message, UserMessage):
+                out.append({"role": "user", "content": _user_content(message.content)})
+            elif isinstance(message, AssistantMessage):
+                converted = self._assistant(message)
+                if converted is not None:
+                    out.append(converted)
+            elif isinstance(message, ToolResultMessage):
+                out.append(self._tool_result(message, pending))
+            elif isinstance(message, ExtensionMessage):
+                continue
+        if pending:
+            out.append({"role": "user", "content": pending})
+        return out
+
+    def _assistant(self, message: AssistantMessage) -> dict[str, Any] | None:
+        texts = [block.text for block in message.content if isinstance(block, TextContent)]
+        calls = [
+            {
+                "id": self._call_id(block.id),
+                "type": "function",
+                # Invalid JSON from the model goes back as {}: several servers parse this
+                # field and would reject the whole history.
+                "function": {"name": block.name, "arguments": json.dumps(block.arguments)},
+            }
+            for block in message.content
+            if isinstance(block, ToolCall)
+        ]
+        reasoning = ""
+        if self.reasoning_field and same_origin(message, self.name):
+            reasoning = "\n".join(
+                block.thinking
+                for block in message.content
+                if isinstance(block, ThinkingContent) and not block.redacted and block.thinking
+            )
+        if not texts and not calls and not reasoning:
+            return None
+        converted: dict[str, Any] = {"role": "assistant", "content": "\n".join(texts) or None}
+        if calls:
+            converted["tool_calls"] = calls
+        if reasoning and self.reasoning_field:
+            converted[self.reasoning_field] = reasoning
+        return converted
+
+    def _tool_result(
+        self, message: ToolResultMessage, pending: list[dict[str, Any]]
+    ) -> dict[str, Any]:
+        text = "\n".join(block.text for block in message.content if isinstance(block, TextContent))
+        images = [block for block in message.content if isinstance(block, ImageContent)]
+        if images:
+            note = f"[{len(images)} image(s) follow in the next user message]"
+            text = f"{text}\n{note}" if text else note
+            label = (
+                f"Image(s) returned by the {message.tool_name} tool (call {message.tool_call_id}):"
+            )
+            pending.append({"type": "text", "text": label})
+            pending.extend(_image_part(image) for image in images)
+        return {
+            "role": "tool",
+            "tool_call_id": self._call_id(message.tool_call_id),
+            "content": text,
+        }
+
+    def _call_id(self, call_id: str) -> str:
+        if self.name == "mistral":
+            # Mistral accepts only 9 alphanumeric characters.
+            if _ALNUM.match(call_id):
+                return call_id
+            return hashlib.sha256(call_id.encode()).hexdigest()[:9]
+        return safe_tool_call_id(call_id, max_len=40)  # OpenAI's limit
+
+    # ---- response ----
+
+    async def stream(
+        self, request: ModelRequest, *, cancel: CancellationToken | None = None
+    ) -> AsyncIterator[StreamEvent]:
+        """Stream one model response; see :class:`~treadle.providers.base.Provider`."""
+        if self._require_key and not self._api_key:
+            raise ProviderError(
+                "auth",
+                f"no API key for {self.name}: set the {self._key_env} environment variable "
+                "or pass api_key=",
+                provider=self.name,
+            )
+        self._check_cancel(cancel)
+        body = self.build_body(request)
+        url = f"{self.base_url}/chat/completions"
+        state = _Assembler(self.name, request.model or self.model)
+        if not self.streaming:
+            payload = await self._post_json(url, body)
+            self._check_cancel(cancel)
+            for event in self._whole(payload, state):
+                yield event
+            return
+        decoder = SSEDecoder()
+        # Closing the body generator ends the HTTP response when we stop early ([DONE]).
+        response = cast("AsyncGenerator[bytes, None]", self._post_stream(url, body))
+        async with aclosing(response) as chunks:
+            async for chunk in chunks:
+                self._check_cancel(cancel)
+                for sse in decoder.feed(chunk):
+                    for event in self._event(sse, state, final=False):
+                        yield event
+                    if state.done:
+                        break
+                if state.done:
+                    break
+        if not state.done:
+            for sse in decoder.close():
+                for event in self._event(sse, state, final=True):
+                    yield event
+        if not state.done and state.finish_reason is None:
+            raise ProviderError(
+                "truncated_stream",
+                "the stream ended before the response was complete (no finish_reason, no [DONE])",
+                provider=self.name,
+            )
+        for event in state.end():
+            yield event
+
+    def _check_cancel(self, cancel: CancellationToken | None) -> None:
+        if cancel is not None and cancel.immediate:
+            raise ProviderError("cancelled", "cancelled by the caller", provider=self.name)
+
+    def _event(self, sse: SSEEvent, state: _Assembler, *, final: bool) -> Iterator[StreamEvent]:
+        data = sse.data.strip()
+        if sse.event not in ("message", "error") or not data:
+            return
+        if data == "[DONE]":
+            state.done = True
+            return
+        try:
+            payload = from_json(data)
+        except ValueError:
+            if sse.event == "error":
+                raise ProviderError("server", data[:500], provider=self.name) from None
+            if final:  # a partial last line: the connection dropped mid-event
+                raise ProviderError(
+                    "truncated_stream", "the stream ended inside an event", provider=self.name
+                ) from None
+            raise ProviderError(
+                "server", f"malformed stream chunk: {data[:200]!r}", provider=self.name
+            ) from None
+        if not isinstance(payload, dict):
+            return
+        if sse.event == "error" or payload.get("error"):
+            raise self._stream_error(payload)
+        yield from state.chunk(payload)
+
+    def _stream_error(self, payload: dict[str, Any]) -> ProviderError:
+        error = payload.get("error")
+        status = 0
+        if isinstance(error, dict):
+            for key in ("status_code", "status", "code"):
+                value = error.get(key)
+                if isinstance(value, int) and 400 <= value <= 599:
+                    status = value
+                    break
+        return classify(status, payload, provider=self.name, fallback="error event in the stream")
+
+    def _whole(self, payload: Any, state: _Assembler) -> Iterator[StreamEvent]:
+        """The events for a non-streamed response, as if it had been streamed."""
+        if not isinstance(payload, dict):
+            raise ProviderError(
+                "server", f"unexpected response: {str(payload)[:200]!r}", provider=self.name
+            )
+        if payload.get("error"):
+            raise self._stream_error(payload)
+        choices = payload.get("choices") or []
+        choice = choices[0] if choices and isinstance(choices[0], dict) else {}
+        message = dict(choice.get("message") or {})
+        calls = message.get("tool_calls")
+        if isinstance(calls, list):
+            message["tool_calls"] = [
+                {**call, "index": position}
+                for position, call in enumerate(calls)
+                if isinstance(call, dict)
+            ]
+        chunk = {
+            "id": payload.get("id"),
+            "model": payload.get("model"),
+            "usage": payload.get("usage"),
+            "choices": [
+                {"index": 0, "delta": message, "finish_reason": choice.get("finish_reason")}
+            ],
+        }
+        yield from state.chunk(chunk)
+        yield from state.end()
+
+
+# ---- stream assembly ----
+
+
+@dataclass
+class _Call:
+    index: int
+    id: str
+    name: str
+    parts: list[str] = field(default_factory=list)
+    started: bool = False
+    ended: bool = False
+
+
+class _Assembler:
+    """Turns chunk payloads into stream events and the final message.
+
+    Block indexes follow the order blocks first appear; tool-call fragments are matched to
+    their call by the provider's ``index`` (or id), so interleaved calls stay apart.
+    """
+
+    def __init__(self, provider: str, model: str) -> None:
+        self.provider = provider
+        self.model = model
+        self.response_id: str | None = None
+        self.started = False
+        self.done = False  # [DONE] seen
+        self.finish_reason: str | None = None
+        self.usage: Usage | None = None
+        self._blocks: list[TextContent | ThinkingContent | _Call] = []
+        self._texts: dict[int, list[str]] = {}
+        self._open: int | None = None  # the text or thinking block receiving deltas
+        self._calls: dict[Any, _Call] = {}
+        self._last_call: _Call | None = None
+
+    def chunk(self, payload: dict[str, Any]) -> Iterator[StreamEvent]:
+        if not self.started:
+            if isinstance(payload.get("model"), str) and payload["model"]:
+                self.model = payload["model"]
+            if isinstance(payload.get("id"), str):
+                self.response_id = payload["id"]
+            yield from self._start()
+        usage = payload.get("usage")
+        if not isinstance(usage, dict):
+            extra = payload.get("x_groq")
+            usage = extra.get("usage") if isinstance(extra, dict) else None
+        if isinstance(usage, dict):
+            self.usage = _usage(usage)
+        choices = payload.get("choices")
+        if not isinstance(choices, list):
+            return
+        for choice in choices:
+            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+                continue  # n > 1 is not supported: the first choice is the answer
+            delta = choice.get("delta")
+            if isinstance(delta, dict):
+                yield from self._delta(delta)
+            reason = choice.get("finish_reason")
+            if isinstance(reason, str) and reason:
+                self.finish_reason = reason
+                yield from self.finish()
+
+    def _delta(self, delta: dict[str, Any]) -> Iterator[StreamEvent]:
+        thinking = _reasoning_text(delta)
+        if thinking:
+            yield from self._append("thinking", thinking)
+        content = delta.get("content")
+        if isinstance(content, str):
+            if content:
+                yield from self._append("text", content)
+        elif isinstance(content, list):  # Mistral: typed parts
+            for part in content:
+                if not isinstance(part, dict):
+                    continue
+                if part.get("type") == "thinking":
+                    text = _as_text(part.get("thinking"))
+                    if text:
+                        yield from self._append("thinking", text)
+                elif part.get("type") == "text" and isinstance(part.get("text"), str):
+                    if part["text"]:
+                        yield from self._append("text", part["text"])
+        refusal = delta.get("refusal")
+        if isinstance(refusal, str) and refusal:
+            yield from self._append("text", refusal)
+        calls = delta.get("tool_calls")
+        if isinstance(calls, list):
+            for fragment in calls:
+                if isinstance(fragment, dict):
+                    yield from self._tool_fragment(fragment)
+
+    def _append(self, kind: Literal["text", "thinking"], text: str) -> Iterator[StreamEvent]:
+        index = self._open
+        if index is None or not isinstance(self._blocks[index], _kind_type(kind)):
+            yield from self._close_open()
+            index = len(self._blocks)
+            self._blocks.append(
+                TextContent(text="") if kind == "text" else ThinkingContent(thinking="")
+            )
+            self._texts[index] = []
+            self._open = index
+            yield TextStart(index=index) if kind == "text" else ThinkingStart(index=index)
+        self._texts[index].append(text)
+        yield (
+            TextDelta(index=index, text=text)
+            if kind == "text"
+            else ThinkingDelta(index=index, text=text)
+        )
+
+    def _close_open(self) -> Iterator[StreamEvent]:
+        index, self._open = self._open, None
+        if index is not None:
+            if isinstance(self._blocks[index], TextContent):
+                yield TextEnd(index=index)
+            else:
+                yield ThinkingEnd(index=index)
+
+    def _tool_fragment(self, fragment: dict[str, Any]) -> Iterator[StreamEvent]:
+        function = fragment.get("function")
+        function = function if isinstance(function, dict) else {}
+        call_id = _str(fragment.get("id"))
+        name = _str(function.get("name"))
+        arguments = function.get("arguments")
+        if isinstance(arguments, (dict, list)):  # a few servers send parsed arguments
+            arguments = json.dumps(arguments)
+        args = arguments if isinstance(arguments, str) else ""
+
+        position = fragment.get("index")
+        key: Any = position if isinstance(position, int) else None
+        call = self._calls.get(key) if key is not None else self._last_call
+        if call is not None and call_id and call.id and call_id != call.id:
+            call = None  # a different call reusing the index (seen from some servers)
+        if call is None or call.ended:
+            yield from self._close_open()
+            call = _Call(
+                index=len(self._blocks), id=call_id or f"call_{uuid.uuid4().hex[:24]}", name=name
+            )
+            self._blocks.append(call)
+            if key is not None:
+                self._calls[key] = call
+            self._last_call = call
+        elif name and not call.name:
+            call.name = name
+        if args:
+            call.parts.append(args)
+        # The start waits for the name, so consumers never see a nameless call.
+        if not call.started and call.name:
+            call.started = True
+            yield ToolCallStart(index=call.index, id=call.id, name=call.name)
+            if call.parts:
+                yield ToolCallDelta(index=call.index, arguments="".join(call.parts))
+        elif call.started and args:
+            yield ToolCallDelta(index=call.index, arguments=args)
+
+    def _start(self) -> Iterator[StreamEvent]:
+        if not self.started:
+            self.started = True
+            yield StreamStart(model=self.model, response_id=self.response_id)
+
+    def end(self) -> Iterator[StreamEvent]:
+        """The last events: any still-open blocks closed, then the complete message."""
+        yield from self._start()
+        yield from self.finish()
+        yield StreamDone(message=self.message())
+
+    def finish(self) -> Iterator[StreamEvent]:
+        """Close every open block; tool calls get their parsed arguments."""
+        yield from self._close_open()
+        for block in self._blocks:
+            if not isinstance(block, _Call) or block.ended:
+                continue
+            if not block.started:
+                block.started = True
+                yield ToolCallStart(index=block.index, id=block.id, name=block.name)
+                if block.parts:
+                    yield ToolCallDelta(index=block.index, arguments="".join(block.parts))
+            block.ended = True
+            yield ToolCallEnd(index=block.index, tool_call=_tool_call(block))
+
+    def message(self) -> AssistantMessage:
+        content: list[TextContent | ThinkingContent | ToolCall] = []
+        for index, block in enumerate(self._blocks):
+            if isinstance(block, _Call):
+                content.append(_tool_call(block))
+            elif isinstance(block, TextContent):
+                content.append(TextContent(text="".join(self._texts[index])))
+            else:
+                content.append(ThinkingContent(thinking="".join(self._texts[index])))
+        has_calls = any(isinstance(block, ToolCall) for block in content)
+        stop, error = _stop_reason(self.finish_reason, has_calls)
+        return AssistantMessage(
+            content=content,
+            stop_reason=stop,
+            model=self.model,
+            provider=self.provider,
+            usage=self.usage or Usage(),
+            response_id=self.response_id,
+            error=error,
+        )
+
+
+# ---- helpers ----
+
+
+def _kind_type(kind: str) -> type[TextContent] | type[ThinkingContent]:
+    return TextContent if kind == "text" else ThinkingContent
+
+
+def _tool_call(call: _Call) -> ToolCall:
+    text = "".join(call.parts)
+    if not text.strip():
+        return ToolCall(id=call.id, name=call.name)
+    try:
+        parsed = from_json(text)
+    except ValueError:
+        parsed = text
+    if parsed is None:
+        return ToolCall(id=call.id, name=call.name)
+    if not isinstance(parsed, dict):
+        return ToolCall(id=call.id, name=call.name, raw_arguments=text)
+    return ToolCall(id=call.id, name=call.name, arguments=parsed)
+
+
+def _stop_reason(reason: str | None, has_calls: bool) -> tuple[StopReason, ErrorInfo | None]:
+    if reason == "length":
+        return "length", None
+    if reason == "content_filter":
+        return "error", ErrorInfo(
+            kind="content_filter", message="the provider's content filter stopped the response"
+        )
+    # Some servers say "stop" after tool calls; the calls still need answering.
+    if reason in ("tool_calls", "function_call") or has_calls:
+        return "tool_use", None
+    return "stop", None
+
+
+def _usage(raw: dict[str, Any]) -> Usage:
+    prompt = _int(raw.get("prompt_tokens"))
+    completion = _int(raw.get("completion_tokens"))
+    prompt_details = raw.get("prompt_tokens_details")
+    prompt_details = prompt_details if isinstance(prompt_details, dict) else {}
+    completion_details = raw.get("completion_tokens_details")
+    completion_details = completion_details if isinstance(completion_details, dict) else {}
+    cache_read = _int(prompt_details.get("cached_tokens")) or _int(
+        raw.get("prompt_cache_hit_tokens")
+    )
+    cache_write = _int(prompt_details.get("cache_write_tokens"))  # OpenRouter
+    cost = raw.get("cost")  # OpenRouter, in USD
+    return Usage(
+        input=max(0, prompt - cache_read - cache_write),
+        output=completion,
+        reasoning=_int(completion_details.get("reasoning_tokens")),
+        cache_read=cache_read,
+        cache_write=cache_write,
+        total_tokens=_int(raw.get("total_tokens")) or prompt + completion,
+        cost_usd=float(cost)
+        if isinstance(cost, (int, float)) and not isinstance(cost, bool)
+        else None,
+    )
+
+
+def _str(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _is_reasoning_key(key: str) -> bool:
+    lowered = key.lower()
+    if "signature" in lowered:  # opaque tokens, not text
+        return False
+    return "reasoning" in lowered or "thinking" in lowered or "thought" in lowered
+
+
+def _reasoning_text(delta: dict[str, Any]) -> str:
+    keys = [key for key in _REASONING_FIELDS if key in delta]
+    keys += sorted(
+        key
+        for key in delta
+        if key not in _REASONING_FIELDS and key not in _STANDARD_FIELDS and _is_reasoning_key(key)
+    )
+    for key in keys:
+        text = _as_text(delta[key])
+        if text:
+            return text
+    return ""
+
+
+def _as_text(value: Any) -> str:
+    """Reasoning text from a string, a list of parts, or a part (``{"text": ...}``)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        return "".join(_as_text(item) for item in value)
+    if isinstance(value, dict):
+        for key in ("text", "thinking", "summary", "content"):
+            if key in value:
+                return _as_text(value[key])
+    return ""
+
+
+def _tool(name: str, description: str, parameters: dict[str, Any]) -> dict[str, Any]:
+    function: dict[str, Any] = {"name": name, "parameters": parameters}
+    if description:
+        function["description"] = description
+    return {"type": "function", "function": function}
+
+
+def _tool_choice(choice: str | dict[str, Any]) -> str | dict[str, Any]:
+    if isinstance(choice, dict) and "name" in choice:
+        return {"type": "function", "function": {"name": choice["name"]}}
+    return choice
+
+
+def _response_format(spec: dict[str, Any]) -> dict[str, Any]:
+    """``{"type": "json_schema", ...}`` from a bare JSON schema or ``{name, schema, strict}``."""
+    if spec.get("type") in ("json_schema", "json_object") and "properties" not in spec:
+        return spec  # already in OpenAI's shape
+    if isinstance(spec.get("schema"), dict):
+        schema: dict[str, Any] = spec["schema"]
+        name = spec.get("name") or schema.get("title")
+        strict = bool(spec.get("strict", False))
+        description = spec.get("description")
+    else:
+        schema = spec
+        name = spec.get("title")
+        strict = False
+        description = None
+    cleaned = _SCHEMA_NAME.sub("_", str(name))[:64] if name else "response"
+    json_schema: dict[str, Any] = {"name": cleaned, "schema": schema, "strict": strict}
+    if isinstance(description, str) and description:
+        json_schema["description"] = description
+    return {"type": "json_schema", "json_schema": json_schema}
+
+
+def _user_content(blocks: list[TextContent | ImageContent]) -> str | list[dict[str, Any]]:
+    if not blocks:
+        return ""
+    if len(blocks) == 1 and isinstance(blocks[0], TextContent):
+        return blocks[0].text
+    return [
+        {"type": "text", "text": block.text}
+        if isinstance(block, TextContent)
+        else _image_part(block)
+        for block in blocks
+    ]
+
+
+def _image_part(image: ImageContent) -> dict[str, Any]:
+    return {"type": "image_url", "image_url": {"url": image_data_url(image)}}
+
+
+def _env_name(provider: str) -> str:
+    return re.sub(r"[^A-Z0-9]", "_", provider.upper()) + "_API_KEY"
+
+
+def _is_local(host: str) -> bool:
+    """Local servers (vLLM, llama.cpp, Ollama, LM Studio) usually need no key."""
+    if host in ("localhost", "") or host.endswith((".localhost", ".local", ".internal")):
+        return True
+    if "." not in host and ":" not in host:
+        return True  # a bare name: a container or LAN host
+    try:
+        address = ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return False
+    return (
+        address.is_loopback or address.is_private or address.is_link_local or address.is_unspecified
+    )

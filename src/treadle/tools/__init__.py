@@ -1,0 +1,29 @@
+"""Tools: the protocol, ``@tool``, the registry and what a running tool sees."""
+
+from ..types import ToolResult
+from .base import (
+    TaskComplete,
+    Tool,
+    ToolArgumentsError,
+    ToolCategory,
+    ToolContext,
+    to_tool_result,
+)
+from .function_tool import FunctionTool, parse_docstring, tool
+from .registry import ToolRegistry, as_tool, tool_spec
+
+__all__ = [
+    "FunctionTool",
+    "TaskComplete",
+    "Tool",
+    "ToolArgumentsError",
+    "ToolCategory",
+    "ToolContext",
+    "ToolRegistry",
+    "ToolResult",
+    "as_tool",
+    "parse_docstring",
+    "to_tool_result",
+    "tool",
+    "tool_spec",
+]

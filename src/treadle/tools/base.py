@@ -1,0 +1,160 @@
+"""The Tool protocol and what a tool sees while it runs."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from enum import Enum
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, runtime_checkable
+
+from pydantic import BaseModel
+
+from ..types import ImageContent, TextContent, ToolCall, ToolResult
+
+if TYPE_CHECKING:
+    from .._cancel import CancellationToken
+
+DepsT = TypeVar("DepsT")
+
+
+class ToolCategory(str, Enum):
+    """What kind of work a tool does; sets its default timeout (seed 002's table)."""
+
+    EXEC = "exec"
+    """Shells, builds, long jobs: 600 s."""
+    MCP = "mcp"
+    """Tools behind an MCP server or another network endpoint: 120 s."""
+    INFO = "info"
+    """Reads and look-ups: 30 s."""
+    EDIT = "edit"
+    """File edits: 30 s."""
+
+    @property
+    def default_timeout(self) -> float:
+        return _CATEGORY_TIMEOUTS[self]
+
+
+_CATEGORY_TIMEOUTS = {
+    ToolCategory.EXEC: 600.0,
+    ToolCategory.MCP: 120.0,
+    ToolCategory.INFO: 30.0,
+    ToolCategory.EDIT: 30.0,
+}
+
+
+class TaskComplete(Exception):
+    """Raise from a tool to end the run after the current batch (seed 001's done tool).
+
+    ``text`` becomes the tool's result; the loop then ends with reason ``completed``.
+    """
+
+    def __init__(self, text: str = "Task complete.", *, details: Any = None) -> None:
+        super().__init__(text)
+        self.text = text
+        self.details = details
+
+
+class ToolArgumentsError(ValueError):
+    """A tool's arguments did not match its schema. The message lists what was wrong."""
+
+
+class ToolContext(Generic[DepsT]):
+    """What a running tool can see and do.
+
+    - ``deps``: the application object passed as ``AgentLoopConfig.deps`` (dependency injection).
+    - ``tool_call``: the call being answered (``raw_arguments`` included).
+    - ``cancelled``: true once the run was asked to stop; long tools should check it.
+    - ``await update(...)``: report progress (a ``tool_execution_update`` event).
+    - ``loop_id`` / ``depth`` / ``events``: for tools that start a sub-agent, so its events can
+      be forwarded onto the parent's stream.
+    """
+
+    __slots__ = ("_report", "cancel", "context", "deps", "depth", "events", "loop_id", "tool_call")
+
+    def __init__(
+        self,
+        *,
+        tool_call: ToolCall,
+        deps: DepsT,
+        cancel: CancellationToken | None = None,
+        loop_id: str = "",
+        depth: int = 0,
+        events: Any = None,
+        context: Any = None,
+        report: Callable[[ToolResult], Awaitable[None]] | None = None,
+    ) -> None:
+        self.tool_call = tool_call
+        self.deps = deps
+        self.cancel = cancel
+        self.loop_id = loop_id
+        self.depth = depth
+        self.events = events
+        self.context = context
+        self._report = report
+
+    @property
+    def tool_call_id(self) -> str:
+        return self.tool_call.id
+
+    @property
+    def tool_name(self) -> str:
+        return self.tool_call.name
+
+    @property
+    def cancelled(self) -> bool:
+        return self.cancel is not None and self.cancel.cancelled
+
+    async def update(self, partial: ToolResult | str) -> None:
+        """Report progress; shows up as a ``tool_execution_update`` event."""
+        if self._report is not None:
+            await self._report(
+                partial if isinstance(partial, ToolResult) else ToolResult.of(partial)
+            )
+
+
+@runtime_checkable
+class Tool(Protocol):
+    """Anything with a name, a description, a JSON-schema ``parameters`` and ``run``.
+
+    Optional attributes the loop reads when present: ``category`` (:class:`ToolCategory`,
+    default exec), ``timeout`` (seconds, overrides the category's), ``sequential`` (True: never
+    runs alongside other tools), ``accepts_raw_arguments`` (True: called even when the model's
+    argument text is not JSON; read ``ctx.tool_call.raw_arguments``).
+    """
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+    async def run(self, arguments: dict[str, Any], ctx: ToolContext[Any]) -> Any:
+        """Do the work. Return a :class:`ToolResult`, a string, content blocks or any
+        JSON-serialisable value; raise to report an error to the model."""
+        ...
+
+
+def to_tool_result(value: Any) -> ToolResult:
+    """Turn whatever a tool returned into a :class:`ToolResult`."""
+    if isinstance(value, ToolResult):
+        return value
+    if value is None:
+        return ToolResult(content=[])
+    if isinstance(value, str):
+        return ToolResult(content=[TextContent(text=value)])
+    if isinstance(value, (TextContent, ImageContent)):
+        return ToolResult(content=[value])
+    if (
+        isinstance(value, list)
+        and value
+        and all(isinstance(v, (TextContent, ImageContent)) for v in value)
+    ):
+        return ToolResult(content=list(value))
+    if isinstance(value, BaseModel):
+        return ToolResult(
+            content=[TextContent(text=value.model_dump_json())],
+            details=value.model_dump(mode="json"),
+        )
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        text = str(value)
+    return ToolResult(content=[TextContent(text=text)])

@@ -1,0 +1,208 @@
+"""``@tool``: a tool from a plain function, its schema from type hints and the docstring."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import re
+from collections.abc import Callable
+from typing import Any, get_type_hints, overload
+
+import anyio.to_thread
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+
+from ..types import ToolSpec
+from .base import ToolArgumentsError, ToolCategory, ToolContext
+
+_SECTION = re.compile(
+    r"^\s*(Args|Arguments|Parameters|Params|Returns?|Raises|Yields|Examples?):\s*$"
+)
+_ARG_LINE = re.compile(r"^\s*(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
+
+
+def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
+    """(description, {param: description}) from a Google- or reST-style docstring."""
+    if not doc:
+        return "", {}
+    lines = inspect.cleandoc(doc).splitlines()
+    description: list[str] = []
+    params: dict[str, str] = {}
+    section: str | None = None
+    current: str | None = None
+    for line in lines:
+        if m := _SECTION.match(line):
+            section = m.group(1).lower()
+            current = None
+            continue
+        if rest := re.match(r"^\s*:param\s+(?:\w+\s+)?(\w+):\s*(.*)$", line):
+            params[rest.group(1)] = rest.group(2).strip()
+            current, section = rest.group(1), "args"
+            continue
+        if section is None:
+            description.append(line)
+        elif section.startswith(("arg", "param")):
+            if (m := _ARG_LINE.match(line)) and not line.startswith(" " * 8):
+                current = m.group(1).lstrip("*")
+                params[current] = m.group(2).strip()
+            elif current and line.strip():
+                params[current] = f"{params[current]} {line.strip()}".strip()
+    text = "\n".join(description).strip()
+    return text, params
+
+
+def _strip_titles(schema: Any) -> Any:
+    if isinstance(schema, dict):
+        return {
+            k: _strip_titles(v)
+            for k, v in schema.items()
+            if not (k == "title" and isinstance(v, str))
+        }
+    if isinstance(schema, list):
+        return [_strip_titles(v) for v in schema]
+    return schema
+
+
+def _is_context(annotation: Any) -> bool:
+    origin = getattr(annotation, "__origin__", annotation)
+    return inspect.isclass(origin) and issubclass(origin, ToolContext)
+
+
+class FunctionTool:
+    """A tool backed by a Python function (sync functions run in a worker thread).
+
+    Calling the object calls the function itself, so decorated functions stay usable.
+    """
+
+    def __init__(
+        self,
+        func: Callable[..., Any],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        category: ToolCategory | str = ToolCategory.EXEC,
+        timeout: float | None = None,
+        sequential: bool = False,
+        accepts_raw_arguments: bool = False,
+    ) -> None:
+        self.func = func
+        self.name = name or func.__name__
+        doc_text, param_docs = parse_docstring(func.__doc__)
+        self.description = description if description is not None else doc_text
+        self.category = ToolCategory(category)
+        self.timeout = timeout
+        self.sequential = sequential
+        self.accepts_raw_arguments = accepts_raw_arguments
+        self._is_async = inspect.iscoroutinefunction(func)
+        self._context_param: str | None = None
+        self._args_model = self._build_model(func, param_docs)
+        self.parameters: dict[str, Any] = _strip_titles(self._args_model.model_json_schema())
+        self.parameters.setdefault("properties", {})
+        functools.update_wrapper(self, func)
+
+    def _build_model(self, func: Callable[..., Any], docs: dict[str, str]) -> type[BaseModel]:
+        signature = inspect.signature(func)
+        try:
+            hints = get_type_hints(func, include_extras=True)
+        except (NameError, TypeError) as exc:
+            raise TypeError(
+                f"@tool could not resolve the type hints of {func.__qualname__}: {exc}. "
+                "Define the types it names before decorating it."
+            ) from exc
+        fields: dict[str, Any] = {}
+        for pname, param in signature.parameters.items():
+            if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+                continue
+            annotation = hints.get(pname, Any)
+            if _is_context(annotation):
+                self._context_param = pname
+                continue
+            default = ... if param.default is param.empty else param.default
+            fields[pname] = (annotation, Field(default, description=docs.get(pname)))
+        model: type[BaseModel] = create_model(
+            f"{self.name}_arguments",
+            __config__=ConfigDict(extra="forbid", arbitrary_types_allowed=True),
+            **fields,
+        )
+        return model
+
+    @property
+    def spec(self) -> ToolSpec:
+        return ToolSpec(name=self.name, description=self.description, parameters=self.parameters)
+
+    def validate(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        """Check ``arguments`` against the schema; returns the converted values."""
+        try:
+            validated = self._args_model.model_validate(arguments)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in err['loc']) or '(arguments)'}: {err['msg']}"
+                for err in exc.errors(include_url=False)
+            )
+            raise ToolArgumentsError(
+                f"Invalid arguments for tool '{self.name}': {problems}"
+            ) from None
+        return {key: getattr(validated, key) for key in type(validated).model_fields}
+
+    async def run(self, arguments: dict[str, Any], ctx: ToolContext[Any]) -> Any:
+        kwargs = self.validate(arguments)
+        if self._context_param is not None:
+            kwargs[self._context_param] = ctx
+        if self._is_async:
+            return await self.func(**kwargs)
+        return await anyio.to_thread.run_sync(
+            functools.partial(self.func, **kwargs), abandon_on_cancel=True
+        )
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.func(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"FunctionTool(name={self.name!r}, category={self.category.value!r})"
+
+
+@overload
+def tool(func: Callable[..., Any], /) -> FunctionTool: ...
+
+
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    category: ToolCategory | str = ToolCategory.EXEC,
+    timeout: float | None = None,
+    sequential: bool = False,
+    accepts_raw_arguments: bool = False,
+) -> Callable[[Callable[..., Any]], FunctionTool]: ...
+
+
+def tool(
+    func: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    category: ToolCategory | str = ToolCategory.EXEC,
+    timeout: float | None = None,
+    sequential: bool = False,
+    accepts_raw_arguments: bool = False,
+) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
+    """Make a tool from a function: ``@tool`` or ``@tool(name=..., category="info", ...)``.
+
+    The JSON schema comes from the type hints (pydantic), descriptions from the docstring
+    (``Args:`` section). A parameter annotated ``ToolContext`` receives the run's context and is
+    not part of the schema.
+    """
+
+    def wrap(f: Callable[..., Any]) -> FunctionTool:
+        return FunctionTool(
+            f,
+            name=name,
+            description=description,
+            category=category,
+            timeout=timeout,
+            sequential=sequential,
+            accepts_raw_arguments=accepts_raw_arguments,
+        )
+
+    return wrap(func) if func is not None else wrap

@@ -1,0 +1,67 @@
+"""ToolRegistry: tools by exact name."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+from ..types import ToolSpec
+from .base import Tool
+from .function_tool import FunctionTool
+
+
+def as_tool(obj: Tool | Callable[..., Any]) -> Tool:
+    """A :class:`Tool` as it is, or a plain function wrapped with ``@tool``."""
+    if isinstance(obj, Tool):
+        return obj
+    if callable(obj):
+        return FunctionTool(obj)
+    raise TypeError(
+        f"{obj!r} is not a tool: pass a function, a @tool-decorated function, or an object "
+        "with name, description, parameters and an async run(arguments, ctx) method"
+    )
+
+
+def tool_spec(t: Tool) -> ToolSpec:
+    return ToolSpec(name=t.name, description=t.description, parameters=t.parameters)
+
+
+class ToolRegistry:
+    """An ordered set of tools with unique names."""
+
+    def __init__(self, tools: Iterable[Tool | Callable[..., Any]] = ()) -> None:
+        self._tools: dict[str, Tool] = {}
+        for t in tools:
+            self.add(t)
+
+    def add(self, t: Tool | Callable[..., Any]) -> Tool:
+        item = as_tool(t)
+        if item.name in self._tools:
+            raise ValueError(f"two tools are named {item.name!r}; tool names must be unique")
+        self._tools[item.name] = item
+        return item
+
+    def remove(self, name: str) -> None:
+        del self._tools[name]
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+    @property
+    def names(self) -> list[str]:
+        return list(self._tools)
+
+    def specs(self) -> list[ToolSpec]:
+        return [tool_spec(t) for t in self._tools.values()]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    def __iter__(self) -> Iterator[Tool]:
+        return iter(self._tools.values())
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def __repr__(self) -> str:
+        return f"ToolRegistry({self.names!r})"

@@ -1,0 +1,60 @@
+"""Content blocks: the pieces a message is made of (discriminator ``type``)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import Field
+
+from ._base import Model
+
+
+class TextContent(Model):
+    """Plain text."""
+
+    type: Literal["text"] = "text"
+    text: str
+
+
+class ImageContent(Model):
+    """An image, base64-encoded."""
+
+    type: Literal["image"] = "image"
+    data: str
+    mime_type: str
+
+
+class ThinkingContent(Model):
+    """Reasoning the model showed (or hid, when ``redacted``).
+
+    ``signature`` is opaque and only meaningful to the provider that produced it; it is sent
+    back unchanged to that provider and dropped for any other.
+    """
+
+    type: Literal["thinking"] = "thinking"
+    thinking: str
+    signature: str | None = None
+    redacted: bool = False
+
+
+class ToolCall(Model):
+    """A request from the model to run a tool.
+
+    When the model's argument text was not valid JSON, ``arguments`` is ``{}`` and the text is
+    kept in ``raw_arguments`` so nothing is lost.
+    """
+
+    type: Literal["tool_call"] = "tool_call"
+    id: str
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    raw_arguments: str | None = None
+
+
+UserContent = Annotated[Union[TextContent, ImageContent], Field(discriminator="type")]
+AssistantContent = Annotated[
+    Union[TextContent, ThinkingContent, ToolCall], Field(discriminator="type")
+]
+ContentBlock = Annotated[
+    Union[TextContent, ImageContent, ThinkingContent, ToolCall], Field(discriminator="type")
+]

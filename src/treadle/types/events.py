@@ -1,0 +1,255 @@
+"""Events: everything the loop reports, in the order LOOP-SPEC §2 gives.
+
+Every event carries ``seq`` (strictly increasing on the stream it was sent to), ``loop_id``,
+``depth`` (0 for a top-level loop) and ``timestamp``; the loop's event sink stamps them.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import Field
+
+from ._base import Model
+from .content import TextContent, ToolCall, UserContent
+from .messages import AgentMessage, AssistantMessage, ToolResultMessage, joined_text
+from .usage import ErrorInfo, Usage
+
+
+class ContinuationKind(str, Enum):
+    """How a loop relates to the history it continues."""
+
+    INITIAL = "initial"
+    """A fresh run from new prompts (``agent_loop``)."""
+    DEFAULT = "default"
+    """Carrying on an existing history (``agent_loop_continue``)."""
+    RERUN = "rerun"
+    """Trying the last turn again, for example after an error."""
+    BRANCH = "branch"
+    """A new line of conversation from a point in an old one."""
+    COMPACTION = "compaction"
+    """Continuing after the history was compacted."""
+
+
+class TurnTrigger(str, Enum):
+    """What started a turn."""
+
+    USER = "user"
+    SUB_AGENT = "sub_agent"
+    CONTINUATION = "continuation"
+    BRANCH = "branch"
+
+
+AgentEndReason = Literal[
+    "completed", "rejected", "vetoed", "cancelled", "error", "limit", "suspended"
+]
+
+
+class ToolResult(Model):
+    """What a tool returns: content for the model, ``details`` for the application.
+
+    ``terminate=True`` ends the run after the current batch of tool calls.
+    """
+
+    content: list[UserContent] = Field(default_factory=list)
+    details: Any = None
+    is_error: bool = False
+    terminate: bool = False
+
+    @classmethod
+    def of(cls, text: str, *, is_error: bool = False, details: Any = None) -> ToolResult:
+        return cls(content=[TextContent(text=text)], is_error=is_error, details=details)
+
+    @classmethod
+    def error(cls, text: str, *, details: Any = None) -> ToolResult:
+        return cls(content=[TextContent(text=text)], is_error=True, details=details)
+
+    @property
+    def text(self) -> str:
+        return joined_text(self.content)
+
+
+# ---- deltas (the ``delta`` of a message_update; also what providers stream) ----
+
+
+class TextDelta(Model):
+    type: Literal["text"] = "text"
+    index: int
+    text: str
+
+
+class ThinkingDelta(Model):
+    type: Literal["thinking"] = "thinking"
+    index: int
+    text: str
+
+
+class ToolCallStart(Model):
+    type: Literal["tool_call_start"] = "tool_call_start"
+    index: int
+    id: str
+    name: str
+
+
+class ToolCallDelta(Model):
+    type: Literal["tool_call_delta"] = "tool_call_delta"
+    index: int
+    arguments: str
+
+
+class ToolCallEnd(Model):
+    type: Literal["tool_call_end"] = "tool_call_end"
+    index: int
+    tool_call: ToolCall
+
+
+Delta = Annotated[
+    Union[TextDelta, ThinkingDelta, ToolCallStart, ToolCallDelta, ToolCallEnd],
+    Field(discriminator="type"),
+]
+
+
+# ---- events ----
+
+
+class _Event(Model):
+    seq: int = 0
+    loop_id: str = ""
+    depth: int = 0
+    timestamp: int = 0
+
+
+class AgentStart(_Event):
+    type: Literal["agent_start"] = "agent_start"
+    agent_id: str
+    session_id: str
+    parent_loop_id: str | None = None
+    continuation_kind: ContinuationKind = ContinuationKind.INITIAL
+    config: dict[str, Any] = Field(default_factory=dict)
+
+
+class AgentEnd(_Event):
+    type: Literal["agent_end"] = "agent_end"
+    messages: list[AgentMessage] = Field(default_factory=list)
+    usage: Usage = Field(default_factory=Usage)
+    reason: AgentEndReason = "completed"
+    error: ErrorInfo | None = None
+    pending_tool_calls: list[str] = Field(default_factory=list)
+
+
+class TurnStart(_Event):
+    type: Literal["turn_start"] = "turn_start"
+    turn_index: int
+    trigger: TurnTrigger = TurnTrigger.USER
+
+
+class TurnEnd(_Event):
+    type: Literal["turn_end"] = "turn_end"
+    turn_index: int
+    message: AssistantMessage
+    tool_results: list[ToolResultMessage] = Field(default_factory=list)
+    usage: Usage = Field(default_factory=Usage)
+
+
+class MessageStart(_Event):
+    type: Literal["message_start"] = "message_start"
+    message: AgentMessage
+
+
+class MessageUpdate(_Event):
+    type: Literal["message_update"] = "message_update"
+    message: AssistantMessage
+    delta: Delta
+
+
+class MessageEnd(_Event):
+    type: Literal["message_end"] = "message_end"
+    message: AgentMessage
+
+
+class ToolExecutionStart(_Event):
+    type: Literal["tool_execution_start"] = "tool_execution_start"
+    tool_call_id: str
+    tool_name: str
+    args: dict[str, Any] = Field(default_factory=dict)
+
+
+class ToolExecutionUpdate(_Event):
+    type: Literal["tool_execution_update"] = "tool_execution_update"
+    tool_call_id: str
+    tool_name: str
+    partial: ToolResult
+
+
+class ToolExecutionEnd(_Event):
+    type: Literal["tool_execution_end"] = "tool_execution_end"
+    tool_call_id: str
+    tool_name: str
+    result: ToolResult
+    is_error: bool = False
+    duration_ms: float = 0.0
+    child_loop_id: str | None = None
+
+
+class InputRejected(_Event):
+    type: Literal["input_rejected"] = "input_rejected"
+    reason: str
+
+
+class CompactionStart(_Event):
+    type: Literal["compaction_start"] = "compaction_start"
+    tokens_before: int
+    messages_before: int
+    reason: str = "threshold"
+
+
+class CompactionEnd(_Event):
+    type: Literal["compaction_end"] = "compaction_end"
+    tokens_before: int
+    tokens_after: int
+    messages_before: int
+    messages_after: int
+    strategy: str = ""
+
+
+class ProviderRetry(_Event):
+    type: Literal["provider_retry"] = "provider_retry"
+    attempt: int
+    max_retries: int
+    delay_s: float
+    error_kind: str
+    status_code: int | None = None
+    message: str = ""
+    discard_partial: bool = False
+
+
+class PlanCreated(_Event):
+    """An agent's planning phase produced a plan (added to the history as an assistant message)."""
+
+    type: Literal["plan_created"] = "plan_created"
+    plan: str
+    steps: list[str] = Field(default_factory=list)
+
+
+AgentEvent = Annotated[
+    Union[
+        AgentStart,
+        AgentEnd,
+        TurnStart,
+        TurnEnd,
+        MessageStart,
+        MessageUpdate,
+        MessageEnd,
+        ToolExecutionStart,
+        ToolExecutionUpdate,
+        ToolExecutionEnd,
+        InputRejected,
+        CompactionStart,
+        CompactionEnd,
+        ProviderRetry,
+        PlanCreated,
+    ],
+    Field(discriminator="type"),
+]
+"""Any event the loop emits."""

@@ -1,0 +1,111 @@
+"""Messages: one conversation history is a list of these (discriminator ``role``)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import Field, field_validator
+
+from ._base import Model, now_ms
+from .content import (
+    AssistantContent,
+    ImageContent,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+    UserContent,
+)
+from .usage import ErrorInfo, StopReason, Usage
+
+
+def _text_to_blocks(value: Any) -> Any:
+    if isinstance(value, str):
+        return [TextContent(text=value)]
+    return value
+
+
+def joined_text(content: list[Any]) -> str:
+    """The text blocks of ``content`` joined with newlines."""
+    return "\n".join(block.text for block in content if isinstance(block, TextContent))
+
+
+class UserMessage(Model):
+    """What the user (or the application on the user's behalf) said."""
+
+    role: Literal["user"] = "user"
+    content: list[UserContent]
+    timestamp: int = Field(default_factory=now_ms)
+
+    _coerce = field_validator("content", mode="before")(_text_to_blocks)
+
+    @classmethod
+    def of(cls, text: str, *images: ImageContent) -> UserMessage:
+        """A user message with ``text`` and optional images."""
+        return cls(content=[TextContent(text=text), *images])
+
+    @property
+    def text(self) -> str:
+        return joined_text(self.content)
+
+
+class AssistantMessage(Model):
+    """One model response: text, thinking and tool calls, with why it stopped and its usage."""
+
+    role: Literal["assistant"] = "assistant"
+    content: list[AssistantContent] = Field(default_factory=list)
+    stop_reason: StopReason = "stop"
+    model: str = ""
+    provider: str = ""
+    usage: Usage = Field(default_factory=Usage)
+    timestamp: int = Field(default_factory=now_ms)
+    response_id: str | None = None
+    error: ErrorInfo | None = None
+
+    _coerce = field_validator("content", mode="before")(_text_to_blocks)
+
+    @property
+    def text(self) -> str:
+        """The message's text blocks joined with newlines (thinking excluded)."""
+        return joined_text(self.content)
+
+    @property
+    def tool_calls(self) -> list[ToolCall]:
+        return [block for block in self.content if isinstance(block, ToolCall)]
+
+    @property
+    def thinking(self) -> str:
+        return "\n".join(b.thinking for b in self.content if isinstance(b, ThinkingContent))
+
+
+class ToolResultMessage(Model):
+    """The answer to one tool call. ``details`` is for applications and never sent to a model."""
+
+    role: Literal["tool_result"] = "tool_result"
+    tool_call_id: str
+    tool_name: str
+    content: list[UserContent] = Field(default_factory=list)
+    details: Any = None
+    is_error: bool = False
+    timestamp: int = Field(default_factory=now_ms)
+
+    _coerce = field_validator("content", mode="before")(_text_to_blocks)
+
+    @property
+    def text(self) -> str:
+        return joined_text(self.content)
+
+
+class ExtensionMessage(Model):
+    """Application data kept in the history but never sent to a provider."""
+
+    role: Literal["extension"] = "extension"
+    kind: str
+    data: Any = None
+    timestamp: int = Field(default_factory=now_ms)
+
+
+AgentMessage = Annotated[
+    Union[UserMessage, AssistantMessage, ToolResultMessage, ExtensionMessage],
+    Field(discriminator="role"),
+]
+"""Any message in a history."""

@@ -1,0 +1,17 @@
+"""Tool descriptions as a model sees them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+
+from ._base import Model
+
+
+class ToolSpec(Model):
+    """A tool's name, description and JSON-schema parameters, as sent to a provider."""
+
+    name: str
+    description: str = ""
+    parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})

@@ -1,0 +1,58 @@
+"""Token usage and cost."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from ._base import Model
+
+StopReason = Literal["stop", "length", "tool_use", "error", "aborted"]
+"""Why an assistant message ended."""
+
+
+class Usage(Model):
+    """Tokens one model call (or a sum of calls) used.
+
+    ``input`` counts prompt tokens not read from or written to the provider's cache;
+    ``cache_read`` and ``cache_write`` count those that were. ``reasoning`` is the part of
+    ``output`` spent on thinking. ``total_tokens`` is everything the call processed.
+    """
+
+    input: int = 0
+    output: int = 0
+    reasoning: int = 0
+    cache_read: int = 0
+    cache_write: int = 0
+    total_tokens: int = 0
+    cost_usd: float | None = None
+
+    def __add__(self, other: Usage) -> Usage:
+        if not isinstance(other, Usage):
+            return NotImplemented
+        if self.cost_usd is None and other.cost_usd is None:
+            cost = None
+        else:
+            cost = (self.cost_usd or 0.0) + (other.cost_usd or 0.0)
+        return Usage.model_construct(
+            input=self.input + other.input,
+            output=self.output + other.output,
+            reasoning=self.reasoning + other.reasoning,
+            cache_read=self.cache_read + other.cache_read,
+            cache_write=self.cache_write + other.cache_write,
+            total_tokens=self.total_tokens + other.total_tokens,
+            cost_usd=cost,
+        )
+
+    @property
+    def context_tokens(self) -> int:
+        """Tokens the call put in the context window (prompt, cached prompt, output)."""
+        counted = self.input + self.output + self.cache_read + self.cache_write
+        return max(counted, self.total_tokens)
+
+
+class ErrorInfo(Model):
+    """What went wrong, on an assistant message with ``stop_reason="error"`` or an ``agent_end``."""
+
+    kind: str
+    message: str
+    status_code: int | None = None
