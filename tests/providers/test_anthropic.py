@@ -8,8 +8,8 @@ from typing import Any
 import httpx
 import pytest
 import respx
-
 from tests import wire
+
 from treadle._cancel import CancellationToken
 from treadle.providers.anthropic import Anthropic
 from treadle.providers.base import (
@@ -98,7 +98,10 @@ def check_consistency(events: list[StreamEvent]) -> AssistantMessage:
             assert text.get(index, "") == block.thinking
         elif isinstance(block, ToolCall):
             raw = args.get(index, "")
-            assert (json.loads(raw) if raw else {}) == block.arguments
+            if block.raw_arguments is not None:
+                assert raw == block.raw_arguments and block.arguments == {}
+            else:
+                assert (json.loads(raw) if raw else {}) == block.arguments
     assert message.provider == "anthropic"
     return message
 
@@ -147,10 +150,14 @@ EXPECTED: dict[str, dict[str, Any]] = {
         "usage": (1591, 175, 0, 0, 0, 1766),
         # The server-side tool search blocks (indices 1 and 2 on the wire) are left out.
         "content": [
-            ("text", "Let me search for a tool that can provide current exchange rate information."),
             (
                 "text",
-                "I found the right tool! Let me fetch the current USD to EUR exchange rate for you.",
+                "Let me search for a tool that can provide current exchange rate information.",
+            ),
+            (
+                "text",
+                "I found the right tool! Let me fetch the current USD to EUR exchange rate "
+                "for you.",
             ),
             (
                 "tool",
@@ -192,7 +199,11 @@ EXPECTED: dict[str, dict[str, Any]] = {
                 "information that could help prevent accidents.",
                 ("EvMCCkYICxgCKkCHP2cSuEdcJK", "xb7XsYeb1vgb7wwzDvP/UhjfQYAQ=="),
             ),
-            ("text", "Here are the basic steps for safely cros", "safety over speed when crossing streets."),
+            (
+                "text",
+                "Here are the basic steps for safely cros",
+                "safety over speed when crossing streets.",
+            ),
         ],
     },
     "anthropic/messages-stream-thinking-tool-use": {
@@ -219,7 +230,11 @@ EXPECTED: dict[str, dict[str, Any]] = {
         "content": [
             ("redacted", ("EqkECkYIBxgCKkA8AZ4noDfV5VcOJe", "X67EWkkWuR0AhDIXXjpot45vnBd4ewJ/hgB")),
             ("redacted", ("EtgBCkYIBxgCKkDQfGkwzflEJP5asG3o", "/6RjRRFuab/DBV3yRYdZ1J0GAE=")),
-            ("text", "I notice that you've sent what appears to be", "a legitimate task or question?"),
+            (
+                "text",
+                "I notice that you've sent what appears to be",
+                "a legitimate task or question?",
+            ),
         ],
     },
 }
@@ -243,7 +258,7 @@ def test_every_fixture_is_covered() -> None:
 
 def check_content(message: AssistantMessage, expected: list[tuple[Any, ...]]) -> None:
     assert len(message.content) == len(expected)
-    for block, spec in zip(message.content, expected):
+    for block, spec in zip(message.content, expected, strict=True):
         kind = spec[0]
         if kind == "text":
             assert isinstance(block, TextContent)
@@ -411,7 +426,9 @@ async def test_stop_reasons(reason: str, stop: str) -> None:
 @pytest.mark.anyio
 async def test_invalid_tool_json_is_kept_raw() -> None:
     fixture = wire.load("anthropic/messages-stream-tool-use")
-    body = fixture["response"]["body"].replace('"partial_json":": \\"EUR\\"}"', '"partial_json":": "')
+    body = fixture["response"]["body"].replace(
+        '"partial_json":": \\"EUR\\"}"', '"partial_json":": "'
+    )
     assert body != fixture["response"]["body"]
     fixture["response"]["body"] = body
     with respx.mock:
@@ -511,7 +528,9 @@ def test_body_matches_recorded_tool_result_request() -> None:
     assert body["max_tokens"] == recorded["max_tokens"] == 8192
     assert body["temperature"] == 1.0
     assert body["stream"] is True
-    assert body["tools"] == [{"name": "pelican_name_generator", "input_schema": PELICAN_TOOL.parameters}]
+    assert body["tools"] == [
+        {"name": "pelican_name_generator", "input_schema": PELICAN_TOOL.parameters}
+    ]
     assert [m["role"] for m in body["messages"]] == [m["role"] for m in recorded["messages"]]
     assert body["messages"][:2] == recorded["messages"][:2]
     # Both results in one user turn; content as blocks rather than the recorded plain string.
@@ -533,7 +552,9 @@ def test_body_thinking_matches_recorded_request() -> None:
     )
     assert body["thinking"] == recorded["thinking"] == {"type": "enabled", "budget_tokens": 1024}
     assert body["max_tokens"] == recorded["max_tokens"]
-    assert body["messages"][0]["content"][0]["text"] == recorded["messages"][0]["content"][0]["text"]
+    assert (
+        body["messages"][0]["content"][0]["text"] == recorded["messages"][0]["content"][0]["text"]
+    )
 
 
 def test_body_system_tools_and_choice() -> None:
@@ -542,7 +563,11 @@ def test_body_system_tools_and_choice() -> None:
     body = Anthropic("claude-haiku-4-5").build_body(
         request(
             system_prompt=recorded["system"],
-            tools=[ToolSpec(**{k: spec[k] for k in ("name", "description")}, parameters=spec["input_schema"])],
+            tools=[
+                ToolSpec(
+                    **{k: spec[k] for k in ("name", "description")}, parameters=spec["input_schema"]
+                )
+            ],
             tool_choice="auto",
             prompt_cache="off",
         )
@@ -563,9 +588,10 @@ def test_body_system_tools_and_choice() -> None:
 )
 def test_tool_choice_mapping(choice: Any, wire_choice: dict[str, Any]) -> None:
     provider = Anthropic("claude")
-    assert provider.build_body(request(tools=[PELICAN_TOOL], tool_choice=choice))[
-        "tool_choice"
-    ] == wire_choice
+    assert (
+        provider.build_body(request(tools=[PELICAN_TOOL], tool_choice=choice))["tool_choice"]
+        == wire_choice
+    )
     # Without tools there is neither a tools key nor a tool_choice.
     body = provider.build_body(request(tool_choice=choice))
     assert "tools" not in body and "tool_choice" not in body
@@ -582,7 +608,7 @@ def test_cache_control_placement(tier: str, cache: dict[str, str]) -> None:
             system_prompt="Be brief.",
             messages=history,
             tools=[PELICAN_TOOL, ToolSpec(name="second")],
-            prompt_cache=tier,  # type: ignore[arg-type]
+            prompt_cache=tier,
         )
     )
     assert body["system"] == [{"type": "text", "text": "Be brief.", "cache_control": cache}]
@@ -699,7 +725,11 @@ async def test_redacted_thinking_from_a_stream_goes_back_unchanged() -> None:
         request(messages=[UserMessage.of("q"), message, UserMessage.of("again")])
     )
     sent = body["messages"][1]["content"]
-    blocks = [json.loads(line[6:]) for line in fixture["response"]["body"].splitlines() if line.startswith("data: {\"type\":\"content_block_start\"")]
+    blocks = [
+        json.loads(line[6:])
+        for line in fixture["response"]["body"].splitlines()
+        if line.startswith('data: {"type":"content_block_start"')
+    ]
     assert [b["type"] for b in sent] == ["redacted_thinking", "redacted_thinking", "text"]
     assert [b["data"] for b in sent[:2]] == [b["content_block"]["data"] for b in blocks[:2]]
 
@@ -713,7 +743,10 @@ def test_empty_assistant_and_empty_text_are_skipped() -> None:
     ]
     body = Anthropic("claude").build_body(request(messages=history, prompt_cache="off"))
     assert body["messages"] == [
-        {"role": "user", "content": [{"type": "text", "text": "q"}, {"type": "text", "text": "again"}]}
+        {
+            "role": "user",
+            "content": [{"type": "text", "text": "q"}, {"type": "text", "text": "again"}],
+        }
     ]
 
 
@@ -756,7 +789,8 @@ def test_model_response_format_and_extra_body() -> None:
     assert body["output_config"] == {"format": {"type": "json_schema", "schema": schema}}
     assert body["metadata"] == {"user_id": "u1"} and body["max_tokens"] == 77
     assert body["stream"] is False
-    assert provider.build_body(request(response_format=schema))["output_config"]["format"][
-        "schema"
-    ] == schema
+    assert (
+        provider.build_body(request(response_format=schema))["output_config"]["format"]["schema"]
+        == schema
+    )
     assert provider.build_body(request())["model"] == "claude-default"

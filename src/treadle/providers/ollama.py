@@ -1,0 +1,418 @@
+"""Ollama's native chat API: ``POST /api/chat``, streamed as newline-delimited JSON.
+
+Each line is a partial message (``content``, ``thinking`` or whole ``tool_calls``); the last
+one has ``done: true`` with ``done_reason`` and the token counts. Ollama cannot force or
+forbid tool use, so ``tool_choice`` is approximated: ``"none"`` sends no tools and
+``{"name": x}`` sends only that tool; ``"required"`` cannot be expressed and is ignored.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping
+from contextlib import aclosing
+from typing import Any, cast
+
+import httpx
+from pydantic_core import from_json, to_json
+
+from .._cancel import CancellationToken
+from ..types import (
+    AgentMessage,
+    AssistantMessage,
+    ImageContent,
+    TextContent,
+    TextDelta,
+    ThinkingContent,
+    ThinkingDelta,
+    ToolCall,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallStart,
+    ToolResultMessage,
+    Usage,
+    UserMessage,
+)
+from ..types.usage import StopReason
+from ._http import HTTPAdapter, classify, env_key
+from ._sse import NDJSONDecoder
+from .base import (
+    ModelRequest,
+    ProviderError,
+    StreamDone,
+    StreamEvent,
+    StreamStart,
+    TextEnd,
+    TextStart,
+    ThinkingEnd,
+    ThinkingLevel,
+    ThinkingStart,
+)
+
+DEFAULT_BASE_URL = "http://localhost:11434"
+DEFAULT_PORT = 11434
+
+
+def host_url(value: str) -> str:
+    """``OLLAMA_HOST`` as Ollama's own CLI reads it: scheme and port are optional
+    (``0.0.0.0``, ``myhost:8080``, ``https://ollama.example``)."""
+    value = value.strip().rstrip("/")
+    scheme, _, rest = value.partition("://") if "://" in value else ("http", "", value)
+    netloc, slash, path = rest.partition("/")
+    has_port = ":" in netloc.rsplit("]", 1)[-1]
+    if not has_port and scheme == "http":
+        netloc = f"{netloc}:{DEFAULT_PORT}"
+    return f"{scheme}://{netloc}{slash}{path}"
+
+
+class Ollama(HTTPAdapter):
+    """A local (or ollama.com) Ollama server. No key is needed locally; ``OLLAMA_API_KEY``,
+    when set, is sent as a bearer token (Ollama's cloud requires it)."""
+
+    name = "ollama"
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        client: httpx.AsyncClient | None = None,
+        timeout: float | httpx.Timeout | None = None,
+        headers: Mapping[str, str] | None = None,
+        stream: bool = True,
+        options: Mapping[str, Any] | None = None,
+        keep_alive: str | int | None = None,
+    ) -> None:
+        """``options`` are Ollama model options sent with every request (``num_ctx`` is the
+        one most often needed: Ollama's default context is small and truncates silently)."""
+        if base_url is None:
+            env_host = os.environ.get("OLLAMA_HOST")
+            base_url = host_url(env_host) if env_host else DEFAULT_BASE_URL
+        super().__init__(
+            model,
+            base_url=base_url,
+            api_key=api_key or env_key("OLLAMA_API_KEY"),
+            headers=headers,
+            client=client,
+            timeout=timeout,
+        )
+        self.streaming = stream
+        self.options = dict(options or {})
+        self.keep_alive = keep_alive
+
+    def _headers(self) -> dict[str, str]:
+        headers = super()._headers()
+        if self._api_key:
+            headers["authorization"] = f"Bearer {self._api_key}"
+        return headers
+
+    # ---- request ----
+
+    def build_body(self, request: ModelRequest) -> dict[str, Any]:
+        model = request.model or self.model
+        messages: list[dict[str, Any]] = []
+        if request.system_prompt:
+            messages.append({"role": "system", "content": request.system_prompt})
+        messages.extend(_messages(request.messages))
+        body: dict[str, Any] = {"model": model, "messages": messages, "stream": self.streaming}
+        tools = request.tools
+        choice = request.tool_choice
+        if choice == "none":
+            tools = []
+        elif isinstance(choice, dict):
+            tools = [t for t in tools if t.name == choice.get("name")] or tools
+        if tools:
+            body["tools"] = [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": t.name,
+                        "description": t.description,
+                        "parameters": t.parameters,
+                    },
+                }
+                for t in tools
+            ]
+        body["think"] = think_value(model, request.thinking_level)
+        options = dict(self.options)
+        if request.max_tokens is not None:
+            options["num_predict"] = request.max_tokens
+        if request.temperature is not None:
+            options["temperature"] = request.temperature
+        if options:
+            body["options"] = options
+        if request.response_format is not None:
+            body["format"] = _unwrap_schema(request.response_format)
+        if self.keep_alive is not None:
+            body["keep_alive"] = self.keep_alive
+        for key, value in request.extra_body.items():
+            current = body.get(key)
+            if isinstance(current, dict) and isinstance(value, dict):
+                body[key] = {**current, **value}
+            else:
+                body[key] = value
+        return body
+
+    # ---- response ----
+
+    async def stream(
+        self, request: ModelRequest, *, cancel: CancellationToken | None = None
+    ) -> AsyncIterator[StreamEvent]:
+        if not self._api_key and httpx.URL(self.base_url).host.endswith("ollama.com"):
+            raise ProviderError(
+                "auth",
+                "ollama.com needs an API key: set the OLLAMA_API_KEY environment variable "
+                "or pass api_key=",
+                provider=self.name,
+            )
+        body = self.build_body(request)
+        url = f"{self.base_url}/api/chat"
+        state = _Response(body["model"])
+        if self.streaming:
+            decoder = NDJSONDecoder()
+            response = cast("AsyncGenerator[bytes, None]", self._post_stream(url, body))
+            async with aclosing(response) as raw:
+                async for data in raw:
+                    if cancel is not None and cancel.immediate:
+                        raise ProviderError("cancelled", "cancelled by the caller")
+                    try:
+                        lines = decoder.feed(data)
+                    except ValueError as exc:
+                        raise _not_json(exc) from None
+                    for line in lines:
+                        for event in state.feed(line):
+                            yield event
+            try:
+                lines = decoder.close()
+            except ValueError as exc:
+                raise _not_json(exc) from None
+            for line in lines:
+                for event in state.feed(line):
+                    yield event
+        else:
+            for event in state.feed(await self._post_json(url, body)):
+                yield event
+        if not state.done:
+            raise ProviderError(
+                "truncated_stream",
+                "the Ollama stream ended without its final done:true line",
+                provider=self.name,
+            )
+        for event in state.close():
+            yield event
+        yield StreamDone(message=state.message())
+
+
+def _not_json(exc: ValueError) -> ProviderError:
+    return ProviderError("server", f"Ollama sent a line that is not JSON: {exc}", provider="ollama")
+
+
+def think_value(model: str, level: ThinkingLevel) -> bool | str:
+    """``think``: a bool for most models; gpt-oss takes an effort level instead (and cannot
+    stop thinking, so "off" is sent as false and ignored by it)."""
+    if level == "off":
+        return False
+    if model.split("/")[-1].startswith("gpt-oss"):
+        return {"minimal": "low"}.get(level, level)
+    return True
+
+
+def _unwrap_schema(response_format: dict[str, Any]) -> Any:
+    inner = response_format.get("json_schema")
+    if isinstance(inner, dict):
+        response_format = inner
+    schema = response_format.get("schema")
+    if isinstance(schema, dict) and "properties" not in response_format:
+        return schema
+    return response_format
+
+
+def _messages(history: Iterable[AgentMessage]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for message in history:
+        if isinstance(message, UserMessage):
+            out.append(_with_images({"role": "user", "content": _text(message.content)}, message))
+        elif isinstance(message, ToolResultMessage):
+            entry: dict[str, Any] = {
+                "role": "tool",
+                "content": _text(message.content),
+                "tool_name": message.tool_name,
+                "tool_call_id": message.tool_call_id,
+            }
+            out.append(_with_images(entry, message))
+        elif isinstance(message, AssistantMessage):
+            reply = _assistant(message)
+            if reply is not None:
+                out.append(reply)
+    return out
+
+
+def _text(content: Iterable[Any]) -> str:
+    return "\n".join(b.text for b in content if isinstance(b, TextContent))
+
+
+def _with_images(entry: dict[str, Any], message: UserMessage | ToolResultMessage) -> dict[str, Any]:
+    images = [b.data for b in message.content if isinstance(b, ImageContent)]
+    if images:
+        entry["images"] = images
+    return entry
+
+
+def _assistant(message: AssistantMessage) -> dict[str, Any] | None:
+    # Ollama's thinking carries no signature, so any provider's visible thinking can go back.
+    thinking = "\n".join(
+        b.thinking
+        for b in message.content
+        if isinstance(b, ThinkingContent) and not b.redacted and b.thinking
+    )
+    text = _text(message.content)
+    calls = [
+        {"id": c.id, "function": {"name": c.name, "arguments": c.arguments}}
+        for c in message.content
+        if isinstance(c, ToolCall)
+    ]
+    if not (text or thinking or calls):
+        return None
+    entry: dict[str, Any] = {"role": "assistant", "content": text}
+    if thinking:
+        entry["thinking"] = thinking
+    if calls:
+        entry["tool_calls"] = calls
+    return entry
+
+
+class _Response:
+    """Assembles one response from its lines and produces the stream events on the way."""
+
+    def __init__(self, model: str) -> None:
+        self.model = model
+        self.started = False
+        self.done = False
+        self.done_reason: str | None = None
+        self.usage = Usage()
+        self.blocks: list[ThinkingContent | TextContent | ToolCall] = []
+        self.texts: list[list[str]] = []
+        self.open: str | None = None
+
+    def feed(self, line: Any) -> list[StreamEvent]:
+        if not isinstance(line, dict):
+            return []
+        if "error" in line:
+            error = classify(0, line, provider="ollama")
+            if error.kind == "bad_request":
+                # After HTTP 200 an error line means the model failed while running.
+                error.kind = "server"
+            raise error
+        events: list[StreamEvent] = []
+        if isinstance(line.get("model"), str):
+            self.model = line["model"]
+        if not self.started:
+            self.started = True
+            events.append(StreamStart(model=self.model))
+        message = line.get("message") or {}
+        thinking = message.get("thinking")
+        if isinstance(thinking, str) and thinking:
+            self._delta("thinking", thinking, events)
+        content = message.get("content")
+        if isinstance(content, str) and content:
+            self._delta("text", content, events)
+        for call in message.get("tool_calls") or []:
+            if isinstance(call, dict):
+                self._call(call, events)
+        if line.get("done"):
+            self.done = True
+            reason = line.get("done_reason")
+            self.done_reason = reason if isinstance(reason, str) else None
+            prompt = _count(line, "prompt_eval_count")
+            output = _count(line, "eval_count")
+            self.usage = Usage(input=prompt, output=output, total_tokens=prompt + output)
+        return events
+
+    def _delta(self, kind: str, text: str, events: list[StreamEvent]) -> None:
+        if self.open != kind:
+            events.extend(self.close())
+            if kind == "thinking":
+                index = self._add(ThinkingContent(thinking=""))
+                events.append(ThinkingStart(index=index))
+            else:
+                index = self._add(TextContent(text=""))
+                events.append(TextStart(index=index))
+            self.open = kind
+        index = len(self.blocks) - 1
+        self.texts[index].append(text)
+        if kind == "thinking":
+            events.append(ThinkingDelta(index=index, text=text))
+        else:
+            events.append(TextDelta(index=index, text=text))
+
+    def _call(self, call: dict[str, Any], events: list[StreamEvent]) -> None:
+        events.extend(self.close())
+        function = call.get("function") or {}
+        raw = function.get("arguments")
+        raw_arguments: str | None = None
+        if isinstance(raw, dict):
+            arguments: dict[str, Any] = raw
+            text = to_json(raw).decode()
+        else:
+            text = raw if isinstance(raw, str) else ""
+            arguments, raw_arguments = _parse_arguments(text)
+        given = call.get("id")
+        tool_call = ToolCall(
+            # Older Ollama versions give no call ids.
+            id=given if isinstance(given, str) and given else f"call_{uuid.uuid4().hex[:24]}",
+            name=str(function.get("name", "")),
+            arguments=arguments,
+            raw_arguments=raw_arguments,
+        )
+        index = self._add(tool_call)
+        events.append(ToolCallStart(index=index, id=tool_call.id, name=tool_call.name))
+        events.append(ToolCallDelta(index=index, arguments=text))
+        events.append(ToolCallEnd(index=index, tool_call=tool_call))
+
+    def _add(self, block: ThinkingContent | TextContent | ToolCall) -> int:
+        self.blocks.append(block)
+        self.texts.append([])
+        return len(self.blocks) - 1
+
+    def close(self) -> list[StreamEvent]:
+        if self.open is None:
+            return []
+        index = len(self.blocks) - 1
+        kind, self.open = self.open, None
+        if kind == "thinking":
+            return [ThinkingEnd(index=index)]
+        return [TextEnd(index=index)]
+
+    def message(self) -> AssistantMessage:
+        content: list[ThinkingContent | TextContent | ToolCall] = []
+        for block, pieces in zip(self.blocks, self.texts, strict=True):
+            if isinstance(block, TextContent):
+                block = TextContent(text="".join(pieces))
+            elif isinstance(block, ThinkingContent):
+                block = ThinkingContent(thinking="".join(pieces))
+            content.append(block)
+        stop: StopReason = "stop"
+        if self.done_reason == "length":
+            stop = "length"
+        elif any(isinstance(b, ToolCall) for b in content):
+            stop = "tool_use"
+        return AssistantMessage(
+            content=content, stop_reason=stop, model=self.model, provider="ollama", usage=self.usage
+        )
+
+
+def _count(line: Mapping[str, Any], key: str) -> int:
+    value = line.get(key)
+    return value if isinstance(value, int) else 0
+
+
+def _parse_arguments(text: str) -> tuple[dict[str, Any], str | None]:
+    if not text.strip():
+        return {}, None
+    try:
+        value = from_json(text)
+    except ValueError:
+        return {}, text
+    return (value, None) if isinstance(value, dict) else ({}, text)
