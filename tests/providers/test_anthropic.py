@@ -775,6 +775,15 @@ def test_thinking_is_dropped_for_a_foreign_tool_turn() -> None:
     assert body["thinking"]["budget_tokens"] == 8192
 
 
+@pytest.mark.parametrize("choice", ["required", {"name": "pelican_name_generator"}])
+def test_thinking_is_dropped_when_a_tool_is_forced(choice: Any) -> None:
+    provider = Anthropic("claude")
+    forced = request(tools=[PELICAN_TOOL], tool_choice=choice, thinking_level="low")
+    assert "thinking" not in provider.build_body(forced)
+    free = request(tools=[PELICAN_TOOL], tool_choice="auto", thinking_level="low")
+    assert provider.build_body(free)["thinking"]["budget_tokens"] == 2048
+
+
 def test_model_response_format_and_extra_body() -> None:
     schema = {"type": "object", "properties": {"a": {"type": "integer"}}}
     provider = Anthropic("claude-default", stream=False)

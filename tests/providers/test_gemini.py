@@ -458,16 +458,32 @@ async def test_max_tokens_and_cached_tokens() -> None:
 
 async def test_cancel_between_chunks() -> None:
     token = CancellationToken()
-    token.cancel("immediate")
     adapter = Gemini("gemini-2.0-flash", api_key=KEY)
+    seen: list[StreamEvent] = []
     with respx.mock:
         respx.post(url__startswith="https://generativelanguage").mock(
             return_value=wire.response(wire.load("google/stream-text"), "lines")
         )
         with pytest.raises(ProviderError) as caught:
+            async for event in adapter.stream(ModelRequest(), cancel=token):
+                seen.append(event)
+                token.cancel("immediate")
+    assert caught.value.kind == "cancelled"
+    assert len(seen) <= 3  # stopped at the next chunk, long before the end
+    assert not any(isinstance(e, StreamDone) for e in seen)
+
+
+async def test_cancelled_before_the_request_sends_nothing() -> None:
+    token = CancellationToken()
+    token.cancel("immediate")
+    adapter = Gemini("gemini-2.0-flash", api_key=KEY)
+    with respx.mock(assert_all_called=False) as mock:
+        route = mock.post(url__startswith="https://generativelanguage")
+        with pytest.raises(ProviderError) as caught:
             async for _ in adapter.stream(ModelRequest(), cancel=token):
                 pass
     assert caught.value.kind == "cancelled"
+    assert not route.called
 
 
 # ---- keys ----

@@ -6,9 +6,10 @@ import email.utils
 import os
 import re
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
+import anyio.lowlevel
 import httpx
 from pydantic_core import from_json
 
@@ -80,8 +81,8 @@ def error_message(payload: Any, fallback: str) -> tuple[str, str]:
     metadata = error.get("metadata")
     if isinstance(metadata, dict) and isinstance(metadata.get("raw"), str):
         message = f"{message}: {metadata['raw']}"
-    code = error.get("type") or error.get("status") or error.get("code") or ""
-    return str(message), str(code)
+    codes = [error.get(key) for key in ("type", "code", "status")]
+    return str(message), " ".join(str(c) for c in codes if c not in (None, ""))
 
 
 def classify(
@@ -96,7 +97,7 @@ def classify(
     message, code = error_message(payload, fallback or f"HTTP {status}")
     lowered = code.lower()
     kind: ErrorKind
-    if status == 429 or "rate_limit" in lowered or lowered == "resource_exhausted":
+    if status == 429 or "rate_limit" in lowered or "resource_exhausted" in lowered:
         kind = "rate_limit"
     elif status == 529 or "overloaded" in lowered or "overloaded" in message.lower():
         kind = "overloaded"
@@ -106,7 +107,7 @@ def classify(
         kind = "timeout"
     elif _CONTEXT_OVERFLOW.search(message) or status == 413:
         kind = "context_overflow"
-    elif status >= 500 or lowered in ("api_error", "server_error", "internal"):
+    elif status >= 500 or any(c in lowered for c in ("api_error", "server_error", "internal")):
         kind = "server"
     else:
         kind = "bad_request"
@@ -123,6 +124,13 @@ def transport_error(exc: httpx.TransportError, provider: str) -> ProviderError:
     kind: ErrorKind = "timeout" if isinstance(exc, httpx.TimeoutException) else "network"
     detail = str(exc) or type(exc).__name__
     return ProviderError(kind, f"{type(exc).__name__}: {detail}", provider=provider)
+
+
+def _current_loop() -> object:
+    try:
+        return anyio.lowlevel.current_token().native_token
+    except RuntimeError:
+        return None
 
 
 def env_key(*names: str) -> str | None:
@@ -157,6 +165,7 @@ class HTTPAdapter:
         self._extra_headers = dict(headers or {})
         self._owns_client = client is None
         self._client = client
+        self._client_loop: object = None
         self._timeout = timeout if timeout is not None else DEFAULT_TIMEOUT
 
     @property
@@ -165,8 +174,14 @@ class HTTPAdapter:
 
     @property
     def client(self) -> httpx.AsyncClient:
-        if self._client is None:
-            self._client = httpx.AsyncClient(timeout=self._timeout)
+        """The shared client. An owned client is bound to the event loop that made it, so a
+        new one is made when the adapter is used from another loop (``run_sync`` twice)."""
+        if self._owns_client:
+            loop = _current_loop()
+            if self._client is None or loop is not self._client_loop:
+                self._client = httpx.AsyncClient(timeout=self._timeout)
+                self._client_loop = loop
+        assert self._client is not None
         return self._client
 
     async def aclose(self) -> None:
@@ -188,13 +203,14 @@ class HTTPAdapter:
         """Request headers, auth included. Subclasses add their own scheme."""
         return {"content-type": "application/json", **self._extra_headers}
 
-    async def _post_stream(self, url: str, body: dict[str, Any]) -> AsyncIterator[bytes]:
+    async def _post_stream(
+        self, url: str, body: dict[str, Any], headers: Mapping[str, str] | None = None
+    ) -> AsyncGenerator[bytes, None]:
         """POST ``body`` and yield the response bytes; HTTP and transport failures raise
         :class:`ProviderError`."""
         try:
-            async with self.client.stream(
-                "POST", url, json=body, headers=self._headers()
-            ) as response:
+            merged = {**self._headers(), **(headers or {})}
+            async with self.client.stream("POST", url, json=body, headers=merged) as response:
                 if response.status_code >= 400:
                     raw = await response.aread()
                     raise self._http_error(response, raw)
@@ -203,9 +219,12 @@ class HTTPAdapter:
         except httpx.TransportError as exc:
             raise transport_error(exc, self.name) from None
 
-    async def _post_json(self, url: str, body: dict[str, Any]) -> Any:
+    async def _post_json(
+        self, url: str, body: dict[str, Any], headers: Mapping[str, str] | None = None
+    ) -> Any:
         try:
-            response = await self.client.post(url, json=body, headers=self._headers())
+            merged = {**self._headers(), **(headers or {})}
+            response = await self.client.post(url, json=body, headers=merged)
         except httpx.TransportError as exc:
             raise transport_error(exc, self.name) from None
         if response.status_code >= 400:

@@ -28,12 +28,13 @@ class SSEEvent:
 
 
 class SSEDecoder:
-    """Turns chunks of an ``text/event-stream`` body into :class:`SSEEvent` values (WHATWG rules)."""
+    """Turns chunks of a ``text/event-stream`` body into :class:`SSEEvent` values (WHATWG rules)."""
 
     __slots__ = ("_buffer", "_data", "_decoder", "_event", "_has_data", "_id", "_retry")
 
     def __init__(self) -> None:
-        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        # utf-8-sig: a leading byte-order mark is dropped, as the SSE spec requires.
+        self._decoder = codecs.getincrementaldecoder("utf-8-sig")(errors="replace")
         self._buffer = ""
         self._event = ""
         self._data: list[str] = []
@@ -95,7 +96,7 @@ class SSEDecoder:
         elif name == "id":
             if "\x00" not in value:
                 self._id = value
-        elif name == "retry" and value.isdigit():
+        elif name == "retry" and value.isascii() and value.isdigit():  # not "²" or "٣"
             self._retry = int(value)
 
 

@@ -224,7 +224,10 @@ class Anthropic(HTTPAdapter):
             body["tools"] = tools
             if request.tool_choice is not None:
                 body["tool_choice"] = _tool_choice(request.tool_choice)
-        thinking = request.thinking_level != "off" and _thinking_allowed(messages)
+        forced = body.get("tool_choice", {}).get("type") in ("any", "tool")
+        # Anthropic rejects thinking with a forced tool choice, and for a tool turn in progress
+        # that did not start with thinking; the request then goes without it.
+        thinking = request.thinking_level != "off" and not forced and _thinking_allowed(messages)
         if thinking:
             budget = max(_MIN_THINKING_BUDGET, self.thinking_budgets[request.thinking_level])
             if max_tokens <= budget:
@@ -380,8 +383,8 @@ def _mark_last_user_block(wire: list[dict[str, Any]], cache: dict[str, str]) -> 
 
 def _thinking_allowed(wire: list[dict[str, Any]]) -> bool:
     """False when the turn in progress (an assistant tool-use turn answered only by tool
-    results) does not open with a thinking block: Anthropic rejects thinking for it then.
-    That happens when the history came from another provider or had thinking off."""
+    results) does not open with a thinking block, as when the history came from another
+    provider or had thinking off."""
     for turn in reversed(wire):
         if turn["role"] == "user":
             if not all(block["type"] == "tool_result" for block in turn["content"]):

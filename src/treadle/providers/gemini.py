@@ -13,16 +13,18 @@ Streams. With ``alt=sse`` Gemini sends one ``GenerateContentResponse`` per SSE e
 (separated by ``\\r\\n\\r\\n``). Without it (some proxies ignore the parameter) the body is one
 JSON array whose elements arrive incrementally; the adapter recognises that format from the
 first byte and splits the array as it streams. A function call always arrives whole in one
-part, so its arguments are reported as a single :class:`ToolCallDelta`.
+part, so its arguments are reported as a single :class:`ToolCallDelta`. Only the first
+candidate is read; parts treadle has no block for (``executableCode``, ``inlineData`` …)
+are skipped.
 """
 
 from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import aclosing
-from typing import Any, cast
+from typing import Any
 
 import httpx
 from pydantic_core import to_json
@@ -212,14 +214,14 @@ class Gemini(HTTPAdapter):
                 "variable or pass api_key=",
                 provider=self.name,
             )
+        if cancel is not None and cancel.immediate:
+            raise ProviderError("cancelled", "cancelled by the caller")
         model = request.model or self.model
         body = self.build_body(request)
         state = _Response(model)
         if self.streaming:
             decoder = _ChunkDecoder()
-            response = cast(
-                "AsyncGenerator[bytes, None]", self._post_stream(self.url(model, stream=True), body)
-            )
+            response = self._post_stream(self.url(model, stream=True), body)
             async with aclosing(response) as raw:
                 async for data in raw:
                     if cancel is not None and cancel.immediate:
@@ -666,7 +668,9 @@ class _Response:
             self.blocked = str(feedback["blockReason"])
             self.finish = self.finish or self.blocked
         candidates = chunk.get("candidates") or []
-        candidate = next((c for c in candidates if c.get("index", 0) == 0), None)
+        candidate = next(
+            (c for c in candidates if isinstance(c, dict) and c.get("index", 0) == 0), None
+        )
         if not isinstance(candidate, dict):
             return events
         content = candidate.get("content") or {}

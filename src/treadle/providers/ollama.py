@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import aclosing
-from typing import Any, cast
+from typing import Any
 
 import httpx
 from pydantic_core import from_json, to_json
@@ -167,12 +167,14 @@ class Ollama(HTTPAdapter):
                 "or pass api_key=",
                 provider=self.name,
             )
+        if cancel is not None and cancel.immediate:
+            raise ProviderError("cancelled", "cancelled by the caller")
         body = self.build_body(request)
         url = f"{self.base_url}/api/chat"
         state = _Response(body["model"])
         if self.streaming:
             decoder = NDJSONDecoder()
-            response = cast("AsyncGenerator[bytes, None]", self._post_stream(url, body))
+            response = self._post_stream(url, body)
             async with aclosing(response) as raw:
                 async for data in raw:
                     if cancel is not None and cancel.immediate:

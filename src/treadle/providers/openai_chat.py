@@ -29,10 +29,10 @@ import ipaddress
 import json
 import re
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import aclosing
 from dataclasses import dataclass, field
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 import httpx
 from pydantic_core import from_json
@@ -232,8 +232,8 @@ class OpenAIChat(HTTPAdapter):
                 for block in message.content
                 if isinstance(block, ThinkingContent) and not block.redacted and block.thinking
             )
-        if not texts and not calls and not reasoning:
-            return None
+        if not texts and not calls:
+            return None  # nothing a model may see (thinking alone is not a message)
         converted: dict[str, Any] = {"role": "assistant", "content": "\n".join(texts) or None}
         if calls:
             converted["tool_calls"] = calls
@@ -246,17 +246,16 @@ class OpenAIChat(HTTPAdapter):
     ) -> dict[str, Any]:
         text = "\n".join(block.text for block in message.content if isinstance(block, TextContent))
         images = [block for block in message.content if isinstance(block, ImageContent)]
+        call_id = self._call_id(message.tool_call_id)
         if images:
             note = f"[{len(images)} image(s) follow in the next user message]"
             text = f"{text}\n{note}" if text else note
-            label = (
-                f"Image(s) returned by the {message.tool_name} tool (call {message.tool_call_id}):"
-            )
+            label = f"Image(s) returned by the {message.tool_name} tool (call {call_id}):"
             pending.append({"type": "text", "text": label})
             pending.extend(_image_part(image) for image in images)
         return {
             "role": "tool",
-            "tool_call_id": self._call_id(message.tool_call_id),
+            "tool_call_id": call_id,
             "content": text,
         }
 
@@ -293,8 +292,7 @@ class OpenAIChat(HTTPAdapter):
             return
         decoder = SSEDecoder()
         # Closing the body generator ends the HTTP response when we stop early ([DONE]).
-        response = cast("AsyncGenerator[bytes, None]", self._post_stream(url, body))
-        async with aclosing(response) as chunks:
+        async with aclosing(self._post_stream(url, body)) as chunks:
             async for chunk in chunks:
                 self._check_cancel(cancel)
                 for sse in decoder.feed(chunk):
@@ -324,7 +322,7 @@ class OpenAIChat(HTTPAdapter):
     def _event(self, sse: SSEEvent, state: _Assembler, *, final: bool) -> Iterator[StreamEvent]:
         data = sse.data.strip()
         if sse.event not in ("message", "error") or not data:
-            return
+            return  # keep-alives and event types this API does not define
         if data == "[DONE]":
             state.done = True
             return

@@ -1,0 +1,16 @@
+"""The Agent facade: stateful runs, streaming, steering, structured output, sub-agents."""
+
+from .agent import Agent, AgentSnapshot, AgentStream, SteerMode
+from .result import AgentBusy, RunFailed, RunResult
+from .subagent import SubAgentTool
+
+__all__ = [
+    "Agent",
+    "AgentBusy",
+    "AgentSnapshot",
+    "AgentStream",
+    "RunFailed",
+    "RunResult",
+    "SteerMode",
+    "SubAgentTool",
+]

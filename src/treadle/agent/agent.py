@@ -1,0 +1,612 @@
+"""Agent: a stateful facade over agent_loop for scripts, servers and notebooks."""
+
+from __future__ import annotations
+
+import re
+import sys
+import threading
+import uuid
+from collections.abc import Callable, Sequence
+from functools import partial
+from types import TracebackType
+from typing import Any, Generic, Literal, TypeVar
+
+import anyio
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+
+from .._cancel import CancellationToken, CancelMode
+from ..loop import (
+    AgentContext,
+    AgentLoopConfig,
+    ExecutionLimits,
+    Hooks,
+    InputFilter,
+    RetryPolicy,
+    ToolExecution,
+    agent_loop,
+    agent_loop_continue,
+)
+from ..loop.sink import EventSink
+from ..providers.base import ModelRequest, Provider, StreamDone, ThinkingLevel
+from ..tools import TaskComplete, Tool, ToolContext
+from ..tools.function_tool import _strip_titles
+from ..types import (
+    AgentEvent,
+    AgentMessage,
+    AssistantMessage,
+    ContinuationKind,
+    ErrorInfo,
+    PlanCreated,
+    TextContent,
+    ToolCall,
+    ToolResult,
+    TurnEnd,
+    Usage,
+    UserMessage,
+)
+from .result import AgentBusy, RunResult
+
+OutputT = TypeVar("OutputT")
+SteerMode = Literal["after_batch", "next_tool", "interrupt"]
+
+PLANNER_INSTRUCTION = (
+    "Before acting, decide whether the user's request needs a plan. If it can be answered "
+    "directly, reply with exactly DIRECT. Otherwise reply with a short numbered plan, one step "
+    "per line, and nothing else."
+)
+OUTPUT_TOOL = "final_result"
+
+
+class AgentSnapshot(BaseModel):
+    """An Agent's conversation state, for ``restore`` (JSON round-trips)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    messages: list[AgentMessage] = Field(default_factory=list)
+    usage: Usage = Field(default_factory=Usage)
+    agent_id: str | None = None
+    session_id: str | None = None
+
+
+class _OutputTool:
+    """The final-result tool that carries structured output; validation errors go back to
+    the model, a bounded number of times."""
+
+    category = "info"
+    timeout = None
+    sequential = False
+    accepts_raw_arguments = False
+
+    def __init__(self, output_type: Any, run_state: _RunState) -> None:
+        self.name = OUTPUT_TOOL
+        self.description = "Give your final answer. Call this exactly once, when you are done."
+        if isinstance(output_type, type) and issubclass(output_type, BaseModel):
+            self._model: type[BaseModel] = output_type
+            self._wrapped = False
+        else:
+            self._model = create_model("FinalResult", value=(output_type, ...))
+            self._wrapped = True
+        self.parameters: dict[str, Any] = _strip_titles(self._model.model_json_schema())
+        self._state = run_state
+
+    async def run(self, arguments: dict[str, Any], ctx: ToolContext[Any]) -> ToolResult:
+        try:
+            value: Any = self._model.model_validate(arguments)
+        except ValidationError as exc:
+            self._state.output_failures += 1
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or '(arguments)'}: {e['msg']}"
+                for e in exc.errors(include_url=False)
+            )
+            text = f"The final result did not validate: {problems}. Call {OUTPUT_TOOL} again."
+            give_up = self._state.output_failures > self._state.output_retries
+            if give_up:
+                self._state.output_error = problems
+            return ToolResult(content=[TextContent(text=text)], is_error=True, terminate=give_up)
+        self._state.output = value.value if self._wrapped else value
+        self._state.has_output = True
+        raise TaskComplete("Final result recorded.")
+
+
+class _RunState:
+    """What one run of an Agent accumulates besides the history."""
+
+    def __init__(self, output_retries: int) -> None:
+        self.reason: str = "completed"
+        self.usage = Usage()
+        self.child_usage = Usage()
+        self.output: Any = None
+        self.has_output = False
+        self.output_failures = 0
+        self.output_retries = output_retries
+        self.output_error: str | None = None
+        self.nudges = 0
+        self.in_tools = False
+        self.plan: PlanCreated | None = None
+
+
+class _AgentHooks(Hooks):
+    """The Agent's own bookkeeping, done through the public hooks."""
+
+    def __init__(self, state: _RunState, sink_for: Callable[[], EventSink | None]) -> None:
+        self.state = state
+        self.sink_for = sink_for
+
+    async def before_turn(self, context: AgentContext, turn_index: int) -> bool:
+        plan = self.state.plan
+        sink = self.sink_for()
+        if plan is not None and sink is not None:
+            self.state.plan = None
+            await sink.emit(PlanCreated, plan=plan.plan, steps=plan.steps)
+        return True
+
+    async def before_tool_call(self, call: ToolCall, context: AgentContext) -> None:
+        self.state.in_tools = True
+
+    async def after_tool_call(self, call: ToolCall, result: ToolResult) -> None:
+        details = result.details
+        if isinstance(details, dict) and isinstance(details.get("usage"), dict):
+            self.state.child_usage = self.state.child_usage + Usage.model_validate(details["usage"])
+
+    async def after_turn(self, context: AgentContext, event: TurnEnd) -> None:
+        self.state.in_tools = False
+
+    async def after_loop(self, new_messages: list[AgentMessage], usage: Usage, reason: str) -> None:
+        self.state.reason = reason
+        self.state.usage = self.state.usage + usage
+
+
+def _in_running_loop() -> bool:
+    """True when this thread is inside a running asyncio or trio loop (a notebook cell)."""
+    aio = sys.modules.get("asyncio")
+    if aio is not None and aio._get_running_loop() is not None:
+        return True
+    trio = sys.modules.get("trio")
+    if trio is not None:
+        try:
+            trio.lowlevel.current_trio_token()
+        except RuntimeError:
+            return False
+        return True
+    return False
+
+
+class Agent(Generic[OutputT]):
+    """A conversation with a model and tools, kept between runs.
+
+    ``model`` is a model string (``"openai:gpt-4o-mini"``, ``"anthropic:claude-sonnet-4-5"``,
+    ``"ollama:llama3.2"`` …) or a :class:`~treadle.providers.Provider`. ``system_prompt`` may
+    be a callable, rebuilt on every model call. ``output_type`` (a pydantic model or any type)
+    makes runs produce a validated ``RunResult.output``. ``deps`` reaches tools as
+    ``ctx.deps``. ``planning=True`` adds a tool-free planning call before each run.
+
+    One run at a time: a second ``run`` while one is in progress raises :class:`AgentBusy`.
+    """
+
+    def __init__(
+        self,
+        model: str | Provider,
+        *,
+        tools: Sequence[Any] = (),
+        system_prompt: str | Callable[[], str] | None = None,
+        hooks: Sequence[Hooks] = (),
+        input_filters: Sequence[InputFilter] = (),
+        output_type: type[OutputT] | None = None,
+        output_retries: int = 2,
+        limits: ExecutionLimits | None = None,
+        retry: RetryPolicy | None = None,
+        tool_execution: ToolExecution | None = None,
+        tool_timeout: float | None = None,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        thinking_level: ThinkingLevel = "off",
+        deps: Any = None,
+        approval_handler: Any = None,
+        planning: bool = False,
+        name: str = "agent",
+        description: str = "",
+        max_depth: int = 3,
+        event_buffer: int = 256,
+    ) -> None:
+        if isinstance(model, str):
+            from ..providers.registry import get_provider
+
+            self.provider: Provider = get_provider(model)
+        else:
+            self.provider = model
+        self.name = name
+        self.description = description
+        self.output_type = output_type
+        self.output_retries = output_retries
+        self.planning = planning
+        self.max_depth = max_depth
+        self.event_buffer = event_buffer
+        self.deps = deps
+        self._user_hooks = list(hooks)
+        self._settings: dict[str, Any] = {
+            "input_filters": list(input_filters),
+            "limits": limits or ExecutionLimits(),
+            "retry": retry or RetryPolicy(),
+            "tool_execution": tool_execution or ToolExecution(),
+            "tool_timeout": tool_timeout,
+            "max_tokens": max_tokens,
+            "temperature": temperature,
+            "thinking_level": thinking_level,
+            "approval_handler": approval_handler,
+        }
+        self.context = AgentContext(system_prompt=system_prompt, tools=list(tools))
+        self.context.agent_id = str(uuid.uuid4())
+        self.context.session_id = str(uuid.uuid4())
+        self.usage = Usage()
+        self._running = False
+        self._token: CancellationToken | None = None
+        self._steer_after: list[AgentMessage] = []
+        self._steer_next: list[AgentMessage] = []
+        self._interrupts: list[AgentMessage] = []
+        self._follow_ups: list[AgentMessage] = []
+        self._sink: EventSink | None = None
+
+    def __repr__(self) -> str:
+        return (
+            f"Agent(name={self.name!r}, provider={self.provider!r}, messages={len(self.messages)})"
+        )
+
+    # ---- state ----
+
+    @property
+    def messages(self) -> list[AgentMessage]:
+        """The conversation so far (the live history)."""
+        return self.context.messages
+
+    @property
+    def running(self) -> bool:
+        return self._running
+
+    def reset(self) -> None:
+        """Forget the conversation and usage; start a new session id."""
+        self._check_idle("reset")
+        self.context.messages.clear()
+        self.context.approvals.clear()
+        self.context.session_id = str(uuid.uuid4())
+        self.context.continuation_kind = ContinuationKind.INITIAL
+        self.usage = Usage()
+
+    def snapshot(self) -> AgentSnapshot:
+        """The conversation state, deep-copied (safe to keep, serialise and restore)."""
+        return AgentSnapshot(
+            messages=[m.model_copy(deep=True) for m in self.messages],
+            usage=self.usage,
+            agent_id=self.context.agent_id,
+            session_id=self.context.session_id,
+        )
+
+    def restore(self, snapshot: AgentSnapshot) -> None:
+        """Put back a state taken with :meth:`snapshot`."""
+        self._check_idle("restore")
+        self.context.messages[:] = [m.model_copy(deep=True) for m in snapshot.messages]
+        self.usage = snapshot.usage
+        self.context.agent_id = snapshot.agent_id or self.context.agent_id
+        self.context.session_id = snapshot.session_id or self.context.session_id
+
+    # ---- steering ----
+
+    def steer(self, message: str | AgentMessage, mode: SteerMode = "after_batch") -> None:
+        """Add a user message to the running conversation.
+
+        ``after_batch``: seen by the model after the current tool calls finish.
+        ``next_tool``: with sequential tool execution, the remaining tools of the batch are
+        skipped. ``interrupt``: the current model call and tools stop now, then the run goes
+        on with this message. Without a run in progress it joins the next run's prompt.
+        Safe to call from another task or thread.
+        """
+        item = UserMessage.of(message) if isinstance(message, str) else message
+        if mode == "after_batch":
+            self._steer_after.append(item)
+        elif mode == "next_tool":
+            self._steer_next.append(item)
+        elif mode == "interrupt":
+            self._interrupts.append(item)
+            if self._token is not None:
+                self._token.cancel("immediate", reason="interrupted by a steering message")
+        else:
+            raise ValueError("mode must be 'after_batch', 'next_tool' or 'interrupt'")
+
+    def follow_up(self, message: str | AgentMessage) -> None:
+        """A message to handle after the run would otherwise end (it keeps going)."""
+        self._follow_ups.append(UserMessage.of(message) if isinstance(message, str) else message)
+
+    def abort(self, mode: CancelMode = "immediate") -> None:
+        """Stop the run in progress (``immediate`` or ``after_turn``). Thread-safe."""
+        if self._token is not None:
+            self._token.cancel(mode)
+
+    # ---- runs ----
+
+    async def run(
+        self, prompt: str | AgentMessage | Sequence[AgentMessage], *, deps: Any = None
+    ) -> RunResult[OutputT]:
+        """Run to the end and return the result. Never raises for runtime failures: look at
+        ``result.reason`` / ``result.error`` (or call ``result.raise_for_error()``)."""
+        self._claim()
+        try:
+            return await self._run(prompt, deps=deps, events=None)
+        finally:
+            self._release()
+
+    def stream(
+        self, prompt: str | AgentMessage | Sequence[AgentMessage], *, deps: Any = None
+    ) -> AgentStream[OutputT]:
+        """``async with agent.stream(prompt) as events: async for event in events: ...``;
+        ``events.result`` holds the RunResult afterwards. Leaving the block early aborts the
+        run (and still waits for it to close cleanly)."""
+        return AgentStream(self, prompt, deps)
+
+    def run_sync(
+        self, prompt: str | AgentMessage | Sequence[AgentMessage], *, deps: Any = None
+    ) -> RunResult[OutputT]:
+        """Blocking run, for scripts and notebooks. Inside a running event loop (a Jupyter
+        cell) the run gets its own loop in a worker thread, so no nest_asyncio is needed."""
+        call = partial(self.run, prompt, deps=deps)
+        if not _in_running_loop():
+            return anyio.run(call)
+        box: list[Any] = []
+
+        def target() -> None:
+            try:
+                box.append(("ok", anyio.run(call)))
+            except BaseException as exc:  # handed to the caller's thread
+                box.append(("error", exc))
+
+        thread = threading.Thread(target=target, name="treadle-run-sync")
+        thread.start()
+        thread.join()
+        kind, value = box[0]
+        if kind == "error":
+            raise value
+        result: RunResult[OutputT] = value
+        return result
+
+    async def continue_(self, *, deps: Any = None) -> RunResult[OutputT]:
+        """Carry on after an error or abort (the failed assistant message is dropped and the
+        last turn tried again), or after a suspension once approvals are given."""
+        self._claim()
+        try:
+            last = self.messages[-1] if self.messages else None
+            if (
+                isinstance(last, AssistantMessage)
+                and last.stop_reason in ("error", "aborted")
+                and not last.tool_calls
+            ):
+                self.messages.pop()
+                self.context.continuation_kind = ContinuationKind.RERUN
+            return await self._run(None, deps=deps, events=None)
+        finally:
+            self.context.continuation_kind = ContinuationKind.INITIAL
+            self._release()
+
+    async def run_ephemeral(
+        self, prompt: str | AgentMessage, *, deps: Any = None
+    ) -> RunResult[OutputT]:
+        """A run on a copy of the conversation: nothing stored here changes."""
+        clone = Agent.__new__(Agent)
+        clone.__dict__.update(self.__dict__)
+        clone.context = self.context.model_copy(
+            update={"messages": list(self.messages), "approvals": {}, "state": {}}
+        )
+        clone.usage = Usage()
+        clone._running = False
+        clone._token = None
+        clone._steer_after, clone._steer_next, clone._interrupts, clone._follow_ups = [], [], [], []
+        result: RunResult[OutputT] = await clone.run(prompt, deps=deps)
+        return result
+
+    def as_tool(self, name: str | None = None, description: str | None = None) -> Tool:
+        """This agent as a tool for another agent (a sub-agent). Its events are forwarded onto
+        the parent's stream with their own loop_id and depth; its usage is added to the
+        parent's; cancelling the parent cancels it."""
+        from .subagent import SubAgentTool
+
+        return SubAgentTool(self, name or self.name, description or self.description)
+
+    # ---- internals ----
+
+    def _check_idle(self, what: str) -> None:
+        if self._running:
+            raise AgentBusy(f"cannot {what} while a run is in progress; await it or abort() it")
+
+    def _claim(self) -> None:
+        if self._running:
+            raise AgentBusy(
+                "this Agent is already running; one run at a time keeps its history valid. "
+                "Await the current run, use steer()/follow_up() to add to it, or use "
+                "run_ephemeral() for an independent run."
+            )
+        self._running = True
+
+    def _release(self) -> None:
+        self._running = False
+        self._token = None
+
+    def config(self, state: _RunState, deps: Any) -> AgentLoopConfig:
+        hooks: list[Hooks] = [_AgentHooks(state, lambda: self._sink), *self._user_hooks]
+        return AgentLoopConfig(
+            provider=self.provider,
+            hooks=hooks,
+            deps=deps if deps is not None else self.deps,
+            get_steering_messages=partial(self._poll_steering, state),
+            get_follow_up_messages=partial(self._poll_follow_ups, state),
+            steering_mode="next_tool",
+            **self._settings,
+        )
+
+    def _poll_steering(self, state: _RunState) -> list[AgentMessage]:
+        taken = self._steer_next[:]
+        del self._steer_next[: len(taken)]
+        if not state.in_tools:
+            after = self._steer_after[:]
+            del self._steer_after[: len(after)]
+            taken.extend(after)
+        return taken
+
+    def _poll_follow_ups(self, state: _RunState) -> list[AgentMessage]:
+        if self.output_type is not None and not state.has_output and state.output_error is None:
+            if state.nudges < self.output_retries:
+                state.nudges += 1
+                return [UserMessage.of(f"Call the {OUTPUT_TOOL} tool with your final answer.")]
+        taken = self._follow_ups[:]
+        del self._follow_ups[: len(taken)]
+        return taken
+
+    def _prompts(self, prompt: Any) -> list[AgentMessage]:
+        if prompt is None:
+            return []
+        if isinstance(prompt, str):
+            return [UserMessage.of(prompt)]
+        if isinstance(prompt, BaseModel):
+            return [prompt]  # type: ignore[list-item]
+        return list(prompt)
+
+    async def _run(
+        self,
+        prompt: Any,
+        *,
+        deps: Any,
+        events: MemoryObjectSendStream[AgentEvent] | None,
+    ) -> RunResult[OutputT]:
+        state = _RunState(self.output_retries)
+        token = self._token = CancellationToken()
+        prompts = self._prompts(prompt)
+        prompts = [*self._interrupts, *self._steer_after, *self._steer_next, *prompts]
+        self._interrupts.clear()
+        self._steer_after.clear()
+        self._steer_next.clear()
+        self.context.loop_id = str(uuid.uuid4())
+        self._sink = EventSink(events, self.context.loop_id, self.context.depth) if events else None
+        tools_before = self.context.tools
+        if self.output_type is not None:
+            self.context.tools = [*tools_before, _OutputTool(self.output_type, state)]
+        config = self.config(state, deps)
+        new: list[AgentMessage] = []
+        try:
+            if self.planning and prompts:
+                prompts = await self._plan(prompts, state, config)
+            if prompts:
+                new += await agent_loop(prompts, self.context, config, events, token)
+            else:
+                new += await agent_loop_continue(self.context, config, events, token)
+            while self._interrupts and state.reason == "cancelled":
+                token = self._token = CancellationToken()
+                again, self._interrupts[:] = list(self._interrupts), []
+                self.context.loop_id = str(uuid.uuid4())
+                new += await agent_loop(again, self.context, config, events, token)
+        finally:
+            self.context.tools = tools_before
+            self._sink = None
+        usage = state.usage + state.child_usage
+        self.usage = self.usage + usage
+        return self._result(new, usage, state)
+
+    def _result(self, new: list[AgentMessage], usage: Usage, state: _RunState) -> RunResult[Any]:
+        reason: Any = state.reason
+        error: ErrorInfo | None = None
+        for message in reversed(new):
+            if isinstance(message, AssistantMessage) and message.error is not None:
+                error = message.error
+                break
+        if self.output_type is not None and reason == "completed" and not state.has_output:
+            reason = "error"
+            error = ErrorInfo(
+                kind="output_validation",
+                message=state.output_error
+                or f"the model did not call {OUTPUT_TOOL} with a final answer",
+            )
+        if reason == "completed":
+            error = None
+        return RunResult(
+            messages=new,
+            usage=usage,
+            reason=reason,
+            error=error,
+            output=state.output if state.has_output else None,
+            pending_tool_calls=self.context.pending_tool_calls if reason == "suspended" else [],
+        )
+
+    async def _plan(
+        self, prompts: list[AgentMessage], state: _RunState, config: AgentLoopConfig
+    ) -> list[AgentMessage]:
+        system = self.context.resolve_system_prompt()
+        request = ModelRequest(
+            model=config.model_name,
+            system_prompt=f"{system}\n\n{PLANNER_INSTRUCTION}" if system else PLANNER_INSTRUCTION,
+            messages=[m for m in [*self.messages, *prompts] if m.role != "extension"],
+            max_tokens=config.max_tokens,
+        )
+        message: AssistantMessage | None = None
+        async for event in self.provider.stream(request, cancel=self._token):
+            if isinstance(event, StreamDone):
+                message = event.message
+        if message is None:
+            return prompts
+        state.usage = state.usage + message.usage
+        text = message.text.strip()
+        if not text or text.upper().startswith("DIRECT"):
+            return prompts
+        steps = [
+            m.group(1).strip() for m in re.finditer(r"^\s*\d+[.)]\s*(.+)$", text, re.MULTILINE)
+        ]
+        state.plan = PlanCreated(plan=text, steps=steps)
+        plan_message = message.model_copy(
+            update={"content": [TextContent(text=text)], "stop_reason": "stop"}
+        )
+        return [*prompts, plan_message, UserMessage.of("Carry out the plan.")]
+
+
+class AgentStream(Generic[OutputT]):
+    """The live events of one run; ``result`` is set when the run has ended."""
+
+    def __init__(self, agent: Agent[OutputT], prompt: Any, deps: Any) -> None:
+        self._agent = agent
+        self._prompt = prompt
+        self._deps = deps
+        self.result: RunResult[OutputT] | None = None
+        self._receive: MemoryObjectReceiveStream[AgentEvent] | None = None
+        self._tg: Any = None
+
+    async def __aenter__(self) -> AgentStream[OutputT]:
+        self._agent._claim()
+        send, receive = anyio.create_memory_object_stream[AgentEvent](self._agent.event_buffer)
+        self._receive = receive
+        self._tg = anyio.create_task_group()
+        await self._tg.__aenter__()
+        self._tg.start_soon(self._drive, send)
+        return self
+
+    async def _drive(self, send: MemoryObjectSendStream[AgentEvent]) -> None:
+        try:
+            async with send:
+                self.result = await self._agent._run(self._prompt, deps=self._deps, events=send)
+        finally:
+            self._agent._release()
+
+    def __aiter__(self) -> AgentStream[OutputT]:
+        return self
+
+    async def __anext__(self) -> AgentEvent:
+        assert self._receive is not None, "use 'async with agent.stream(...) as events'"
+        try:
+            return await self._receive.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        if self.result is None:
+            self._agent.abort("immediate")
+        assert self._receive is not None
+        self._receive.close()
+        return bool(await self._tg.__aexit__(exc_type, exc, tb))

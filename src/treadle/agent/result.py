@@ -1,0 +1,63 @@
+"""What a run of an Agent returns."""
+
+from __future__ import annotations
+
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..types import AgentEndReason, AgentMessage, AssistantMessage, ErrorInfo, Usage
+
+OutputT = TypeVar("OutputT")
+
+
+class RunResult(BaseModel, Generic[OutputT]):
+    """The outcome of one run: final text, new messages, usage, why it ended, and the
+    structured ``output`` when the agent has an ``output_type``."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    messages: list[AgentMessage] = Field(default_factory=list)
+    usage: Usage = Field(default_factory=Usage)
+    reason: AgentEndReason = "completed"
+    error: ErrorInfo | None = None
+    output: OutputT | None = None
+    pending_tool_calls: list[str] = Field(default_factory=list)
+
+    @property
+    def text(self) -> str:
+        """The text of the last assistant message of the run ("" when there is none)."""
+        for message in reversed(self.messages):
+            if isinstance(message, AssistantMessage) and message.text:
+                return message.text
+        return ""
+
+    @property
+    def cost_usd(self) -> float | None:
+        return self.usage.cost_usd
+
+    @property
+    def ok(self) -> bool:
+        return self.reason == "completed"
+
+    def __str__(self) -> str:
+        return self.text
+
+    def raise_for_error(self) -> RunResult[OutputT]:
+        """Raise :class:`RunFailed` unless the run completed."""
+        if self.reason != "completed":
+            raise RunFailed(self)
+        return self
+
+
+class RunFailed(Exception):
+    """A run did not complete; ``result`` holds everything it produced."""
+
+    def __init__(self, result: RunResult[Any]) -> None:
+        detail = f": {result.error.kind}: {result.error.message}" if result.error else ""
+        super().__init__(f"the run ended with reason {result.reason!r}{detail}")
+        self.result = result
+
+
+class AgentBusy(RuntimeError):
+    """A second run was started while one is in progress on the same Agent."""

@@ -1,0 +1,82 @@
+"""An Agent used as a tool by another: a sub-agent whose events join the parent's stream."""
+
+from __future__ import annotations
+
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from ..loop import AgentContext, agent_loop
+from ..tools import ToolContext
+from ..types import AgentMessage, AssistantMessage, ToolResult, TurnTrigger, UserMessage
+
+if TYPE_CHECKING:
+    from .agent import Agent
+
+
+class SubAgentTool:
+    """Runs a fresh conversation of ``agent`` for each call, nested under the caller's loop.
+
+    The child loop shares the parent's event stream (own ``loop_id``, ``parent_loop_id`` =
+    the caller's loop, ``depth`` + 1) and cancellation token; nesting deeper than the
+    agent's ``max_depth`` is refused with an error result.
+    """
+
+    category = "exec"
+    timeout = None
+    sequential = False
+    accepts_raw_arguments = False
+
+    def __init__(self, agent: Agent[Any], name: str, description: str) -> None:
+        self.agent = agent
+        self.name = name
+        self.description = description or f"Ask the {name} agent to do a task."
+        self.parameters: dict[str, Any] = {
+            "type": "object",
+            "properties": {"task": {"type": "string", "description": "What to do, in full."}},
+            "required": ["task"],
+            "additionalProperties": False,
+        }
+
+    async def run(self, arguments: dict[str, Any], ctx: ToolContext[Any]) -> ToolResult:
+        task = arguments.get("task")
+        if not isinstance(task, str) or not task.strip():
+            return ToolResult.error(f"Tool '{self.name}' needs a non-empty 'task' string.")
+        depth = ctx.depth + 1
+        if depth > self.agent.max_depth:
+            return ToolResult.error(
+                f"Sub-agent '{self.name}' was not started: nesting depth {depth} is over the "
+                f"limit of {self.agent.max_depth}."
+            )
+        from .agent import _RunState
+
+        state = _RunState(self.agent.output_retries)
+        config = self.agent.config(state, ctx.deps).model_copy(
+            update={"first_turn_trigger": TurnTrigger.SUB_AGENT}
+        )
+        child = AgentContext(
+            system_prompt=self.agent.context.system_prompt,
+            tools=list(self.agent.context.tools),
+            loop_id=str(uuid.uuid4()),
+            parent_loop_id=ctx.loop_id or None,
+            depth=depth,
+        )
+        messages: list[AgentMessage] = await agent_loop(
+            [UserMessage.of(task)], child, config, ctx.events, ctx.cancel
+        )
+        usage = state.usage + state.child_usage
+        text = next(
+            (m.text for m in reversed(messages) if isinstance(m, AssistantMessage) and m.text),
+            "",
+        )
+        failed = state.reason != "completed"
+        if failed and not text:
+            text = f"The sub-agent '{self.name}' ended with reason {state.reason!r}."
+        return ToolResult(
+            content=ToolResult.of(text).content,
+            is_error=failed,
+            details={
+                "child_loop_id": child.loop_id,
+                "usage": usage.model_dump(mode="json"),
+                "reason": state.reason,
+            },
+        )

@@ -1,0 +1,150 @@
+"""Model strings: ``get_provider("anthropic:claude-sonnet-4-5")`` builds the right adapter.
+
+The form is ``provider:model``, optionally ``provider:model@base_url`` to point the adapter
+at another server (required for ``openai-compatible``). Everything after the first colon is
+the model, so Ollama tags work: ``ollama:llama3.2:3b``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from ._http import env_key
+from .base import Provider, ProviderError
+
+
+@dataclass(frozen=True)
+class _Compatible:
+    """An OpenAI-compatible server reached through :class:`OpenAIChat`."""
+
+    base_url: str | None  # None: the spec must give one after "@"
+    key_env: str
+    needs_key: bool
+    options: tuple[tuple[str, Any], ...] = ()
+
+
+_COMPATIBLE: dict[str, _Compatible] = {
+    "groq": _Compatible("https://api.groq.com/openai/v1", "GROQ_API_KEY", True),
+    "deepseek": _Compatible("https://api.deepseek.com", "DEEPSEEK_API_KEY", True),
+    "openrouter": _Compatible("https://openrouter.ai/api/v1", "OPENROUTER_API_KEY", True),
+    "together": _Compatible("https://api.together.xyz/v1", "TOGETHER_API_KEY", True),
+    # Mistral rejects stream_options (422) and reports usage on its last chunk anyway.
+    "mistral": _Compatible(
+        "https://api.mistral.ai/v1", "MISTRAL_API_KEY", True, (("include_usage", False),)
+    ),
+    "vllm": _Compatible("http://localhost:8000/v1", "VLLM_API_KEY", False),
+    "lmstudio": _Compatible("http://localhost:1234/v1", "LMSTUDIO_API_KEY", False),
+    "openai-compatible": _Compatible(None, "OPENAI_COMPATIBLE_API_KEY", False),
+}
+# Native adapters and the environment variables their key may come from.
+_NATIVE: dict[str, tuple[str, ...]] = {
+    "openai": ("OPENAI_API_KEY",),
+    "openai-responses": ("OPENAI_API_KEY",),
+    "anthropic": ("ANTHROPIC_API_KEY",),
+    "gemini": ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
+    "google": ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
+    "ollama": (),
+}
+KNOWN_PROVIDERS: tuple[str, ...] = (*_NATIVE, *_COMPATIBLE)
+_AT_URL = re.compile(r"@(?=https?://)")
+
+
+def get_provider(spec: str, **options: Any) -> Provider:
+    """The adapter a ``"provider:model"`` string names.
+
+    ``options`` go to the adapter's constructor (``api_key``, ``base_url``, ``client``,
+    ``timeout``, ``stream`` …). Providers: openai, openai-responses, anthropic, gemini (or
+    google), ollama, and the OpenAI-compatible groq, deepseek, openrouter, together,
+    mistral, vllm, lmstudio and ``openai-compatible:MODEL@http://host:port/v1``.
+
+    Raises ``ValueError`` for a malformed spec or unknown provider, and
+    ``ProviderError("auth")`` when a hosted provider's key is neither given nor set in its
+    environment variable.
+    """
+    prefix, colon, rest = spec.partition(":")
+    prefix = prefix.strip().lower()
+    if not colon or not prefix or not rest.strip():
+        raise ValueError(
+            f"model spec {spec!r} must have the form 'provider:model', for example "
+            f"'openai:gpt-4o-mini' or 'ollama:llama3.2' (providers: {', '.join(KNOWN_PROVIDERS)})"
+        )
+    if prefix not in _NATIVE and prefix not in _COMPATIBLE:
+        raise ValueError(
+            f"unknown provider {prefix!r} in {spec!r}; known providers: "
+            f"{', '.join(KNOWN_PROVIDERS)}"
+        )
+    model, base_url = _split_url(rest.strip())
+    if base_url is not None:
+        options.setdefault("base_url", base_url)
+
+    preset = _COMPATIBLE.get(prefix)
+    if preset is not None:
+        return _compatible(prefix, preset, model, spec, options)
+
+    variables = _NATIVE[prefix]
+    if variables and not options.get("api_key") and env_key(*variables) is None:
+        raise _missing_key(prefix, variables)
+    if prefix == "openai":
+        from .openai_chat import OpenAIChat
+
+        return OpenAIChat(model, **options)
+    if prefix == "openai-responses":
+        from .openai_responses import OpenAIResponses
+
+        return OpenAIResponses(model, **options)
+    if prefix == "anthropic":
+        from .anthropic import Anthropic
+
+        return Anthropic(model, **options)
+    if prefix in ("gemini", "google"):
+        from .gemini import Gemini
+
+        return Gemini(model, **options)
+    from .ollama import Ollama
+
+    return Ollama(model, **options)
+
+
+def _compatible(
+    prefix: str, preset: _Compatible, model: str, spec: str, options: dict[str, Any]
+) -> Provider:
+    from .openai_chat import OpenAIChat
+
+    if preset.base_url is None and not options.get("base_url"):
+        raise ValueError(
+            f"{spec!r} names no server: write '{prefix}:MODEL@http://host:port/v1' "
+            "or pass base_url="
+        )
+    if preset.needs_key and not options.get("api_key") and env_key(preset.key_env) is None:
+        raise _missing_key(prefix, (preset.key_env,))
+    options.setdefault("base_url", preset.base_url)
+    for name, value in preset.options:
+        options.setdefault(name, value)
+    # The key comes only from this server's own variable, never OPENAI_API_KEY: a local or
+    # third-party server must not receive the user's OpenAI key.
+    options.setdefault("api_key_env", preset.key_env)
+    options.setdefault("provider_name", prefix)
+    if not preset.needs_key:
+        options.setdefault("require_key", False)
+    return OpenAIChat(model, **options)
+
+
+def _split_url(rest: str) -> tuple[str, str | None]:
+    """``model@http://host/v1`` -> (model, url). An ``@`` not followed by a URL stays in the
+    model name (``claude-3@20240229``), and the URL may hold one itself (``user@host``)."""
+    found = _AT_URL.search(rest)
+    if found is None or found.start() == 0:
+        return rest, None
+    return rest[: found.start()], rest[found.start() + 1 :]
+
+
+def _missing_key(prefix: str, variables: tuple[str, ...]) -> ProviderError:
+    names = " or ".join(variables)
+    noun = "variable" if len(variables) == 1 else "variables"
+    return ProviderError(
+        "auth",
+        f"no API key for {prefix!r}: set the {names} environment {noun} or pass api_key=",
+        provider=prefix,
+    )
