@@ -44,7 +44,7 @@ def split(body: bytes, how: str | int) -> list[bytes]:
         return body.splitlines(keepends=True)
     rng = random.Random(how)
     cuts = sorted(rng.sample(range(1, len(body)), min(len(body) - 1, max(1, len(body) // 7))))
-    return [body[a:b] for a, b in zip([0, *cuts], [*cuts, len(body)])]
+    return [body[a:b] for a, b in zip([0, *cuts], [*cuts, len(body)], strict=True)]
 
 
 CHUNKINGS: list[str | int] = ["whole", "lines", 1, 2, 3]

@@ -885,3 +885,30 @@ def test_request_model_wins() -> None:
     adapter = Gemini("gemini-2.0-flash")
     body = adapter.build_body(ModelRequest(model="gemini-2.5-flash"))
     assert body["generationConfig"]["thinkingConfig"] == {"thinkingBudget": 0}
+
+
+async def test_chunk_that_is_not_json_is_a_server_error() -> None:
+    body = (
+        'data: {"candidates": [{"content": {"parts": [{"text": "a"}]}}]}\r\n\r\ndata: {oops\r\n\r\n'
+    )
+    with pytest.raises(ProviderError) as caught:
+        await run(synthetic(200, body, "text/event-stream"))
+    assert caught.value.kind == "server"
+    assert "not JSON" in caught.value.message
+
+
+@pytest.mark.parametrize("how", ["bytes", *wire.CHUNKINGS])
+def test_json_array_decoder_with_tricky_strings(how: str | int) -> None:
+    from treadle.providers.gemini import _JSONArrayDecoder
+
+    items = [
+        {"text": 'a "quoted" {brace} [bracket] \\ back\\slash', "n": [1, {"x": []}]},
+        {"text": "ünïcödé ☃ 𝄞", "more": {"deep": {"deeper": "}]"}}},
+        {"text": "\\"},
+    ]
+    body = "[" + ",\r\n".join(json.dumps(i, ensure_ascii=False, indent=1) for i in items) + "]"
+    decoder = _JSONArrayDecoder()
+    found: list[Any] = []
+    for piece in wire.split(body.encode(), how):
+        found.extend(decoder.feed(piece))
+    assert found == items

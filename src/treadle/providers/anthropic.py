@@ -21,10 +21,10 @@ Mapping notes:
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping
 from contextlib import aclosing
 from dataclasses import dataclass, field
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 import httpx
 from pydantic_core import from_json, to_json
@@ -164,7 +164,7 @@ class Anthropic(HTTPAdapter):
                     yield out
         else:
             decoder = SSEDecoder()
-            chunks_iter = cast("AsyncGenerator[bytes, None]", self._post_stream(url, body))
+            chunks_iter = self._post_stream(url, body)
             async with aclosing(chunks_iter) as chunks:
                 async for chunk in chunks:
                     _check_cancel(cancel)

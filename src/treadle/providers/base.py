@@ -52,7 +52,7 @@ class ModelRequest(Model):
     temperature: float | None = None
     thinking_level: ThinkingLevel = "off"
     tool_choice: str | dict[str, Any] | None = None
-    """``"auto"``, ``"none"``, ``"required"`` or ``{"name": "tool"}``; ``None`` = provider default."""
+    """"auto", "none", "required" or {"name": tool}; None leaves it to the provider."""
     response_format: dict[str, Any] | None = None
     """A JSON schema the answer must follow, where the provider supports it."""
     prompt_cache: Literal["off", "short", "long"] = "short"

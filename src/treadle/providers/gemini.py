@@ -226,10 +226,18 @@ class Gemini(HTTPAdapter):
                 async for data in raw:
                     if cancel is not None and cancel.immediate:
                         raise ProviderError("cancelled", "cancelled by the caller")
-                    for chunk in decoder.feed(data):
+                    try:
+                        chunks = decoder.feed(data)
+                    except ValueError as exc:
+                        raise _not_json(exc) from None
+                    for chunk in chunks:
                         for event in state.feed(chunk):
                             yield event
-            for chunk in decoder.close():
+            try:
+                chunks = decoder.close()
+            except ValueError as exc:
+                raise _not_json(exc) from None
+            for chunk in chunks:
                 for event in state.feed(chunk):
                     yield event
         else:
@@ -538,6 +546,12 @@ def _merge(body: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
 
 
 # ---- response helpers ----
+
+
+def _not_json(exc: ValueError) -> ProviderError:
+    return ProviderError(
+        "server", f"Gemini sent a chunk that is not JSON: {exc}", provider="gemini"
+    )
 
 
 class _ChunkDecoder:

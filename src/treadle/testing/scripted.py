@@ -102,6 +102,18 @@ class ScriptedProvider:
     def __repr__(self) -> str:
         return f"ScriptedProvider(name={self.name!r}, remaining={self.remaining})"
 
+    def _next_item(self) -> ScriptItem:
+        if self._next >= len(self.script):
+            raise ProviderError(
+                "bad_request",
+                f"ScriptedProvider's script is exhausted: it held {len(self.script)} responses "
+                f"and request number {len(self.requests)} came. Add more items to the script.",
+                provider=self.name,
+            )
+        item = self.script[self._next]
+        self._next += 1
+        return item
+
     async def _pause(self, cancel: CancellationToken | None) -> None:
         if self.delay:
             await anyio.sleep(self.delay)
@@ -114,15 +126,7 @@ class ScriptedProvider:
         self, request: ModelRequest, *, cancel: CancellationToken | None = None
     ) -> AsyncIterator[StreamEvent]:
         self.requests.append(request)
-        if self._next >= len(self.script):
-            raise ProviderError(
-                "bad_request",
-                f"ScriptedProvider's script is exhausted: it held {len(self.script)} responses "
-                f"and request number {len(self.requests)} came. Add more items to the script.",
-                provider=self.name,
-            )
-        item = self.script[self._next]
-        self._next += 1
+        item = self._next_item()
         if isinstance(item, ProviderError):
             await self._pause(cancel)
             raise item
