@@ -905,6 +905,7 @@ def test_json_array_decoder_with_tricky_strings(how: str | int) -> None:
         {"text": 'a "quoted" {brace} [bracket] \\ back\\slash', "n": [1, {"x": []}]},
         {"text": "ünïcödé ☃ 𝄞", "more": {"deep": {"deeper": "}]"}}},
         {"text": "\\"},
+        {"text": '"{"', "after": 1},
     ]
     body = "[" + ",\r\n".join(json.dumps(i, ensure_ascii=False, indent=1) for i in items) + "]"
     decoder = _JSONArrayDecoder()

@@ -49,7 +49,8 @@ class StreamState:
         if kind == "text":
             block = content[event.index] if event.index < len(content) else None
             if isinstance(block, TextContent):
-                block.text += event.text
+                # No validation to run on a str append; skip pydantic's __setattr__.
+                block.__dict__["text"] += event.text
             else:
                 content.append(TextContent(text=event.text))
         elif kind == "thinking":
@@ -190,19 +191,24 @@ async def _attempt(
     partial = state.partial
     emitting = sink.active
     async with aclosing(provider.stream(request, cancel=cancel)) as events:  # type: ignore[type-var]
+        final: AssistantMessage | None = None
         async for event in events:
+            if final is not None:
+                continue  # read to the end so the HTTP connection goes back to the pool
             kind = event.type
             if isinstance(event, StreamDone):
-                message: AssistantMessage = event.message
-                if not message.provider:
-                    message.provider = partial.provider
-                return message
+                final = event.message
+                if not final.provider:
+                    final.provider = partial.provider
+                continue
             state.apply(event)
             if not state.started:
                 state.started = True
                 await sink.emit(MessageStart, message=partial)
             if emitting and kind in _DELTAS:
                 await sink.emit(MessageUpdate, message=partial, delta=event)
+    if final is not None:
+        return final
     raise ProviderError(
         "truncated_stream",
         "the provider's stream ended without a final message",

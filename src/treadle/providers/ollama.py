@@ -160,7 +160,8 @@ class Ollama(HTTPAdapter):
     async def stream(
         self, request: ModelRequest, *, cancel: CancellationToken | None = None
     ) -> AsyncIterator[StreamEvent]:
-        if not self._api_key and httpx.URL(self.base_url).host.endswith("ollama.com"):
+        host = httpx.URL(self.base_url).host
+        if not self._api_key and (host == "ollama.com" or host.endswith(".ollama.com")):
             raise ProviderError(
                 "auth",
                 "ollama.com needs an API key: set the OLLAMA_API_KEY environment variable "

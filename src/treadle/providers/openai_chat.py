@@ -291,17 +291,16 @@ class OpenAIChat(HTTPAdapter):
                 yield event
             return
         decoder = SSEDecoder()
-        # Closing the body generator ends the HTTP response when we stop early ([DONE]).
         async with aclosing(self._post_stream(url, body)) as chunks:
             async for chunk in chunks:
+                if state.done:
+                    continue  # read to EOF after [DONE] so the connection is reused
                 self._check_cancel(cancel)
                 for sse in decoder.feed(chunk):
                     for event in self._event(sse, state, final=False):
                         yield event
                     if state.done:
                         break
-                if state.done:
-                    break
         if not state.done:
             for sse in decoder.close():
                 for event in self._event(sse, state, final=True):
@@ -342,6 +341,10 @@ class OpenAIChat(HTTPAdapter):
             return
         if sse.event == "error" or payload.get("error"):
             raise self._stream_error(payload)
+        fast = state.plain_text(payload)
+        if fast is not None:
+            yield fast
+            return
         yield from state.chunk(payload)
 
     def _stream_error(self, payload: dict[str, Any]) -> ProviderError:
@@ -418,6 +421,32 @@ class _Assembler:
         self._open: int | None = None  # the text or thinking block receiving deltas
         self._calls: dict[Any, _Call] = {}
         self._last_call: _Call | None = None
+
+    def plain_text(self, payload: dict[str, Any]) -> TextDelta | None:
+        """Fast path for the common chunk: more text for the open text block, nothing else.
+        None sends the chunk through :meth:`chunk`."""
+        index = self._open
+        if index is None or type(self._blocks[index]) is not TextContent:
+            return None
+        choices = payload.get("choices")
+        if type(choices) is not list or len(choices) != 1 or payload.get("usage") is not None:
+            return None
+        if "x_groq" in payload:
+            return None
+        choice = choices[0]
+        if type(choice) is not dict or choice.get("finish_reason") or choice.get("index", 0):
+            return None
+        delta = choice.get("delta")
+        if type(delta) is not dict:
+            return None
+        content = delta.get("content")
+        if type(content) is not str or not content:
+            return None
+        for key, value in delta.items():
+            if value is not None and key != "content" and key != "role":
+                return None
+        self._texts[index].append(content)
+        return TextDelta(index=index, text=content)
 
     def chunk(self, payload: dict[str, Any]) -> Iterator[StreamEvent]:
         if not self.started:

@@ -1,0 +1,118 @@
+"""Loop overhead: treadle's full loop vs a hand-written httpx loop, same fake server.
+
+Starts ``../shared/bench/fake_llm.py`` on a free loopback port, then runs the raw httpx
+driver and the treadle driver alternately (interleaved repetitions, since the machine is
+noisy) and prints per-run wall time, CPU per run and peak memory for each, with ratios.
+
+    python benchmarks/loop_overhead.py [--reps 5] [--runs 200] [--scenario parallel] [--no-stream]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+BENCH = os.path.normpath(os.path.join(HERE, "..", "..", "shared", "bench"))
+DRIVERS = {
+    "raw_httpx": os.path.join(BENCH, "drivers", "raw_httpx.py"),
+    "treadle": os.path.join(HERE, "treadle_driver.py"),
+}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_healthy(url: str, seconds: float = 10.0) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url + "/health", timeout=1):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise SystemExit(f"the fake server at {url} did not start")
+
+
+def run_driver(path: str, base_url: str, opts: argparse.Namespace) -> dict[str, object]:
+    cmd = [
+        sys.executable,
+        path,
+        "--base-url",
+        base_url,
+        "--runs",
+        str(opts.runs),
+        "--warmup",
+        "10",
+        "--scenario",
+        opts.scenario,
+    ]
+    if not opts.stream:
+        cmd.append("--no-stream")
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    lines = [line for line in out.stdout.splitlines() if line.startswith("{")]
+    if not lines:
+        raise SystemExit(f"{os.path.basename(path)} failed:\n{out.stderr[-2000:]}")
+    result: dict[str, object] = json.loads(lines[-1])
+    if not result.get("ok"):
+        raise SystemExit(f"{os.path.basename(path)} was not correct: {result.get('errors')}")
+    return result
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reps", type=int, default=5, help="interleaved repetitions")
+    parser.add_argument("--runs", type=int, default=200, help="timed runs per repetition")
+    parser.add_argument("--scenario", default="sequential", choices=["sequential", "parallel"])
+    parser.add_argument("--no-stream", dest="stream", action="store_false")
+    opts = parser.parse_args()
+
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, os.path.join(BENCH, "fake_llm.py"), "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    root = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(root)
+        results: dict[str, list[dict[str, object]]] = {name: [] for name in DRIVERS}
+        for rep in range(opts.reps):
+            for name, path in DRIVERS.items():
+                results[name].append(run_driver(path, root + "/v1", opts))
+            print(f"repetition {rep + 1}/{opts.reps} done", file=sys.stderr)
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+    def median(name: str, key: str) -> float:
+        return statistics.median(float(r[key]) for r in results[name])  # type: ignore[arg-type]
+
+    mode = "streaming" if opts.stream else "non-streaming"
+    print(f"loop overhead, scenario={opts.scenario}, {mode}, {opts.reps}x{opts.runs} runs")
+    print(f"{'driver':<11}{'ms/run':>9}{'cpu ms/run':>12}{'import ms':>11}{'peak MB':>9}")
+    for name in DRIVERS:
+        print(
+            f"{name:<11}{median(name, 'per_run_mean_ms'):>9.2f}"
+            f"{median(name, 'cpu_per_run_ms'):>12.2f}{median(name, 'import_ms'):>11.1f}"
+            f"{median(name, 'peak_rss_mb'):>9.1f}"
+        )
+    wall = median("treadle", "per_run_mean_ms") / median("raw_httpx", "per_run_mean_ms")
+    cpu = median("treadle", "cpu_per_run_ms") / median("raw_httpx", "cpu_per_run_ms")
+    mem = median("treadle", "peak_rss_mb") / median("raw_httpx", "peak_rss_mb")
+    print(f"treadle / raw httpx: wall {wall:.2f}x, cpu {cpu:.2f}x, peak memory {mem:.2f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

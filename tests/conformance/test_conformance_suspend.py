@@ -1,0 +1,146 @@
+"""Suspended runs: Ask without an approval handler, then approve / deny and continue."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from harness import Recorded, call, calls_message, check, results_of, run_recorded
+
+from treadle import (
+    AgentContext,
+    AgentLoopConfig,
+    AgentStart,
+    Ask,
+    ContinuationKind,
+    Hooks,
+    ToolCall,
+    ToolExecution,
+    ToolExecutionStart,
+    TurnStart,
+    TurnTrigger,
+    tool,
+    validate_transcript,
+)
+from treadle.testing import ScriptedProvider
+
+pytestmark = pytest.mark.anyio
+
+
+class AskForDanger(Hooks):
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+
+    async def before_tool_call(self, call: ToolCall, context: Any) -> Any:
+        if call.name == "danger":
+            self.asked.append(call.id)
+            return Ask("Delete everything?")
+        return None
+
+
+class World:
+    def __init__(self) -> None:
+        self.ran: list[tuple[str, Any]] = []
+
+        @tool
+        async def danger(target: str) -> str:
+            self.ran.append(("danger", target))
+            return f"deleted {target}"
+
+        @tool
+        async def safe(n: int) -> str:
+            self.ran.append(("safe", n))
+            return f"safe {n}"
+
+        self.tools = [danger, safe]
+
+
+async def suspend(strategy: str) -> tuple[World, AgentContext, AgentLoopConfig, ScriptedProvider, AskForDanger, Recorded]:
+    world = World()
+    hooks = AskForDanger()
+    first = calls_message(call("c1", "danger", target="/tmp/x"), call("c2", "safe", n=1))
+    provider = ScriptedProvider([first, "all done", "after prompt"])
+    context = AgentContext(tools=world.tools)
+    config = AgentLoopConfig(
+        provider=provider, hooks=[hooks], tool_execution=ToolExecution(strategy)  # type: ignore[arg-type]
+    )
+    rec = await run_recorded(["clean up"], context, config)
+    check(rec, requests=provider.requests)
+    return world, context, config, provider, hooks, rec
+
+
+@pytest.mark.parametrize("strategy", ["parallel", "sequential"])
+async def test_ask_without_handler_suspends(strategy: str) -> None:
+    world, context, _, provider, hooks, rec = await suspend(strategy)
+    assert rec.end.reason == "suspended"
+    assert rec.end.pending_tool_calls == ["c1"]
+    assert world.ran == [("safe", 1)]
+    assert [e.tool_call_id for e in rec.of_type(ToolExecutionStart)] == ["c2"]
+    assert len(provider.requests) == 1
+    assert "c1" not in results_of(context.messages)
+    assert validate_transcript(context.messages, allow_pending=["c1"]) == []
+    assert validate_transcript(context.messages) != [], "c1 really is unanswered"
+    assert context.pending_tool_calls == ["c1"]
+    assert hooks.asked == ["c1"]
+
+
+@pytest.mark.parametrize("strategy", ["parallel", "sequential"])
+async def test_approve_then_continue(strategy: str) -> None:
+    world, context, config, provider, hooks, first = await suspend(strategy)
+    ids = (context.loop_id, context.agent_id, context.session_id)
+    context.approve("c1")
+    rec = await run_recorded(None, context, config)
+    check(rec, requests=provider.requests)
+    assert world.ran == [("safe", 1), ("danger", "/tmp/x")]
+    assert hooks.asked == ["c1"], "an approved call is not asked again"
+    assert results_of(context.messages)["c1"].text == "deleted /tmp/x"
+    assert not results_of(context.messages)["c1"].is_error
+    assert rec.end.reason == "completed"
+    assert context.messages[-1].text == "all done"  # type: ignore[union-attr]
+    assert validate_transcript(context.messages) == []
+    (start,) = rec.of_type(AgentStart)
+    assert start.continuation_kind == ContinuationKind.DEFAULT
+    assert (start.agent_id, start.session_id) == ids[1:]
+    assert rec.of_type(TurnStart)[0].trigger == TurnTrigger.CONTINUATION
+    # The model saw both results.
+    assert set(results_of(provider.requests[-1].messages)) == {"c1", "c2"}
+
+
+async def test_approve_with_new_arguments() -> None:
+    world, context, config, provider, _, _ = await suspend("parallel")
+    context.approve("c1", {"target": "/tmp/only-this"})
+    rec = await run_recorded(None, context, config)
+    check(rec, requests=provider.requests)
+    assert world.ran[-1] == ("danger", "/tmp/only-this")
+    assert rec.of_type(ToolExecutionStart)[0].args == {"target": "/tmp/only-this"}
+
+
+async def test_deny_then_continue() -> None:
+    world, context, config, provider, _, _ = await suspend("parallel")
+    context.deny("c1", "The user said no.")
+    rec = await run_recorded(None, context, config)
+    check(rec, requests=provider.requests)
+    assert world.ran == [("safe", 1)], "a denied call never runs"
+    result = results_of(context.messages)["c1"]
+    assert result.is_error and result.text == "The user said no."
+    assert [e.tool_call_id for e in rec.of_type(ToolExecutionStart)] == ["c1"]
+    assert rec.end.reason == "completed"
+    assert validate_transcript(context.messages) == []
+
+
+async def test_new_prompt_while_suspended_answers_pending_calls() -> None:
+    world, context, config, provider, _, _ = await suspend("parallel")
+    rec = await run_recorded(["never mind, do something else"], context, config)
+    check(rec, requests=provider.requests)
+    assert world.ran == [("safe", 1)]
+    assert results_of(context.messages)["c1"].is_error
+    assert validate_transcript(context.messages) == []
+    assert rec.end.reason == "completed"
+
+
+async def test_continue_without_decision_stays_valid() -> None:
+    _, context, config, provider, _, _ = await suspend("parallel")
+    rec = await run_recorded(None, context, config)
+    check(rec, requests=provider.requests)
+    pending = rec.end.pending_tool_calls if rec.end.reason == "suspended" else []
+    assert validate_transcript(context.messages, allow_pending=pending) == []
