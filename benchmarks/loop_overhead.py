@@ -21,9 +21,11 @@ import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BENCH = os.path.normpath(os.path.join(HERE, "..", "..", "shared", "bench"))
-DRIVERS = {
-    "raw_httpx": os.path.join(BENCH, "drivers", "raw_httpx.py"),
-    "treadle": os.path.join(HERE, "treadle_driver.py"),
+TREADLE = os.path.join(HERE, "treadle_driver.py")
+DRIVERS = {  # name: (script, extra arguments)
+    "raw_httpx": (os.path.join(BENCH, "drivers", "raw_httpx.py"), []),
+    "treadle": (TREADLE, []),  # agent_loop with a task consuming every event
+    "treadle_quiet": (TREADLE, ["--no-events"]),  # agent_loop with events=None
 }
 
 
@@ -88,8 +90,8 @@ def main() -> int:
         wait_healthy(root)
         results: dict[str, list[dict[str, object]]] = {name: [] for name in DRIVERS}
         for rep in range(opts.reps):
-            for name, path in DRIVERS.items():
-                results[name].append(run_driver(path, root + "/v1", opts))
+            for name, (path, extra) in DRIVERS.items():
+                results[name].append(run_driver(path, extra, root + "/v1", opts))
             print(f"repetition {rep + 1}/{opts.reps} done", file=sys.stderr)
     finally:
         server.terminate()
@@ -100,17 +102,18 @@ def main() -> int:
 
     mode = "streaming" if opts.stream else "non-streaming"
     print(f"loop overhead, scenario={opts.scenario}, {mode}, {opts.reps}x{opts.runs} runs")
-    print(f"{'driver':<11}{'ms/run':>9}{'cpu ms/run':>12}{'import ms':>11}{'peak MB':>9}")
+    print(f"{'driver':<15}{'ms/run':>9}{'cpu ms/run':>12}{'import ms':>11}{'peak MB':>9}")
     for name in DRIVERS:
         print(
-            f"{name:<11}{median(name, 'per_run_mean_ms'):>9.2f}"
+            f"{name:<15}{median(name, 'per_run_mean_ms'):>9.2f}"
             f"{median(name, 'cpu_per_run_ms'):>12.2f}{median(name, 'import_ms'):>11.1f}"
             f"{median(name, 'peak_rss_mb'):>9.1f}"
         )
-    wall = median("treadle", "per_run_mean_ms") / median("raw_httpx", "per_run_mean_ms")
-    cpu = median("treadle", "cpu_per_run_ms") / median("raw_httpx", "cpu_per_run_ms")
-    mem = median("treadle", "peak_rss_mb") / median("raw_httpx", "peak_rss_mb")
-    print(f"treadle / raw httpx: wall {wall:.2f}x, cpu {cpu:.2f}x, peak memory {mem:.2f}x")
+    for name in ("treadle", "treadle_quiet"):
+        wall = median(name, "per_run_mean_ms") / median("raw_httpx", "per_run_mean_ms")
+        cpu = median(name, "cpu_per_run_ms") / median("raw_httpx", "cpu_per_run_ms")
+        mem = median(name, "peak_rss_mb") / median("raw_httpx", "peak_rss_mb")
+        print(f"{name} / raw httpx: wall {wall:.2f}x, cpu {cpu:.2f}x, peak memory {mem:.2f}x")
     return 0
 
 

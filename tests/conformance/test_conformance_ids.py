@@ -7,6 +7,7 @@ import uuid
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import pytest
 from harness import call, calls_message, check, check_invariants, run_recorded
 
@@ -25,6 +26,8 @@ from treadle import (
     ToolContext,
     ToolExecution,
     ToolExecutionEnd,
+    ToolExecutionStart,
+    ToolExecutionUpdate,
     ToolResult,
     TurnStart,
     TurnTrigger,
@@ -209,14 +212,14 @@ async def test_seq_increases_across_two_loops_sharing_a_stream() -> None:
     check_invariants(second, r2, [], c2.messages)
 
 
-async def test_seq_increases_with_concurrent_loops_and_a_slow_consumer() -> None:
-    """Two loops (with parallel tools reporting progress) send concurrently to one stream
-    whose consumer is slower than they are: the consumer still sees seq increase."""
+async def test_seq_increases_with_concurrent_loops_on_one_stream() -> None:
+    """Two loops (with parallel tools reporting progress) send concurrently to one stream."""
 
     @tool
     async def chatty(n: int, ctx: ToolContext[Any]) -> str:
-        for i in range(4):
+        for i in range(3):
             await ctx.update(f"{n}:{i}")
+            await anyio.lowlevel.checkpoint()
         return "ok"
 
     def script() -> list[Any]:
@@ -224,28 +227,76 @@ async def test_seq_increases_with_concurrent_loops_and_a_slow_consumer() -> None
 
     events: list[Any] = []
     contexts = [AgentContext(tools=[chatty]) for _ in range(2)]
-    send, receive = anyio.create_memory_object_stream[AgentEvent](1)
+    returned: dict[int, Any] = {}
+    send, receive = anyio.create_memory_object_stream[AgentEvent](math.inf)
 
-    async def consume() -> None:
-        async with receive:
-            async for e in receive:
-                events.append(e)
-                await anyio.sleep(0)
+    async def one(i: int) -> None:
+        config = AgentLoopConfig(provider=ScriptedProvider(script()))
+        returned[i] = await agent_loop(["go"], contexts[i], config, send)
 
-    async def one(ctx: AgentContext) -> None:
-        await agent_loop(["go"], ctx, AgentLoopConfig(provider=ScriptedProvider(script())), send)
-
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(consume)
-        async with send:
-            async with anyio.create_task_group() as loops:
-                for ctx in contexts:
-                    loops.start_soon(one, ctx)
+    async with send:
+        async with anyio.create_task_group() as loops:
+            for i in range(2):
+                loops.start_soon(one, i)
+    async with receive:
+        async for e in receive:
+            events.append(e)
     seqs = [e.seq for e in events]
-    assert len(seqs) == len(set(seqs))
-    assert seqs == sorted(seqs), "events reached the consumer out of seq order"
+    assert seqs == sorted(set(seqs))
+    loop_ids = [e.loop_id for e in events]
+    # They really interleaved.
+    first_end = max(i for i, lid in enumerate(loop_ids) if lid == contexts[0].loop_id)
+    assert any(lid == contexts[1].loop_id for lid in loop_ids[:first_end])
+    for i, ctx in enumerate(contexts):
+        own = [e for e in events if e.loop_id == ctx.loop_id]
+        check_invariants(own, returned[i], [], ctx.messages)
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="loop/sink.py EventSink.emit takes seq before sending; when send_nowait raises "
+    "WouldBlock it awaits stream.send(), whose first checkpoint lets another task (a parallel "
+    "tool reporting progress) send a later seq first, so the consumer sees seq go backwards",
+)
+async def test_seq_order_kept_when_parallel_tools_outrun_the_consumer() -> None:
+    """Parallel tools report progress in rounds; the stream has no buffer, so senders block
+    and queue up. Whatever the scheduling, the consumer must see seq increase."""
+    tools_n, rounds_n = 3, 8
+    rounds = [anyio.Event() for _ in range(rounds_n)]
+    seen_updates = [0]
+
+    @tool
+    async def chatty(n: int, ctx: ToolContext[Any]) -> str:
+        for r in range(rounds_n):
+            await ctx.update(f"{n}:{r}:a")
+            await ctx.update(f"{n}:{r}:b")
+            with anyio.fail_after(5):  # guard against a hang only
+                await rounds[r].wait()
+        return "ok"
+
+    def on_event(rec: Any, e: Any) -> None:
+        if isinstance(e, ToolExecutionUpdate):
+            seen_updates[0] += 1
+            if seen_updates[0] % (2 * tools_n) == 0:
+                rounds[seen_updates[0] // (2 * tools_n) - 1].set()
+
+    msg = calls_message(*(call(f"c{i}", "chatty", n=i) for i in range(tools_n)))
+    provider = ScriptedProvider([msg, "done"])
+    context = AgentContext(tools=[chatty])
+    rec = await run_recorded(
+        ["go"], context, AgentLoopConfig(provider=provider), on_event=on_event, buffer=0
+    )
+    seqs = [e.seq for e in rec.events]
+    assert seqs == sorted(set(seqs)), "events reached the consumer out of seq order"
+    check(rec)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="loop/sink.py _counter_for keys the seq counter on the send-stream object, so a "
+    "clone() of the same stream (anyio's way to hand a stream to another producer) starts "
+    "again at 0 and the consumer sees duplicate seq values",
+)
 async def test_seq_shared_through_a_cloned_send_stream() -> None:
     """A sub-agent is often handed ``send.clone()``: it is the same stream to the consumer."""
     events: list[Any] = []
@@ -264,16 +315,14 @@ async def test_seq_shared_through_a_cloned_send_stream() -> None:
 
 @pytest.mark.parametrize("strategy", ["parallel", "sequential"])
 async def test_sub_loop_shares_the_stream(strategy: str) -> None:
-    sub_contexts: list[AgentContext] = []
-    sub_returns: list[Any] = []
+    subs: list[tuple[AgentContext, Any]] = []
 
     @tool
     async def delegate(task: str, ctx: ToolContext[Any]) -> ToolResult:
         sub = AgentContext(depth=ctx.depth + 1, parent_loop_id=ctx.loop_id)
-        sub_contexts.append(sub)
         provider = ScriptedProvider([f"sub answer to {task}"])
         returned = await agent_loop([task], sub, AgentLoopConfig(provider=provider), ctx.events)
-        sub_returns.append(returned)
+        subs.append((sub, returned))
         return ToolResult.of(returned[-1].text, details={"child_loop_id": sub.loop_id})  # type: ignore[union-attr]
 
     provider = ScriptedProvider(
@@ -283,10 +332,10 @@ async def test_sub_loop_shares_the_stream(strategy: str) -> None:
     config = AgentLoopConfig(provider=provider, tool_execution=ToolExecution(strategy))  # type: ignore[arg-type]
     rec = await run_recorded(["go"], context, config)
     check(rec, requests=provider.requests)
-    assert len(sub_contexts) == 2
-    loop_ids = {context.loop_id} | {s.loop_id for s in sub_contexts}
+    assert len(subs) == 2
+    loop_ids = {context.loop_id} | {s.loop_id for s, _ in subs}
     assert len(loop_ids) == 3
-    for sub, returned in zip(sub_contexts, sub_returns):
+    for sub, returned in subs:
         sub_events = [e for e in rec.events if e.loop_id == sub.loop_id]
         assert sub_events and all(e.depth == 1 for e in sub_events)
         start = sub_events[0]
@@ -301,6 +350,8 @@ async def test_sub_loop_shares_the_stream(strategy: str) -> None:
         )
         assert end.child_loop_id == sub.loop_id
         # The sub-loop ran inside the parent's tool execution.
-        assert sub_events[0].seq > min(e.seq for e in rec.of_type(ToolExecutionEnd)) - 10**9
-        assert sub_events[-1].seq < end.seq
+        tool_start = next(
+            e for e in rec.of_type(ToolExecutionStart) if e.tool_call_id == end.tool_call_id
+        )
+        assert tool_start.seq < sub_events[0].seq and sub_events[-1].seq < end.seq
     assert all(e.depth == 0 for e in rec.events if e.loop_id == context.loop_id)

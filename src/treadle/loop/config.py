@@ -114,6 +114,10 @@ class Hooks:
     async def after_turn(self, context: AgentContext, event: TurnEnd) -> None:
         """After ``turn_end``."""
 
+    async def on_message(self, message: AgentMessage) -> None:
+        """A message joined the history; runs before its ``message_end`` is sent (so a store
+        that persists here makes every reported message durable)."""
+
     async def on_error(self, message: AssistantMessage) -> None:
         """An assistant turn ended with ``stop_reason="error"``."""
 

@@ -41,7 +41,7 @@ from .cancel import CancelBridge
 from .config import AgentLoopConfig, Pass, Reject, Warn
 from .context import AgentContext
 from .sink import EventSink
-from .streaming import StreamState, stream_message
+from .streaming import StreamState, close_message, stream_message
 from .tool_exec import ToolBatch, ToolRaised
 
 EventStream = MemoryObjectSendStream[AgentEvent]
@@ -108,6 +108,7 @@ class _Run:
         self.started_at = time.monotonic()
         self.inject: list[AgentMessage] = []
         self.tools: dict[str, Tool] = {}
+        self.end_sent = False
         self._tools_key: tuple[int, ...] = ()
 
     # ---- small helpers ----
@@ -119,11 +120,20 @@ class _Run:
             name = getattr(fn, "__qualname__", repr(fn))
             raise HookFailed(name, exc) from exc
 
-    async def append(self, message: AgentMessage) -> None:
-        """Add to the history and report it as a message_start/end pair."""
+    async def record(self, message: AgentMessage) -> None:
+        """Add to the history; ``on_message`` hooks run before its message_end is sent."""
         self.context.messages.append(message)
         self.new_messages.append(message)
+        if isinstance(message, AssistantMessage):
+            self.turn_message = message
+            self.turn_usage = self.turn_usage + message.usage
+        for hook in self.config.hooks:
+            await self.call_hook(hook.on_message, message)
+
+    async def append(self, message: AgentMessage) -> None:
+        """Add to the history and report it as a message_start/end pair."""
         await self.sink.emit(MessageStart, message=message)
+        await self.record(message)
         await self.sink.emit(MessageEnd, message=message)
 
     def refresh_tools(self) -> None:
@@ -222,20 +232,13 @@ class _Run:
                 self.config.retry,
                 state,
                 self.bridge.token,
+                self.record,
                 fallback_text=fallback_text,
+                text_only=not with_tools,
             )
         if message is None:  # cancelled mid-stream
-            message = state.closed("aborted")
-            if not state.started:
-                state.started = True
-                await self.sink.emit(MessageStart, message=message)
-            state.ended = True
-            await self.sink.emit(MessageEnd, message=message)
+            message = await close_message(self.sink, state, state.closed("aborted"), self.record)
         self.stream_state = None
-        self.context.messages.append(message)
-        self.new_messages.append(message)
-        self.turn_message = message
-        self.turn_usage = self.turn_usage + message.usage
         return message
 
     # ---- turns ----
@@ -413,12 +416,9 @@ class _Run:
         """After an interruption: close the open message, answer open calls, close the turn."""
         state = self.stream_state
         if state is not None and state.started and not state.ended:
-            message = state.closed("aborted")
-            state.ended = True
-            self.context.messages.append(message)
-            self.new_messages.append(message)
-            self.turn_message = message
-            await self.sink.emit(MessageEnd, message=message)
+            message = await close_message(
+                self.sink, state, state.final or state.closed("aborted"), self.record
+            )
             if message.tool_calls:
                 await self.record_batch(ToolBatch(self, message.tool_calls))
         self.stream_state = None
@@ -437,6 +437,7 @@ async def _start(
     """before_loop hooks then agent_start. False: vetoed (agent_end already sent)."""
     for hook in config.hooks:
         if not await run.call_hook(hook.before_loop, context):
+            run.end_sent = True
             await run.sink.emit(AgentEnd, messages=[], usage=Usage(), reason="vetoed")
             return False
     await run.sink.emit(
@@ -503,10 +504,11 @@ async def _execute(
             await _after_loop(run, result)
         return run.new_messages
     except anyio.get_cancelled_exc_class():
-        with anyio.CancelScope(shield=True):
-            await _safe_close(run)
-            if started:
-                await _end(run, LoopResult(reason="cancelled"))
+        if not run.end_sent:
+            with anyio.CancelScope(shield=True):
+                await _safe_close(run)
+                if started:
+                    await _end(run, LoopResult(reason="cancelled"))
         raise
     finally:
         run.bridge.close()
@@ -520,6 +522,7 @@ async def _safe_close(run: _Run) -> None:
 
 
 async def _end(run: _Run, result: LoopResult) -> None:
+    run.end_sent = True
     await run.sink.emit(
         AgentEnd,
         messages=list(run.new_messages),

@@ -10,19 +10,34 @@ from typing import Any
 import anyio
 from anyio.streams.memory import MemoryObjectSendStream
 
-from ..types import AgentEvent, now_ms
+from ..types import AgentEvent, MessageUpdate, now_ms
 
-_counters: weakref.WeakKeyDictionary[Any, itertools.count[int]] = weakref.WeakKeyDictionary()
-_counters_lock = threading.Lock()
+_UPDATE_FIELDS = frozenset({"seq", "loop_id", "depth", "timestamp", "message", "delta"})
+
+class _StreamState:
+    """Per stream: the seq counter and a FIFO lock that keeps seq order = delivery order
+    when several loops share the stream and its buffer is full."""
+
+    __slots__ = ("counter", "lock")
+
+    def __init__(self) -> None:
+        self.counter = itertools.count()
+        self.lock = anyio.Lock()
 
 
-def _counter_for(stream: Any) -> itertools.count[int]:
-    """One seq counter per stream object, shared by every loop that sends to it."""
-    with _counters_lock:
-        counter = _counters.get(stream)
-        if counter is None:
-            counter = _counters[stream] = itertools.count()
-        return counter
+_states: weakref.WeakKeyDictionary[Any, _StreamState] = weakref.WeakKeyDictionary()
+_states_lock = threading.Lock()
+
+
+def _state_for(stream: Any) -> _StreamState:
+    """One state per stream, shared by every loop that sends to it. Clones of an anyio send
+    stream share their buffer (``_state``), so they share the seq counter too."""
+    key = getattr(stream, "_state", stream)
+    with _states_lock:
+        state = _states.get(key)
+        if state is None:
+            state = _states[key] = _StreamState()
+        return state
 
 
 class EventSink:
@@ -31,10 +46,11 @@ class EventSink:
     A send is atomic with respect to cancellation: an event is either delivered whole or not
     at all, so the loop's bookkeeping of what it reported stays exact. A full buffer makes the
     loop wait for the consumer (no event is ever dropped); a consumer that closed its end
-    stops delivery, and the run goes on.
+    stops delivery, and the run goes on. ``seq`` is taken at the moment of delivery, so it
+    increases along the stream even when several loops share it.
     """
 
-    __slots__ = ("_counter", "_stream", "depth", "loop_id")
+    __slots__ = ("_state", "_stream", "depth", "loop_id")
 
     def __init__(
         self, stream: MemoryObjectSendStream[AgentEvent] | None, loop_id: str, depth: int
@@ -42,7 +58,7 @@ class EventSink:
         self._stream = stream
         self.loop_id = loop_id
         self.depth = depth
-        self._counter = _counter_for(stream) if stream is not None else None
+        self._state = _state_for(stream) if stream is not None else None
 
     @property
     def stream(self) -> MemoryObjectSendStream[AgentEvent] | None:
@@ -52,24 +68,54 @@ class EventSink:
     def active(self) -> bool:
         return self._stream is not None
 
-    async def emit(self, event_type: type[Any], **fields: Any) -> None:
-        stream = self._stream
-        if stream is None or self._counter is None:
-            return
-        event = event_type(
-            seq=next(self._counter),
+    def _make(self, event_type: type[Any], fields: dict[str, Any]) -> Any:
+        assert self._state is not None
+        if event_type is MessageUpdate:
+            # The hot path (one per streamed delta): its values come from the loop itself and
+            # are already valid models, so skip re-validation.
+            event = object.__new__(MessageUpdate)
+            values = {
+                "seq": next(self._state.counter),
+                "loop_id": self.loop_id,
+                "depth": self.depth,
+                "timestamp": now_ms(),
+                "type": "message_update",
+                "message": fields["message"],
+                "delta": fields["delta"],
+            }
+            object.__setattr__(event, "__dict__", values)
+            object.__setattr__(event, "__pydantic_fields_set__", _UPDATE_FIELDS)
+            object.__setattr__(event, "__pydantic_extra__", None)
+            object.__setattr__(event, "__pydantic_private__", None)
+            return event
+        return event_type(
+            seq=next(self._state.counter),
             loop_id=self.loop_id,
             depth=self.depth,
             timestamp=now_ms(),
             **fields,
         )
+
+    async def emit(self, event_type: type[Any], **fields: Any) -> None:
+        stream, state = self._stream, self._state
+        if stream is None or state is None:
+            return
         try:
-            stream.send_nowait(event)
-        except anyio.WouldBlock:
-            with anyio.CancelScope(shield=True):
+            if not state.lock.locked():
+                event = self._make(event_type, fields)
                 try:
-                    await stream.send(event)
-                except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-                    self._stream = None
+                    stream.send_nowait(event)
+                    return
+                except anyio.WouldBlock:
+                    state.lock.acquire_nowait()  # nothing ran since the check: it is free
+                with anyio.CancelScope(shield=True):
+                    try:
+                        await stream.send(event)
+                    finally:
+                        state.lock.release()
+                return
+            with anyio.CancelScope(shield=True):
+                async with state.lock:
+                    await stream.send(self._make(event_type, fields))
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):
             self._stream = None

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Awaitable, Callable
 from contextlib import aclosing
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
+from pydantic import BaseModel
 import anyio.lowlevel
 
 from .._cancel import CancellationToken
@@ -28,59 +30,95 @@ from .sink import EventSink
 _DELTAS = frozenset({"text", "thinking", "tool_call_start", "tool_call_delta", "tool_call_end"})
 
 
-class StreamState:
-    """The message being streamed, kept outside the call so a cancelled stream leaves it."""
+_M = TypeVar("_M", bound=BaseModel)
 
-    __slots__ = ("complete_calls", "ended", "partial", "started")
+
+def _shallow_copy(model: _M, content: Any = None, **changes: Any) -> _M:
+    """``model`` with some fields replaced, without validation (the values are already
+    valid): the hot path's substitute for ``model_copy``."""
+    copy = object.__new__(type(model))
+    values = dict(model.__dict__)
+    if content is not None:
+        values["content"] = content
+    values.update(changes)
+    object.__setattr__(copy, "__dict__", values)
+    object.__setattr__(copy, "__pydantic_fields_set__", model.__pydantic_fields_set__)
+    object.__setattr__(copy, "__pydantic_extra__", None)
+    object.__setattr__(copy, "__pydantic_private__", None)
+    return copy
+
+
+class StreamState:
+    """The message being streamed, kept outside the call so a cancelled stream leaves it.
+
+    Blocks are replaced, never mutated, so each ``view()`` handed to an event stays as it was
+    when it was sent: a consumer that reads a queued ``message_update`` later sees the
+    message as of that delta. A view costs one shallow copy, and only when content changed.
+    """
+
+    __slots__ = ("_view", "complete_calls", "ended", "final", "partial", "started")
 
     def __init__(self, request: ModelRequest, provider: str) -> None:
         self.partial = AssistantMessage(model=request.model, provider=provider)
         self.started = False
         self.ended = False
         self.complete_calls: set[int] = set()
+        self._view: AssistantMessage | None = None
+        self.final: AssistantMessage | None = None  # recorded in the history, end not yet sent
 
     def reset(self, request: ModelRequest, provider: str) -> None:
         self.__init__(request, provider)  # type: ignore[misc]
+
+    def view(self) -> AssistantMessage:
+        """An unchanging snapshot of the partial message."""
+        if self._view is None:
+            self._view = _shallow_copy(self.partial, list(self.partial.content))
+        return self._view
+
+    def _put(self, index: int, block: Any) -> None:
+        content = self.partial.content
+        if index < len(content):
+            content[index] = block
+        else:
+            content.append(block)
 
     def apply(self, event: Any) -> None:
         """Fold one stream event into the partial message."""
         kind = event.type
         content = self.partial.content
+        index = getattr(event, "index", 0)
+        block = content[index] if index < len(content) else None
         if kind == "text":
-            block = content[event.index] if event.index < len(content) else None
             if isinstance(block, TextContent):
-                # No validation to run on a str append; skip pydantic's __setattr__.
-                block.__dict__["text"] += event.text
+                self._put(index, _shallow_copy(block, text=block.text + event.text))
             else:
-                content.append(TextContent(text=event.text))
+                self._put(index, TextContent(text=event.text))
         elif kind == "thinking":
-            block = content[event.index] if event.index < len(content) else None
             if isinstance(block, ThinkingContent):
-                block.thinking += event.text
+                self._put(index, _shallow_copy(block, thinking=block.thinking + event.text))
             else:
-                content.append(ThinkingContent(thinking=event.text))
+                self._put(index, ThinkingContent(thinking=event.text))
         elif kind == "tool_call_start":
-            content.append(ToolCall(id=event.id, name=event.name))
+            self._put(index, ToolCall(id=event.id, name=event.name))
         elif kind == "tool_call_end":
-            if event.index < len(content):
-                content[event.index] = event.tool_call
-            else:
-                content.append(event.tool_call)
-            self.complete_calls.add(event.index)
+            self._put(index, event.tool_call)
+            self.complete_calls.add(index)
         elif kind == "text_start":
-            if event.index >= len(content):
-                content.append(TextContent(text=""))
+            if block is None:
+                self._put(index, TextContent(text=""))
         elif kind == "thinking_start":
-            if event.index >= len(content):
-                content.append(ThinkingContent(thinking="", redacted=event.redacted))
+            if block is None:
+                self._put(index, ThinkingContent(thinking="", redacted=event.redacted))
         elif kind == "thinking_end":
-            block = content[event.index] if event.index < len(content) else None
             if isinstance(block, ThinkingContent) and event.signature is not None:
-                block.signature = event.signature
+                self._put(index, block.model_copy(update={"signature": event.signature}))
         elif kind == "start":
             if event.model:
                 self.partial.model = event.model
             self.partial.response_id = event.response_id
+        else:
+            return  # tool_call_delta and the end markers change no block
+        self._view = None
 
     def closed(self, stop_reason: Any, error: ErrorInfo | None = None) -> AssistantMessage:
         """The partial message as a final one; tool calls whose arguments never completed
@@ -104,8 +142,10 @@ async def stream_message(
     retry: RetryPolicy,
     state: StreamState,
     cancel: CancellationToken | None,
+    on_final: Callable[[AssistantMessage], Awaitable[None]],
     *,
     fallback_text: str | None = None,
+    text_only: bool = False,
 ) -> AssistantMessage:
     """Stream one assistant message, emitting message_start / update* / end; retry per
     ``retry``. A final failure becomes a message with ``stop_reason="error"``."""
@@ -123,16 +163,14 @@ async def stream_message(
             )
             retryable = False
         else:
-            if not state.started:
-                state.started = True
-                await sink.emit(MessageStart, message=final)
-            state.ended = True
-            await sink.emit(MessageEnd, message=final)
-            return final
+            if text_only and final.tool_calls:  # no tools were offered; a call cannot run
+                content = [b for b in final.content if not isinstance(b, ToolCall)]
+                final = final.model_copy(update={"content": content, "stop_reason": "stop"})
+            return await close_message(sink, state, final, on_final)
 
         if error.kind == "cancelled":
             await anyio.lowlevel.checkpoint()  # raises here when our scope was cancelled
-            return await _close(sink, state, state.closed("aborted"))
+            return await close_message(sink, state, state.closed("aborted"), on_final)
         delay = retry.delay(attempt, random.random())
         too_long = error.retry_after is not None and error.retry_after > retry.max_retry_after_s
         if error.retry_after is not None and not too_long:
@@ -169,16 +207,26 @@ async def stream_message(
             )
         else:
             final = state.closed("error", info)
-        return await _close(sink, state, final)
+        return await close_message(sink, state, final, on_final)
 
 
-async def _close(sink: EventSink, state: StreamState, final: AssistantMessage) -> AssistantMessage:
+async def close_message(
+    sink: EventSink,
+    state: StreamState,
+    final: AssistantMessage,
+    on_final: Callable[[AssistantMessage], Awaitable[None]],
+) -> AssistantMessage:
+    """Record ``final`` (``on_final``: into the history, durable) and only then report its
+    message_end; a message_start is sent first if the stream never produced one."""
     if not state.started:
         state.started = True
         await sink.emit(MessageStart, message=final)
+    if state.final is None:
+        await on_final(final)
+        state.final = final
     state.ended = True
-    await sink.emit(MessageEnd, message=final)
-    return final
+    await sink.emit(MessageEnd, message=state.final)
+    return state.final
 
 
 async def _attempt(
@@ -202,11 +250,14 @@ async def _attempt(
                     final.provider = partial.provider
                 continue
             state.apply(event)
+            if not emitting:
+                state.started = True
+                continue
             if not state.started:
                 state.started = True
-                await sink.emit(MessageStart, message=partial)
-            if emitting and kind in _DELTAS:
-                await sink.emit(MessageUpdate, message=partial, delta=event)
+                await sink.emit(MessageStart, message=state.view())
+            if kind in _DELTAS:
+                await sink.emit(MessageUpdate, message=state.view(), delta=event)
     if final is not None:
         return final
     raise ProviderError(

@@ -65,6 +65,7 @@ class ToolBatch:
         self.states = [CallState(c) for c in calls]
         self.resumed = resumed
         self.raised: BaseException | None = None
+        self.hook_failure: Exception | None = None
         self.terminate = False
 
     @property
@@ -169,13 +170,20 @@ class ToolBatch:
         async with anyio.create_task_group() as tg:
             for state in ready:
                 tg.start_soon(self._limited, state, limiter)
+        if self.hook_failure is not None:
+            raise self.hook_failure
 
     async def _limited(self, state: CallState, limiter: anyio.CapacityLimiter | None) -> None:
-        if limiter is None:
-            await self._invoke_and_end(state)
-        else:
-            async with limiter:
+        # A failing hook must not become an ExceptionGroup: keep it, raise it after the group.
+        try:
+            if limiter is None:
                 await self._invoke_and_end(state)
+            else:
+                async with limiter:
+                    await self._invoke_and_end(state)
+        except Exception as exc:
+            if self.hook_failure is None:
+                self.hook_failure = exc
 
     async def _start(self, state: CallState) -> None:
         call = state.call
