@@ -269,25 +269,8 @@ HOOK_SITES = [
     "transform_context",
     "system_prompt",
 ]
-PARALLEL_HOOK_BUG = pytest.mark.xfail(
-    strict=True,
-    reason="loop/tool_exec.py ToolBatch._concurrent runs _invoke_and_end (which awaits "
-    "after_tool_call) inside an anyio task group, so the HookFailed reaches run.py _execute "
-    "wrapped in an ExceptionGroup, escapes `except HookFailed`, and agent_loop raises with no "
-    "agent_end instead of ending with reason=error",
-)
-
-
-def _hook_params() -> list[Any]:
-    params = []
-    for strategy in ("parallel", "sequential"):
-        for where in HOOK_SITES:
-            marks = [PARALLEL_HOOK_BUG] if (strategy, where) == ("parallel", "after_tool_call") else []
-            params.append(pytest.param(where, strategy, marks=marks, id=f"{strategy}-{where}"))
-    return params
-
-
-@pytest.mark.parametrize(("where", "strategy"), _hook_params())
+@pytest.mark.parametrize("where", HOOK_SITES)
+@pytest.mark.parametrize("strategy", ["parallel", "sequential"])
 async def test_hook_that_raises_ends_with_error(where: str, strategy: str) -> None:
     class Broken(Hooks):
         async def before_loop(self, context: Any) -> bool:
@@ -509,3 +492,65 @@ async def test_agent_end_last_event_and_after_loop_after_it() -> None:
     check(rec)
     assert isinstance(rec.events[-1], AgentEnd)
     assert order and order[0] != "after_loop:0"
+
+
+async def test_pending_steering_follows_the_prompts_in_the_first_turn() -> None:
+    steering: list[list[Any]] = [[UserMessage.of("also: be quick")]]
+
+    def get_steering() -> list[Any]:
+        return steering.pop(0) if steering else []
+
+    rec, provider = await run(["ok"], prompts=["p1", "p2"], get_steering_messages=get_steering)
+    turn0 = _turn_slice(rec, 0)
+    pairs = [(e.type, e.message.text) for e in turn0[1:7]]
+    assert pairs == [
+        ("message_start", "p1"),
+        ("message_end", "p1"),
+        ("message_start", "p2"),
+        ("message_end", "p2"),
+        ("message_start", "also: be quick"),
+        ("message_end", "also: be quick"),
+    ]
+    assert [m.text for m in provider.requests[0].messages] == ["p1", "p2", "also: be quick"]
+
+
+async def test_steering_in_next_tool_mode_skips_the_rest_of_the_batch() -> None:
+    polls: list[int] = []
+    log: list[Any] = []
+
+    def get_steering() -> list[Any]:
+        polls.append(len(log))
+        # Nothing before the tools run; a message once the first tool has finished.
+        return [UserMessage.of("stop, do this instead")] if len(log) == 1 and len(polls) < 4 else []
+
+    msg = calls_message(
+        call("c1", "add", a=1, b=1), call("c2", "add", a=2, b=2), call("c3", "add", a=3, b=3)
+    )
+    rec, provider = await run(
+        [msg, "changed course"], [make_add(log)], get_steering_messages=get_steering,
+        steering_mode="next_tool", tool_execution=ToolExecution.sequential(),
+    )  # fmt: skip
+    assert log == [(1, 1)], "the calls after the steering never run"
+    results = results_of(rec.after)
+    assert results["c1"].text == "2"
+    for cid in ("c2", "c3"):
+        assert results[cid].text == "Skipped: a user message arrived"
+    started = [e.tool_call_id for e in rec.of_type(ToolExecutionStart)]
+    assert started == ["c1", "c2", "c3"], "skipped calls still get start and end"
+    roles = [m.role for m in rec.after]
+    assert roles[-2:] == ["user", "assistant"] and rec.after[-2].text == "stop, do this instead"
+    assert rec.end.reason == "completed"
+
+
+async def test_hook_raising_in_approval_handler_ends_with_error() -> None:
+    class AskAll(Hooks):
+        async def before_tool_call(self, call: ToolCall, context: Any) -> Any:
+            return Ask()
+
+    async def handler(call: ToolCall, context: Any, ask: Ask) -> Any:
+        raise RuntimeError("handler bug")
+
+    rec, _ = await run([calls_message(call("c1", "add", a=1, b=1)), "never"], [make_add([])],
+                       hooks=[AskAll()], approval_handler=handler)  # fmt: skip
+    assert rec.end.reason == "error"
+    assert rec.end.error is not None and "handler bug" in rec.end.error.message

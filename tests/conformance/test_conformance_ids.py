@@ -252,12 +252,6 @@ async def test_seq_increases_with_concurrent_loops_on_one_stream() -> None:
         check_invariants(own, returned[i], [], ctx.messages)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="loop/sink.py EventSink.emit takes seq before sending; when send_nowait raises "
-    "WouldBlock it awaits stream.send(), whose first checkpoint lets another task (a parallel "
-    "tool reporting progress) send a later seq first, so the consumer sees seq go backwards",
-)
 async def test_seq_order_kept_when_parallel_tools_outrun_the_consumer() -> None:
     """Parallel tools report progress in rounds; the stream has no buffer, so senders block
     and queue up. Whatever the scheduling, the consumer must see seq increase."""
@@ -291,12 +285,6 @@ async def test_seq_order_kept_when_parallel_tools_outrun_the_consumer() -> None:
     check(rec)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="loop/sink.py _counter_for keys the seq counter on the send-stream object, so a "
-    "clone() of the same stream (anyio's way to hand a stream to another producer) starts "
-    "again at 0 and the consumer sees duplicate seq values",
-)
 async def test_seq_shared_through_a_cloned_send_stream() -> None:
     """A sub-agent is often handed ``send.clone()``: it is the same stream to the consumer."""
     events: list[Any] = []

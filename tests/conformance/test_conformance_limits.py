@@ -69,8 +69,20 @@ def tool_turns(rec: Recorded) -> int:
 
 @pytest.mark.parametrize("n", [1, 3])
 async def test_max_turns_stop(n: int) -> None:
+    from treadle import Hooks
+
+    asked: list[int] = []
+
+    class Turns(Hooks):
+        async def before_turn(self, context: Any, turn_index: int) -> bool:
+            asked.append(turn_index)
+            return True
+
     model = always_tools()
-    rec, provider = await run_limited(ExecutionLimits(max_turns=n), [model] * (n + 2))
+    rec, provider = await run_limited(
+        ExecutionLimits(max_turns=n), [model] * (n + 2), hooks=[Turns()]
+    )
+    assert asked == list(range(n)), "the limit check comes before before_turn"
     assert len(rec.of_type(TurnStart)) == n, "exactly N turns (invariant 10)"
     assert len(provider.requests) == n
     assert tool_turns(rec) == n
@@ -121,12 +133,6 @@ async def test_final_answer_fallback_when_the_call_fails() -> None:
     assert rec.end.reason == "limit"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="loop/run.py _Run.on_limit appends the final-answer message as it came back; when "
-    "the model still answers with a tool call (no tools were offered, but models do this) the "
-    "call is never answered, so the history breaks invariant 7 (every call has one result)",
-)
 async def test_final_answer_that_still_calls_a_tool_keeps_history_valid() -> None:
     model = always_tools()
     limits = ExecutionLimits(max_turns=1, on_limit="final_answer")

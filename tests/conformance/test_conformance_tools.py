@@ -227,3 +227,32 @@ async def test_tool_ends_the_run_after_the_batch(how: str, strategy: str) -> Non
     assert results["c2"].text == "other done"
     assert len(rec.of_type(TurnStart)) == 1 and len(rec.of_type(TurnEnd)) == 1
     assert isinstance(rec.after[-1], ToolResultMessage)
+
+
+@pytest.mark.parametrize("strategy", ["parallel", "sequential"])
+async def test_raise_tool_errors_reraises_after_a_clean_end(strategy: str) -> None:
+    import math
+
+    from treadle import AgentEnd, AgentEvent, agent_loop, validate_transcript
+
+    @tool
+    async def boom() -> str:
+        raise ValueError("tool bug")
+
+    provider = ScriptedProvider([calls_message(call("c1", "boom"), call("c2", "add", a=1, b=1))])
+    context = AgentContext(tools=[boom, add])
+    config = AgentLoopConfig(
+        provider=provider,
+        raise_tool_errors=True,
+        tool_execution=ToolExecution(strategy),  # type: ignore[arg-type]
+    )
+    send, receive = anyio.create_memory_object_stream[AgentEvent](math.inf)
+    async with send:
+        with pytest.raises(ValueError, match="tool bug"):
+            await agent_loop(["go"], context, config, send)
+    async with receive:
+        events = [e async for e in receive]
+    ends = [e for e in events if isinstance(e, AgentEnd)]
+    assert len(ends) == 1 and ends[0] is events[-1] and ends[0].reason == "error"
+    assert validate_transcript(context.messages) == []
+    assert results_of(context.messages)["c1"].text == "ValueError: tool bug"

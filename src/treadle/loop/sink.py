@@ -14,6 +14,7 @@ from ..types import AgentEvent, MessageUpdate, now_ms
 
 _UPDATE_FIELDS = frozenset({"seq", "loop_id", "depth", "timestamp", "message", "delta"})
 
+
 class _StreamState:
     """Per stream: the seq counter and a FIFO lock that keeps seq order = delivery order
     when several loops share the stream and its buffer is full."""

@@ -8,8 +8,8 @@ from contextlib import aclosing
 from typing import Any, TypeVar
 
 import anyio
-from pydantic import BaseModel
 import anyio.lowlevel
+from pydantic import BaseModel
 
 from .._cancel import CancellationToken
 from ..providers.base import ModelRequest, Provider, ProviderError, StreamDone

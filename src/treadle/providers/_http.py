@@ -133,6 +133,15 @@ def _current_loop() -> object:
         return None
 
 
+def redact_url(url: str) -> str:
+    """``url`` without user:password and with ``key=`` query values hidden."""
+    parsed = httpx.URL(url)
+    if parsed.userinfo:
+        parsed = parsed.copy_with(username=None, password=None)
+    text = str(parsed)
+    return re.sub(r"([?&](?:key|api_key|api-key|token)=)[^&]+", r"\1***", text)
+
+
 def env_key(*names: str) -> str | None:
     for name in names:
         value = os.environ.get(name)
@@ -197,7 +206,9 @@ class HTTPAdapter:
         await self.aclose()
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(model={self.model!r}, base_url={self.base_url!r})"
+        return (
+            f"{type(self).__name__}(model={self.model!r}, base_url={redact_url(self.base_url)!r})"
+        )
 
     def _headers(self) -> dict[str, str]:
         """Request headers, auth included. Subclasses add their own scheme."""

@@ -74,7 +74,9 @@ class AssistantMessage(Model):
 
     @property
     def thinking(self) -> str:
-        return "\n".join(b.thinking for b in self.content if isinstance(b, ThinkingContent))
+        return "\n".join(
+            b.thinking for b in self.content if isinstance(b, ThinkingContent) and b.thinking
+        )
 
 
 class ToolResultMessage(Model):

@@ -1,0 +1,57 @@
+"""Cancel a run in the middle of a slow tool, from another thread; the history stays valid."""
+
+from __future__ import annotations
+
+import threading
+
+import anyio
+from _model import model_or_script
+
+from treadle import (
+    AgentContext,
+    AgentEvent,
+    AgentLoopConfig,
+    AssistantMessage,
+    CancellationToken,
+    ToolCall,
+    agent_loop,
+    tool,
+    validate_transcript,
+)
+
+
+@tool(category="exec")
+async def long_job(seconds: float) -> str:
+    """Work for a while."""
+    await anyio.sleep(seconds)
+    return "finished"
+
+
+async def main() -> None:
+    provider = model_or_script(
+        [AssistantMessage(content=[ToolCall(id="j1", name="long_job", arguments={"seconds": 30})])]
+    )
+    context = AgentContext(tools=[long_job])
+    config = AgentLoopConfig(provider=provider)
+    token = CancellationToken()
+    send, receive = anyio.create_memory_object_stream[AgentEvent](64)
+
+    async def watch() -> None:
+        async with receive:
+            async for event in receive:
+                print(event.type, getattr(event, "reason", ""))
+                if event.type == "tool_execution_start":
+                    # Any thread may cancel: here a timer thread does, 0.2 s later.
+                    threading.Timer(0.2, token.cancel, args=("immediate",)).start()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(watch)
+        async with send:
+            await agent_loop(["Run the long job."], context, config, send, cancel=token)
+    result = context.messages[-1]
+    print("tool result:", result.text)  # type: ignore[union-attr]
+    assert validate_transcript(context.messages) == []
+
+
+if __name__ == "__main__":
+    anyio.run(main)

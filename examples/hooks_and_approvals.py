@@ -1,0 +1,88 @@
+"""Hooks, an input filter and an approval gate: a run that suspends, then resumes.
+
+``delete_file`` needs a person's approval. Without an approval handler the run ends
+``suspended``; we approve and continue with ``agent_loop_continue``.
+"""
+
+from __future__ import annotations
+
+import anyio
+from _model import model_or_script
+
+from treadle import (
+    AgentContext,
+    AgentLoopConfig,
+    Allow,
+    Ask,
+    AssistantMessage,
+    Hooks,
+    InputFilter,
+    Pass,
+    Reject,
+    TextContent,
+    ToolCall,
+    agent_loop,
+    agent_loop_continue,
+    tool,
+    validate_transcript,
+)
+
+
+@tool(category="edit")
+def delete_file(path: str) -> str:
+    """Delete a file (pretend)."""
+    return f"deleted {path}"
+
+
+@tool(category="info")
+def list_files() -> list[str]:
+    """List the files in the project."""
+    return ["notes.txt", "old.log"]
+
+
+class Guard(Hooks):
+    """Reading is fine; deleting needs a person."""
+
+    async def before_tool_call(self, call: ToolCall, context: AgentContext) -> Allow | Ask:
+        if call.name == "delete_file":
+            return Ask(prompt=f"Delete {call.arguments.get('path')}?")
+        return Allow()
+
+    async def after_turn(self, context: AgentContext, event: object) -> None:
+        print(f"  (turn done, {len(context.messages)} messages)")
+
+
+class NoPasswords(InputFilter):
+    def filter(self, text: str) -> Pass | Reject:
+        return Reject("please do not paste passwords") if "password" in text else Pass()
+
+
+async def main() -> None:
+    provider = model_or_script(
+        [
+            AssistantMessage(content=[ToolCall(id="c1", name="list_files", arguments={})]),
+            AssistantMessage(
+                content=[ToolCall(id="c2", name="delete_file", arguments={"path": "old.log"})]
+            ),
+            AssistantMessage(content=[TextContent(text="Deleted old.log.")]),
+        ]
+    )
+    context = AgentContext(system_prompt="Tidy the project.", tools=[delete_file, list_files])
+    config = AgentLoopConfig(provider=provider, hooks=[Guard()], input_filters=[NoPasswords()])
+
+    rejected = await agent_loop(["my password is hunter2"], AgentContext(), config)
+    print("filtered prompt added", len(rejected), "messages")
+
+    await agent_loop(["Remove the old log file."], context, config)
+    pending = context.pending_tool_calls
+    print("suspended, waiting for:", pending)
+    assert validate_transcript(context.messages, allow_pending=pending) == []
+
+    context.approve(pending[0])  # a person said yes
+    await agent_loop_continue(context, config)
+    print("final:", context.messages[-1].text)  # type: ignore[union-attr]
+    assert validate_transcript(context.messages) == []
+
+
+if __name__ == "__main__":
+    anyio.run(main)
