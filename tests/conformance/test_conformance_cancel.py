@@ -279,7 +279,9 @@ async def test_outside_cancellation_with_a_deadline(how: str) -> None:
                 assert scope.cancelled_caught
             else:
                 async with anyio.create_task_group() as tg:
-                    tg.start_soon(agent_loop, ["go"], context, AgentLoopConfig(provider=provider), send)
+                    tg.start_soon(
+                        agent_loop, ["go"], context, AgentLoopConfig(provider=provider), send
+                    )
                     await anyio.sleep(0.05)
                     tg.cancel_scope.cancel()
     async with receive:
@@ -330,7 +332,11 @@ def sweep_world(strategy: str) -> tuple[AgentContext, AgentLoopConfig, ScriptedP
 
     script = [
         AssistantMessage(
-            content=[TextContent(text="Let me look."), call("A", "look", q="a"), call("B", "look", q="b")]
+            content=[
+                TextContent(text="Let me look."),
+                call("A", "look", q="a"),
+                call("B", "look", q="b"),
+            ]
         ),
         AssistantMessage(content=[TextContent(text="One more."), call("C", "look", q="c")]),
         "The answer is 42.",
@@ -344,7 +350,6 @@ def sweep_world(strategy: str) -> tuple[AgentContext, AgentLoopConfig, ScriptedP
         tool_execution=ToolExecution(strategy),  # type: ignore[arg-type]
     )
     return context, config, provider
-
 
 
 SWEEP_MODES = ["immediate", "after_turn", "outer_scope"]

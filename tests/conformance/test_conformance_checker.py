@@ -110,7 +110,9 @@ def edit(pred: Callable[[Any], bool], **update: Any) -> Callable[[Trace], Trace]
     return mutate
 
 
-def insert(at: Callable[[list[Any]], int], make: Callable[[list[Any]], Any]) -> Callable[[Trace], Trace]:
+def insert(
+    at: Callable[[list[Any]], int], make: Callable[[list[Any]], Any]
+) -> Callable[[Trace], Trace]:
     def mutate(t: Trace) -> Trace:
         ev = list(t[0])
         ev.insert(at(ev), make(ev))
@@ -144,9 +146,13 @@ MUTATIONS: dict[str, Callable[[Trace], Trace]] = {
     "turn_end index mismatch": edit(is_type(TurnEnd, turn_index=0), turn_index=1),
     "update outside a pair": insert(
         lambda ev: idx(ev, is_type(TurnEnd)),
-        lambda ev: stamp(ev, MessageUpdate, message=ev[idx(ev, is_type(TurnEnd))].message,
-                         delta=TextDelta(index=0, text="x")),
-    ),  # fmt: skip
+        lambda ev: stamp(
+            ev,
+            MessageUpdate,
+            message=ev[idx(ev, is_type(TurnEnd))].message,
+            delta=TextDelta(index=0, text="x"),
+        ),
+    ),
     "interleaved message pairs": insert(
         lambda ev: idx(ev, is_type(MessageUpdate)),
         lambda ev: stamp(ev, MessageStart, message=UserMessage.of("sneaky")),
@@ -166,18 +172,24 @@ MUTATIONS: dict[str, Callable[[Trace], Trace]] = {
     "usage sum wrong": edit(is_type(AgentEnd), usage=Usage(input=1, total_tokens=1)),
     "agent_end messages wrong": lambda t: (
         [*t[0][:-1], replace(t[0][-1], messages=t[0][-1].messages[:-1])],
-        t[1], t[2], t[3],
-    ),  # fmt: skip
+        t[1],
+        t[2],
+        t[3],
+    ),
     "return value wrong": lambda t: (t[0], t[1][:-1], t[2], t[3]),
     "history prefix changed": lambda t: (t[0], t[1], [UserMessage.of("other")], t[3]),
     "seq not increasing": lambda t: (
         [replace(t[0][1], seq=t[0][0].seq), replace(t[0][0], seq=t[0][1].seq), *t[0][2:]],
-        t[1], t[2], t[3],
-    ),  # fmt: skip
+        t[1],
+        t[2],
+        t[3],
+    ),
     "depth changes within a loop": edit(is_type(TurnStart), depth=1),
     "tool result text differs from end": edit(
         is_type(ToolExecutionEnd, tool_call_id="A"),
-        result=ToolResultMessage(tool_call_id="A", tool_name="look", content=[TextContent(text="?")]),
+        result=ToolResultMessage(
+            tool_call_id="A", tool_name="look", content=[TextContent(text="?")]
+        ),
     ),
 }
 

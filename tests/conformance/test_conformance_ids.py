@@ -292,8 +292,12 @@ async def test_seq_shared_through_a_cloned_send_stream() -> None:
     async with send:
         clone = send.clone()
         async with clone:
-            await agent_loop(["a"], AgentContext(), AgentLoopConfig(provider=ScriptedProvider(["1"])), send)
-            await agent_loop(["b"], AgentContext(), AgentLoopConfig(provider=ScriptedProvider(["2"])), clone)
+            await agent_loop(
+                ["a"], AgentContext(), AgentLoopConfig(provider=ScriptedProvider(["1"])), send
+            )
+            await agent_loop(
+                ["b"], AgentContext(), AgentLoopConfig(provider=ScriptedProvider(["2"])), clone
+            )
     async with receive:
         async for e in receive:
             events.append(e)

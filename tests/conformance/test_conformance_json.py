@@ -53,9 +53,7 @@ from treadle.types import (
     messages_to_json,
 )
 
-SETTINGS = settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow]
-)
+SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 text = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=24)
 ident = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789_-", min_size=1, max_size=12)
@@ -74,10 +72,11 @@ json_objects = st.dictionaries(text, json_values, max_size=4)
 text_blocks = st.builds(TextContent, text=text)
 image_blocks = st.builds(
     ImageContent,
-    data=st.text(alphabet="ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=",
-                 max_size=40),
+    data=st.text(
+        alphabet="ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=", max_size=40
+    ),
     mime_type=st.sampled_from(["image/png", "image/jpeg", "image/webp", "image/gif"]),
-)  # fmt: skip
+)
 thinking_blocks = st.builds(
     ThinkingContent, thinking=text, signature=st.none() | text, redacted=st.booleans()
 )
@@ -184,8 +183,12 @@ EVENT_STRATEGIES: dict[type[Any], Any] = {
     MessageStart: event(MessageStart, message=messages),
     MessageUpdate: event(MessageUpdate, message=assistant_messages, delta=deltas),
     MessageEnd: event(MessageEnd, message=messages),
-    ToolExecutionStart: event(ToolExecutionStart, tool_call_id=ident, tool_name=ident, args=json_objects),
-    ToolExecutionUpdate: event(ToolExecutionUpdate, tool_call_id=ident, tool_name=ident, partial=tool_results),
+    ToolExecutionStart: event(
+        ToolExecutionStart, tool_call_id=ident, tool_name=ident, args=json_objects
+    ),
+    ToolExecutionUpdate: event(
+        ToolExecutionUpdate, tool_call_id=ident, tool_name=ident, partial=tool_results
+    ),
     ToolExecutionEnd: event(
         ToolExecutionEnd,
         tool_call_id=ident,
@@ -283,10 +286,22 @@ def test_every_event_type_has_a_strategy() -> None:
     """Guards the suite: a new event type must get a strategy here."""
     union = get_args(get_args(AgentEvent)[0])
     assert set(union) == set(EVENT_STRATEGIES)
-    spec = {"agent_start", "agent_end", "turn_start", "turn_end", "message_start",
-            "message_update", "message_end", "tool_execution_start", "tool_execution_update",
-            "tool_execution_end", "input_rejected", "compaction_start", "compaction_end",
-            "provider_retry"}  # fmt: skip
+    spec = {
+        "agent_start",
+        "agent_end",
+        "turn_start",
+        "turn_end",
+        "message_start",
+        "message_update",
+        "message_end",
+        "tool_execution_start",
+        "tool_execution_update",
+        "tool_execution_end",
+        "input_rejected",
+        "compaction_start",
+        "compaction_end",
+        "provider_retry",
+    }
     assert spec <= {c.model_fields["type"].default for c in union}
 
 

@@ -174,7 +174,10 @@ async def test_max_cost() -> None:
 async def test_usage_is_summed_per_turn_and_per_loop() -> None:
     u1 = Usage(input=10, output=5, reasoning=1, cache_read=2, cache_write=3, total_tokens=20)
     u2 = Usage(input=7, output=3, total_tokens=10, cost_usd=0.5)
-    script = [calls_message(call("c1", "look", n=1), usage=u1), AssistantMessage(content="ok", usage=u2)]
+    script = [
+        calls_message(call("c1", "look", n=1), usage=u1),
+        AssistantMessage(content="ok", usage=u2),
+    ]
     rec, _ = await run_limited(ExecutionLimits(), script)
     assert [e.usage for e in rec.of_type(TurnEnd)] == [u1, u2]
     assert rec.end.usage == u1 + u2
@@ -196,9 +199,10 @@ async def test_retry_after_rate_limit() -> None:
     assert retry.discard_partial is False
     i = rec.events.index(retry)
     assistant_starts = [
-        j for j, e in enumerate(rec.events)
+        j
+        for j, e in enumerate(rec.events)
         if isinstance(e, MessageStart) and e.message.role == "assistant"
-    ]  # fmt: skip
+    ]
     assert assistant_starts and all(j > i for j in assistant_starts)
     assert len(provider.requests) == 2
     assert provider.requests[0] == provider.requests[1], "the same request is sent again"

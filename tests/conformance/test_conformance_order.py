@@ -134,7 +134,9 @@ async def test_event_order_of_one_run() -> None:
 
     # Deltas stream live and in block order: text, then call A, then call B.
     turn0_updates = [
-        e for e in rec.events if isinstance(e, MessageUpdate) and e.seq < rec.of_type(TurnEnd)[0].seq
+        e
+        for e in rec.events
+        if isinstance(e, MessageUpdate) and e.seq < rec.of_type(TurnEnd)[0].seq
     ]
     kinds = [u.delta.type for u in turn0_updates]
     assert kinds[0] == "text"
@@ -218,7 +220,9 @@ class Tracker:
         self.log.append(("exit", name))
 
 
-def make_worker(tracker: Tracker, gates: dict[str, anyio.Event], *, name: str = "work", **kw: Any) -> Any:
+def make_worker(
+    tracker: Tracker, gates: dict[str, anyio.Event], *, name: str = "work", **kw: Any
+) -> Any:
     """A tool ``work(id, wait_for)`` that enters, waits until the gate of ``wait_for`` is set
     (if any), yields a few times, sets its own gate and exits."""
 
@@ -335,7 +339,18 @@ async def test_batched_runs_batches_in_turn_with_out_of_order_completion() -> No
     ]
     rec, results = await run_strategy(ToolExecution.batched(2), calls, [work])
     assert tracker.max_running == 2
-    assert starts_ends(rec) == ["s:1", "s:2", "e:2", "e:1", "s:3", "s:4", "e:4", "e:3", "s:5", "e:5"]
+    assert starts_ends(rec) == [
+        "s:1",
+        "s:2",
+        "e:2",
+        "e:1",
+        "s:3",
+        "s:4",
+        "e:4",
+        "e:3",
+        "s:5",
+        "e:5",
+    ]
     assert tracker.overlaps["1"] == {"2"} and tracker.overlaps["3"] == {"4"}
     assert [r.tool_call_id for r in results] == list("12345")
 

@@ -55,14 +55,18 @@ class World:
         self.tools = [danger, safe]
 
 
-async def suspend(strategy: str) -> tuple[World, AgentContext, AgentLoopConfig, ScriptedProvider, AskForDanger, Recorded]:
+async def suspend(
+    strategy: str,
+) -> tuple[World, AgentContext, AgentLoopConfig, ScriptedProvider, AskForDanger, Recorded]:
     world = World()
     hooks = AskForDanger()
     first = calls_message(call("c1", "danger", target="/tmp/x"), call("c2", "safe", n=1))
     provider = ScriptedProvider([first, "all done", "after prompt"])
     context = AgentContext(tools=world.tools)
     config = AgentLoopConfig(
-        provider=provider, hooks=[hooks], tool_execution=ToolExecution(strategy)  # type: ignore[arg-type]
+        provider=provider,
+        hooks=[hooks],
+        tool_execution=ToolExecution(strategy),  # type: ignore[arg-type]
     )
     rec = await run_recorded(["clean up"], context, config)
     check(rec, requests=provider.requests)

@@ -178,8 +178,12 @@ async def test_progress_updates_between_start_and_end() -> None:
         for e in rec.events
         if isinstance(e, (ToolExecutionStart, ToolExecutionUpdate, ToolExecutionEnd))
     ]
-    assert kinds == ["tool_execution_start", "tool_execution_update", "tool_execution_update",
-                     "tool_execution_end"]  # fmt: skip
+    assert kinds == [
+        "tool_execution_start",
+        "tool_execution_update",
+        "tool_execution_update",
+        "tool_execution_end",
+    ]
     updates = rec.of_type(ToolExecutionUpdate)
     assert [u.partial.text for u in updates] == ["step 1", "step 2"]
     assert updates[1].partial.details == {"pct": 50}

@@ -159,7 +159,7 @@ class ExecutionLimits(BaseModel):
     ``[Agent stopped: <reason>]`` and ends; ``"final_answer"`` first makes one more model
     call without tools asking the model to answer from what it has."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     max_turns: int | None = Field(default=None, ge=0)
     max_total_tokens: int | None = Field(default=None, ge=0)
@@ -181,7 +181,7 @@ class RetryPolicy(BaseModel):
     Retry-After wins, unless it asks for more than ``max_retry_after_s`` (then the turn fails
     at once rather than hanging)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     max_retries: int = Field(default=3, ge=0)
     initial_delay_s: float = Field(default=1.0, ge=0)
@@ -240,7 +240,9 @@ class AgentLoopConfig(BaseModel):
     ``approval_handler``, ``deps`` (handed to tools as ``ctx.deps``), ``first_turn_trigger``.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, arbitrary_types_allowed=True, defer_build=True
+    )
 
     provider: Provider
     model: str | None = None
@@ -256,8 +258,8 @@ class AgentLoopConfig(BaseModel):
     tool_execution: ToolExecution = ToolExecution()
     tool_timeout: float | None = Field(default=None, gt=0)
     raise_tool_errors: bool = False
-    limits: ExecutionLimits = ExecutionLimits()
-    retry: RetryPolicy = RetryPolicy()
+    limits: ExecutionLimits = Field(default_factory=ExecutionLimits)
+    retry: RetryPolicy = Field(default_factory=RetryPolicy)
     compaction: Any = None
     transform_context: MessagesTransform | None = None
     convert_to_llm: MessagesTransform | None = None

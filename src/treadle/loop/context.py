@@ -23,7 +23,7 @@ class AgentContext(BaseModel):
     space for extensions.
     """
 
-    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid", defer_build=True)
 
     system_prompt: SystemPrompt = None
     messages: list[AgentMessage] = Field(default_factory=list)
