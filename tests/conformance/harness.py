@@ -6,6 +6,7 @@ invariants 1-9 and 11-14 on one recorded run (10 is a scenario, not a property o
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -170,7 +171,7 @@ def check_invariants(
 
     # 14: seq strictly increasing on the stream; every event stamped.
     seqs = [e.seq for e in events]
-    for a, b in zip(seqs, seqs[1:]):
+    for a, b in itertools.pairwise(seqs):
         assert b > a, f"seq not strictly increasing: {seqs}"
     for e in events:
         assert isinstance(e.timestamp, int) and e.timestamp > 0, e
@@ -201,7 +202,7 @@ def check_invariants(
                 if parent in depths:
                     assert depth > next(iter(depths[parent]))
 
-    for lid, evs in loops.items():
+    for evs in loops.values():
         _check_one_loop(evs)
 
     main_events = loops[main]

@@ -376,10 +376,12 @@ async def test_cancel_at_every_await_point(mode: str, strategy: str) -> None:
         token = CancellationToken()
         at: dict[str, int] = {}
 
-        def on_event(rec: Recorded, e: Any, k: int = k, token: Any = token, at: Any = at) -> None:
+        def on_event(
+            rec: Recorded, e: Any, k: int = k, token: Any = token, at: Any = at, p: Any = provider
+        ) -> None:
             if len(rec.events) - 1 != k:
                 return
-            at["requests"] = len(provider.requests)
+            at["requests"] = len(p.requests)
             if mode == "outer_scope":
                 assert rec.scope is not None
                 rec.scope.cancel()
@@ -400,7 +402,9 @@ async def test_cancel_at_every_await_point(mode: str, strategy: str) -> None:
                 assert end.reason == "cancelled", f"cancel at event {k} did not stop the run"
             if rec.outer_cancelled:
                 assert rec.returned is None
-                if k < n - 1:  # cancelled before agent_end was sent (not in after_loop)
+                # The loop may be one event ahead of the consumer: a cancel seen at the last
+                # turn_end can land after agent_end(completed) was sent, in after_loop.
+                if k < n - 2:
                     assert end.reason == "cancelled"
             # No turn begins after the cancellation was seen (one event may be in flight).
             late_turns = [

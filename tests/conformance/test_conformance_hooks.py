@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import pytest
 from harness import Recorded, call, calls_message, check, results_of, run_recorded
 
@@ -89,9 +90,7 @@ class Recording(Hooks):
 
 async def test_hook_call_order() -> None:
     hooks = Recording()
-    rec, _ = await run(
-        [calls_message(call("c1", "add", a=1, b=1)), "two"], [make_add([])], hooks=[hooks]
-    )
+    await run([calls_message(call("c1", "add", a=1, b=1)), "two"], [make_add([])], hooks=[hooks])
     assert hooks.calls == [
         "before_loop",
         "before_turn:0",
@@ -349,7 +348,7 @@ async def test_hook_that_raises_ends_with_error(where: str, strategy: str) -> No
 
 async def test_after_loop_and_after_turn_observe() -> None:
     hooks = Recording()
-    rec, _ = await run([ProviderError("auth", "no")], hooks=[hooks])
+    await run([ProviderError("auth", "no")], hooks=[hooks])
     assert hooks.calls[-1] == "after_loop:error:2"
     assert "after_turn:0" in hooks.calls
 
@@ -372,7 +371,7 @@ class Words(InputFilter):
 
 class AsyncWarn(InputFilter):
     async def filter(self, text: str) -> Any:
-        await anyio.sleep(0)
+        await anyio.lowlevel.checkpoint()
         return Warn("w2")
 
 

@@ -298,7 +298,7 @@ async def test_parallel_concurrency_cap() -> None:
     gates = {i: anyio.Event() for i in "12345"}
     work = make_worker(tracker, gates)
     calls = [call(i, "work", id=i) for i in "12345"]
-    rec, results = await run_strategy(ToolExecution.parallel(max_concurrency=2), calls, [work])
+    _, results = await run_strategy(ToolExecution.parallel(max_concurrency=2), calls, [work])
     assert tracker.max_running == 2, "the cap must hold and still allow two at once"
     assert [r.tool_call_id for r in results] == list("12345")
     assert all(r.text == f"done {r.tool_call_id}" for r in results)

@@ -90,7 +90,7 @@ async def test_ask_without_handler_suspends(strategy: str) -> None:
 
 @pytest.mark.parametrize("strategy", ["parallel", "sequential"])
 async def test_approve_then_continue(strategy: str) -> None:
-    world, context, config, provider, hooks, first = await suspend(strategy)
+    world, context, config, provider, hooks, _ = await suspend(strategy)
     ids = (context.loop_id, context.agent_id, context.session_id)
     context.approve("c1")
     rec = await run_recorded(None, context, config)

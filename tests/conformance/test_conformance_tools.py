@@ -83,7 +83,7 @@ async def test_invalid_json_arguments() -> None:
         return "ran"
 
     bad = ToolCall(id="c1", name="record", arguments={}, raw_arguments='{"a": 1')
-    rec, provider = await one_turn(calls_message(bad), [record])
+    rec, _ = await one_turn(calls_message(bad), [record])
     assert ran == [], "the tool must not run on invalid JSON"
     stored = rec.after[1]
     assert isinstance(stored, AssistantMessage)

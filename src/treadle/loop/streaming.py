@@ -260,6 +260,8 @@ async def _attempt(
                 await sink.emit(MessageUpdate, message=state.view(), delta=event)
     if final is not None:
         return final
+    if cancel is not None and cancel.immediate:  # a provider may simply stop when cancelled
+        raise ProviderError("cancelled", "cancelled by the caller", provider=partial.provider)
     raise ProviderError(
         "truncated_stream",
         "the provider's stream ended without a final message",

@@ -7,7 +7,7 @@ import os
 import re
 import time
 from collections.abc import AsyncGenerator, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio.lowlevel
 import httpx
@@ -150,6 +150,9 @@ def env_key(*names: str) -> str | None:
     return None
 
 
+_AdapterT = TypeVar("_AdapterT", bound="HTTPAdapter")
+
+
 class HTTPAdapter:
     """Base for adapters: owns (or borrows) one ``httpx.AsyncClient`` for connection reuse.
 
@@ -199,7 +202,7 @@ class HTTPAdapter:
             await self._client.aclose()
             self._client = None
 
-    async def __aenter__(self) -> HTTPAdapter:
+    async def __aenter__(self: _AdapterT) -> _AdapterT:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
