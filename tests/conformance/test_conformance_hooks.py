@@ -596,3 +596,52 @@ async def test_hook_raising_in_approval_handler_ends_with_error() -> None:
     )
     assert rec.end.reason == "error"
     assert rec.end.error is not None and "handler bug" in rec.end.error.message
+
+
+async def test_transform_and_convert_run_before_the_request_hook() -> None:
+    order: list[str] = []
+
+    def transform(messages: list[Any]) -> list[Any]:
+        order.append("transform")
+        return messages[-1:]  # keep only the newest message
+
+    async def convert(messages: list[Any]) -> list[Any]:
+        order.append("convert")
+        return [*messages, UserMessage.of("(converted)")]
+
+    class Look(Hooks):
+        async def before_model_request(self, request: ModelRequest) -> ModelRequest:
+            order.append("before_model_request")
+            assert [m.text for m in request.messages] == ["new", "(converted)"]
+            return request
+
+    provider = ScriptedProvider(["ok"])
+    context = AgentContext(messages=[UserMessage.of("old"), AssistantMessage(content="old a")])
+    config = AgentLoopConfig(
+        provider=provider, transform_context=transform, convert_to_llm=convert, hooks=[Look()]
+    )
+    rec = await run_recorded(["new"], context, config)
+    check(rec, requests=provider.requests)
+    assert order == ["transform", "convert", "before_model_request"]
+    assert [m.text for m in provider.requests[0].messages] == ["new", "(converted)"]
+    assert [m.role for m in context.messages] == ["user", "assistant", "user", "assistant"]
+
+
+async def test_request_is_repaired_before_it_reaches_the_provider() -> None:
+    from treadle import ToolResultMessage, validate_transcript
+
+    broken = [
+        UserMessage.of("earlier"),
+        AssistantMessage(content=[call("X", "add", a=1, b=1)], stop_reason="tool_use"),
+        ToolResultMessage(tool_call_id="Y", tool_name="add", content="orphan"),
+        UserMessage.of("later"),
+    ]
+    provider = ScriptedProvider(["fine"])
+    context = AgentContext(messages=list(broken), tools=[make_add([])])
+    rec = await run_recorded(["go"], context, AgentLoopConfig(provider=provider))
+    sent = provider.requests[0].messages
+    assert validate_transcript(sent) == []
+    answered = results_of(sent)
+    assert set(answered) == {"X"} and answered["X"].is_error
+    assert rec.end.reason == "completed"
+    assert context.messages[: len(broken)] == broken, "the stored history is left as it was"

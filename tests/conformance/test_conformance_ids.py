@@ -347,3 +347,52 @@ async def test_sub_loop_shares_the_stream(strategy: str) -> None:
         )
         assert tool_start.seq < sub_events[0].seq and sub_events[-1].seq < end.seq
     assert all(e.depth == 0 for e in rec.events if e.loop_id == context.loop_id)
+
+
+async def test_config_snapshot_has_no_secrets_or_callables() -> None:
+    from treadle import ExecutionLimits, Hooks, Provider
+
+    class KeyedProvider(ScriptedProvider):
+        def __init__(self) -> None:
+            super().__init__(["hi"], name="keyed", model="m-1")
+            self.api_key = "sk-very-secret-key-0001"
+            self.headers = {"Authorization": "Bearer sk-very-secret-key-0001"}
+            self.base_url = "https://api.example.test/v1"
+
+    provider = KeyedProvider()
+    assert isinstance(provider, Provider)
+    config = AgentLoopConfig(
+        provider=provider,
+        hooks=[Hooks()],
+        thinking_level="low",
+        limits=ExecutionLimits(max_turns=7),
+        transform_context=lambda messages: messages,
+    )
+    rec = await run_recorded(["q"], AgentContext(), config)
+    check(rec)
+    (start,) = rec.of_type(AgentStart)
+    snapshot = start.config
+    assert snapshot["model"] == "m-1" and snapshot["provider"] == "keyed"
+    assert snapshot["base_url"] == "https://api.example.test/v1"
+    assert snapshot["thinking_level"] == "low"
+    assert snapshot["limits"]["max_turns"] == 7
+    dumped = start.model_dump_json()
+    assert "sk-very-secret" not in dumped and "Bearer" not in dumped
+    assert "lambda" not in dumped and "function" not in dumped and "Hooks" not in dumped
+    for e in rec.events:
+        assert "sk-very-secret" not in e.model_dump_json()
+
+
+async def test_timestamps_are_unix_milliseconds() -> None:
+    import time
+
+    before = time.time() * 1000
+    rec = await run_recorded(
+        ["q"], AgentContext(), AgentLoopConfig(provider=ScriptedProvider(["a"]))
+    )
+    after = time.time() * 1000
+    check(rec)
+    for e in rec.events:
+        assert isinstance(e.timestamp, int) and before - 1000 <= e.timestamp <= after + 1000
+    for m in rec.after:
+        assert isinstance(m.timestamp, int) and before - 1000 <= m.timestamp <= after + 1000

@@ -305,12 +305,6 @@ def test_every_event_type_has_a_strategy() -> None:
     assert spec <= {c.model_fields["type"].default for c in union}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="loop/sink.py EventSink._make builds MessageUpdate with object.__new__ and sets "
-    "__pydantic_fields_set__ to the frozenset _UPDATE_FIELDS, so event.model_copy(update=...) "
-    "on any message_update raises AttributeError: 'frozenset' object has no attribute 'update'",
-)
 @pytest.mark.anyio
 async def test_recorded_events_are_ordinary_pydantic_models() -> None:
     """Events and messages from a real run (not just hand-built ones) round-trip and support

@@ -415,12 +415,6 @@ async def test_run_loop_without_framing() -> None:
     assert seqs == sorted(set(seqs))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="loop/run.py run_loop has no `except HookFailed`: a hook that raises escapes "
-    "run_loop as the internal treadle.loop.run.HookFailed instead of ending with "
-    "LoopResult(reason='error') after repairing the history, as agent_loop does",
-)
 async def test_run_loop_hook_failure_is_a_result_not_an_exception() -> None:
     from treadle import Hooks, run_loop, validate_transcript
 

@@ -9,7 +9,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from functools import partial
 from types import TracebackType
-from typing import Any, Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
@@ -42,10 +42,14 @@ from ..types import (
     ToolCall,
     ToolResult,
     TurnEnd,
+    TurnTrigger,
     Usage,
     UserMessage,
 )
 from .result import AgentBusy, RunResult
+
+if TYPE_CHECKING:
+    from ..sessions import SessionRecorder, SessionStore
 
 OutputT = TypeVar("OutputT")
 SteerMode = Literal["after_batch", "next_tool", "interrupt"]
@@ -181,6 +185,14 @@ class Agent(Generic[OutputT]):
     makes runs produce a validated ``RunResult.output``. ``deps`` reaches tools as
     ``ctx.deps``. ``planning=True`` adds a tool-free planning call before each run.
 
+    ``store`` (a :class:`~treadle.sessions.SessionStore`) makes the conversation durable:
+    every message is written before its ``message_end`` is sent. With ``session_id`` of a
+    stored session it is resumed (history loaded, unanswered tool calls given the result
+    ``Cancelled``, ids restored); otherwise a new session is created (with that id, if
+    given). The agent holds the session's write lock until :meth:`close`; a second Agent on
+    the same session gets :class:`~treadle.sessions.SessionLocked`. Opening the session is
+    blocking I/O done here, once; during runs the store is written from a worker thread.
+
     One run at a time: a second ``run`` while one is in progress raises :class:`AgentBusy`.
     """
 
@@ -208,6 +220,8 @@ class Agent(Generic[OutputT]):
         description: str = "",
         max_depth: int = 3,
         event_buffer: int = 256,
+        store: SessionStore | None = None,
+        session_id: str | None = None,
     ) -> None:
         if isinstance(model, str):
             from ..providers.registry import get_provider
@@ -246,6 +260,12 @@ class Agent(Generic[OutputT]):
         self._interrupts: list[AgentMessage] = []
         self._follow_ups: list[AgentMessage] = []
         self._sink: EventSink | None = None
+        self.store = store
+        self._recorder: SessionRecorder | None = None
+        if session_id is not None:
+            self.context.session_id = session_id
+        if store is not None:
+            self._open_session(store, session_id)
 
     def __repr__(self) -> str:
         return (
@@ -263,14 +283,75 @@ class Agent(Generic[OutputT]):
     def running(self) -> bool:
         return self._running
 
+    @property
+    def session_id(self) -> str:
+        """The id of this conversation (its id in the store, when there is one)."""
+        return self.context.session_id or ""
+
     def reset(self) -> None:
-        """Forget the conversation and usage; start a new session id."""
+        """Forget the conversation and usage; start a new session id (a new session in the
+        store, if there is one; the old one stays stored)."""
         self._check_idle("reset")
         self.context.messages.clear()
         self.context.approvals.clear()
-        self.context.session_id = str(uuid.uuid4())
         self.context.continuation_kind = ContinuationKind.INITIAL
+        self.context.parent_loop_id = None
         self.usage = Usage()
+        if self._recorder is not None and self.store is not None:
+            self._recorder.close()
+            self._recorder = None
+            self._open_session(self.store, None)
+        else:
+            self.context.session_id = str(uuid.uuid4())
+
+    def branch(self, at_index: int | None = None) -> Agent[OutputT]:
+        """A new Agent whose conversation starts with the first ``at_index`` messages of this
+        one (all of them by default; negative counts from the end), with the same model,
+        tools and settings. This agent is left untouched.
+
+        With a store the branch is a new session that records its parent and branch point
+        and shares the prefix without copying it. Its first run reports
+        ``continuation_kind="branch"`` with this agent's last loop as ``parent_loop_id``. A
+        branch point inside a batch of tool calls gives the calls left unanswered the result
+        ``Cancelled``.
+        """
+        self._check_idle("branch")
+        count = len(self.messages)
+        at = count if at_index is None else at_index
+        if at < 0:
+            at += count
+        if not 0 <= at <= count:
+            raise IndexError(f"at_index {at_index} is outside a history of {count} messages")
+        clone = self._clone()
+        clone.context = self.context.model_copy(
+            update={
+                "messages": [],
+                "approvals": {},
+                "state": {},
+                "agent_id": str(uuid.uuid4()),
+                "loop_id": None,
+                "parent_loop_id": self.context.loop_id,
+                "continuation_kind": ContinuationKind.BRANCH,
+            }
+        )
+        if self._recorder is not None and self.store is not None:
+            self._recorder.sync_now()
+            new_id = self.store.branch(self.session_id, at, agent_id=clone.context.agent_id)
+            clone._open_session(self.store, new_id)
+        else:
+            from ..sessions import repair_history
+
+            prefix = [m.model_copy(deep=True) for m in self.messages[:at]]
+            clone.context.messages = repair_history(prefix)[0]
+            clone.context.session_id = str(uuid.uuid4())
+            clone.usage = _usage_of(clone.context.messages)
+        return clone
+
+    def close(self) -> None:
+        """Release the stored session's write lock (another Agent may then resume it). Runs
+        after this raise. Nothing to do without a store. Idempotent."""
+        if self._recorder is not None:
+            self._recorder.close()
 
     def snapshot(self) -> AgentSnapshot:
         """The conversation state, deep-copied (safe to keep, serialise and restore)."""
@@ -282,12 +363,16 @@ class Agent(Generic[OutputT]):
         )
 
     def restore(self, snapshot: AgentSnapshot) -> None:
-        """Put back a state taken with :meth:`snapshot`."""
+        """Put back a state taken with :meth:`snapshot`. With a store, the history is
+        written to this agent's session (which keeps its id)."""
         self._check_idle("restore")
         self.context.messages[:] = [m.model_copy(deep=True) for m in snapshot.messages]
         self.usage = snapshot.usage
         self.context.agent_id = snapshot.agent_id or self.context.agent_id
-        self.context.session_id = snapshot.session_id or self.context.session_id
+        if self._recorder is not None:
+            self._recorder.sync_now()
+        else:
+            self.context.session_id = snapshot.session_id or self.context.session_id
 
     # ---- steering ----
 
@@ -388,16 +473,12 @@ class Agent(Generic[OutputT]):
     async def run_ephemeral(
         self, prompt: str | AgentMessage, *, deps: Any = None
     ) -> RunResult[OutputT]:
-        """A run on a copy of the conversation: nothing stored here changes."""
-        clone = Agent.__new__(Agent)
-        clone.__dict__.update(self.__dict__)
+        """A run on a copy of the conversation: nothing stored here changes, and nothing is
+        written to the session store."""
+        clone = self._clone()
         clone.context = self.context.model_copy(
             update={"messages": list(self.messages), "approvals": {}, "state": {}}
         )
-        clone.usage = Usage()
-        clone._running = False
-        clone._token = None
-        clone._steer_after, clone._steer_next, clone._interrupts, clone._follow_ups = [], [], [], []
         result: RunResult[OutputT] = await clone.run(prompt, deps=deps)
         return result
 
@@ -410,6 +491,25 @@ class Agent(Generic[OutputT]):
         return SubAgentTool(self, name or self.name, description or self.description)
 
     # ---- internals ----
+
+    def _clone(self) -> Agent[OutputT]:
+        """A copy sharing settings, with no run state and no session (the caller gives it a
+        context)."""
+        clone: Agent[OutputT] = Agent.__new__(Agent)
+        clone.__dict__.update(self.__dict__)
+        clone.usage = Usage()
+        clone._running = False
+        clone._token = None
+        clone._steer_after, clone._steer_next, clone._interrupts, clone._follow_ups = [], [], [], []
+        clone._sink = None
+        clone._recorder = None
+        return clone
+
+    def _open_session(self, store: SessionStore, session_id: str | None) -> None:
+        from ..sessions import SessionRecorder
+
+        self._recorder = SessionRecorder.open(store, self.context, session_id)
+        self.usage = _usage_of(self.context.messages)
 
     def _check_idle(self, what: str) -> None:
         if self._running:
@@ -474,6 +574,11 @@ class Agent(Generic[OutputT]):
         deps: Any,
         events: MemoryObjectSendStream[AgentEvent] | None,
     ) -> RunResult[OutputT]:
+        recorder = self._recorder
+        if recorder is not None and recorder.closed:
+            from ..sessions import SessionError
+
+            raise SessionError(f"this Agent closed its session {self.session_id!r}")
         state = _RunState(self.output_retries)
         token = self._token = CancellationToken()
         prompts = self._prompts(prompt)
@@ -487,8 +592,17 @@ class Agent(Generic[OutputT]):
         if self.output_type is not None:
             self.context.tools = [*tools_before, _OutputTool(self.output_type, state)]
         config = self.config(state, deps)
+        branching = self.context.continuation_kind == ContinuationKind.BRANCH
+        if branching and prompts:
+            config = config.model_copy(update={"first_turn_trigger": TurnTrigger.BRANCH})
+        if recorder is not None:  # first, so a message is durable before others hear of it
+            config = config.model_copy(update={"hooks": [recorder, *config.hooks]})
         new: list[AgentMessage] = []
         try:
+            if recorder is not None:
+                await recorder.sync()  # edits since the last run (continue_, restore ...)
+                if self.planning and prompts:
+                    await recorder.write_ahead(prompts)  # durable before the planning call
             if self.planning and prompts:
                 prompts = await self._plan(prompts, state, config)
             if prompts:
@@ -503,6 +617,11 @@ class Agent(Generic[OutputT]):
         finally:
             self.context.tools = tools_before
             self._sink = None
+            if branching:
+                self.context.continuation_kind = ContinuationKind.INITIAL
+                self.context.parent_loop_id = None
+            if recorder is not None and not recorder.closed:
+                await recorder.sync()
         usage = state.usage + state.child_usage
         self.usage = self.usage + usage
         return self._result(new, usage, state)
@@ -560,6 +679,14 @@ class Agent(Generic[OutputT]):
             update={"content": [TextContent(text=text)], "stop_reason": "stop"}
         )
         return [*prompts, plan_message, UserMessage.of("Carry out the plan.")]
+
+
+def _usage_of(messages: Sequence[AgentMessage]) -> Usage:
+    total = Usage()
+    for message in messages:
+        if isinstance(message, AssistantMessage):
+            total = total + message.usage
+    return total
 
 
 class AgentStream(Generic[OutputT]):

@@ -619,7 +619,11 @@ async def run_loop(
         context.loop_id = str(uuid.uuid4())
     run = _Run(context, config, events, cancel, new_messages)
     try:
-        result = await run.turns([], context.pending_tool_calls)
+        try:
+            result = await run.turns([], context.pending_tool_calls)
+        except HookFailed as exc:
+            await _safe_close(run)
+            result = LoopResult(reason="error", error=ErrorInfo(kind="hook", message=str(exc)))
         if result.reason == "cancelled":
             await run.close_open()
         result.usage = run.usage

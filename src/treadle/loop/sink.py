@@ -85,7 +85,7 @@ class EventSink:
                 "delta": fields["delta"],
             }
             object.__setattr__(event, "__dict__", values)
-            object.__setattr__(event, "__pydantic_fields_set__", _UPDATE_FIELDS)
+            object.__setattr__(event, "__pydantic_fields_set__", set(_UPDATE_FIELDS))
             object.__setattr__(event, "__pydantic_extra__", None)
             object.__setattr__(event, "__pydantic_private__", None)
             return event

@@ -42,7 +42,7 @@ def _shallow_copy(model: _M, content: Any = None, **changes: Any) -> _M:
         values["content"] = content
     values.update(changes)
     object.__setattr__(copy, "__dict__", values)
-    object.__setattr__(copy, "__pydantic_fields_set__", model.__pydantic_fields_set__)
+    object.__setattr__(copy, "__pydantic_fields_set__", set(model.__pydantic_fields_set__))
     object.__setattr__(copy, "__pydantic_extra__", None)
     object.__setattr__(copy, "__pydantic_private__", None)
     return copy

@@ -1,6 +1,36 @@
 """Test doubles for applications' own tests: a scripted provider (and wire-level fakes)."""
 
+from .cassette import Cassette, CassetteError, NoMatchingExchange
 from .offline import OfflineProvider
 from .scripted import ScriptedProvider, ScriptItem
+from .server import serve
+from .wire import (
+    Fail,
+    FakeTransport,
+    Raw,
+    RecordedRequest,
+    Slow,
+    StreamError,
+    Truncate,
+    WireFake,
+    WireItem,
+)
 
-__all__ = ["OfflineProvider", "ScriptItem", "ScriptedProvider"]
+__all__ = [
+    "Cassette",
+    "CassetteError",
+    "Fail",
+    "FakeTransport",
+    "NoMatchingExchange",
+    "OfflineProvider",
+    "Raw",
+    "RecordedRequest",
+    "ScriptItem",
+    "ScriptedProvider",
+    "Slow",
+    "StreamError",
+    "Truncate",
+    "WireFake",
+    "WireItem",
+    "serve",
+]

@@ -1,0 +1,426 @@
+"""JsonlStore: one append-only JSON Lines file per session, fsync'd per write.
+
+File ``<id>.jsonl``: the first line is the header (id, creation time, agent id, and for a
+branch its parent, branch index and the parent's log position); every later line is one
+record: ``m`` (a message), ``t`` (the history was cut to ``n`` messages) or ``p`` (the tool
+calls a suspended run waits on). Nothing is ever rewritten in place, so a crash can only
+leave a half-written *last* line, which readers ignore and the next writer cuts off.
+
+When a session that has branches is deleted, each branch gets its shared prefix copied into
+``<id>.base.json`` first (written to a temporary file, fsync'd, renamed).
+
+The write lock is ``flock`` on the session file (POSIX): the OS drops it when the process
+dies, so a session killed mid-turn can be resumed at once. Where ``fcntl`` is missing
+(Windows) the lock only excludes writers within this process.
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+import os
+import threading
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..types import AgentMessage
+from .base import (
+    LogView,
+    SessionCorrupt,
+    SessionExists,
+    SessionInfo,
+    SessionLocked,
+    SessionNotFound,
+    StoreBase,
+    StoredSession,
+    WriterBase,
+    check_branch_index,
+    check_id,
+    finish_load,
+    first_title,
+    limit_records,
+    new_session_id,
+    ns_to_ms,
+    payload_title,
+    replay,
+)
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
+
+FORMAT_VERSION = 1
+_local_locks: set[str] = set()  # only used without fcntl: a lock table for this process
+_local_guard = threading.Lock()
+
+
+@dataclass
+class _Parsed:
+    header: dict[str, Any]
+    records: list[tuple[str, Any]] = field(default_factory=list)
+    pending: list[str] = field(default_factory=list)
+    base: list[Any] | None = None
+    length: int = 0
+    title: str | None = None
+    updated_ns: int = 0
+    torn: bool = False
+    good_end: int = 0  # byte offset just after the last complete record
+
+    def view(self, upto: int | None) -> LogView:
+        h = self.header
+        return LogView(
+            parent_id=h.get("parent"),
+            branch_index=h.get("at"),
+            parent_pos=h.get("pos"),
+            base=self.base,
+            records=limit_records(self.records, upto),
+        )
+
+    def info(self) -> SessionInfo:
+        h = self.header
+        return SessionInfo(
+            id=h["id"],
+            created_at=ns_to_ms(h["ts"]),
+            updated_at=ns_to_ms(self.updated_ns),
+            title=self.title,
+            parent_id=h.get("parent"),
+            branch_index=h.get("at"),
+            message_count=self.length,
+            agent_id=h.get("agent_id"),
+        )
+
+
+def _parse(session_id: str, data: bytes, base: list[Any] | None) -> _Parsed:
+    lines = data.split(b"\n")
+    tail = lines.pop()  # after the last newline: empty unless the last write was torn
+    if not lines:
+        raise SessionCorrupt(f"session {session_id!r}: the file has no header")
+    try:
+        header = json.loads(lines[0])
+    except ValueError:
+        raise SessionCorrupt(f"session {session_id!r}: unreadable header") from None
+    if not isinstance(header, dict) or header.get("t") != "session":
+        raise SessionCorrupt(f"session {session_id!r}: the first line is not a session header")
+    if header.get("v", 1) > FORMAT_VERSION:
+        raise SessionCorrupt(
+            f"session {session_id!r}: written by a newer treadle (format v{header['v']})"
+        )
+    parsed = _Parsed(header=header, base=base, updated_ns=header["ts"], torn=bool(tail))
+    parsed.title = header.get("title")
+    parsed.length = len(base) if base is not None else int(header.get("at") or 0)
+    offset = len(lines[0]) + 1
+    parsed.good_end = offset
+    last = len(lines) - 1
+    for number, line in enumerate(lines[1:], start=1):
+        end = offset + len(line) + 1
+        try:
+            record = json.loads(line)
+            kind = record["t"]
+        except (ValueError, KeyError, TypeError):
+            if number == last and not tail:
+                parsed.torn = True  # a cut-off last record whose bytes reached the newline
+                break
+            raise SessionCorrupt(
+                f"session {session_id!r}: line {number + 1} is unreadable"
+            ) from None
+        if kind == "m":
+            payload = record["m"]
+            parsed.records.append(("m", payload))
+            parsed.length += 1
+            if parsed.title is None:
+                parsed.title = payload_title(payload)
+        elif kind == "t":
+            parsed.records.append(("t", int(record["n"])))
+            parsed.length = int(record["n"])
+        elif kind == "p":
+            parsed.pending = [str(i) for i in record["ids"]]
+        else:
+            raise SessionCorrupt(f"session {session_id!r}: unknown record type {kind!r}")
+        parsed.updated_ns = int(record.get("ts", parsed.updated_ns))
+        offset = parsed.good_end = end
+    return parsed
+
+
+def _fsync_dir(directory: Path) -> None:
+    if os.name != "posix":  # pragma: no cover - directories cannot be opened on Windows
+        return
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+class JsonlStore(StoreBase):
+    """Sessions as JSON Lines files in ``directory`` (created if missing).
+
+    ``fsync=False`` skips the fsync after each write (faster; a crash of the machine, not of
+    the process, may then lose the last messages).
+    """
+
+    def __init__(self, directory: str | os.PathLike[str], *, fsync: bool = True) -> None:
+        self.directory = Path(directory).expanduser()
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.fsync = fsync
+
+    def __repr__(self) -> str:
+        return f"JsonlStore({str(self.directory)!r})"
+
+    def path(self, session_id: str) -> Path:
+        """The file of one session."""
+        return self.directory / f"{check_id(session_id)}.jsonl"
+
+    def _base_path(self, session_id: str) -> Path:
+        return self.directory / f"{session_id}.base.json"
+
+    def _read_base(self, session_id: str) -> list[Any] | None:
+        try:
+            data = self._base_path(session_id).read_bytes()
+        except FileNotFoundError:
+            return None
+        base = json.loads(data)
+        if not isinstance(base, list):
+            raise SessionCorrupt(f"session {session_id!r}: its copied prefix is unreadable")
+        return base
+
+    def _read(self, session_id: str) -> _Parsed:
+        path = self.path(session_id)
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            raise SessionNotFound(f"no session {session_id!r} in {self.directory}") from None
+        return _parse(session_id, data, self._read_base(session_id))
+
+    def _fetch(self, cache: dict[str, _Parsed]) -> Any:
+        def fetch(session_id: str, upto: int | None) -> LogView:
+            parsed = cache.get(session_id)
+            if parsed is None:
+                parsed = cache[session_id] = self._read(session_id)
+            return parsed.view(upto)
+
+        return fetch
+
+    def _new_file(self, session_id: str, header: dict[str, Any]) -> None:
+        path = self.path(session_id)
+        data = (json.dumps(header, separators=(",", ":")) + "\n").encode()
+        tmp = self.directory / f".{session_id}.{uuid.uuid4().hex}.tmp"
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            if self.fsync:
+                os.fsync(f.fileno())
+        try:
+            os.link(tmp, path)  # atomic, and fails if the id is taken
+        except FileExistsError:
+            raise SessionExists(f"session {session_id!r} exists already") from None
+        except OSError:  # pragma: no cover - a filesystem without hard links
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            except FileExistsError:
+                raise SessionExists(f"session {session_id!r} exists already") from None
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                if self.fsync:
+                    os.fsync(f.fileno())
+        finally:
+            tmp.unlink(missing_ok=True)
+        if self.fsync:
+            _fsync_dir(self.directory)
+
+    def create(self, session_id: str | None = None, *, agent_id: str | None = None) -> str:
+        sid = check_id(session_id or new_session_id())
+        header = {"t": "session", "v": FORMAT_VERSION, "id": sid, "ts": time.time_ns()}
+        if agent_id is not None:
+            header["agent_id"] = agent_id
+        self._new_file(sid, header)
+        return sid
+
+    def info(self, session_id: str) -> SessionInfo:
+        return self._read(session_id).info()
+
+    def load(self, session_id: str, *, repair: bool = True) -> StoredSession:
+        parsed = self._read(session_id)
+        payloads = replay(self._fetch({session_id: parsed}), session_id)
+        return finish_load(parsed.info(), payloads, parsed.pending, torn=parsed.torn, repair=repair)
+
+    def open_writer(self, session_id: str) -> JsonlWriter:
+        fd = _lock(self.path(session_id), session_id)
+        try:
+            with open(fd, "rb", closefd=False) as f:
+                data = f.read()
+            parsed = _parse(session_id, data, self._read_base(session_id))
+            if parsed.torn:  # cut the half-written record off, or the next line joins it
+                os.ftruncate(fd, parsed.good_end)
+                os.fsync(fd)
+            return JsonlWriter(self, session_id, fd, parsed.length)
+        except BaseException:
+            _unlock(fd, self.path(session_id))
+            raise
+
+    def branch(self, session_id: str, at_index: int, *, agent_id: str | None = None) -> str:
+        parsed = self._read(session_id)
+        check_branch_index(session_id, at_index, parsed.length)
+        prefix = replay(self._fetch({session_id: parsed}), session_id)[:at_index]
+        sid = new_session_id()
+        header: dict[str, Any] = {
+            "t": "session",
+            "v": FORMAT_VERSION,
+            "id": sid,
+            "ts": time.time_ns(),
+            "parent": session_id,
+            "at": at_index,
+            "pos": len(parsed.records),
+            "title": first_title(prefix),
+        }
+        if agent_id is not None:
+            header["agent_id"] = agent_id
+        self._new_file(sid, header)
+        return sid
+
+    def _headers(self) -> list[tuple[Path, dict[str, Any]]]:
+        found = []
+        for path in self.directory.glob("*.jsonl"):
+            try:
+                with open(path, "rb") as f:
+                    header = json.loads(f.readline())
+            except (OSError, ValueError):
+                continue
+            if isinstance(header, dict) and header.get("t") == "session":
+                found.append((path, header))
+        return found
+
+    def delete(self, session_id: str) -> None:
+        path = self.path(session_id)
+        fd = _lock(path, session_id, what="delete")
+        try:
+            cache: dict[str, _Parsed] = {}
+            for _, header in self._headers():
+                child = header.get("id")
+                if header.get("parent") != session_id or not isinstance(child, str):
+                    continue
+                if self._base_path(child).exists():
+                    continue
+                shared = replay(self._fetch(cache), session_id, int(header.get("pos") or 0))
+                self._write_base(child, shared[: int(header.get("at") or 0)])
+            path.unlink()
+            self._base_path(session_id).unlink(missing_ok=True)
+            if self.fsync:
+                _fsync_dir(self.directory)
+        finally:
+            _unlock(fd, path)
+
+    def _write_base(self, session_id: str, payloads: list[Any]) -> None:
+        tmp = self.directory / f".{session_id}.{uuid.uuid4().hex}.tmp"
+        with open(tmp, "wb") as f:
+            f.write(json.dumps(payloads, separators=(",", ":")).encode())
+            f.flush()
+            if self.fsync:
+                os.fsync(f.fileno())
+        os.replace(tmp, self._base_path(session_id))
+
+    def list(self, *, limit: int | None = None) -> builtins.list[SessionInfo]:
+        found: list[tuple[int, int, SessionInfo]] = []
+        for path, header in self._headers():
+            sid = header.get("id")
+            if not isinstance(sid, str) or path.name != f"{sid}.jsonl":
+                continue
+            try:
+                parsed = self._read(sid)
+            except (SessionCorrupt, SessionNotFound, ValueError):
+                continue
+            found.append((parsed.updated_ns, int(header["ts"]), parsed.info()))
+        found.sort(key=lambda item: (item[0], item[1]), reverse=True)
+        return [info for _, _, info in found[:limit]]
+
+
+def _lock(path: Path, session_id: str, what: str = "write") -> int:
+    """Open ``path`` for appending and take its exclusive lock, or raise."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_APPEND | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        raise SessionNotFound(f"no session {session_id!r} in {path.parent}") from None
+    try:
+        if fcntl is not None:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise SessionLocked(
+                    f"cannot {what} session {session_id!r}: another writer holds it "
+                    "(another Agent, in this process or another)"
+                ) from None
+        else:  # pragma: no cover - Windows
+            with _local_guard:
+                if str(path) in _local_locks:
+                    raise SessionLocked(f"cannot {what} session {session_id!r}: it is in use")
+                _local_locks.add(str(path))
+        try:
+            same = os.path.samestat(os.fstat(fd), os.stat(path))
+        except FileNotFoundError:
+            same = False
+        if not same:  # deleted (or replaced) between our open and our lock
+            _unlock(fd, path)
+            raise SessionNotFound(f"session {session_id!r} was deleted")
+        return fd
+    except SessionNotFound:
+        raise
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _unlock(fd: int, path: Path) -> None:
+    if fcntl is None:  # pragma: no cover - Windows
+        with _local_guard:
+            _local_locks.discard(str(path))
+    try:
+        os.close(fd)  # closing the descriptor drops the flock
+    except OSError:
+        pass
+
+
+class JsonlWriter(WriterBase):
+    def __init__(self, store: JsonlStore, session_id: str, fd: int, length: int) -> None:
+        super().__init__(session_id, length)
+        self._store = store
+        self._fd = fd
+        self._on_release(_unlock, fd, store.path(session_id))
+
+    def _write(self, records: list[bytes]) -> None:
+        data = b"".join(records)
+        size = os.fstat(self._fd).st_size
+        try:
+            _write_all(self._fd, data)
+            if self._store.fsync:
+                os.fsync(self._fd)
+        except BaseException:
+            try:  # never leave a partial record for the next write to run into
+                os.ftruncate(self._fd, size)
+            except OSError:
+                pass
+            raise
+
+    def _write_messages(self, messages: Sequence[AgentMessage]) -> None:
+        ts = time.time_ns()
+        self._write(
+            [b'{"t":"m","ts":%d,"m":%s}\n' % (ts, m.model_dump_json().encode()) for m in messages]
+        )
+
+    def _write_truncate(self, length: int) -> None:
+        self._write([b'{"t":"t","ts":%d,"n":%d}\n' % (time.time_ns(), length)])
+
+    def _write_pending(self, ids: builtins.list[str]) -> None:
+        record = {"t": "p", "ts": time.time_ns(), "ids": ids}
+        self._write([json.dumps(record, separators=(",", ":")).encode() + b"\n"])

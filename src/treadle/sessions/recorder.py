@@ -1,0 +1,223 @@
+"""SessionRecorder: the write-ahead hook that keeps a store in step with a context."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+import anyio
+import anyio.to_thread
+
+from ..loop.config import Hooks
+from ..loop.context import AgentContext
+from ..types import AgentMessage, Usage
+from .base import SessionExists, SessionStore, SessionWriter, repair_history
+
+T = TypeVar("T")
+
+
+async def _in_thread(fn: Callable[[], T]) -> T:
+    """Run blocking store I/O in a worker thread. Shielded: a write that started finishes
+    (the history and the store must not disagree about whether a message exists)."""
+    with anyio.CancelScope(shield=True):
+        result = await anyio.to_thread.run_sync(fn)
+    return result
+
+
+class SessionRecorder(Hooks):
+    """Persists ``context.messages`` to a session as it grows.
+
+    ``on_message`` runs when a message joins the history, before its ``message_end`` is
+    sent, so the user's prompt is durable before the turn's first model call and every
+    message is durable by the time anyone hears of it (seed 002's write-ahead rule). Writes
+    run in a worker thread (the event loop never waits on a disk).
+
+    The recorder keeps a copy of what it stored. When the history changed by other means
+    than appending (``Agent.continue_`` dropping a failed message, ``restore``, an edit
+    between runs) the next write cuts the stored history back to the common prefix and
+    appends the rest: the store always ends up equal to ``context.messages``. Replace
+    messages rather than mutating them in place; an in-place edit of a stored message is not
+    noticed.
+
+    Low-level use with ``agent_loop``::
+
+        recorder = SessionRecorder.open(store, context)      # or session_id=... to resume
+        config = AgentLoopConfig(provider=..., hooks=[recorder])
+        await agent_loop(prompts, context, config)
+        recorder.close()
+    """
+
+    def __init__(
+        self,
+        writer: SessionWriter,
+        context: AgentContext,
+        *,
+        stored: Sequence[AgentMessage] = (),
+        pending: Sequence[str] = (),
+    ) -> None:
+        if len(stored) != writer.length:
+            raise ValueError(
+                f"stored has {len(stored)} messages but session {writer.session_id!r} holds "
+                f"{writer.length}"
+            )
+        self.writer = writer
+        self.context = context
+        self._stored: list[AgentMessage] = list(stored)
+        self._list: list[AgentMessage] = context.messages
+        self._pending: list[str] = list(pending)
+        self._mutex = threading.Lock()
+
+    @classmethod
+    def open(
+        cls, store: SessionStore, context: AgentContext, session_id: str | None = None
+    ) -> SessionRecorder:
+        """Take a session for ``context`` (blocking; call it from a thread in async code).
+
+        Without ``session_id``, or with one the store does not have, a new session is created
+        and whatever ``context.messages`` holds is stored. With an existing one, its write
+        lock is taken (:class:`SessionLocked` if another writer has it), its history is loaded
+        into ``context.messages`` (unanswered tool calls get the result ``Cancelled``; that
+        repair is stored too) and ``context.session_id`` / ``agent_id`` are restored.
+        """
+        if session_id is None or not store.exists(session_id):
+            try:
+                sid = store.create(session_id, agent_id=context.agent_id)
+            except SessionExists:  # created meanwhile by someone else: resume it
+                assert session_id is not None
+            else:
+                writer = store.open_writer(sid)
+                context.session_id = sid
+                recorder = cls(writer, context)
+                try:
+                    recorder.sync_now()
+                except BaseException:
+                    writer.close()
+                    raise
+                return recorder
+        assert session_id is not None
+        writer = store.open_writer(session_id)
+        try:
+            loaded = store.load(session_id, repair=False)
+            messages, pending, _ = repair_history(loaded.messages, loaded.pending_tool_calls)
+            context.messages[:] = messages
+            context.session_id = session_id
+            if loaded.info.agent_id:
+                context.agent_id = loaded.info.agent_id
+            recorder = cls(writer, context, stored=loaded.messages, pending=pending)
+            recorder.sync_now()  # stores the repair, if there was one
+            return recorder
+        except BaseException:
+            writer.close()
+            raise
+
+    @property
+    def session_id(self) -> str:
+        return self.writer.session_id
+
+    @property
+    def closed(self) -> bool:
+        return self.writer.closed
+
+    def close(self) -> None:
+        """Release the session's write lock."""
+        self.writer.close()
+
+    # ---- keeping the store equal to the history ----
+
+    def in_sync(self) -> bool:
+        """Whether the store holds exactly ``context.messages`` (cheap: identity checks)."""
+        messages, stored = self.context.messages, self._stored
+        return len(messages) == len(stored) and all(
+            a is b for a, b in zip(messages, stored, strict=True)
+        )
+
+    def sync_now(self) -> int:
+        """Make the store equal to ``context.messages`` (blocking); returns how many
+        messages were written."""
+        with self._mutex:
+            return self._sync()
+
+    def _sync(self) -> int:
+        target, stored = list(self.context.messages), self._stored
+        common = 0
+        for a, b in zip(target, stored, strict=False):
+            if a is not b and a != b:
+                break
+            common += 1
+        if common < len(stored):
+            self.writer.truncate(common)
+            del stored[common:]
+        tail = target[common:]
+        if tail:
+            self.writer.extend(tail)
+            stored.extend(tail)
+        self._list = self.context.messages
+        return len(tail)
+
+    def _append(self, message: AgentMessage) -> None:
+        with self._mutex:
+            messages, stored = self.context.messages, self._stored
+            n = len(stored)
+            if (
+                messages is self._list
+                and len(messages) == n + 1
+                and messages[n] is message
+                and (n == 0 or messages[n - 1] is stored[n - 1])
+            ):
+                self.writer.append(message)  # the usual case: the loop appended one message
+                stored.append(message)
+            else:
+                self._sync()
+
+    def _write_ahead(self, messages: Sequence[AgentMessage]) -> None:
+        with self._mutex:
+            self._sync()
+            self.writer.extend(messages)
+            self._stored.extend(messages)
+
+    def _save_pending(self) -> None:
+        with self._mutex:
+            self._sync()
+            pending = self.context.pending_tool_calls
+            if pending != self._pending:
+                self.writer.set_pending(pending)
+                self._pending = pending
+
+    async def sync(self) -> None:
+        """:meth:`sync_now` in a worker thread (nothing to do: no thread is used)."""
+        if not self.in_sync():
+            await _in_thread(self.sync_now)
+
+    async def write_ahead(self, messages: Sequence[AgentMessage]) -> None:
+        """Store ``messages`` before they join the history (for a model call that comes
+        before the loop, such as a planning call). The next sync drops them again if they
+        never join it."""
+        items = list(messages)
+        await _in_thread(lambda: self._write_ahead(items))
+
+    # ---- hooks ----
+
+    async def before_loop(self, context: AgentContext) -> bool:
+        if context is self.context:
+            await self.sync()
+        return True
+
+    async def on_message(self, message: AgentMessage) -> None:
+        await _in_thread(lambda: self._append(message))
+
+    async def after_loop(self, new_messages: list[AgentMessage], usage: Usage, reason: str) -> None:
+        await _in_thread(self._save_pending)
+
+    def __repr__(self) -> str:
+        return f"SessionRecorder({self.session_id!r}, {len(self._stored)} messages)"
+
+
+def usage_of(messages: Sequence[Any]) -> Usage:
+    """The summed usage of the assistant messages in a history."""
+    total = Usage()
+    for message in messages:
+        usage = getattr(message, "usage", None)
+        if isinstance(usage, Usage):
+            total = total + usage
+    return total
