@@ -17,14 +17,19 @@ from treadle import (
     Agent,
     AgentEnd,
     AgentStart,
+    Ask,
     AssistantMessage,
     ContinuationKind,
+    ExecutionLimits,
     Hooks,
+    InputFilter,
     MessageEnd,
     MessageStart,
     MessageUpdate,
     ModelRequest,
+    Pass,
     ProviderError,
+    Reject,
     ToolContext,
     ToolExecution,
     ToolExecutionEnd,
@@ -206,6 +211,23 @@ async def test_a_slow_consumer_never_loses_an_event() -> None:
         range(slow_events[0].seq, slow_events[0].seq + len(slow_events))
     )
     assert stream.result is not None and stream.result.reason == "completed"
+
+
+async def test_events_arrive_while_the_run_is_in_progress() -> None:
+    turn_seen = anyio.Event()
+
+    async def answer_after_the_consumer_saw_the_turn(request: ModelRequest) -> AssistantMessage:
+        await turn_seen.wait()  # the model call cannot finish before the event was consumed
+        return say("live")
+
+    agent = Agent(ScriptedProvider([answer_after_the_consumer_saw_the_turn]))
+    with anyio.fail_after(5):  # a guard against a hang, not a timing assertion
+        async with agent.stream("go") as stream:
+            async for event in stream:
+                if isinstance(event, TurnStart):
+                    assert stream.result is None and agent.running
+                    turn_seen.set()
+    assert stream.result is not None and stream.result.text == "live"
 
 
 async def test_leaving_the_stream_early_aborts_the_run_cleanly() -> None:
@@ -669,6 +691,46 @@ async def test_continue_with_nothing_to_continue_is_a_caller_error() -> None:
     with pytest.raises(ValueError):
         await agent.continue_()
     assert not agent.running
+
+
+async def test_continue_after_a_suspension_once_approved() -> None:
+    class Gate(Hooks):
+        async def before_tool_call(self, call: Any, context: Any) -> Ask:
+            return Ask(prompt="sure?")
+
+    provider = ScriptedProvider([calls(("d1", "quick", {"x": "rm"})), "removed"])
+    agent = Agent(provider, tools=[quick], hooks=[Gate()])
+    suspended = await agent.run("clean up")
+
+    assert suspended.reason == "suspended" and suspended.pending_tool_calls == ["d1"]
+    assert TOOL_LOG == []
+    assert validate_transcript(agent.messages, allow_pending=["d1"]) == []
+    agent.context.approve("d1")
+    result = await agent.continue_()
+    assert result.reason == "completed" and result.text == "removed"
+    assert TOOL_LOG == ["quick:rm"]
+    idle_and_valid(agent)
+
+
+async def test_input_filters_and_limits_apply_to_agent_runs() -> None:
+    class NoSecrets(InputFilter):
+        def filter(self, text: str) -> Pass | Reject:
+            return Reject("no secrets") if "password" in text else Pass()
+
+    provider = ScriptedProvider([calls(("c1", "quick", {"x": "a"})), "unused"])
+    agent = Agent(
+        provider,
+        tools=[quick],
+        input_filters=[NoSecrets()],
+        limits=ExecutionLimits(max_turns=1),
+    )
+    rejected = await agent.run("my password is hunter2")
+    assert rejected.reason == "rejected" and agent.messages == []
+    assert provider.requests == []
+
+    limited = await agent.run("do a thing")
+    assert limited.reason == "limit" and len(provider.requests) == 1
+    idle_and_valid(agent)
 
 
 # ---------------------------------------------------------------- state

@@ -7,6 +7,7 @@ from typing import Any
 import anyio
 import pytest
 from agent_support import calls, collect, say, texts, usage, usage_tuple
+from pydantic import BaseModel
 
 from treadle import (
     Agent,
@@ -333,6 +334,39 @@ async def test_a_self_recursive_agent_stops_at_its_max_depth() -> None:
     assert "limit of 2" in refused[0].result.text
     assert result.reason == "completed"
     assert len(provider.requests) == 6  # two calls per level
+
+
+class Finding(BaseModel):
+    summary: str
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "agent/subagent.py:SubAgentTool.run builds the child's config with the child's "
+        "_RunState, whose follow-up poll (agent.py:_poll_follow_ups) nudges the model to "
+        "'Call the final_result tool' because the child has an output_type, but the "
+        "sub-agent run never offers that tool: the child is told output_retries times to "
+        "call a tool it does not have (extra model calls, confusing instructions). Fix: "
+        "give the child run the _OutputTool (and return its output), or only nudge when "
+        "the output tool is among the run's tools."
+    ),
+)
+async def test_a_sub_agent_with_an_output_type_is_not_told_to_call_a_missing_tool() -> None:
+    child = Agent(
+        ScriptedProvider(["found it", "found it again", "and again", "unused"]),
+        name="finder",
+        output_type=Finding,
+    )
+    parent = Agent(
+        ScriptedProvider([calls(("f1", "finder", {"task": "find"})), "ok"]),
+        tools=[child.as_tool()],
+    )
+    await parent.run("go")
+    for request in child.provider.requests:  # type: ignore[attr-defined]
+        offered = [t.name for t in request.tools]
+        asked = any("final_result" in getattr(m, "text", "") for m in request.messages)
+        assert not asked or "final_result" in offered
 
 
 async def test_a_missing_task_is_an_error_result() -> None:

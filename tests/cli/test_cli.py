@@ -28,9 +28,12 @@ TOOL_MODULE = "treadle_cli_test_tools"
 
 
 @pytest.fixture(autouse=True)
-def _no_model_in_env(monkeypatch: pytest.MonkeyPatch) -> None:
+def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """No model configured, and any session store the CLI opens lives in tmp_path."""
     for var in MODEL_VARS:
         monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("TREADLE_SESSIONS", str(tmp_path / "sessions.db"))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
 
 
 def feed(monkeypatch: pytest.MonkeyPatch, lines: list[str]) -> list[str]:

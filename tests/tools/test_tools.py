@@ -263,17 +263,6 @@ def test_rest_docstring_params() -> None:
     assert params == {"a": "the first number", "b": "the second number"}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "tools/function_tool.py:parse_docstring: after a ':param' line every later line that "
-        "is not another ':param' is appended to that parameter, so ':type a: int', "
-        "':returns: ...' and ':rtype: int' end up inside the parameter descriptions sent to "
-        "the model ('first :type a: int'). Fix: treat any line starting with ':<field>' as "
-        "its own field (only ':param' feeds params; ':type', ':returns', ':rtype', ':raises' "
-        "end the current parameter)."
-    ),
-)
 def test_rest_docstring_with_type_and_returns_fields() -> None:
     text, params = parse_docstring(
         """Add two numbers.

@@ -128,6 +128,7 @@ class _RunState:
         self.nudges = 0
         self.in_tools = False
         self.plan: PlanCreated | None = None
+        self.store_error: str | None = None
 
 
 class _AgentHooks(Hooks):
@@ -621,7 +622,10 @@ class Agent(Generic[OutputT]):
                 self.context.continuation_kind = ContinuationKind.INITIAL
                 self.context.parent_loop_id = None
             if recorder is not None and not recorder.closed:
-                await recorder.sync()
+                try:
+                    await recorder.sync()
+                except Exception as exc:  # the run's result says so; runs do not raise
+                    state.store_error = f"{type(exc).__name__}: {exc}"
         usage = state.usage + state.child_usage
         self.usage = self.usage + usage
         return self._result(new, usage, state)
@@ -642,6 +646,11 @@ class Agent(Generic[OutputT]):
             )
         if reason == "completed":
             error = None
+        if state.store_error is not None and error is None:
+            reason = "error"
+            error = ErrorInfo(
+                kind="session", message=f"the session store failed: {state.store_error}"
+            )
         return RunResult(
             messages=new,
             usage=usage,

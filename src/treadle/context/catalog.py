@@ -67,96 +67,105 @@ class ModelInfo(Model):
 ModelOverride = Union[ModelInfo, Mapping[str, Any]]
 
 # ---- the data ----
-# name, vendor, context window, max output, input, output, cache read, cache write, extras.
-# Cache writes: Anthropic charges 1.25x input for 5-minute cache writes; OpenAI and Gemini
-# charge nothing extra per token (Gemini bills cache storage per hour, outside this model).
+# name, vendor, context window, max output, then USD per million tokens: input, output,
+# cache read, cache write. Cache writes: Anthropic charges 1.25x input for 5-minute cache
+# writes; OpenAI and Gemini charge nothing extra per token (Gemini bills cache storage per
+# hour, which is outside this model). Open-weight models list the published weights'
+# window and no price: hosts set their own.
 
-_Row = tuple[str, str, int, Union[int, None], Any, Any, Any, Any, dict[str, Any]]
-
-_ROWS: tuple[_Row, ...] = (
+_P = Union[float, None]
+_ROWS: tuple[tuple[str, str, int, Union[int, None], _P, _P, _P, _P], ...] = (
     # OpenAI
-    ("gpt-4o", "openai", 128_000, 16_384, 2.50, 10.00, 1.25, None, {"aliases": ("chatgpt-4o",)}),
-    ("gpt-4o-mini", "openai", 128_000, 16_384, 0.15, 0.60, 0.075, None, {}),
-    ("gpt-4.1", "openai", 1_047_576, 32_768, 2.00, 8.00, 0.50, None, {}),
-    ("gpt-4.1-mini", "openai", 1_047_576, 32_768, 0.40, 1.60, 0.10, None, {}),
-    ("gpt-4.1-nano", "openai", 1_047_576, 32_768, 0.10, 0.40, 0.025, None, {}),
-    ("gpt-4-turbo", "openai", 128_000, 4_096, 10.00, 30.00, None, None, {}),
-    ("gpt-4", "openai", 8_192, 8_192, 30.00, 60.00, None, None, {}),
-    ("gpt-3.5-turbo", "openai", 16_385, 4_096, 0.50, 1.50, None, None, {}),
-    ("o1", "openai", 200_000, 100_000, 15.00, 60.00, 7.50, None, {}),
-    ("o1-mini", "openai", 128_000, 65_536, 1.10, 4.40, 0.55, None, {}),
-    ("o1-pro", "openai", 200_000, 100_000, 150.00, 600.00, None, None, {}),
-    ("o3", "openai", 200_000, 100_000, 2.00, 8.00, 0.50, None, {}),
-    ("o3-mini", "openai", 200_000, 100_000, 1.10, 4.40, 0.55, None, {}),
-    ("o3-pro", "openai", 200_000, 100_000, 20.00, 80.00, None, None, {}),
-    ("o4-mini", "openai", 200_000, 100_000, 1.10, 4.40, 0.275, None, {}),
-    ("gpt-5", "openai", 400_000, 128_000, 1.25, 10.00, 0.125, None, {}),
-    ("gpt-5-mini", "openai", 400_000, 128_000, 0.25, 2.00, 0.025, None, {}),
-    ("gpt-5-nano", "openai", 400_000, 128_000, 0.05, 0.40, 0.005, None, {}),
-    ("gpt-5-pro", "openai", 400_000, 272_000, 15.00, 120.00, None, None, {}),
-    ("gpt-5-chat", "openai", 128_000, 16_384, 1.25, 10.00, 0.125, None, {}),
-    ("gpt-5.1", "openai", 400_000, 128_000, 1.25, 10.00, 0.125, None, {}),
-    ("gpt-5.1-codex-mini", "openai", 400_000, 128_000, 0.25, 2.00, 0.025, None, {}),
-    ("gpt-5.2", "openai", 400_000, 128_000, 1.75, 14.00, 0.175, None, {}),
-    ("gpt-oss-120b", "openai", 131_072, 131_072, None, None, None, None, {}),
-    ("gpt-oss-20b", "openai", 131_072, 131_072, None, None, None, None, {}),
-    # Anthropic (Sonnet 4 / 4.5 also offer a 1M-token beta window at the long-context tier)
-    ("claude-opus-4-5", "anthropic", 200_000, 64_000, 5.00, 25.00, 0.50, 6.25, {}),
-    ("claude-opus-4-1", "anthropic", 200_000, 32_000, 15.00, 75.00, 1.50, 18.75, {}),
-    ("claude-opus-4", "anthropic", 200_000, 32_000, 15.00, 75.00, 1.50, 18.75,
-     {"aliases": ("claude-4-opus",)}),
-    ("claude-sonnet-4-5", "anthropic", 200_000, 64_000, 3.00, 15.00, 0.30, 3.75,
-     {"long_threshold": 200_000, "long_input_per_mtok": 6.00, "long_output_per_mtok": 22.50,
-      "long_cache_read_per_mtok": 0.60}),
-    ("claude-sonnet-4", "anthropic", 200_000, 64_000, 3.00, 15.00, 0.30, 3.75,
-     {"aliases": ("claude-4-sonnet",), "long_threshold": 200_000, "long_input_per_mtok": 6.00,
-      "long_output_per_mtok": 22.50, "long_cache_read_per_mtok": 0.60}),
-    ("claude-3-7-sonnet", "anthropic", 200_000, 64_000, 3.00, 15.00, 0.30, 3.75, {}),
-    ("claude-3-5-sonnet", "anthropic", 200_000, 8_192, 3.00, 15.00, 0.30, 3.75, {}),
-    ("claude-haiku-4-5", "anthropic", 200_000, 64_000, 1.00, 5.00, 0.10, 1.25, {}),
-    ("claude-3-5-haiku", "anthropic", 200_000, 8_192, 0.80, 4.00, 0.08, 1.00, {}),
-    ("claude-3-opus", "anthropic", 200_000, 4_096, 15.00, 75.00, 1.50, 18.75, {}),
-    ("claude-3-haiku", "anthropic", 200_000, 4_096, 0.25, 1.25, 0.03, 0.30, {}),
-    # Google Gemini (Pro models: a higher tier above 200k prompt tokens)
-    ("gemini-3-pro", "google", 1_048_576, 65_536, 2.00, 12.00, 0.20, None,
-     {"long_threshold": 200_000, "long_input_per_mtok": 4.00, "long_output_per_mtok": 18.00,
-      "long_cache_read_per_mtok": 0.40}),
-    ("gemini-3-flash", "google", 1_048_576, 65_536, 0.50, 3.00, 0.05, None, {}),
-    ("gemini-2.5-pro", "google", 1_048_576, 65_536, 1.25, 10.00, 0.125, None,
-     {"long_threshold": 200_000, "long_input_per_mtok": 2.50, "long_output_per_mtok": 15.00,
-      "long_cache_read_per_mtok": 0.25}),
-    ("gemini-2.5-flash", "google", 1_048_576, 65_536, 0.30, 2.50, 0.03, None, {}),
-    ("gemini-2.5-flash-lite", "google", 1_048_576, 65_536, 0.10, 0.40, 0.01, None, {}),
-    ("gemini-2.0-flash", "google", 1_048_576, 8_192, 0.10, 0.40, 0.025, None, {}),
-    ("gemini-2.0-flash-lite", "google", 1_048_576, 8_192, 0.075, 0.30, None, None, {}),
-    ("gemini-1.5-pro", "google", 2_097_152, 8_192, 1.25, 5.00, None, None, {}),
-    ("gemini-1.5-flash", "google", 1_048_576, 8_192, 0.075, 0.30, None, None, {}),
-    # Open-weight models: windows of the published weights; hosts set their own prices.
-    ("llama-3", "meta", 8_192, None, None, None, None, None, {"aliases": ("llama3",)}),
-    ("llama-3.1", "meta", 131_072, None, None, None, None, None, {}),
-    ("llama-3.2", "meta", 131_072, None, None, None, None, None, {}),
-    ("llama-3.3", "meta", 131_072, None, None, None, None, None, {}),
-    ("qwen2.5", "alibaba", 32_768, 8_192, None, None, None, None, {}),
-    ("qwen2.5-coder", "alibaba", 32_768, 8_192, None, None, None, None, {}),
-    ("qwen3", "alibaba", 40_960, 32_768, None, None, None, None, {}),
-    ("qwen3-coder", "alibaba", 262_144, 65_536, None, None, None, None, {}),
-    ("qwq", "alibaba", 131_072, 32_768, None, None, None, None, {}),
-    ("gemma3", "google", 131_072, 8_192, None, None, None, None, {}),
-    ("mistral", "mistral", 32_768, None, None, None, None, None, {}),
-    ("mixtral", "mistral", 32_768, None, None, None, None, None, {}),
-    ("mistral-nemo", "mistral", 131_072, None, 0.15, 0.15, None, None, {}),
-    ("mistral-small", "mistral", 131_072, None, 0.10, 0.30, None, None, {}),
-    ("mistral-medium", "mistral", 131_072, None, 0.40, 2.00, None, None, {}),
-    ("mistral-large", "mistral", 131_072, None, 2.00, 6.00, None, None, {}),
-    ("codestral", "mistral", 262_144, None, 0.30, 0.90, None, None, {}),
-    ("devstral", "mistral", 131_072, None, None, None, None, None, {}),
-    # DeepSeek's API (V3.2 prices: the cache-read price is its "cache hit" input price)
-    ("deepseek-chat", "deepseek", 128_000, 8_192, 0.28, 0.42, 0.028, None, {}),
-    ("deepseek-reasoner", "deepseek", 128_000, 65_536, 0.28, 0.42, 0.028, None, {}),
-    ("deepseek-v3", "deepseek", 131_072, None, None, None, None, None, {}),
-    ("deepseek-r1", "deepseek", 131_072, None, None, None, None, None, {}),
-    ("deepseek-coder-v2", "deepseek", 163_840, None, None, None, None, None, {}),
+    ("gpt-4o", "openai", 128_000, 16_384, 2.50, 10.00, 1.25, None),
+    ("gpt-4o-mini", "openai", 128_000, 16_384, 0.15, 0.60, 0.075, None),
+    ("gpt-4.1", "openai", 1_047_576, 32_768, 2.00, 8.00, 0.50, None),
+    ("gpt-4.1-mini", "openai", 1_047_576, 32_768, 0.40, 1.60, 0.10, None),
+    ("gpt-4.1-nano", "openai", 1_047_576, 32_768, 0.10, 0.40, 0.025, None),
+    ("gpt-4-turbo", "openai", 128_000, 4_096, 10.00, 30.00, None, None),
+    ("gpt-4", "openai", 8_192, 8_192, 30.00, 60.00, None, None),
+    ("gpt-3.5-turbo", "openai", 16_385, 4_096, 0.50, 1.50, None, None),
+    ("o1", "openai", 200_000, 100_000, 15.00, 60.00, 7.50, None),
+    ("o1-mini", "openai", 128_000, 65_536, 1.10, 4.40, 0.55, None),
+    ("o1-pro", "openai", 200_000, 100_000, 150.00, 600.00, None, None),
+    ("o3", "openai", 200_000, 100_000, 2.00, 8.00, 0.50, None),
+    ("o3-mini", "openai", 200_000, 100_000, 1.10, 4.40, 0.55, None),
+    ("o3-pro", "openai", 200_000, 100_000, 20.00, 80.00, None, None),
+    ("o4-mini", "openai", 200_000, 100_000, 1.10, 4.40, 0.275, None),
+    ("gpt-5", "openai", 400_000, 128_000, 1.25, 10.00, 0.125, None),
+    ("gpt-5-mini", "openai", 400_000, 128_000, 0.25, 2.00, 0.025, None),
+    ("gpt-5-nano", "openai", 400_000, 128_000, 0.05, 0.40, 0.005, None),
+    ("gpt-5-pro", "openai", 400_000, 272_000, 15.00, 120.00, None, None),
+    ("gpt-5-chat", "openai", 128_000, 16_384, 1.25, 10.00, 0.125, None),
+    ("gpt-5.1", "openai", 400_000, 128_000, 1.25, 10.00, 0.125, None),
+    ("gpt-5.1-codex-mini", "openai", 400_000, 128_000, 0.25, 2.00, 0.025, None),
+    ("gpt-5.2", "openai", 400_000, 128_000, 1.75, 14.00, 0.175, None),
+    ("gpt-oss-120b", "openai", 131_072, 131_072, None, None, None, None),
+    ("gpt-oss-20b", "openai", 131_072, 131_072, None, None, None, None),
+    # Anthropic
+    ("claude-opus-4-5", "anthropic", 200_000, 64_000, 5.00, 25.00, 0.50, 6.25),
+    ("claude-opus-4-1", "anthropic", 200_000, 32_000, 15.00, 75.00, 1.50, 18.75),
+    ("claude-opus-4", "anthropic", 200_000, 32_000, 15.00, 75.00, 1.50, 18.75),
+    ("claude-sonnet-4-5", "anthropic", 200_000, 64_000, 3.00, 15.00, 0.30, 3.75),
+    ("claude-sonnet-4", "anthropic", 200_000, 64_000, 3.00, 15.00, 0.30, 3.75),
+    ("claude-3-7-sonnet", "anthropic", 200_000, 64_000, 3.00, 15.00, 0.30, 3.75),
+    ("claude-3-5-sonnet", "anthropic", 200_000, 8_192, 3.00, 15.00, 0.30, 3.75),
+    ("claude-haiku-4-5", "anthropic", 200_000, 64_000, 1.00, 5.00, 0.10, 1.25),
+    ("claude-3-5-haiku", "anthropic", 200_000, 8_192, 0.80, 4.00, 0.08, 1.00),
+    ("claude-3-opus", "anthropic", 200_000, 4_096, 15.00, 75.00, 1.50, 18.75),
+    ("claude-3-haiku", "anthropic", 200_000, 4_096, 0.25, 1.25, 0.03, 0.30),
+    # Google Gemini
+    ("gemini-3-pro", "google", 1_048_576, 65_536, 2.00, 12.00, 0.20, None),
+    ("gemini-3-flash", "google", 1_048_576, 65_536, 0.50, 3.00, 0.05, None),
+    ("gemini-2.5-pro", "google", 1_048_576, 65_536, 1.25, 10.00, 0.125, None),
+    ("gemini-2.5-flash", "google", 1_048_576, 65_536, 0.30, 2.50, 0.03, None),
+    ("gemini-2.5-flash-lite", "google", 1_048_576, 65_536, 0.10, 0.40, 0.01, None),
+    ("gemini-2.0-flash", "google", 1_048_576, 8_192, 0.10, 0.40, 0.025, None),
+    ("gemini-2.0-flash-lite", "google", 1_048_576, 8_192, 0.075, 0.30, None, None),
+    ("gemini-1.5-pro", "google", 2_097_152, 8_192, 1.25, 5.00, None, None),
+    ("gemini-1.5-flash", "google", 1_048_576, 8_192, 0.075, 0.30, None, None),
+    # open-weight models
+    ("llama-3", "meta", 8_192, None, None, None, None, None),
+    ("llama-3.1", "meta", 131_072, None, None, None, None, None),
+    ("llama-3.2", "meta", 131_072, None, None, None, None, None),
+    ("llama-3.3", "meta", 131_072, None, None, None, None, None),
+    ("qwen2.5", "alibaba", 32_768, 8_192, None, None, None, None),
+    ("qwen2.5-coder", "alibaba", 32_768, 8_192, None, None, None, None),
+    ("qwen3", "alibaba", 40_960, 32_768, None, None, None, None),
+    ("qwen3-coder", "alibaba", 262_144, 65_536, None, None, None, None),
+    ("qwq", "alibaba", 131_072, 32_768, None, None, None, None),
+    ("gemma3", "google", 131_072, 8_192, None, None, None, None),
+    ("mistral", "mistral", 32_768, None, None, None, None, None),
+    ("mixtral", "mistral", 32_768, None, None, None, None, None),
+    ("devstral", "mistral", 131_072, None, None, None, None, None),
+    ("deepseek-v3", "deepseek", 131_072, None, None, None, None, None),
+    ("deepseek-r1", "deepseek", 131_072, None, None, None, None, None),
+    ("deepseek-coder-v2", "deepseek", 163_840, None, None, None, None, None),
+    # Mistral's API (list prices of its -latest models)
+    ("mistral-nemo", "mistral", 131_072, None, 0.15, 0.15, None, None),
+    ("mistral-small", "mistral", 131_072, None, 0.10, 0.30, None, None),
+    ("mistral-medium", "mistral", 131_072, None, 0.40, 2.00, None, None),
+    ("mistral-large", "mistral", 131_072, None, 2.00, 6.00, None, None),
+    ("codestral", "mistral", 262_144, None, 0.30, 0.90, None, None),
+    # DeepSeek's API (V3.2 prices; cache read is its "cache hit" input price)
+    ("deepseek-chat", "deepseek", 128_000, 8_192, 0.28, 0.42, 0.028, None),
+    ("deepseek-reasoner", "deepseek", 128_000, 65_536, 0.28, 0.42, 0.028, None),
 )
+
+_ALIASES: dict[str, tuple[str, ...]] = {
+    "gpt-4o": ("chatgpt-4o",),
+    "claude-opus-4": ("claude-4-opus",),
+    "claude-sonnet-4": ("claude-4-sonnet",),
+}
+
+# Long-context tiers: threshold (prompt tokens), then input, output and cache-read prices
+# that apply to the whole request above it. Sonnet 4 / 4.5 reach that tier through the
+# 1M-token beta window.
+_LONG: dict[str, tuple[int, float, float, float]] = {
+    "claude-sonnet-4-5": (200_000, 6.00, 22.50, 0.60),
+    "claude-sonnet-4": (200_000, 6.00, 22.50, 0.60),
+    "gemini-3-pro": (200_000, 4.00, 18.00, 0.40),
+    "gemini-2.5-pro": (200_000, 2.50, 15.00, 0.25),
+}
 
 # ---- matching ----
 
@@ -231,7 +240,8 @@ class ModelCatalog:
 def default_catalog() -> ModelCatalog:
     """The built-in catalog (built on first use, so importing treadle stays fast)."""
     infos = []
-    for name, vendor, window, max_out, inp, out, read, write, extra in _ROWS:
+    for name, vendor, window, max_out, inp, out, read, write in _ROWS:
+        long = _LONG.get(name)
         infos.append(
             ModelInfo(
                 name=name,
@@ -242,7 +252,11 @@ def default_catalog() -> ModelCatalog:
                 output_per_mtok=out,
                 cache_read_per_mtok=read,
                 cache_write_per_mtok=write,
-                **extra,
+                long_threshold=long[0] if long else None,
+                long_input_per_mtok=long[1] if long else None,
+                long_output_per_mtok=long[2] if long else None,
+                long_cache_read_per_mtok=long[3] if long else None,
+                aliases=_ALIASES.get(name, ()),
             )
         )
     return ModelCatalog(infos)

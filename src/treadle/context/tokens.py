@@ -52,6 +52,7 @@ class _Encoding(Protocol):
 
 
 _encodings: dict[str, Union[_Encoding, None]] = {}  # loaded once per process; failures too
+_loading: set[str] = set()  # loads in progress (possibly in an abandoned worker thread)
 _load_lock = threading.Lock()
 
 
@@ -76,6 +77,7 @@ def load_encoding(name: str) -> _Encoding | None:
     with _load_lock:
         if name in _encodings:
             return _encodings[name]
+        _loading.add(name)
         encoding: _Encoding | None
         try:
             import tiktoken
@@ -83,6 +85,8 @@ def load_encoding(name: str) -> _Encoding | None:
             encoding = tiktoken.get_encoding(name)
         except Exception:  # no tiktoken, no network, no cache, unknown name
             encoding = None
+        finally:
+            _loading.discard(name)
         _encodings[name] = encoding
         return encoding
 
@@ -90,6 +94,11 @@ def load_encoding(name: str) -> _Encoding | None:
 def encoding_loaded(name: str) -> bool:
     """True once :func:`load_encoding` has tried ``name`` (whatever the outcome)."""
     return name in _encodings
+
+
+def encoding_loading(name: str) -> bool:
+    """True while a :func:`load_encoding` of ``name`` is under way (in any thread)."""
+    return name in _loading
 
 
 class TokenCounter:
@@ -126,6 +135,18 @@ class TokenCounter:
                     break
             self._resolved = True
         return self._encoding
+
+    def use_loaded_only(self) -> None:
+        """Settle on an encoding that is already loaded (or the heuristic) and never load
+        or wait for one later: for callers that preloaded in a worker thread and must not
+        block their event loop if that did not finish."""
+        if not self._resolved:
+            for name in self.candidates():
+                found = _encodings.get(name)
+                if found is not None:
+                    self._encoding = found
+                    break
+            self._resolved = True
 
     @property
     def encoding_name(self) -> str | None:
@@ -306,6 +327,23 @@ class ContextTracker:
         self._scan_found = found
         return found
 
+    def anchored(self, messages: Sequence[AgentMessage]) -> ContextEstimate | None:
+        """The estimate built on the last reported usage, or ``None`` when no assistant
+        message at or after the floor reported any."""
+        index = self._anchor(messages)
+        if index is None:
+            return None
+        anchor = messages[index]
+        assert isinstance(anchor, AssistantMessage)
+        tokens = anchor_tokens(anchor, self.counter)
+        tokens += sum(self.count(m) for m in messages[index + 1 :])
+        return ContextEstimate(tokens, True, index)
+
+    def counted(self, messages: Sequence[AgentMessage], fixed: int = 0) -> ContextEstimate:
+        """The estimate from counting every message (incrementally), plus ``fixed`` tokens
+        for the system prompt and tools."""
+        return ContextEstimate(fixed + self.measure(messages), False)
+
     def estimate(
         self,
         messages: Sequence[AgentMessage],
@@ -315,15 +353,8 @@ class ContextTracker:
         tools_key: tuple[int, ...] | None = None,
     ) -> ContextEstimate:
         """Tokens the next request built from ``messages`` will take (LOOP-SPEC §6)."""
-        index = self._anchor(messages)
-        if index is not None:
-            anchor = messages[index]
-            assert isinstance(anchor, AssistantMessage)
-            tokens = anchor_tokens(anchor, self.counter)
-            tokens += sum(self.count(m) for m in messages[index + 1 :])
-            return ContextEstimate(tokens, True, index)
-        return ContextEstimate(
-            self.fixed(system_prompt, tools, tools_key) + self.measure(messages), False
+        return self.anchored(messages) or self.counted(
+            messages, self.fixed(system_prompt, tools, tools_key)
         )
 
     def fixed(

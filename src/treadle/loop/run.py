@@ -38,6 +38,7 @@ from ..types import (
     UserMessage,
 )
 from .cancel import CancelBridge
+from .compaction import ContextGuard
 from .config import AgentLoopConfig, Pass, Reject, Warn
 from .context import AgentContext
 from .sink import EventSink
@@ -110,6 +111,7 @@ class _Run:
         self.tools: dict[str, Tool] = {}
         self.end_sent = False
         self._tools_key: tuple[int, ...] = ()
+        self.guard = ContextGuard(self)  # context size (compaction) and prices
 
     # ---- small helpers ----
 
@@ -125,6 +127,7 @@ class _Run:
         self.context.messages.append(message)
         self.new_messages.append(message)
         if isinstance(message, AssistantMessage):
+            self.guard.price(message)
             self.turn_message = message
             self.turn_usage = self.turn_usage + message.usage
         for hook in self.config.hooks:
@@ -180,9 +183,8 @@ class _Run:
 
     # ---- requests ----
 
-    async def build_request(
-        self, *, with_tools: bool = True, instruction: str | None = None
-    ) -> ModelRequest:
+    async def request_messages(self) -> list[AgentMessage]:
+        """The history as a request carries it: transformed, converted, repaired."""
         messages: list[AgentMessage] = self.context.messages
         config = self.config
         if config.transform_context is not None:
@@ -190,7 +192,13 @@ class _Run:
         if config.convert_to_llm is not None:
             messages = list(await self.call_hook(config.convert_to_llm, list(messages)))
         messages = [m for m in messages if not isinstance(m, ExtensionMessage)]
-        messages = repair_transcript(messages)
+        return repair_transcript(messages)
+
+    async def build_request(
+        self, *, with_tools: bool = True, instruction: str | None = None
+    ) -> ModelRequest:
+        config = self.config
+        messages = await self.request_messages()
         system = await self.call_hook(self.context.resolve_system_prompt)
         if instruction:
             system = f"{system}\n\n{instruction}" if system else instruction
@@ -235,6 +243,7 @@ class _Run:
                 self.record,
                 fallback_text=fallback_text,
                 text_only=not with_tools,
+                on_overflow=self.guard.on_overflow(),
             )
         if message is None:  # cancelled mid-stream
             message = await close_message(self.sink, state, state.closed("aborted"), self.record)
@@ -371,7 +380,7 @@ class _Run:
             for message in injected:
                 await self.append(message)
 
-            message = await self.model_call()
+            message = await self.guard.check() or await self.model_call()  # §4.1 steps 4-5
             if message.stop_reason == "error":
                 for hook in self.config.hooks:
                     await self.call_hook(hook.on_error, message)

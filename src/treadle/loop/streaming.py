@@ -146,9 +146,15 @@ async def stream_message(
     *,
     fallback_text: str | None = None,
     text_only: bool = False,
+    on_overflow: Callable[[ProviderError, ModelRequest], Awaitable[ModelRequest | None]]
+    | None = None,
 ) -> AssistantMessage:
     """Stream one assistant message, emitting message_start / update* / end; retry per
-    ``retry``. A final failure becomes a message with ``stop_reason="error"``."""
+    ``retry``. A final failure becomes a message with ``stop_reason="error"``.
+
+    ``on_overflow`` (the loop's compaction) sees a ``context_overflow`` that came before
+    anything was streamed, before it is recorded; when it returns a request (built from the
+    compacted history) the call is retried with it, after a ``provider_retry``."""
     name = getattr(provider, "name", type(provider).__name__)
     attempt = 0
     while True:
@@ -171,6 +177,21 @@ async def stream_message(
         if error.kind == "cancelled":
             await anyio.lowlevel.checkpoint()  # raises here when our scope was cancelled
             return await close_message(sink, state, state.closed("aborted"), on_final)
+        if error.kind == "context_overflow" and on_overflow is not None and not state.started:
+            retried = await on_overflow(error, request)
+            if retried is not None:
+                await sink.emit(
+                    ProviderRetry,
+                    attempt=1,
+                    max_retries=1,
+                    delay_s=0.0,
+                    error_kind=error.kind,
+                    status_code=error.status_code,
+                    message=error.message,
+                )
+                request = retried
+                state.reset(request, name)
+                continue
         delay = retry.delay(attempt, random.random())
         too_long = error.retry_after is not None and error.retry_after > retry.max_retry_after_s
         if error.retry_after is not None and not too_long:

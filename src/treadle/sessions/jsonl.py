@@ -241,7 +241,7 @@ class JsonlStore(StoreBase):
             _fsync_dir(self.directory)
 
     def create(self, session_id: str | None = None, *, agent_id: str | None = None) -> str:
-        sid = check_id(session_id or new_session_id())
+        sid = check_id(new_session_id() if session_id is None else session_id)
         header = {"t": "session", "v": FORMAT_VERSION, "id": sid, "ts": time.time_ns()}
         if agent_id is not None:
             header["agent_id"] = agent_id

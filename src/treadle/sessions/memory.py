@@ -96,7 +96,7 @@ class MemoryStore(StoreBase):
         return s.id
 
     def create(self, session_id: str | None = None, *, agent_id: str | None = None) -> str:
-        sid = check_id(session_id or new_session_id())
+        sid = check_id(new_session_id() if session_id is None else session_id)
         now = time.time_ns()
         with self._lock:
             return self._add(_Session(id=sid, created_ns=now, updated_ns=now, agent_id=agent_id))

@@ -225,7 +225,7 @@ class SqliteStore(StoreBase):
     # ---- writing ----
 
     def create(self, session_id: str | None = None, *, agent_id: str | None = None) -> str:
-        sid = check_id(session_id or new_session_id())
+        sid = check_id(new_session_id() if session_id is None else session_id)
         now = time.time_ns()
         with self._transaction() as db:
             try:

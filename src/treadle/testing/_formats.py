@@ -1072,6 +1072,8 @@ class OllamaFormat(Format):
 
     def error_body(self, status: int, message: str | None, ctx: Context) -> Any:
         defaults = {
+            400: "invalid request",
+            401: "unauthorized",
             404: f"model '{ctx.model}' not found",
             429: "too many requests",
             500: "model runner has unexpectedly stopped",

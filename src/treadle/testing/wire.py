@@ -36,7 +36,13 @@ from ..types import AssistantMessage, TextContent
 from ._formats import Context, ErrorKind, Format, FormatName, get_format, number
 
 if TYPE_CHECKING:
-    from ..providers._http import HTTPAdapter
+    from ..providers.anthropic import Anthropic
+    from ..providers.gemini import Gemini
+    from ..providers.ollama import Ollama
+    from ..providers.openai_chat import OpenAIChat
+    from ..providers.openai_responses import OpenAIResponses
+
+    WireAdapter = Union[OpenAIChat, OpenAIResponses, Anthropic, Gemini, Ollama]
 
 __all__ = [
     "Fail",
@@ -369,7 +375,7 @@ class FakeTransport(httpx.AsyncBaseTransport):
         """A new ``httpx.AsyncClient`` that sends everything to this fake."""
         return httpx.AsyncClient(transport=self, **kwargs)
 
-    def provider(self, model: str | None = None, **kwargs: Any) -> HTTPAdapter:
+    def provider(self, model: str | None = None, **kwargs: Any) -> WireAdapter:
         """The matching treadle adapter, wired to this fake with a dummy key.
 
         Keyword arguments go to the adapter. Pass ``client=None, base_url=url`` to talk to

@@ -38,6 +38,9 @@ def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
             params[rest.group(1)] = rest.group(2).strip()
             current, section = rest.group(1), "args"
             continue
+        if re.match(r"^\s*:\w+", line):  # :type:, :returns:, :raises: ... end a parameter
+            current, section = None, "fields"
+            continue
         if section is None:
             description.append(line)
         elif section.startswith(("arg", "param")):
