@@ -12,14 +12,18 @@ from treadle import (
     Agent,
     AgentContext,
     AgentEvent,
+    AgentLoopConfig,
     Ask,
     AssistantMessage,
     Hooks,
+    InputFilter,
     ModelRequest,
     ProviderError,
     ToolCall,
     ToolResultMessage,
     UserMessage,
+    Warn,
+    agent_loop,
     tool,
 )
 from treadle.context import validate_transcript
@@ -28,6 +32,7 @@ from treadle.sessions import (
     MemoryStore,
     SessionError,
     SessionLocked,
+    SessionRecorder,
     SessionStore,
 )
 from treadle.testing import ScriptedProvider
@@ -282,15 +287,37 @@ async def test_the_prompt_is_stored_before_a_planning_call(make_store: StoreFact
         return AssistantMessage(content="DIRECT")
 
     agent: Agent[Any] = Agent(ScriptedProvider([plan, "done"]), store=store, planning=True)
+    assert agent._recorder is not None
+    writer = agent._recorder.writer
+    cuts: list[int] = []
+    real_cut = writer._write_truncate  # type: ignore[attr-defined]
+    writer._write_truncate = lambda n: (cuts.append(n), real_cut(n))  # type: ignore[attr-defined]
     assert (await agent.run("big task")).text == "done"
     assert_stored(reader, agent)
+    assert cuts == []  # the written-ahead prompt was not dropped and written again
+
+
+class WarnAll(InputFilter):
+    def filter(self, text: str) -> Warn:
+        return Warn("careful")
+
+
+async def test_planned_prompts_edited_by_a_filter_are_stored_as_edited(
+    make_store: StoreFactory,
+) -> None:
+    store = make_store()
+    provider = ScriptedProvider([AssistantMessage(content="DIRECT"), "done"])
+    agent: Agent[Any] = Agent(provider, store=store, planning=True, input_filters=[WarnAll()])
+    await agent.run([UserMessage.of("one"), UserMessage.of("two")])
+    assert "[Warning: careful]" in agent.messages[1].text  # type: ignore[union-attr]
+    assert_stored(make_store(), agent)
 
 
 async def test_cancelling_mid_tool_still_stores_a_valid_history(make_store: StoreFactory) -> None:
     store = make_store()
     provider = ScriptedProvider([calls("a", "b", seconds=5)])
     agent: Agent[Any] = Agent(provider, tools=[slow], store=store)
-    with anyio.move_on_after(0.2):
+    with anyio.move_on_after(0.1):
         await agent.run("slow please")
     assert agent.messages[-1].role == "tool_result"
     assert validate_transcript(agent.messages) == []
@@ -310,3 +337,43 @@ async def test_a_failing_store_ends_the_run_with_an_error() -> None:
     result = await agent.run("hello")
     assert result.reason == "error" and result.error is not None
     assert "disk full" in result.error.message
+
+
+class SquashHistory(Hooks):
+    """Rewrites the history in place before the second turn, as compaction does."""
+
+    def __init__(self, context: AgentContext) -> None:
+        self.context = context
+
+    async def before_turn(self, context: AgentContext, turn_index: int) -> bool:
+        if turn_index == 1:
+            kept = context.messages[-2:]
+            context.messages[:] = [UserMessage.of("(summary of earlier work)"), *kept]
+        return True
+
+
+async def test_a_history_rewritten_mid_run_is_followed(make_store: StoreFactory) -> None:
+    store = make_store()
+    agent: Agent[Any] = Agent(ScriptedProvider(["a", "b", "c"]), store=store)
+    await agent.run("first")
+    agent._user_hooks.append(SquashHistory(agent.context))
+    agent.follow_up("second")
+    assert (await agent.run("go on")).text == "c"
+    expected = ["(summary of earlier work)", "go on", "b", "second", "c"]
+    assert [m.text for m in agent.messages] == expected  # type: ignore[union-attr]
+    assert agent.messages[0].text == "(summary of earlier work)"  # type: ignore[union-attr]
+    assert_stored(make_store(), agent)
+
+
+async def test_recorder_with_agent_loop(make_store: StoreFactory) -> None:
+    store = make_store()
+    context = AgentContext(tools=[slow])
+    recorder = SessionRecorder.open(store, context)
+    config = AgentLoopConfig(provider=ScriptedProvider([calls("a"), "ok"]), hooks=[recorder])
+    new = await agent_loop([UserMessage.of("hi")], context, config)
+    assert len(new) == 4 and context.session_id == recorder.session_id
+    recorder.close()
+    resumed = AgentContext(tools=[slow])
+    again = await anyio.to_thread.run_sync(SessionRecorder.open, store, resumed, context.session_id)
+    assert dumps(resumed.messages) == dumps(context.messages)
+    again.close()

@@ -13,6 +13,7 @@ from tests.testing.wire_cases import FORMATS, collect, rich_message, same_messag
 
 from treadle import AgentContext, AgentLoopConfig, tool
 from treadle.providers import ModelRequest, ProviderError
+from treadle.providers.anthropic import Anthropic
 from treadle.providers.openai_chat import OpenAIChat
 from treadle.testing import (
     Cassette,
@@ -21,6 +22,7 @@ from treadle.testing import (
     FakeTransport,
     NoMatchingExchange,
     Raw,
+    Truncate,
     WireFake,
     WireItem,
     serve,
@@ -229,3 +231,26 @@ def test_modes_and_bad_files(tmp_path: Path) -> None:
     assert Cassette(bad, mode="record").recording  # record mode rewrites whatever is there
     with pytest.raises(ValueError):
         Cassette(bad, mode="rewind")  # type: ignore[arg-type]
+
+
+async def test_recording_through_a_real_http_transport(tmp_path: Path) -> None:
+    path = tmp_path / "net.json"
+    server = WireFake.anthropic([rich_message("anthropic"), Truncate(after=3)])
+    async with serve(server) as url:
+        cassette = Cassette(path)  # no inner transport: a real httpx.AsyncHTTPTransport
+        provider = Anthropic(
+            "claude-sonnet-4-5", api_key=SECRET, base_url=url, client=cassette.client()
+        )
+        _, recorded = await collect(provider)
+        with pytest.raises(ProviderError, match="message_stop"):
+            await collect(provider)
+        await provider.aclose()
+    assert server.requests[0].headers["accept-encoding"] == "identity"
+    assert SECRET not in path.read_text()
+    replay = Cassette(path)
+    provider = Anthropic("claude-sonnet-4-5", api_key="k", base_url=url, client=replay.client())
+    _, replayed = await collect(provider)
+    same_message(replayed, recorded)
+    with pytest.raises(ProviderError) as cut:
+        await collect(provider)
+    assert cut.value.kind == "truncated_stream"

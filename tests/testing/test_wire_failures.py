@@ -99,47 +99,7 @@ async def test_stream_cut_inside_an_event_is_retryable(fmt: str) -> None:
     assert error.retryable
 
 
-@pytest.mark.parametrize(
-    "fmt",
-    [
-        "openai",
-        pytest.param(
-            "anthropic",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="Anthropic adapter: a stream that ends inside an event (a partial last "
-                "`data:` line, flushed by SSEDecoder.close) is parsed as JSON and fails as "
-                "kind='server' ('invalid JSON in stream event'), not 'truncated_stream' as "
-                "OpenAIChat reports it",
-            ),
-        ),
-        pytest.param(
-            "responses",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="OpenAIResponses adapter: a partial last SSE event at EOF raises "
-                "kind='server' ('invalid JSON in stream event'), not 'truncated_stream'",
-            ),
-        ),
-        pytest.param(
-            "gemini",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="Gemini adapter: a partial last chunk at EOF raises kind='server' "
-                "('Gemini sent a chunk that is not JSON'), not 'truncated_stream'",
-            ),
-        ),
-        pytest.param(
-            "ollama",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="Ollama adapter: a partial last NDJSON line at EOF (NDJSONDecoder.close) "
-                "raises kind='server' ('Ollama sent a line that is not JSON'), not "
-                "'truncated_stream'",
-            ),
-        ),
-    ],
-)
+@pytest.mark.parametrize("fmt", ["openai", "anthropic", "responses", "gemini", "ollama"])
 async def test_stream_cut_inside_an_event_is_truncated_stream(fmt: str) -> None:
     error = await failure(FakeTransport(fmt, [Truncate(after=2, mid_event=True)]))
     assert error.kind == "truncated_stream"

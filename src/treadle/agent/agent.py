@@ -351,6 +351,7 @@ class Agent(Generic[OutputT]):
     def close(self) -> None:
         """Release the stored session's write lock (another Agent may then resume it). Runs
         after this raise. Nothing to do without a store. Idempotent."""
+        self._check_idle("close")
         if self._recorder is not None:
             self._recorder.close()
 

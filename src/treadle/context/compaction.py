@@ -42,6 +42,7 @@ from .tokens import CHARS_PER_TOKEN, ContextTracker, TokenCounter
 from .transcript import repair_transcript
 
 logger = logging.getLogger("treadle.context")
+logger.addHandler(logging.NullHandler())  # a library logs only where the app says
 
 DEFAULT_SUMMARY_PROMPT = (
     "You condense the earlier part of a conversation between a user and an AI assistant "
@@ -151,7 +152,8 @@ class CompactionJob:
             return groups, 0, 0
         head = 0
         first_budget = int(self.target * self.policy.keep_first)
-        if first_budget > 0 and isinstance(self.messages[groups[0][0]], UserMessage):
+        first_is_user = isinstance(self.messages[groups[0][0]], UserMessage)
+        if first_budget > 0 and len(groups) > 1 and first_is_user:  # the last group is recent
             used = self.group_tokens(groups[0])
             if used <= first_budget:
                 head = 1

@@ -243,8 +243,8 @@ async def close_message(
         state.started = True
         await sink.emit(MessageStart, message=final)
     if state.final is None:
+        state.final = final  # before on_final: if a hook fails, cleanup must not record it again
         await on_final(final)
-        state.final = final
     state.ended = True
     await sink.emit(MessageEnd, message=state.final)
     return state.final

@@ -172,7 +172,7 @@ class Anthropic(HTTPAdapter):
                         for out in state.handle(self._parse(sse.data)):
                             yield out
                 for sse in decoder.close():
-                    for out in state.handle(self._parse(sse.data)):
+                    for out in state.handle(self._parse(sse.data, final=True)):
                         yield out
         if not state.finished:
             raise ProviderError(
@@ -182,10 +182,14 @@ class Anthropic(HTTPAdapter):
             )
         yield StreamDone(message=state.message())
 
-    def _parse(self, data: str) -> dict[str, Any]:
+    def _parse(self, data: str, *, final: bool = False) -> dict[str, Any]:
         try:
             event = from_json(data)
         except ValueError:
+            if final:  # a partial last event: the connection dropped mid-event
+                raise ProviderError(
+                    "truncated_stream", "the stream ended inside an event", provider=self.name
+                ) from None
             raise ProviderError(
                 "server", f"invalid JSON in stream event: {data[:200]!r}", provider=self.name
             ) from None

@@ -235,8 +235,10 @@ class Gemini(HTTPAdapter):
                             yield event
             try:
                 chunks = decoder.close()
-            except ValueError as exc:
-                raise _not_json(exc) from None
+            except ValueError:
+                raise ProviderError(
+                    "truncated_stream", "the stream ended inside a chunk", provider="gemini"
+                ) from None
             for chunk in chunks:
                 for event in state.feed(chunk):
                     yield event

@@ -189,8 +189,10 @@ class Ollama(HTTPAdapter):
                             yield event
             try:
                 lines = decoder.close()
-            except ValueError as exc:
-                raise _not_json(exc) from None
+            except ValueError:
+                raise ProviderError(
+                    "truncated_stream", "the stream ended inside a chunk", provider="ollama"
+                ) from None
             for line in lines:
                 for event in state.feed(line):
                     yield event

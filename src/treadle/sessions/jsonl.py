@@ -104,13 +104,14 @@ def _parse(session_id: str, data: bytes, base: list[Any] | None) -> _Parsed:
         header = json.loads(lines[0])
     except ValueError:
         raise SessionCorrupt(f"session {session_id!r}: unreadable header") from None
-    if not isinstance(header, dict) or header.get("t") != "session":
+    if not isinstance(header, dict) or header.get("t") != "session" or "id" not in header:
         raise SessionCorrupt(f"session {session_id!r}: the first line is not a session header")
     if header.get("v", 1) > FORMAT_VERSION:
         raise SessionCorrupt(
             f"session {session_id!r}: written by a newer treadle (format v{header['v']})"
         )
-    parsed = _Parsed(header=header, base=base, updated_ns=header["ts"], torn=bool(tail))
+    header.setdefault("ts", 0)
+    parsed = _Parsed(header=header, base=base, updated_ns=int(header["ts"]), torn=bool(tail))
     parsed.title = header.get("title")
     parsed.length = len(base) if base is not None else int(header.get("at") or 0)
     offset = len(lines[0]) + 1

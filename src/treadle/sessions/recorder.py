@@ -66,6 +66,7 @@ class SessionRecorder(Hooks):
         self._stored: list[AgentMessage] = list(stored)
         self._list: list[AgentMessage] = context.messages
         self._pending: list[str] = list(pending)
+        self._ahead = 0  # trailing stored messages written ahead of the history
         self._mutex = threading.Lock()
 
     @classmethod
@@ -138,13 +139,19 @@ class SessionRecorder(Hooks):
         with self._mutex:
             return self._sync()
 
-    def _sync(self) -> int:
+    def _sync(self, keep_ahead: bool = False) -> int:
         target, stored = list(self.context.messages), self._stored
         common = 0
         for a, b in zip(target, stored, strict=False):
             if a is not b and a != b:
                 break
             common += 1
+        extra = len(stored) - common
+        if keep_ahead and common == len(target) and 0 < extra <= self._ahead:
+            self._ahead = extra  # written ahead and not in the history yet: keep waiting
+            self._list = self.context.messages
+            return 0
+        self._ahead = 0
         if common < len(stored):
             self.writer.truncate(common)
             del stored[common:]
@@ -168,13 +175,20 @@ class SessionRecorder(Hooks):
                 self.writer.append(message)  # the usual case: the loop appended one message
                 stored.append(message)
             else:
-                self._sync()
+                self._sync(keep_ahead=True)
 
     def _write_ahead(self, messages: Sequence[AgentMessage]) -> None:
         with self._mutex:
             self._sync()
             self.writer.extend(messages)
-            self._stored.extend(messages)
+            # copies: if a message is edited before it joins the history (an input filter's
+            # warning), the comparison sees the change and the stored copy is replaced
+            self._stored.extend(m.model_copy(deep=True) for m in messages)
+            self._ahead = len(messages)
+
+    def _sync_keep_ahead(self) -> None:
+        with self._mutex:
+            self._sync(keep_ahead=True)
 
     def _save_pending(self) -> None:
         with self._mutex:
@@ -191,20 +205,23 @@ class SessionRecorder(Hooks):
 
     async def write_ahead(self, messages: Sequence[AgentMessage]) -> None:
         """Store ``messages`` before they join the history (for a model call that comes
-        before the loop, such as a planning call). The next sync drops them again if they
-        never join it."""
+        before the loop, such as a planning call). While the history catches up with them
+        nothing is rewritten; :meth:`sync` drops those that never joined it."""
         items = list(messages)
         await _in_thread(lambda: self._write_ahead(items))
 
     # ---- hooks ----
 
     async def before_loop(self, context: AgentContext) -> bool:
-        if context is self.context:
-            await self.sync()
+        if context is self.context and not self.in_sync():
+            await _in_thread(self._sync_keep_ahead)
         return True
 
     async def on_message(self, message: AgentMessage) -> None:
         await _in_thread(lambda: self._append(message))
+
+    async def after_compaction(self, stats: dict[str, Any]) -> None:
+        await self.sync()  # the compacted history replaced the old one in place
 
     async def after_loop(self, new_messages: list[AgentMessage], usage: Usage, reason: str) -> None:
         await _in_thread(self._save_pending)

@@ -117,6 +117,7 @@ class SqliteStore(StoreBase):
         self.synchronous = synchronous
         self._lock = threading.RLock()
         self._host = socket.gethostname()
+        self._unreleased: list[tuple[str, str]] = []  # leases a finalizer could not drop
         self._db = sqlite3.connect(
             self.path, timeout=timeout, isolation_level=None, check_same_thread=False
         )
@@ -278,6 +279,7 @@ class SqliteStore(StoreBase):
     def open_writer(self, session_id: str) -> SqliteWriter:
         owner = uuid.uuid4().hex
         with self._transaction() as db:
+            self._drop_unreleased(db)
             row = self._row(session_id)
             holder = self._holder(session_id)
             if holder is not None:
@@ -300,6 +302,14 @@ class SqliteStore(StoreBase):
                 )
         except sqlite3.ProgrammingError:  # the store was closed first: the lease goes stale
             pass
+        except sqlite3.Error:  # a finalizer run inside another transaction: drop it later
+            self._unreleased.append((session_id, owner))
+
+    def _drop_unreleased(self, db: sqlite3.Connection) -> None:
+        while self._unreleased:
+            db.execute(
+                "DELETE FROM locks WHERE session_id = ? AND owner = ?", self._unreleased.pop()
+            )
 
     def break_lock(self, session_id: str) -> None:
         """Drop a session's lease whoever holds it (for a writer on another machine that
@@ -309,6 +319,7 @@ class SqliteStore(StoreBase):
 
     def delete(self, session_id: str) -> None:
         with self._transaction() as db:
+            self._drop_unreleased(db)
             self._row(session_id)
             holder = self._holder(session_id)
             if holder is not None:

@@ -20,7 +20,7 @@ from typing import Any, Literal
 from ..types import AssistantMessage, TextContent, ThinkingContent, ToolCall, Usage
 
 FormatName = Literal["openai", "anthropic", "responses", "gemini", "ollama"]
-ErrorKind = Literal["overloaded", "rate_limit", "server"]
+StreamErrorKind = Literal["overloaded", "rate_limit", "server"]
 
 _TOKEN = re.compile(r"\s*(?:\w+|[^\w\s]+)|\s+")
 
@@ -71,6 +71,7 @@ class Context:
     serial: int
     chunk_size: int | None = None
     include_usage: bool = True
+    query: str = ""
     created: int = field(default_factory=lambda: int(time.time()))
 
     def pieces(self, text: str) -> list[str]:
@@ -94,6 +95,7 @@ class Format:
     endpoint: re.Pattern[str]
     endpoint_hint: str
     default_model: str
+    reasoning_field = "reasoning_content"  # only Chat Completions uses it
     stream_content_type = "text/event-stream; charset=utf-8"
     json_content_type = "application/json"
 
@@ -124,7 +126,7 @@ class Format:
     def error_body(self, status: int, message: str | None, ctx: Context) -> Any:
         raise NotImplementedError
 
-    def error_event(self, kind: ErrorKind, message: str | None, ctx: Context) -> bytes:
+    def error_event(self, kind: StreamErrorKind, message: str | None, ctx: Context) -> bytes:
         raise NotImplementedError
 
     def extra_headers(self, ctx: Context) -> dict[str, str]:
@@ -170,7 +172,7 @@ _OPENAI_ERRORS: dict[int, tuple[str, str | None, str]] = {
     504: ("timeout", None, "Gateway timeout."),
 }
 
-_OPENAI_EVENTS: dict[ErrorKind, tuple[str, str | None, str]] = {
+_OPENAI_EVENTS: dict[StreamErrorKind, tuple[str, str | None, str]] = {
     "overloaded": ("server_error", None, "The server is overloaded. Please try again later."),
     "rate_limit": ("requests", "rate_limit_exceeded", "Rate limit reached for requests."),
     "server": ("server_error", None, "The server had an error while processing your request."),
@@ -343,7 +345,7 @@ class OpenAIChatFormat(Format):
     def error_bytes(self, payload: Any) -> bytes:
         return (json.dumps(payload, ensure_ascii=False, indent=4) + "\n").encode()
 
-    def error_event(self, kind: ErrorKind, message: str | None, ctx: Context) -> bytes:
+    def error_event(self, kind: StreamErrorKind, message: str | None, ctx: Context) -> bytes:
         error_type, code, text = _OPENAI_EVENTS[kind]
         error = {"message": message or text, "type": error_type, "param": None, "code": code}
         return sse({"error": error})
@@ -370,7 +372,7 @@ _ANTHROPIC_ERRORS: dict[int, tuple[str, str]] = {
     529: ("overloaded_error", "Overloaded"),
 }
 
-_ANTHROPIC_EVENTS: dict[ErrorKind, tuple[str, str]] = {
+_ANTHROPIC_EVENTS: dict[StreamErrorKind, tuple[str, str]] = {
     "overloaded": ("overloaded_error", "Overloaded"),
     "rate_limit": ("rate_limit_error", "Rate limited"),
     "server": ("api_error", "Internal server error"),
@@ -526,7 +528,7 @@ class AnthropicFormat(Format):
             "request_id": f"req_wirefake{ctx.serial:06d}",
         }
 
-    def error_event(self, kind: ErrorKind, message: str | None, ctx: Context) -> bytes:
+    def error_event(self, kind: StreamErrorKind, message: str | None, ctx: Context) -> bytes:
         error_type, text = _ANTHROPIC_EVENTS[kind]
         error = {"details": None, "type": error_type, "message": message or text}
         return sse({"type": "error", "error": error}, "error")
@@ -781,7 +783,7 @@ class ResponsesFormat(Format):
     def error_bytes(self, payload: Any) -> bytes:
         return (json.dumps(payload, ensure_ascii=False, indent=4) + "\n").encode()
 
-    def error_event(self, kind: ErrorKind, message: str | None, ctx: Context) -> bytes:
+    def error_event(self, kind: StreamErrorKind, message: str | None, ctx: Context) -> bytes:
         error_type, code, text = _OPENAI_EVENTS[kind]
         payload = {
             "type": "error",
@@ -813,7 +815,7 @@ _GOOGLE_STATUS = {
     504: ("DEADLINE_EXCEEDED", "Deadline expired before operation could complete."),
 }
 
-_GOOGLE_EVENTS: dict[ErrorKind, int] = {"overloaded": 503, "rate_limit": 429, "server": 500}
+_GOOGLE_EVENTS: dict[StreamErrorKind, int] = {"overloaded": 503, "rate_limit": 429, "server": 500}
 _GEMINI_MODEL = re.compile(r"/((?:models|tunedModels)/[^/:]+):")
 
 
@@ -929,7 +931,8 @@ class GeminiFormat(Format):
             "responseId": ctx.response_id or self.response_id(ctx.serial),
         }
 
-    def stream(self, message: AssistantMessage, ctx: Context, *, sse_mode: bool = True) -> Encoded:
+    def stream(self, message: AssistantMessage, ctx: Context) -> Encoded:
+        """SSE with ``alt=sse``; without it, one JSON array whose elements stream."""
         partial = self._usage(message.usage, final=False)
         chunks = [
             self._chunk(ctx, [part], partial) for part in self._parts(message, ctx, split=True)
@@ -937,7 +940,7 @@ class GeminiFormat(Format):
         final = self._chunk(
             ctx, [{"text": ""}], self._usage(message.usage, final=True), self.finish(message)
         )
-        if sse_mode:
+        if "alt=sse" in ctx.query:
             events = [sse(google_dumps(c), sep="\r\n\r\n") for c in chunks]
             return Encoded(
                 events, [sse(google_dumps(final), sep="\r\n\r\n")], self.stream_content_type
@@ -968,14 +971,14 @@ class GeminiFormat(Format):
     def error_bytes(self, payload: Any) -> bytes:
         return (json.dumps(payload, ensure_ascii=False, indent=2) + "\n").encode()
 
-    def error_event(self, kind: ErrorKind, message: str | None, ctx: Context) -> bytes:
+    def error_event(self, kind: StreamErrorKind, message: str | None, ctx: Context) -> bytes:
         body = self.error_body(_GOOGLE_EVENTS[kind], message, ctx)
         return sse(google_dumps(body), sep="\r\n\r\n")
 
 
 # ---------------------------------------------------------------- Ollama
 
-_OLLAMA_EVENTS: dict[ErrorKind, str] = {
+_OLLAMA_EVENTS: dict[StreamErrorKind, str] = {
     "overloaded": "server overloaded, please try again later",
     "rate_limit": "too many requests, please try again later",
     "server": "model runner has unexpectedly stopped",
@@ -1081,7 +1084,7 @@ class OllamaFormat(Format):
         }
         return {"error": message or defaults.get(status, f"HTTP {status}")}
 
-    def error_event(self, kind: ErrorKind, message: str | None, ctx: Context) -> bytes:
+    def error_event(self, kind: StreamErrorKind, message: str | None, ctx: Context) -> bytes:
         return (dumps({"error": message or _OLLAMA_EVENTS[kind]}) + "\n").encode()
 
 

@@ -33,7 +33,7 @@ import anyio.lowlevel
 import httpx
 
 from ..types import AssistantMessage, TextContent
-from ._formats import Context, ErrorKind, Format, FormatName, get_format, number
+from ._formats import Context, Format, FormatName, StreamErrorKind, get_format, number
 
 if TYPE_CHECKING:
     from ..providers.anthropic import Anthropic
@@ -126,11 +126,13 @@ class StreamError:
     error event (Anthropic ``event: error`` with ``overloaded_error``, OpenAI
     ``data: {"error": ...}``, a Responses ``error`` event, a Gemini error chunk, an Ollama
     ``{"error": ...}`` line) and the end of the stream. ``kind`` picks the error:
-    ``"overloaded"``, ``"rate_limit"`` or ``"server"``; ``error`` replaces its message text."""
+    ``"overloaded"``, ``"rate_limit"`` or ``"server"``; ``error`` replaces its message text.
+    A non-streamed request gets the matching HTTP error instead (503, or Anthropic's 529;
+    429; 500)."""
 
     message: MessageLike = "Let me think about"
     after: int = 2
-    kind: ErrorKind = "overloaded"
+    kind: StreamErrorKind = "overloaded"
     error: str | None = None
 
 
@@ -322,7 +324,7 @@ class FakeTransport(httpx.AsyncBaseTransport):
     ) -> None:
         self.format: Format = get_format(format)
         if reasoning_field is not None:
-            self.format.reasoning_field = reasoning_field  # type: ignore[attr-defined]
+            self.format.reasoning_field = reasoning_field
         self.script: list[ScriptEntry] = []
         self.default = default
         self.chunk_size = chunk_size
@@ -456,6 +458,7 @@ class FakeTransport(httpx.AsyncBaseTransport):
                 serial=serial,
                 chunk_size=self.chunk_size,
                 include_usage=self._include_usage(request),
+                query=request.query,
             )
             if request.method != "POST" or not self.format.endpoint.search(request.path):
                 return self._not_here(request, ctx)
@@ -528,9 +531,8 @@ class FakeTransport(httpx.AsyncBaseTransport):
         if not fmt.is_stream(request.path, request.query, request.json):
             body = fmt.whole(message, ctx)
             if failure is not None:
-                status = {"overloaded": 529 if fmt.name == "anthropic" else 503}.get(
-                    failure.kind, 429 if failure.kind == "rate_limit" else 500
-                )
+                overloaded = 529 if fmt.name == "anthropic" else 503
+                status = {"overloaded": overloaded, "rate_limit": 429}.get(failure.kind, 500)
                 error = fmt.error_body(status, failure.error, ctx)
                 return Reply(
                     status, self._headers(fmt.json_content_type, ctx), [fmt.error_bytes(error)]
@@ -543,10 +545,7 @@ class FakeTransport(httpx.AsyncBaseTransport):
                     reset=cut.reset,
                 )
             return Reply(200, self._headers(fmt.json_content_type, ctx), [body])
-        if fmt.name == "gemini" and "alt=sse" not in request.query:
-            encoded = fmt.stream(message, ctx, sse_mode=False)  # type: ignore[call-arg]
-        else:
-            encoded = fmt.stream(message, ctx)
+        encoded = fmt.stream(message, ctx)
         headers = self._headers(encoded.content_type, ctx)
         if cut is not None:
             chunks = encoded.events[: max(0, cut.after)]

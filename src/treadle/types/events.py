@@ -198,6 +198,10 @@ class InputRejected(_Event):
 
 
 class CompactionStart(_Event):
+    """The history is about to be compacted. ``reason``: ``threshold`` (the estimate passed
+    the policy's trigger), ``overflow`` (the provider said the request was too long) or
+    ``manual``."""
+
     type: Literal["compaction_start"] = "compaction_start"
     tokens_before: int
     messages_before: int
@@ -205,12 +209,20 @@ class CompactionStart(_Event):
 
 
 class CompactionEnd(_Event):
+    """The history was compacted (``context.messages`` replaced). ``strategy``: the
+    strategies that changed something, joined with ``+`` (empty: nothing changed);
+    ``summary``: the summary text, when one was written; ``usage``: what the summary calls
+    cost (also counted in the turn's usage)."""
+
     type: Literal["compaction_end"] = "compaction_end"
     tokens_before: int
     tokens_after: int
     messages_before: int
     messages_after: int
     strategy: str = ""
+    reason: str = "threshold"
+    summary: str | None = None
+    usage: Usage = Field(default_factory=Usage)
 
 
 class ProviderRetry(_Event):
