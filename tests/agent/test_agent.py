@@ -255,16 +255,6 @@ async def test_an_exception_in_the_stream_block_leaves_the_agent_usable() -> Non
     assert (await agent.run("again")).text == "later"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "agent/agent.py:AgentStream.__aexit__ hands the body's exception to the internal task "
-        "group, which re-raises it wrapped in an ExceptionGroup; `async with agent.stream()` "
-        "must behave like a plain context manager and let the consumer's own exception "
-        "through unchanged. Fix: abort and close the task group with no exception, then "
-        "return False so Python re-raises the original."
-    ),
-)
 async def test_an_exception_in_the_stream_block_propagates_unchanged() -> None:
     agent = Agent(ScriptedProvider(["streamed text here"], chunks=5))
     with pytest.raises(KeyError):
@@ -390,17 +380,6 @@ async def test_steer_after_batch_does_not_skip_sequential_tools() -> None:
     assert texts(agent.messages)[-2:] == [("user", "also this"), ("assistant", "ok")]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "agent/agent.py:_AgentHooks/_poll_steering: `in_tools` is only set by before_tool_call, "
-        "which the loop skips for an unknown tool, so with sequential tools an after_batch "
-        "message is taken right after an unknown-tool call and the rest of the batch is "
-        "'Skipped: a user message arrived'; after_batch must wait for the whole batch. Fix: "
-        "mark the batch from the assistant message (on_message with tool calls / turn state) "
-        "instead of from before_tool_call."
-    ),
-)
 async def test_steer_after_batch_does_not_skip_tools_after_an_unknown_one() -> None:
     provider = ScriptedProvider(
         [
@@ -498,16 +477,6 @@ async def test_steer_interrupt_cancels_running_tools() -> None:
     idle_and_valid(agent)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "agent/agent.py:Agent._run restarts a loop for queued interrupt messages whenever the "
-        "previous loop ended 'cancelled', even when abort() was called after the steer; the "
-        "run goes on (reason 'completed', a second model call) although the caller asked it "
-        "to stop. Fix: record an explicit abort (a flag set by abort()) and do not restart "
-        "for interrupts after one."
-    ),
-)
 async def test_abort_after_an_interrupt_still_stops_the_run() -> None:
     provider = ScriptedProvider(["a long answer that is still streaming", "more"], chunks=10)
     agent = Agent(provider, event_buffer=1)

@@ -264,17 +264,6 @@ async def test_cancelling_the_parents_task_cancels_the_child() -> None:
     assert validate_transcript(parent.messages) == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "agent/subagent.py:SubAgentTool.run reports the child's usage only in the details of "
-        "the result it returns; when the parent is aborted the child's loop is cancelled, "
-        "nothing is returned and the tokens the child spent vanish from RunResult.usage "
-        "(issue: the child's usage is added to the parent's). Fix: add the child's usage to "
-        "the parent's run state from the child's after_loop (or in a finally) rather than "
-        "from the tool result."
-    ),
-)
 async def test_the_childs_usage_counts_even_when_the_parent_is_aborted() -> None:
     child = researcher(
         [calls(("n1", "nap", {"seconds": 10}), u=usage(7, 3))], tools=[nap], event_buffer=1
@@ -340,18 +329,6 @@ class Finding(BaseModel):
     summary: str
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "agent/subagent.py:SubAgentTool.run builds the child's config with the child's "
-        "_RunState, whose follow-up poll (agent.py:_poll_follow_ups) nudges the model to "
-        "'Call the final_result tool' because the child has an output_type, but the "
-        "sub-agent run never offers that tool: the child is told output_retries times to "
-        "call a tool it does not have (extra model calls, confusing instructions). Fix: "
-        "give the child run the _OutputTool (and return its output), or only nudge when "
-        "the output tool is among the run's tools."
-    ),
-)
 async def test_a_sub_agent_with_an_output_type_is_not_told_to_call_a_missing_tool() -> None:
     child = Agent(
         ScriptedProvider(["found it", "found it again", "and again", "unused"]),

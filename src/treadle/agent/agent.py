@@ -27,8 +27,9 @@ from ..loop import (
     agent_loop,
     agent_loop_continue,
 )
+from ..loop.cancel import CancelBridge
 from ..loop.sink import EventSink
-from ..providers.base import ModelRequest, Provider, StreamDone, ThinkingLevel
+from ..providers.base import ModelRequest, Provider, ProviderError, StreamDone, ThinkingLevel
 from ..tools import TaskComplete, Tool, ToolContext
 from ..tools.function_tool import _strip_titles
 from ..types import (
@@ -39,7 +40,6 @@ from ..types import (
     ErrorInfo,
     PlanCreated,
     TextContent,
-    ToolCall,
     ToolResult,
     TurnEnd,
     TurnTrigger,
@@ -128,6 +128,7 @@ class _RunState:
         self.nudges = 0
         self.in_tools = False
         self.plan: PlanCreated | None = None
+        self.planning_usage = Usage()
         self.store_error: str | None = None
 
 
@@ -146,13 +147,9 @@ class _AgentHooks(Hooks):
             await sink.emit(PlanCreated, plan=plan.plan, steps=plan.steps)
         return True
 
-    async def before_tool_call(self, call: ToolCall, context: AgentContext) -> None:
-        self.state.in_tools = True
-
-    async def after_tool_call(self, call: ToolCall, result: ToolResult) -> None:
-        details = result.details
-        if isinstance(details, dict) and isinstance(details.get("usage"), dict):
-            self.state.child_usage = self.state.child_usage + Usage.model_validate(details["usage"])
+    async def on_message(self, message: AgentMessage) -> None:
+        if isinstance(message, AssistantMessage) and message.tool_calls:
+            self.state.in_tools = True  # until the turn ends: steering waits for the batch
 
     async def after_turn(self, context: AgentContext, event: TurnEnd) -> None:
         self.state.in_tools = False
@@ -256,6 +253,7 @@ class Agent(Generic[OutputT]):
         self.usage = Usage()
         self._running = False
         self._token: CancellationToken | None = None
+        self._aborted = False
         self._steer_after: list[AgentMessage] = []
         self._steer_next: list[AgentMessage] = []
         self._interrupts: list[AgentMessage] = []
@@ -406,6 +404,7 @@ class Agent(Generic[OutputT]):
     def abort(self, mode: CancelMode = "immediate") -> None:
         """Stop the run in progress (``immediate`` or ``after_turn``). Thread-safe."""
         if self._token is not None:
+            self._aborted = True
             self._token.cancel(mode)
 
     # ---- runs ----
@@ -582,6 +581,7 @@ class Agent(Generic[OutputT]):
 
             raise SessionError(f"this Agent closed its session {self.session_id!r}")
         state = _RunState(self.output_retries)
+        self._aborted = False
         token = self._token = CancellationToken()
         prompts = self._prompts(prompt)
         prompts = [*self._interrupts, *self._steer_after, *self._steer_next, *prompts]
@@ -605,13 +605,13 @@ class Agent(Generic[OutputT]):
                 await recorder.sync()  # edits since the last run (continue_, restore ...)
                 if self.planning and prompts:
                     await recorder.write_ahead(prompts)  # durable before the planning call
-            if self.planning and prompts:
+            if self.planning and prompts and not token.cancelled:
                 prompts = await self._plan(prompts, state, config)
             if prompts:
                 new += await agent_loop(prompts, self.context, config, events, token)
             else:
                 new += await agent_loop_continue(self.context, config, events, token)
-            while self._interrupts and state.reason == "cancelled":
+            while self._interrupts and state.reason == "cancelled" and not self._aborted:
                 token = self._token = CancellationToken()
                 again, self._interrupts[:] = list(self._interrupts), []
                 self.context.loop_id = str(uuid.uuid4())
@@ -627,7 +627,7 @@ class Agent(Generic[OutputT]):
                     await recorder.sync()
                 except Exception as exc:  # the run's result says so; runs do not raise
                     state.store_error = f"{type(exc).__name__}: {exc}"
-        usage = state.usage + state.child_usage
+        usage = state.usage + state.planning_usage + _take_child_usage(self.context)
         self.usage = self.usage + usage
         return self._result(new, usage, state)
 
@@ -672,23 +672,40 @@ class Agent(Generic[OutputT]):
             max_tokens=config.max_tokens,
         )
         message: AssistantMessage | None = None
-        async for event in self.provider.stream(request, cancel=self._token):
-            if isinstance(event, StreamDone):
-                message = event.message
+        bridge = CancelBridge(self._token)  # abort() stops the planning call too
+        try:
+            with bridge.scope():
+                async for event in self.provider.stream(request, cancel=self._token):
+                    if isinstance(event, StreamDone):
+                        message = event.message
+        except ProviderError:
+            # No plan then: the run itself reports a failing provider (runs do not raise).
+            return prompts
+        finally:
+            bridge.close()
         if message is None:
             return prompts
-        state.usage = state.usage + message.usage
+        state.planning_usage = message.usage
         text = message.text.strip()
-        if not text or text.upper().startswith("DIRECT"):
-            return prompts
         steps = [
             m.group(1).strip() for m in re.finditer(r"^\s*\d+[.)]\s*(.+)$", text, re.MULTILINE)
         ]
+        if not steps or text.upper().startswith("DIRECT"):
+            return prompts  # seed 004: no numbered plan means answer directly
         state.plan = PlanCreated(plan=text, steps=steps)
         plan_message = message.model_copy(
-            update={"content": [TextContent(text=text)], "stop_reason": "stop"}
+            update={"content": [TextContent(text=text)], "stop_reason": "stop", "usage": Usage()}
         )
         return [*prompts, plan_message, UserMessage.of("Carry out the plan.")]
+
+
+CHILD_USAGE_KEY = "treadle.child_usage"
+
+
+def _take_child_usage(context: AgentContext) -> Usage:
+    """Usage that sub-agents called from this context added (see SubAgentTool)."""
+    usage = context.state.pop(CHILD_USAGE_KEY, None)
+    return usage if isinstance(usage, Usage) else Usage()
 
 
 def _usage_of(messages: Sequence[AgentMessage]) -> Usage:
@@ -746,4 +763,9 @@ class AgentStream(Generic[OutputT]):
             self._agent.abort("immediate")
         assert self._receive is not None
         self._receive.close()
+        if exc is not None and not isinstance(exc, anyio.get_cancelled_exc_class()):
+            # The caller's own error: let the run close cleanly, then raise it as it is
+            # (not wrapped in an ExceptionGroup).
+            await self._tg.__aexit__(None, None, None)
+            return False
         return bool(await self._tg.__aexit__(exc_type, exc, tb))

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from pydantic import BaseModel
+
 from ..loop import AgentContext, agent_loop
 from ..tools import ToolContext
-from ..types import AgentMessage, AssistantMessage, ToolResult, TurnTrigger, UserMessage
+from ..types import AgentMessage, AssistantMessage, ToolResult, TurnTrigger, Usage, UserMessage
 
 if TYPE_CHECKING:
     from .agent import Agent
@@ -47,27 +50,45 @@ class SubAgentTool:
                 f"Sub-agent '{self.name}' was not started: nesting depth {depth} is over the "
                 f"limit of {self.agent.max_depth}."
             )
-        from .agent import _RunState
+        from .agent import CHILD_USAGE_KEY, _OutputTool, _RunState, _take_child_usage
 
         state = _RunState(self.agent.output_retries)
         config = self.agent.config(state, ctx.deps).model_copy(
             update={"first_turn_trigger": TurnTrigger.SUB_AGENT}
         )
+        tools = list(self.agent.context.tools)
+        if self.agent.output_type is not None:
+            tools.append(_OutputTool(self.agent.output_type, state))
         child = AgentContext(
             system_prompt=self.agent.context.system_prompt,
-            tools=list(self.agent.context.tools),
+            tools=tools,
             loop_id=str(uuid.uuid4()),
             parent_loop_id=ctx.loop_id or None,
             depth=depth,
         )
-        messages: list[AgentMessage] = await agent_loop(
-            [UserMessage.of(task)], child, config, ctx.events, ctx.cancel
-        )
-        usage = state.usage + state.child_usage
-        text = next(
-            (m.text for m in reversed(messages) if isinstance(m, AssistantMessage) and m.text),
-            "",
-        )
+        usage = Usage()
+        try:
+            messages: list[AgentMessage] = await agent_loop(
+                [UserMessage.of(task)], child, config, ctx.events, ctx.cancel
+            )
+        finally:
+            # Counted even when the parent is cancelled mid-call: those tokens were spent.
+            usage = state.usage + _take_child_usage(child)
+            parent = ctx.context.state if isinstance(ctx.context, AgentContext) else None
+            if parent is not None:
+                parent[CHILD_USAGE_KEY] = parent.get(CHILD_USAGE_KEY, Usage()) + usage
+        if state.has_output:
+            output = state.output
+            text = (
+                output.model_dump_json()
+                if isinstance(output, BaseModel)
+                else json.dumps(output, default=str)
+            )
+        else:
+            text = next(
+                (m.text for m in reversed(messages) if isinstance(m, AssistantMessage) and m.text),
+                "",
+            )
         failed = state.reason != "completed"
         if failed and not text:
             text = f"The sub-agent '{self.name}' ended with reason {state.reason!r}."

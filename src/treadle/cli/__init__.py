@@ -57,7 +57,11 @@ def load_tools(specs: Sequence[str]) -> list[Any]:
         module_name, _, attr = spec.partition(":")
         if not attr:
             raise SystemExit(f"--tool {spec!r}: use the form package.module:function")
-        value = getattr(importlib.import_module(module_name), attr)
+        try:
+            value = getattr(importlib.import_module(module_name), attr)
+        except (ImportError, AttributeError) as exc:
+            print(f"treadle: --tool {spec!r}: {exc}", file=sys.stderr)
+            raise SystemExit(2) from None
         tools.extend(value if isinstance(value, (list, tuple)) else [value])
     return tools
 

@@ -126,12 +126,16 @@ class _Run:
         """Add to the history; ``on_message`` hooks run before its message_end is sent."""
         self.context.messages.append(message)
         self.new_messages.append(message)
-        if isinstance(message, AssistantMessage):
-            self.guard.price(message)
-            self.turn_message = message
-            self.turn_usage = self.turn_usage + message.usage
         for hook in self.config.hooks:
             await self.call_hook(hook.on_message, message)
+
+    async def record_reply(self, message: AssistantMessage) -> None:
+        """The model's answer for this turn: priced, counted in the turn's usage, recorded.
+        (Assistant messages given as prompts are history, not this run's spending.)"""
+        self.guard.price(message)
+        self.turn_message = message
+        self.turn_usage = self.turn_usage + message.usage
+        await self.record(message)
 
     async def append(self, message: AgentMessage) -> None:
         """Add to the history and report it as a message_start/end pair."""
@@ -240,13 +244,15 @@ class _Run:
                 self.config.retry,
                 state,
                 self.bridge.token,
-                self.record,
+                self.record_reply,
                 fallback_text=fallback_text,
                 text_only=not with_tools,
                 on_overflow=self.guard.on_overflow(),
             )
         if message is None:  # cancelled mid-stream
-            message = await close_message(self.sink, state, state.closed("aborted"), self.record)
+            message = await close_message(
+                self.sink, state, state.closed("aborted"), self.record_reply
+            )
         self.stream_state = None
         return message
 
@@ -426,7 +432,7 @@ class _Run:
         state = self.stream_state
         if state is not None and state.started and not state.ended:
             message = await close_message(
-                self.sink, state, state.final or state.closed("aborted"), self.record
+                self.sink, state, state.final or state.closed("aborted"), self.record_reply
             )
             if message.tool_calls:
                 await self.record_batch(ToolBatch(self, message.tool_calls))
