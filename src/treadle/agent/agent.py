@@ -225,8 +225,10 @@ class Agent(Generic[OutputT]):
             from ..providers.registry import get_provider
 
             self.provider: Provider = get_provider(model)
+            self._owns_provider = True
         else:
             self.provider = model
+            self._owns_provider = False
         self.name = name
         self.description = description
         self.output_type = output_type
@@ -352,6 +354,20 @@ class Agent(Generic[OutputT]):
         self._check_idle("close")
         if self._recorder is not None:
             self._recorder.close()
+
+    async def aclose(self) -> None:
+        """Close what this Agent opened: the session lock, and the provider's HTTP client when
+        the Agent made the provider from a model string. ``async with Agent(...)`` does it."""
+        self.close()
+        closer = getattr(self.provider, "aclose", None)
+        if self._owns_provider and closer is not None:
+            await closer()
+
+    async def __aenter__(self) -> Agent[OutputT]:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
 
     def snapshot(self) -> AgentSnapshot:
         """The conversation state, deep-copied (safe to keep, serialise and restore)."""
