@@ -7,12 +7,15 @@ import os
 import re
 import time
 from collections.abc import AsyncGenerator, Mapping
+from contextlib import aclosing
 from typing import Any, TypeVar
 
 import anyio.lowlevel
 import httpx
 from pydantic_core import from_json
 
+from .._cancel import CancellationToken
+from ._sse import SSEDecoder
 from .base import ErrorKind, ProviderError
 
 _CONTEXT_OVERFLOW = re.compile(
@@ -232,6 +235,39 @@ class HTTPAdapter:
                     yield chunk
         except httpx.TransportError as exc:
             raise transport_error(exc, self.name) from None
+
+    async def _sse_json(
+        self, url: str, body: dict[str, Any], cancel: CancellationToken | None
+    ) -> AsyncGenerator[dict[str, Any], None]:
+        """POST and yield each server-sent event's data parsed as a JSON object, reading the
+        body to the end. A partial last event means the connection dropped mid-event
+        (``truncated_stream``); other malformed data is a ``server`` error."""
+        decoder = SSEDecoder()
+        async with aclosing(self._post_stream(url, body)) as chunks:
+            async for chunk in chunks:
+                if cancel is not None and cancel.immediate:
+                    raise ProviderError("cancelled", "cancelled by the caller", provider=self.name)
+                for sse in decoder.feed(chunk):
+                    yield self._sse_payload(sse.data, final=False)
+            for sse in decoder.close():
+                yield self._sse_payload(sse.data, final=True)
+
+    def _sse_payload(self, data: str, *, final: bool) -> dict[str, Any]:
+        try:
+            event = from_json(data)
+        except ValueError:
+            if final:
+                raise ProviderError(
+                    "truncated_stream", "the stream ended inside an event", provider=self.name
+                ) from None
+            raise ProviderError(
+                "server", f"invalid JSON in stream event: {data[:200]!r}", provider=self.name
+            ) from None
+        if not isinstance(event, dict):
+            raise ProviderError(
+                "server", f"unexpected stream event: {data[:200]!r}", provider=self.name
+            )
+        return event
 
     async def _post_json(
         self, url: str, body: dict[str, Any], headers: Mapping[str, str] | None = None

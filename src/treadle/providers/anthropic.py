@@ -51,7 +51,6 @@ from ..types.messages import AgentMessage
 from ..types.usage import StopReason
 from ._convert import safe_tool_call_id, same_origin, thinking_as_text
 from ._http import HTTPAdapter, classify, env_key
-from ._sse import SSEDecoder
 from .base import (
     ModelRequest,
     ProviderError,
@@ -163,16 +162,9 @@ class Anthropic(HTTPAdapter):
                 for out in state.handle(event):
                     yield out
         else:
-            decoder = SSEDecoder()
-            chunks_iter = self._post_stream(url, body)
-            async with aclosing(chunks_iter) as chunks:
-                async for chunk in chunks:
-                    _check_cancel(cancel)
-                    for sse in decoder.feed(chunk):
-                        for out in state.handle(self._parse(sse.data)):
-                            yield out
-                for sse in decoder.close():
-                    for out in state.handle(self._parse(sse.data, final=True)):
+            async with aclosing(self._sse_json(url, body, cancel)) as events:
+                async for event in events:
+                    for out in state.handle(event):
                         yield out
         if not state.finished:
             raise ProviderError(
@@ -181,23 +173,6 @@ class Anthropic(HTTPAdapter):
                 provider=self.name,
             )
         yield StreamDone(message=state.message())
-
-    def _parse(self, data: str, *, final: bool = False) -> dict[str, Any]:
-        try:
-            event = from_json(data)
-        except ValueError:
-            if final:  # a partial last event: the connection dropped mid-event
-                raise ProviderError(
-                    "truncated_stream", "the stream ended inside an event", provider=self.name
-                ) from None
-            raise ProviderError(
-                "server", f"invalid JSON in stream event: {data[:200]!r}", provider=self.name
-            ) from None
-        if not isinstance(event, dict):
-            raise ProviderError(
-                "server", f"unexpected stream event: {data[:200]!r}", provider=self.name
-            )
-        return event
 
     # ---- request ----
 
