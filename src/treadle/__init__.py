@@ -77,6 +77,7 @@ from .types import (
 
 if TYPE_CHECKING:
     from .agent import Agent, RunResult
+    from .context.compaction import CompactionPolicy
     from .providers.registry import get_provider
 
 __version__ = "0.1.0"
@@ -84,6 +85,7 @@ __version__ = "0.1.0"
 _LAZY = {
     "Agent": "treadle.agent",
     "RunResult": "treadle.agent",
+    "CompactionPolicy": "treadle.context.compaction",
     "get_provider": "treadle.providers.registry",
 }
 
@@ -112,6 +114,7 @@ __all__ = [
     "AssistantMessage",
     "CancellationToken",
     "CompactionEnd",
+    "CompactionPolicy",
     "CompactionStart",
     "ContinuationKind",
     "Deny",

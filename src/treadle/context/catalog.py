@@ -243,7 +243,7 @@ def default_catalog() -> ModelCatalog:
     for name, vendor, window, max_out, inp, out, read, write in _ROWS:
         long = _LONG.get(name)
         infos.append(
-            ModelInfo(
+            ModelInfo.model_construct(  # trusted data: skip validation (first use stays fast)
                 name=name,
                 vendor=vendor,
                 context_window=window,

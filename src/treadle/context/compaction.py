@@ -38,7 +38,7 @@ from ..types import (
     UserMessage,
 )
 from .catalog import DEFAULT_CONTEXT_WINDOW, ModelCatalog, ModelInfo, lookup_model, with_cost
-from .tokens import CHARS_PER_TOKEN, ContextTracker, TokenCounter
+from .tokens import CHARS_PER_TOKEN, ContextTracker, TokenCounter, heuristic_tokens
 from .transcript import repair_transcript
 
 logger = logging.getLogger("treadle.context")
@@ -392,13 +392,12 @@ async def summarize_messages(messages: Sequence[AgentMessage], job: CompactionJo
     if provider is None:
         return None
     model = policy.summary_model or job.model
-    counter = job.tracker.counter
     chunk_budget = max(1024, job.window // 2)
     chunks: list[str] = []
     current: list[str] = []
     used = 0
     for line in render_transcript(messages):
-        tokens = counter.text(line)
+        tokens = heuristic_tokens(line)  # chunk sizes need no exact count
         if current and used + tokens > chunk_budget:
             chunks.append("\n\n".join(current))
             current, used = [], 0
@@ -615,9 +614,10 @@ async def compact(
     The target is ``target_tokens``, else ``policy.compact_to`` of the usable window
     (``context_window``, else the policy's resolution for ``model`` and ``provider``).
     ``provider`` and ``model`` also serve the summary call unless the policy names its own.
-    With ``force`` (the default for ``reason="manual"``) the strategies that are not a last
-    resort run even when the history is already under the target: an explicit request to
-    compact summarises. The input is never modified.
+    With ``force`` (the default for ``reason="manual"``) the target is at most half the
+    current size, and the strategies that are not a last resort run even when the history
+    is already under it: an explicit request to compact summarises. The input is never
+    modified.
     """
     policy = policy if policy is not None else CompactionPolicy()
     provider_name = getattr(provider, "name", None)
@@ -638,11 +638,21 @@ async def compact(
         force=(reason == "manual") if force is None else force,
     )
     before = job.total
+    need = target
+    if job.force and target_tokens is None:
+        # An explicit request to compact aims at half the current size at most (seed 003's
+        # manual compaction "to a lower target budget"), so it does something in a big
+        # window; the last resort still runs only to get under the policy's target.
+        job.target = target = min(target, before // 2)
     applied: list[str] = []
     cancelled = False
     try:
         for strategy in policy.strategies:
-            if not job.over() and not (job.force and not strategy.last_resort):
+            if strategy.last_resort:
+                job.target = need
+                if not job.over():
+                    continue
+            elif not job.over() and not job.force:
                 continue
             if await strategy.apply(job):
                 applied.append(strategy.name)
@@ -655,7 +665,7 @@ async def compact(
             tokens_after=before,
             messages_before=len(messages),
             messages_after=len(messages),
-            target=target,
+            target=need,
             usage=job.usage,
             reason=reason,
             cancelled=cancelled,
@@ -669,7 +679,7 @@ async def compact(
         tokens_after=job.total,
         messages_before=len(messages),
         messages_after=len(out),
-        target=target,
+        target=need,
         strategies=tuple(applied),
         summary=job.summary,
         usage=job.usage,

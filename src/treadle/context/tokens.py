@@ -173,30 +173,8 @@ class TokenCounter:
         sent)."""
         if isinstance(message, ExtensionMessage):
             return 0
-        parts: list[str] = []
-        extra = MESSAGE_OVERHEAD_TOKENS
-        if isinstance(message, AssistantMessage):
-            for block in message.content:
-                if isinstance(block, TextContent):
-                    parts.append(block.text)
-                elif isinstance(block, ThinkingContent):
-                    parts.append(block.thinking)
-                elif isinstance(block, ToolCall):
-                    extra += TOOL_CALL_OVERHEAD_TOKENS
-                    parts.append(block.name)
-                    if block.raw_arguments is not None:
-                        parts.append(block.raw_arguments)
-                    elif block.arguments:
-                        parts.append(json.dumps(block.arguments, ensure_ascii=False))
-        else:
-            if message.role == "tool_result":
-                parts.append(message.tool_name)
-            for item in message.content:
-                if isinstance(item, TextContent):
-                    parts.append(item.text)
-                elif isinstance(item, ImageContent):
-                    extra += IMAGE_TOKENS
-        return self.text("\n".join(parts)) + extra
+        text, extra = _message_text(message)
+        return self.text(text) + extra
 
     def tools(self, specs: Iterable[ToolSpec]) -> int:
         """Tokens the tool definitions add to a request."""
@@ -208,6 +186,48 @@ class TokenCounter:
 
     def messages(self, messages: Iterable[AgentMessage]) -> int:
         return sum(self.message(m) for m in messages)
+
+
+def _message_text(message: AgentMessage) -> tuple[str, int]:
+    """The text of ``message`` a tokenizer sees, and the tokens of framing around it."""
+    parts: list[str] = []
+    extra = MESSAGE_OVERHEAD_TOKENS
+    if isinstance(message, AssistantMessage):
+        for block in message.content:
+            if isinstance(block, TextContent):
+                parts.append(block.text)
+            elif isinstance(block, ThinkingContent):
+                parts.append(block.thinking)
+            elif isinstance(block, ToolCall):
+                extra += TOOL_CALL_OVERHEAD_TOKENS
+                parts.append(block.name)
+                if block.raw_arguments is not None:
+                    parts.append(block.raw_arguments)
+                elif block.arguments:
+                    parts.append(json.dumps(block.arguments, ensure_ascii=False))
+    elif not isinstance(message, ExtensionMessage):
+        if message.role == "tool_result":
+            parts.append(message.tool_name)
+        for item in message.content:
+            if isinstance(item, TextContent):
+                parts.append(item.text)
+            elif isinstance(item, ImageContent):
+                extra += IMAGE_TOKENS
+    return "\n".join(parts), extra
+
+
+def text_bound(text: str) -> int:
+    """An upper bound of the tokens of ``text`` without tokenising: byte-level BPE never
+    makes more tokens than the text has UTF-8 bytes (the heuristic makes fewer still)."""
+    return len(text) if text.isascii() else len(text.encode("utf-8"))
+
+
+def token_bound(message: AgentMessage) -> int:
+    """An upper bound of :meth:`TokenCounter.message` without tokenising."""
+    if isinstance(message, ExtensionMessage):
+        return 0
+    text, extra = _message_text(message)
+    return text_bound(text) + extra
 
 
 def heuristic_tokens(text: str) -> int:
@@ -327,6 +347,21 @@ class ContextTracker:
         self._scan_found = found
         return found
 
+    def upper_bound(self, messages: Sequence[AgentMessage]) -> int | None:
+        """A cheap upper bound of :meth:`anchored` that tokenises nothing (messages not yet
+        counted are bounded by their byte length), for deciding that nothing needs doing;
+        ``None`` without an anchor."""
+        index = self._anchor(messages)
+        if index is None:
+            return None
+        anchor = messages[index]
+        assert isinstance(anchor, AssistantMessage)
+        total = anchor.usage.context_tokens  # reasoning included: a bound, and no tokenising
+        for message in messages[index + 1 :]:
+            hit = self._counts.get(id(message))
+            total += hit[1] if hit is not None and hit[0] is message else token_bound(message)
+        return total
+
     def anchored(self, messages: Sequence[AgentMessage]) -> ContextEstimate | None:
         """The estimate built on the last reported usage, or ``None`` when no assistant
         message at or after the floor reported any."""
@@ -426,4 +461,6 @@ __all__ = [
     "estimate_tokens",
     "heuristic_tokens",
     "load_encoding",
+    "text_bound",
+    "token_bound",
 ]

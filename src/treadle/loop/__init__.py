@@ -2,6 +2,7 @@
 
 from .._cancel import CancellationToken, CancelMode
 from ..types import ContinuationKind, TurnTrigger
+from .compaction import compact_context
 from .config import (
     AgentLoopConfig,
     Allow,
@@ -46,5 +47,6 @@ __all__ = [
     "Warn",
     "agent_loop",
     "agent_loop_continue",
+    "compact_context",
     "run_loop",
 ]

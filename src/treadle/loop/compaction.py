@@ -20,6 +20,7 @@ The context package is imported on first use, so ``import treadle`` does not pay
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -28,12 +29,27 @@ import anyio.to_thread
 
 from ..providers.base import ModelRequest, ProviderError
 from ..tools import tool_spec
-from ..types import AssistantMessage, CompactionEnd, CompactionStart, ErrorInfo, Usage
+from ..types import (
+    AssistantMessage,
+    CompactionEnd,
+    CompactionStart,
+    ErrorInfo,
+    MessageEnd,
+    MessageStart,
+    Usage,
+)
+from .sink import EventSink
 
 if TYPE_CHECKING:
+    from anyio.streams.memory import MemoryObjectSendStream
+
+    from .._cancel import CancellationToken
     from ..context.catalog import ModelInfo
     from ..context.compaction import CompactionPolicy, CompactionResult
-    from ..context.tokens import ContextEstimate, ContextTracker
+    from ..context.tokens import ContextEstimate, ContextTracker, TokenCounter
+    from ..types import AgentEvent
+    from .config import AgentLoopConfig
+    from .context import AgentContext
     from .run import _Run
 
 logger = logging.getLogger("treadle.context")
@@ -46,6 +62,10 @@ estimates do not anchor on it (an int, so the state stays JSON-friendly)."""
 PRELOAD_TIMEOUT_S = 5.0
 """How long the first estimate waits for tiktoken to load an encoding in a worker thread
 before it settles for the heuristic (the event loop never blocks on the load)."""
+
+QUICK_UNANCHORED = 16
+"""Histories up to this length without reported usage are bounded by their byte length
+before anything is tokenised (the first turn of a conversation)."""
 
 OVERFLOW_SHRINK = 0.75
 """After a provider's context_overflow, compact to at most this share of the estimate."""
@@ -72,6 +92,20 @@ def as_policy(value: Any) -> CompactionPolicy | None:
     )
 
 
+async def prepare_counter(counter: TokenCounter) -> None:
+    """Load ``counter``'s tiktoken encoding in a worker thread (the event loop never waits
+    on it); if that takes longer than :data:`PRELOAD_TIMEOUT_S`, settle for the heuristic."""
+    from ..context.tokens import encoding_loaded, encoding_loading, load_encoding
+
+    for name in counter.candidates():
+        if not encoding_loaded(name) and not encoding_loading(name):
+            with anyio.move_on_after(PRELOAD_TIMEOUT_S):
+                await anyio.to_thread.run_sync(load_encoding, name, abandon_on_cancel=True)
+        if encoding_loaded(name) and load_encoding(name) is not None:
+            break
+    counter.use_loaded_only()
+
+
 class ContextGuard:
     """Context size and prices for one loop call (see the module docs)."""
 
@@ -80,6 +114,7 @@ class ContextGuard:
         self.policy = as_policy(run.config.compaction)
         self._prices: dict[tuple[str, str], ModelInfo | None] = {}
         self._tracker: ContextTracker | None = None
+        self._loaded = False
         self._window: int | None = None
         self._warned = False
 
@@ -122,30 +157,32 @@ class ContextGuard:
             self._window = self.policy.window_for(config.model_name, name)
         return self._window
 
-    async def tracker(self) -> ContextTracker:
+    def _current_tracker(self) -> ContextTracker:
+        """The tracker, created on first use; its tokenizer is not loaded yet."""
         if self._tracker is None:
-            from ..context.tokens import (
-                ContextTracker,
-                encoding_loaded,
-                encoding_loading,
-                load_encoding,
-            )
+            from ..context.tokens import ContextTracker
 
             assert self.policy is not None
-            counter = self.policy.counter(self.run.config.model_name)
-            for name in counter.candidates():
-                if not encoding_loaded(name) and not encoding_loading(name):
-                    with anyio.move_on_after(PRELOAD_TIMEOUT_S):
-                        await anyio.to_thread.run_sync(load_encoding, name, abandon_on_cancel=True)
-                if encoding_loaded(name) and load_encoding(name) is not None:
-                    break
-            counter.use_loaded_only()
-            self._tracker = ContextTracker(counter)
-        messages = self.run.context.messages
-        floor = self.run.context.state.get(FLOOR_KEY)
-        if isinstance(floor, int) and 0 <= floor <= len(messages):
-            self._tracker.floor = max(self._tracker.floor, floor)
+            self._tracker = ContextTracker(self.policy.counter(self.run.config.model_name))
+        state = self.run.context.state
+        floor = state.get(FLOOR_KEY)
+        if isinstance(floor, int):
+            if 0 <= floor <= len(self.run.context.messages):
+                self._tracker.floor = max(self._tracker.floor, floor)
+            else:  # the history was cleared or replaced since: the mark means nothing now
+                del state[FLOOR_KEY]
         return self._tracker
+
+    async def tracker(self) -> ContextTracker:
+        """The tracker with its tokenizer ready. tiktoken loads its encoding in a worker
+        thread (never blocking the event loop); if that takes too long, this run counts
+        with the heuristic. Runs far below the window never get here, so they never load
+        tiktoken (some 40 MB)."""
+        tracker = self._current_tracker()
+        if not self._loaded:
+            await prepare_counter(tracker.counter)
+            self._loaded = True
+        return tracker
 
     async def _fixed(self, tracker: ContextTracker) -> int:
         run = self.run
@@ -153,6 +190,23 @@ class ContextGuard:
         tools = list(run.tools.values())
         specs = [tool_spec(t) for t in tools]
         return tracker.fixed(system, specs, tuple(id(t) for t in tools))
+
+    async def _quick_bound(self) -> float:
+        """An upper bound of the estimate that tokenises nothing (inf when there is no cheap
+        one: a long history without reported usage)."""
+        from ..context.tokens import text_bound, token_bound
+
+        tracker = self._current_tracker()
+        messages = self.run.context.messages
+        bound = tracker.upper_bound(messages)
+        if bound is not None:
+            return bound
+        if len(messages) > QUICK_UNANCHORED:
+            return math.inf
+        run = self.run
+        system = await run.call_hook(run.context.resolve_system_prompt)
+        tools = sum(text_bound(tool_spec(t).model_dump_json()) for t in run.tools.values())
+        return text_bound(system or "") + tools + sum(token_bound(m) for m in messages)
 
     async def estimate(self) -> ContextEstimate:
         """Tokens the next request will take (LOOP-SPEC §6)."""
@@ -172,8 +226,10 @@ class ContextGuard:
         policy = self.policy
         if policy is None:
             return None
-        tokens = (await self.estimate()).tokens
         budget = policy.budget(self.window)
+        if await self._quick_bound() <= policy.warn_at * budget:
+            return None  # certainly below every threshold: no need to tokenise anything
+        tokens = (await self.estimate()).tokens
         if tokens > policy.warn_at * budget and not self._warned:
             self._warned = True
             logger.warning(
@@ -184,6 +240,8 @@ class ContextGuard:
             )
         if tokens > policy.compact_at * budget:
             tokens = await self.compact(tokens, "threshold")
+            if self.run.bridge.immediate:
+                return None  # cancelled meanwhile: the model call records the abort
         if policy.fail_at is not None and tokens > policy.fail_at * budget:
             return await self._fail(tokens, int(policy.fail_at * budget))
         return None
@@ -204,7 +262,9 @@ class ContextGuard:
                 ),
             ),
         )
-        await run.append(message)
+        await run.sink.emit(MessageStart, message=message)
+        await run.record_reply(message)  # the turn's reply: priced, counted, recorded
+        await run.sink.emit(MessageEnd, message=message)
         return message
 
     # ---- compaction ----
@@ -317,3 +377,73 @@ class ContextGuard:
             return request.model_copy(update={"messages": messages})
 
         return handle
+
+
+async def compact_context(
+    context: AgentContext,
+    config: AgentLoopConfig,
+    *,
+    events: MemoryObjectSendStream[AgentEvent] | None = None,
+    cancel: CancellationToken | None = None,
+    target_tokens: int | None = None,
+    force: bool = True,
+) -> CompactionResult | None:
+    """Compact ``context`` now, outside a run: what ``Agent.compact()`` does.
+
+    Uses ``config``'s policy (the defaults when it has none), provider, model and hooks:
+    ``before_compaction`` hooks may veto (``None`` is returned), ``after_compaction`` hooks
+    get the stats. ``compaction_start`` / ``compaction_end`` (reason ``manual``) go to
+    ``events`` when given. With ``force`` (the default) the history is summarised even when
+    it is under the target. ``context.messages`` is replaced in place; the summary calls'
+    usage is in ``result.usage`` (there is no turn to count it in).
+    """
+    from ..context.compaction import CompactionPolicy, compact
+    from ..context.tokens import ContextTracker
+
+    policy = as_policy(config.compaction) or CompactionPolicy()
+    provider = config.provider
+    model = config.model_name
+    tracker = ContextTracker(policy.counter(model))
+    await prepare_counter(tracker.counter)
+    system = context.resolve_system_prompt()
+    tools = [tool_spec(t) for t in context.tools]
+    messages = list(context.messages)
+    estimate = tracker.counted(messages, tracker.fixed(system, tools)).tokens
+    for hook in config.hooks:
+        if not await hook.before_compaction(estimate):
+            return None
+    sink = EventSink(events, context.loop_id or "", context.depth)
+    await sink.emit(
+        CompactionStart, tokens_before=estimate, messages_before=len(messages), reason="manual"
+    )
+    result = await compact(
+        messages,
+        policy=policy,
+        provider=provider,
+        model=model,
+        system_prompt=system,
+        tools=tools,
+        context_window=policy.window_for(model, getattr(provider, "name", None)),
+        target_tokens=target_tokens,
+        tracker=tracker,
+        cancel=cancel,
+        reason="manual",
+        force=force,
+    )
+    if result.changed:
+        context.messages[:] = result.messages
+        context.state[FLOOR_KEY] = len(context.messages)
+    await sink.emit(
+        CompactionEnd,
+        tokens_before=estimate,
+        tokens_after=result.tokens_after,
+        messages_before=result.messages_before,
+        messages_after=len(context.messages),
+        strategy=result.strategy,
+        reason="manual",
+        summary=result.summary,
+        usage=result.usage,
+    )
+    for hook in config.hooks:
+        await hook.after_compaction(result.stats())
+    return result

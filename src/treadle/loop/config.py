@@ -261,6 +261,9 @@ class AgentLoopConfig(BaseModel):
     limits: ExecutionLimits = Field(default_factory=ExecutionLimits)
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
     compaction: Any = None
+    """A ``treadle.context.CompactionPolicy`` (``True``: the defaults; a dict: its fields):
+    estimate, compact and guard the context window before each model call. See
+    docs/context.md."""
     transform_context: MessagesTransform | None = None
     convert_to_llm: MessagesTransform | None = None
     get_steering_messages: MessagePoll | None = None
