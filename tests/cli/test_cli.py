@@ -306,3 +306,18 @@ def test_a_key_in_the_environment_picks_that_provider(
     assert getattr(provider, "name", "") == "anthropic"
     assert "sk-test-not-used" not in repr(provider)
     assert capsys.readouterr().err == ""
+
+
+def test_chat_compact_summarises_the_conversation(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    long = "word " * 300
+    provider = ScriptedProvider([f"a{i} {long}" for i in range(4)] + ["THE SUMMARY", "fine"])
+    use_provider(monkeypatch, provider)
+    feed(monkeypatch, [f"q{i} {long}" for i in range(4)] + ["/compact", "next", "/quit"])
+    assert main(["chat"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"\(compacted: 8 -> \d+ messages", out)
+    last = [getattr(m, "text", "") for m in provider.requests[-1].messages]
+    assert any("THE SUMMARY" in text for text in last), "the next request uses the summary"
+    assert len(last) < 9

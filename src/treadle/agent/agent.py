@@ -49,6 +49,7 @@ from ..types import (
 from .result import AgentBusy, RunResult
 
 if TYPE_CHECKING:
+    from ..context.compaction import CompactionResult
     from ..sessions import SessionRecorder, SessionStore
 
 OutputT = TypeVar("OutputT")
@@ -213,6 +214,7 @@ class Agent(Generic[OutputT]):
         thinking_level: ThinkingLevel = "off",
         deps: Any = None,
         approval_handler: Any = None,
+        compaction: Any = None,
         planning: bool = False,
         name: str = "agent",
         description: str = "",
@@ -248,6 +250,7 @@ class Agent(Generic[OutputT]):
             "temperature": temperature,
             "thinking_level": thinking_level,
             "approval_handler": approval_handler,
+            "compaction": compaction,
         }
         self.context = AgentContext(system_prompt=system_prompt, tools=list(tools))
         self.context.agent_id = str(uuid.uuid4())
@@ -486,6 +489,29 @@ class Agent(Generic[OutputT]):
         finally:
             self.context.continuation_kind = ContinuationKind.INITIAL
             self._release()
+
+    async def compact(self, *, target_tokens: int | None = None) -> CompactionResult | None:
+        """Compact the conversation now (the chat REPL's ``/compact``): summarise the middle,
+        keep the first exchange and the recent turns, under the agent's compaction policy
+        (its defaults when the agent has none). Returns what changed, or None when a
+        ``before_compaction`` hook vetoed it. The summary call's usage joins ``agent.usage``.
+        """
+        from ..loop.compaction import compact_context
+
+        self._claim()
+        try:
+            state = _RunState(self.output_retries)
+            config = self.config(state, None)
+            if self._recorder is not None:
+                config = config.model_copy(update={"hooks": [self._recorder, *config.hooks]})
+            result = await compact_context(self.context, config, target_tokens=target_tokens)
+            if self._recorder is not None:
+                await self._recorder.sync()
+        finally:
+            self._release()
+        if result is not None:
+            self.usage = self.usage + result.usage
+        return result
 
     async def run_ephemeral(
         self, prompt: str | AgentMessage, *, deps: Any = None

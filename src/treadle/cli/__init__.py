@@ -87,7 +87,7 @@ async def cmd_run(args: argparse.Namespace) -> int:
 
 CHAT_HELP = (
     "/model NAME  switch model · /reset  new conversation · /session · /branch N · "
-    "/continue · /usage · /quit"
+    "/continue · /compact · /usage · /quit"
 )
 
 
@@ -221,6 +221,16 @@ class _Chat:
             print(result.text or f"({result.reason})")
         elif command == "/usage":
             self.renderer.status(agent.usage, self.label)
+        elif command == "/compact":
+            before = len(agent.messages)
+            result = await agent.compact()
+            if result is None:
+                print("(compaction skipped by a hook)")
+            else:
+                print(
+                    f"(compacted: {before} -> {len(agent.messages)} messages, "
+                    f"~{result.tokens_before} -> ~{result.tokens_after} tokens)"
+                )
         elif command == "/model":
             if not rest:
                 print(f"model: {self.label}")
