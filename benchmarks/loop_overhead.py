@@ -46,19 +46,11 @@ def wait_healthy(url: str, seconds: float = 10.0) -> None:
     raise SystemExit(f"the fake server at {url} did not start")
 
 
-def run_driver(path: str, base_url: str, opts: argparse.Namespace) -> dict[str, object]:
-    cmd = [
-        sys.executable,
-        path,
-        "--base-url",
-        base_url,
-        "--runs",
-        str(opts.runs),
-        "--warmup",
-        "10",
-        "--scenario",
-        opts.scenario,
-    ]
+def run_driver(
+    path: str, extra: list[str], base_url: str, opts: argparse.Namespace
+) -> dict[str, object]:
+    cmd = [sys.executable, path, "--base-url", base_url, "--runs", str(opts.runs)]
+    cmd += ["--warmup", "10", "--scenario", opts.scenario, *extra]
     if not opts.stream:
         cmd.append("--no-stream")
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
