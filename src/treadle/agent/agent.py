@@ -791,6 +791,14 @@ class AgentStream(Generic[OutputT]):
     async def __anext__(self) -> AgentEvent:
         assert self._receive is not None, "use 'async with agent.stream(...) as events'"
         try:
+            # Drain what is buffered without a checkpoint per event (anyio's receive() makes
+            # one each time); wait only when the buffer is empty.
+            return self._receive.receive_nowait()
+        except anyio.WouldBlock:
+            pass
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+        try:
             return await self._receive.receive()
         except anyio.EndOfStream:
             raise StopAsyncIteration from None

@@ -192,11 +192,12 @@ class ModelCatalog:
     entries added or replaced, so catalogs can differ per agent without global state.
     """
 
-    __slots__ = ("_entries", "_exact", "_keys")
+    __slots__ = ("_entries", "_exact", "_found", "_keys")
 
     def __init__(self, entries: Iterable[ModelInfo]) -> None:
         self._entries: tuple[ModelInfo, ...] = tuple(entries)
         self._exact: dict[tuple[str, ...], ModelInfo] = {}
+        self._found: dict[str, ModelInfo | None] = {}  # memo: a model is looked up per run
         keys: list[tuple[tuple[str, ...], ModelInfo]] = []
         for info in self._entries:
             for spelling in (info.name, *info.aliases):
@@ -221,6 +222,14 @@ class ModelCatalog:
 
     def find(self, model: str) -> ModelInfo | None:
         """The entry for ``model``, or ``None`` when nothing matches."""
+        try:
+            return self._found[model]
+        except KeyError:
+            pass
+        found = self._found[model] = self._search(model)
+        return found
+
+    def _search(self, model: str) -> ModelInfo | None:
         key = name_key(model)
         if not key:
             return None

@@ -234,7 +234,9 @@ class _Run:
     ) -> AssistantMessage:
         request = await self.build_request(with_tools=with_tools, instruction=instruction)
         provider = self.config.provider
-        state = self.stream_state = StreamState(request, getattr(provider, "name", ""))
+        state = self.stream_state = StreamState(
+            request, getattr(provider, "name", ""), snapshots=self.sink.active
+        )
         message: AssistantMessage | None = None
         with self.bridge.scope():
             message = await stream_message(

@@ -56,9 +56,10 @@ class StreamState:
     message as of that delta. A view costs one shallow copy, and only when content changed.
     """
 
-    __slots__ = ("_view", "complete_calls", "ended", "final", "partial", "started")
+    __slots__ = ("_view", "complete_calls", "ended", "final", "partial", "snapshots", "started")
 
-    def __init__(self, request: ModelRequest, provider: str) -> None:
+    def __init__(self, request: ModelRequest, provider: str, snapshots: bool = True) -> None:
+        self.snapshots = snapshots  # False when nobody sees partial messages: mutate in place
         self.partial = AssistantMessage(model=request.model, provider=provider)
         self.started = False
         self.ended = False
@@ -67,7 +68,7 @@ class StreamState:
         self.final: AssistantMessage | None = None  # recorded in the history, end not yet sent
 
     def reset(self, request: ModelRequest, provider: str) -> None:
-        self.__init__(request, provider)  # type: ignore[misc]
+        self.__init__(request, provider, self.snapshots)  # type: ignore[misc]
 
     def view(self) -> AssistantMessage:
         """An unchanging snapshot of the partial message."""
@@ -90,7 +91,10 @@ class StreamState:
         block = content[index] if index < len(content) else None
         if kind == "text":
             if isinstance(block, TextContent):
-                self._put(index, _shallow_copy(block, text=block.text + event.text))
+                if self.snapshots:
+                    self._put(index, _shallow_copy(block, text=block.text + event.text))
+                else:  # no view was handed out: no validation to run on a str append
+                    block.__dict__["text"] += event.text
             else:
                 self._put(index, TextContent(text=event.text))
         elif kind == "thinking":
