@@ -8,14 +8,14 @@ import re
 import time
 from collections.abc import AsyncGenerator, Mapping
 from contextlib import aclosing
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import anyio.lowlevel
 import httpx
 from pydantic_core import from_json
 
 from .._cancel import CancellationToken
-from ._sse import SSEDecoder
+from ._sse import SSEJSONDecoder
 from .base import ErrorKind, ProviderError
 
 _CONTEXT_OVERFLOW = re.compile(
@@ -129,6 +129,14 @@ def transport_error(exc: httpx.TransportError, provider: str) -> ProviderError:
     return ProviderError(kind, f"{type(exc).__name__}: {detail}", provider=provider)
 
 
+class JSONStreamDecoder(Protocol):
+    """Turns body chunks into JSON values (raising ValueError for malformed data)."""
+
+    def feed(self, chunk: bytes) -> list[Any]: ...
+
+    def close(self) -> list[Any]: ...
+
+
 def _current_loop() -> object:
     try:
         return anyio.lowlevel.current_token().native_token
@@ -236,38 +244,52 @@ class HTTPAdapter:
         except httpx.TransportError as exc:
             raise transport_error(exc, self.name) from None
 
-    async def _sse_json(
-        self, url: str, body: dict[str, Any], cancel: CancellationToken | None
-    ) -> AsyncGenerator[dict[str, Any], None]:
-        """POST and yield each server-sent event's data parsed as a JSON object, reading the
-        body to the end. A partial last event means the connection dropped mid-event
-        (``truncated_stream``); other malformed data is a ``server`` error."""
-        decoder = SSEDecoder()
+    async def _json_stream(
+        self,
+        url: str,
+        body: dict[str, Any],
+        cancel: CancellationToken | None,
+        decoder: JSONStreamDecoder,
+    ) -> AsyncGenerator[Any, None]:
+        """POST and yield each JSON value ``decoder`` finds in the body, reading it to the
+        end. Malformed data is a ``server`` error; a partial last value means the connection
+        dropped mid-way (``truncated_stream``)."""
         async with aclosing(self._post_stream(url, body)) as chunks:
             async for chunk in chunks:
                 if cancel is not None and cancel.immediate:
                     raise ProviderError("cancelled", "cancelled by the caller", provider=self.name)
-                for sse in decoder.feed(chunk):
-                    yield self._sse_payload(sse.data, final=False)
-            for sse in decoder.close():
-                yield self._sse_payload(sse.data, final=True)
-
-    def _sse_payload(self, data: str, *, final: bool) -> dict[str, Any]:
+                try:
+                    values = decoder.feed(chunk)
+                except ValueError as exc:
+                    raise ProviderError(
+                        "server",
+                        f"{self.name} sent data that is not JSON: {exc}",
+                        provider=self.name,
+                    ) from None
+                for value in values:
+                    yield value
         try:
-            event = from_json(data)
+            values = decoder.close()
         except ValueError:
-            if final:
-                raise ProviderError(
-                    "truncated_stream", "the stream ended inside an event", provider=self.name
-                ) from None
             raise ProviderError(
-                "server", f"invalid JSON in stream event: {data[:200]!r}", provider=self.name
+                "truncated_stream", "the stream ended inside an event", provider=self.name
             ) from None
-        if not isinstance(event, dict):
-            raise ProviderError(
-                "server", f"unexpected stream event: {data[:200]!r}", provider=self.name
-            )
-        return event
+        for value in values:
+            yield value
+
+    async def _sse_json(
+        self, url: str, body: dict[str, Any], cancel: CancellationToken | None
+    ) -> AsyncGenerator[dict[str, Any], None]:
+        """Server-sent events whose data are JSON objects (Anthropic, Responses)."""
+        async with aclosing(self._json_stream(url, body, cancel, SSEJSONDecoder())) as values:
+            async for value in values:
+                if not isinstance(value, dict):
+                    raise ProviderError(
+                        "server",
+                        f"unexpected stream event: {str(value)[:200]!r}",
+                        provider=self.name,
+                    )
+                yield value
 
     async def _post_json(
         self, url: str, body: dict[str, Any], headers: Mapping[str, str] | None = None

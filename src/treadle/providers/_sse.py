@@ -117,3 +117,18 @@ class NDJSONDecoder:
     def close(self) -> list[Any]:
         tail, self._buffer = self._buffer, b""
         return [from_json(tail)] if tail.strip() else []
+
+
+class SSEJSONDecoder:
+    """Server-sent events whose ``data`` is JSON: yields each event's parsed data."""
+
+    __slots__ = ("_sse",)
+
+    def __init__(self) -> None:
+        self._sse = SSEDecoder()
+
+    def feed(self, chunk: bytes) -> list[Any]:
+        return [from_json(event.data) for event in self._sse.feed(chunk)]
+
+    def close(self) -> list[Any]:
+        return [from_json(event.data) for event in self._sse.close()]

@@ -215,33 +215,16 @@ class Gemini(HTTPAdapter):
                 provider=self.name,
             )
         if cancel is not None and cancel.immediate:
-            raise ProviderError("cancelled", "cancelled by the caller")
+            raise ProviderError("cancelled", "cancelled by the caller", provider=self.name)
         model = request.model or self.model
         body = self.build_body(request)
         state = _Response(model)
         if self.streaming:
-            decoder = _ChunkDecoder()
-            response = self._post_stream(self.url(model, stream=True), body)
-            async with aclosing(response) as raw:
-                async for data in raw:
-                    if cancel is not None and cancel.immediate:
-                        raise ProviderError("cancelled", "cancelled by the caller")
-                    try:
-                        chunks = decoder.feed(data)
-                    except ValueError as exc:
-                        raise _not_json(exc) from None
-                    for chunk in chunks:
-                        for event in state.feed(chunk):
-                            yield event
-            try:
-                chunks = decoder.close()
-            except ValueError:
-                raise ProviderError(
-                    "truncated_stream", "the stream ended inside a chunk", provider="gemini"
-                ) from None
-            for chunk in chunks:
-                for event in state.feed(chunk):
-                    yield event
+            values = self._json_stream(self.url(model, stream=True), body, cancel, _ChunkDecoder())
+            async with aclosing(values) as chunks:
+                async for chunk in chunks:
+                    for event in state.feed(chunk):
+                        yield event
         else:
             payload = await self._post_json(self.url(model, stream=False), body)
             for chunk in payload if isinstance(payload, list) else [payload]:
@@ -549,11 +532,6 @@ def _merge(body: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
 
 # ---- response helpers ----
 
-
-def _not_json(exc: ValueError) -> ProviderError:
-    return ProviderError(
-        "server", f"Gemini sent a chunk that is not JSON: {exc}", provider="gemini"
-    )
 
 
 class _ChunkDecoder:

@@ -169,33 +169,16 @@ class Ollama(HTTPAdapter):
                 provider=self.name,
             )
         if cancel is not None and cancel.immediate:
-            raise ProviderError("cancelled", "cancelled by the caller")
+            raise ProviderError("cancelled", "cancelled by the caller", provider=self.name)
         body = self.build_body(request)
         url = f"{self.base_url}/api/chat"
         state = _Response(body["model"])
         if self.streaming:
-            decoder = NDJSONDecoder()
-            response = self._post_stream(url, body)
-            async with aclosing(response) as raw:
-                async for data in raw:
-                    if cancel is not None and cancel.immediate:
-                        raise ProviderError("cancelled", "cancelled by the caller")
-                    try:
-                        lines = decoder.feed(data)
-                    except ValueError as exc:
-                        raise _not_json(exc) from None
-                    for line in lines:
-                        for event in state.feed(line):
-                            yield event
-            try:
-                lines = decoder.close()
-            except ValueError:
-                raise ProviderError(
-                    "truncated_stream", "the stream ended inside a chunk", provider="ollama"
-                ) from None
-            for line in lines:
-                for event in state.feed(line):
-                    yield event
+            values = self._json_stream(url, body, cancel, NDJSONDecoder())
+            async with aclosing(values) as lines:
+                async for line in lines:
+                    for event in state.feed(line):
+                        yield event
         else:
             for event in state.feed(await self._post_json(url, body)):
                 yield event
@@ -209,9 +192,6 @@ class Ollama(HTTPAdapter):
             yield event
         yield StreamDone(message=state.message())
 
-
-def _not_json(exc: ValueError) -> ProviderError:
-    return ProviderError("server", f"Ollama sent a line that is not JSON: {exc}", provider="ollama")
 
 
 def think_value(model: str, level: ThinkingLevel) -> bool | str:
