@@ -533,7 +533,6 @@ def _merge(body: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
 # ---- response helpers ----
 
 
-
 class _ChunkDecoder:
     """Response chunks from either an SSE body or a streamed JSON array (decided by the
     first non-blank byte)."""

@@ -193,7 +193,6 @@ class Ollama(HTTPAdapter):
         yield StreamDone(message=state.message())
 
 
-
 def think_value(model: str, level: ThinkingLevel) -> bool | str:
     """``think``: a bool for most models; gpt-oss takes an effort level instead (and cannot
     stop thinking, so "off" is sent as false and ignored by it)."""
