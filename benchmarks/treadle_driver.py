@@ -56,7 +56,7 @@ async def setup():  # type: ignore[no-untyped-def]
 
         async def consume() -> None:
             async with receive:
-                async for event in receive:
+                async for event in treadle.iter_events(receive):
                     if event.type == "message_update" and event.delta.type == "text":
                         parts.append(event.delta.text)
                     elif event.type == "turn_start":

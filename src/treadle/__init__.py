@@ -29,6 +29,7 @@ from .loop import (
     Warn,
     agent_loop,
     agent_loop_continue,
+    iter_events,
     run_loop,
 )
 from .providers.base import ModelRequest, Provider, ProviderError
@@ -164,6 +165,7 @@ __all__ = [
     "__version__",
     "agent_loop",
     "agent_loop_continue",
+    "iter_events",
     "get_provider",
     "repair_transcript",
     "run_loop",

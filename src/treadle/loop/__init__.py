@@ -22,6 +22,7 @@ from .config import (
 )
 from .context import AgentContext
 from .run import LoopResult, agent_loop, agent_loop_continue, run_loop
+from .sink import iter_events
 
 __all__ = [
     "AgentContext",
@@ -47,6 +48,7 @@ __all__ = [
     "Warn",
     "agent_loop",
     "agent_loop_continue",
+    "iter_events",
     "compact_context",
     "run_loop",
 ]

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import AsyncIterator
 import threading
 import weakref
 from typing import Any
 
 import anyio
-from anyio.streams.memory import MemoryObjectSendStream
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from ..types import AgentEvent, MessageUpdate, now_ms
 
@@ -120,3 +121,29 @@ class EventSink:
                     await stream.send(self._make(event_type, fields))
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):
             self._stream = None
+
+
+async def iter_events(
+    receive: MemoryObjectReceiveStream[AgentEvent],
+) -> AsyncIterator[AgentEvent]:
+    """Iterate a receive stream of events, taking what is already buffered without a
+    checkpoint per event (anyio's ``receive()`` makes one each time, which dominates the
+    cost of consuming a fast stream). Waits only when the buffer is empty; ends when every
+    sender has closed. Cancellation is still delivered at each wait.
+
+        async with receive:
+            async for event in iter_events(receive):
+                ...
+    """
+    while True:
+        try:
+            yield receive.receive_nowait()
+            continue
+        except anyio.WouldBlock:
+            pass
+        except anyio.EndOfStream:
+            return
+        try:
+            yield await receive.receive()
+        except anyio.EndOfStream:
+            return
