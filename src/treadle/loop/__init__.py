@@ -48,7 +48,7 @@ __all__ = [
     "Warn",
     "agent_loop",
     "agent_loop_continue",
-    "iter_events",
     "compact_context",
+    "iter_events",
     "run_loop",
 ]

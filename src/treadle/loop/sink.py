@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import AsyncIterator
 import threading
 import weakref
+from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
