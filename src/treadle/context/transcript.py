@@ -28,12 +28,15 @@ def validate_transcript(
 ) -> list[TranscriptIssue]:
     """Every broken tool-call rule in ``messages`` (empty when the history is valid).
 
-    ``allow_pending`` lists call ids that may stay unanswered (a suspended run's approvals).
+    Results are matched to the calls of the assistant message before them, so an id that a
+    later turn uses again (servers that number calls per response) is fine.
+    ``allow_pending`` lists call ids that may stay unanswered at the end (a suspended run's
+    approvals).
     """
     pending_ok = set(allow_pending)
     issues: list[TranscriptIssue] = []
     open_calls: dict[str, int] = {}
-    answered: set[str] = set()
+    answered: set[str] = set()  # answered calls of the current assistant message
 
     def close_open(at: int) -> None:
         for call_id, where in open_calls.items():
@@ -45,31 +48,27 @@ def validate_transcript(
 
     for i, message in enumerate(messages):
         if isinstance(message, ToolResultMessage):
-            if message.tool_call_id in open_calls:
-                del open_calls[message.tool_call_id]
-                answered.add(message.tool_call_id)
-            elif message.tool_call_id in answered:
+            call_id = message.tool_call_id
+            if call_id in open_calls:
+                del open_calls[call_id]
+                answered.add(call_id)
+            elif call_id in answered:
                 issues.append(
-                    TranscriptIssue(
-                        i,
-                        f"second result for tool call {message.tool_call_id!r}",
-                        message.tool_call_id,
-                    )
+                    TranscriptIssue(i, f"second result for tool call {call_id!r}", call_id)
                 )
             else:
                 issues.append(
                     TranscriptIssue(
-                        i,
-                        f"result for tool call {message.tool_call_id!r} without its call",
-                        message.tool_call_id,
+                        i, f"result for tool call {call_id!r} without its call", call_id
                     )
                 )
         elif message.role in ("assistant", "user"):
             if open_calls:
                 close_open(i)
             if isinstance(message, AssistantMessage):
+                answered = set()
                 for call in message.tool_calls:
-                    if call.id in open_calls or call.id in answered:
+                    if call.id in open_calls:
                         issues.append(
                             TranscriptIssue(i, f"tool call id {call.id!r} used twice", call.id)
                         )
@@ -101,21 +100,18 @@ def repair_transcript(
     pending_ok = set(allow_pending)
     out: list[AgentMessage] = []
     open_calls: dict[str, str] = {}  # id -> tool name, in call order
-    answered: set[str] = set()
 
     def close_open(keep_pending: bool) -> None:
         for call_id, name in open_calls.items():
             if keep_pending and call_id in pending_ok:
                 continue
             out.append(missing_result(call_id, name, missing_text))
-            answered.add(call_id)
         open_calls.clear()
 
     for message in messages:
         if isinstance(message, ToolResultMessage):
             if message.tool_call_id in open_calls:
                 del open_calls[message.tool_call_id]
-                answered.add(message.tool_call_id)
                 out.append(message)
             continue
         if message.role in ("assistant", "user") and open_calls:
@@ -123,7 +119,6 @@ def repair_transcript(
         out.append(message)
         if isinstance(message, AssistantMessage):
             for call in message.tool_calls:
-                if call.id not in answered:
-                    open_calls[call.id] = call.name
+                open_calls.setdefault(call.id, call.name)
     close_open(keep_pending=True)
     return out

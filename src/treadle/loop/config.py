@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Union
-from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from .._redact import redact_url
 from ..providers.base import RETRYABLE_KINDS, ModelRequest, Provider, ThinkingLevel
 from ..types import (
     AgentMessage,
@@ -23,14 +22,6 @@ from ..types import (
 
 if TYPE_CHECKING:
     from .context import AgentContext
-
-
-def _redact_url(url: str) -> str:
-    """A URL fit for an event: no user:password, no ``key=`` query values."""
-    parts = urlsplit(url)
-    netloc = parts.netloc.rpartition("@")[2]
-    query = re.sub(r"((?:^|&)(?:key|api_key|api-key|token)=)[^&]*", r"\1***", parts.query)
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
 # ---- input filters ----
@@ -295,7 +286,7 @@ class AgentLoopConfig(BaseModel):
         return {
             "provider": getattr(self.provider, "name", type(self.provider).__name__),
             "model": self.model_name,
-            "base_url": _redact_url(str(base_url)) if base_url else None,
+            "base_url": redact_url(str(base_url)) if base_url else None,
             "max_tokens": self.max_tokens,
             "temperature": self.temperature,
             "thinking_level": self.thinking_level,

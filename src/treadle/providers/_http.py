@@ -15,6 +15,7 @@ import httpx
 from pydantic_core import from_json
 
 from .._cancel import CancellationToken
+from .._redact import redact_url
 from ._sse import SSEJSONDecoder
 from .base import ErrorKind, ProviderError
 
@@ -142,15 +143,6 @@ def _current_loop() -> object:
         return anyio.lowlevel.current_token().native_token
     except RuntimeError:
         return None
-
-
-def redact_url(url: str) -> str:
-    """``url`` without user:password and with ``key=`` query values hidden."""
-    parsed = httpx.URL(url)
-    if parsed.userinfo:
-        parsed = parsed.copy_with(username=None, password=None)
-    text = str(parsed)
-    return re.sub(r"([?&](?:key|api_key|api-key|token)=)[^&]+", r"\1***", text)
 
 
 def env_key(*names: str) -> str | None:

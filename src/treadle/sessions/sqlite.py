@@ -118,6 +118,7 @@ class SqliteStore(StoreBase):
         self._lock = threading.RLock()
         self._host = socket.gethostname()
         self._unreleased: list[tuple[str, str]] = []  # leases a finalizer could not drop
+        self._owners: dict[str, str] = {}  # owner token -> session id, for open writers
         self._db = sqlite3.connect(
             self.path, timeout=timeout, isolation_level=None, check_same_thread=False
         )
@@ -133,7 +134,20 @@ class SqliteStore(StoreBase):
         return f"SqliteStore({self.path!r})"
 
     def close(self) -> None:
+        """Close the database, first releasing the leases of writers still open on it (a
+        lease left behind would lock those sessions for the rest of this process)."""
         with self._lock:
+            if self._owners:
+                try:
+                    with self._transaction() as db:
+                        for owner, session_id in self._owners.items():
+                            db.execute(
+                                "DELETE FROM locks WHERE session_id = ? AND owner = ?",
+                                (session_id, owner),
+                            )
+                except sqlite3.Error:
+                    pass  # the leases stay; break_lock() or a dead-pid takeover clears them
+                self._owners.clear()
             self._db.close()
 
     @contextmanager
@@ -292,9 +306,11 @@ class SqliteStore(StoreBase):
                 "VALUES (?, ?, ?, ?, ?)",
                 (session_id, owner, os.getpid(), self._host, time.time_ns()),
             )
+        self._owners[owner] = session_id
         return SqliteWriter(self, session_id, owner, row[9])
 
     def _release(self, session_id: str, owner: str) -> None:
+        self._owners.pop(owner, None)
         try:
             with self._transaction() as db:
                 db.execute(

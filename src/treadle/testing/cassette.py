@@ -44,6 +44,7 @@ from typing import Any, Literal
 
 import httpx
 
+from .._redact import REDACTED, SECRET_PARAMS
 from .wire import RecordedRequest, Reply, ReplyStream
 
 __all__ = ["Cassette", "CassetteError", "NoMatchingExchange"]
@@ -51,7 +52,6 @@ __all__ = ["Cassette", "CassetteError", "NoMatchingExchange"]
 CassetteMode = Literal["auto", "record", "replay"]
 MatchMode = Literal["body", "path", "order"]
 
-REDACTED = "REDACTED"
 FORBIDDEN_HEADERS = frozenset(
     {
         "authorization",
@@ -70,7 +70,6 @@ REQUEST_HEADERS = frozenset(
     {"content-type", "accept", "anthropic-version", "anthropic-beta", "openai-beta"}
 )
 RESPONSE_HEADERS = frozenset({"content-type", "retry-after", "retry-after-ms"})
-SECRET_PARAMS = frozenset({"key", "api_key", "api-key", "apikey", "token", "access_token"})
 
 
 class CassetteError(Exception):
