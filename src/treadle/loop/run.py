@@ -97,6 +97,7 @@ class _Run:
         self.new_messages = new_messages
         self.sink = EventSink(events, context.loop_id or "", context.depth)
         self.bridge = CancelBridge(cancel)
+        self.sink.own_cancel = lambda: self.bridge.immediate
         self.usage = Usage()
         self.turn_index = 0
         self.turn_open = False
@@ -521,6 +522,7 @@ async def _execute(
             await _after_loop(run, result)
         return run.new_messages
     except anyio.get_cancelled_exc_class():
+        run.sink.start_grace()
         if not run.end_sent:
             with anyio.CancelScope(shield=True):
                 await _safe_close(run)
@@ -646,6 +648,7 @@ async def run_loop(
         result.usage = run.usage
         return result
     except anyio.get_cancelled_exc_class():
+        run.sink.start_grace()
         with anyio.CancelScope(shield=True):
             await _safe_close(run)
         raise

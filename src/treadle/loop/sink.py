@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import threading
 import weakref
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import anyio
@@ -26,6 +26,10 @@ class _StreamState:
         self.counter = itertools.count()
         self.lock = anyio.Lock()
 
+
+CANCEL_GRACE_S = 5.0
+"""How long a cancelled loop waits for a consumer that stopped reading before it stops
+reporting (it never hangs on a stuck consumer once cancelled from outside)."""
 
 _states: weakref.WeakKeyDictionary[Any, _StreamState] = weakref.WeakKeyDictionary()
 _states_lock = threading.Lock()
@@ -52,7 +56,7 @@ class EventSink:
     increases along the stream even when several loops share it.
     """
 
-    __slots__ = ("_state", "_stream", "depth", "loop_id")
+    __slots__ = ("_state", "_stream", "depth", "grace", "loop_id", "own_cancel")
 
     def __init__(
         self, stream: MemoryObjectSendStream[AgentEvent] | None, loop_id: str, depth: int
@@ -61,6 +65,8 @@ class EventSink:
         self.loop_id = loop_id
         self.depth = depth
         self._state = _state_for(stream) if stream is not None else None
+        self.grace: float | None = None  # set once the run is being cancelled from outside
+        self.own_cancel: Callable[[], bool] | None = None  # True: a cancellation is the loop's
 
     @property
     def stream(self) -> MemoryObjectSendStream[AgentEvent] | None:
@@ -110,17 +116,51 @@ class EventSink:
                     return
                 except anyio.WouldBlock:
                     state.lock.acquire_nowait()  # nothing ran since the check: it is free
-                with anyio.CancelScope(shield=True):
-                    try:
-                        await stream.send(event)
-                    finally:
-                        state.lock.release()
+                try:
+                    await self._deliver(stream, event)
+                finally:
+                    state.lock.release()
                 return
             with anyio.CancelScope(shield=True):
-                async with state.lock:
-                    await stream.send(self._make(event_type, fields))
+                await state.lock.acquire()
+            try:
+                await self._deliver(stream, self._make(event_type, fields))
+            finally:
+                state.lock.release()
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):
             self._stream = None
+
+    def start_grace(self) -> None:
+        """From now on, wait at most ``CANCEL_GRACE_S`` for a consumer that stopped reading."""
+        if self.grace is None:
+            self.grace = CANCEL_GRACE_S
+
+    async def _deliver(self, stream: MemoryObjectSendStream[AgentEvent], event: Any) -> None:
+        """Wait for room, then send. Sends are atomic (``send_nowait``): a cancellation
+        while waiting leaves the event unsent, so it is delivered under a shield and the
+        cancellation is left to the next checkpoint; an emit is never half done. Once the run
+        is cancelled from outside (``grace`` set), a consumer that stopped reading is waited
+        for at most ``grace`` seconds, then this loop stops reporting rather than hang."""
+        delay, waited = 0.0005, 0.0
+        while True:
+            try:
+                stream.send_nowait(event)
+                return
+            except anyio.WouldBlock:
+                pass
+            if self.grace is not None and waited >= self.grace:
+                self._stream = None  # the consumer is gone or stuck: stop, never hang
+                return
+            try:
+                await anyio.sleep(delay)
+            except anyio.get_cancelled_exc_class():
+                if not (self.own_cancel is not None and self.own_cancel()):
+                    self.start_grace()
+                with anyio.CancelScope(shield=True):
+                    await self._deliver(stream, event)
+                return  # the scope stays cancelled: the next checkpoint raises it again
+            waited += delay
+            delay = min(delay * 2, 0.005)
 
 
 async def iter_events(
