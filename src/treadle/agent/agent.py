@@ -28,6 +28,7 @@ from ..loop import (
     agent_loop_continue,
 )
 from ..loop.cancel import CancelBridge
+from ..loop.run import LAST_ERROR_KEY
 from ..loop.sink import EventSink
 from ..providers.base import ModelRequest, Provider, ProviderError, StreamDone, ThinkingLevel
 from ..tools import TaskComplete, Tool, ToolContext
@@ -680,6 +681,8 @@ class Agent(Generic[OutputT]):
             if isinstance(message, AssistantMessage) and message.error is not None:
                 error = message.error
                 break
+        if error is None and reason in ("error", "limit"):  # a hook's failure, a limit
+            error = self.context.state.get(LAST_ERROR_KEY)
         if self.output_type is not None and reason == "completed" and not state.has_output:
             reason = "error"
             error = ErrorInfo(

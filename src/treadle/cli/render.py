@@ -34,22 +34,22 @@ class Renderer:
         self.tty = self.out.isatty()
         self._open = False  # inside a streamed line
 
-    def _write(self, text: str) -> None:
-        self.out.write(text)
+    def _write(self, text: str, dim: bool = False) -> None:
+        self.out.write(self.dim(text) if dim else text)
         self.out.flush()
 
-    def _line(self, text: str) -> None:
+    def _line(self, text: str, dim: bool = False) -> None:
         if self._open:
             self._write("\n")
             self._open = False
-        self._write(text + "\n")
+        self._write(text + "\n", dim)
 
     def dim(self, text: str) -> str:
         return f"\x1b[2m{text}\x1b[0m" if self.tty else text
 
     def status(self, usage: Usage, model: str) -> None:
         cost = f" ${usage.cost_usd:.4f}" if usage.cost_usd is not None else ""
-        self._line(self.dim(f"[{model}] tokens in {usage.input} out {usage.output}{cost}"))
+        self._line(f"[{model}] tokens in {usage.input} out {usage.output}{cost}", dim=True)
 
     def event(self, event: AgentEvent) -> None:
         indent = "  " * event.depth
@@ -59,7 +59,7 @@ class Renderer:
                 self._write(delta.text)
                 self._open = True
             elif isinstance(delta, ThinkingDelta):
-                self._write(self.dim(delta.text))
+                self._write(delta.text, dim=True)
                 self._open = True
         elif isinstance(event, MessageEnd) and isinstance(event.message, AssistantMessage):
             if self._open:
@@ -75,15 +75,14 @@ class Renderer:
             self._line(f"{indent}{mark} {event.tool_name}: {_short(event.result.text)}")
         elif isinstance(event, ProviderRetry):
             self._line(
-                self.dim(
-                    f"{indent}retry {event.attempt}/{event.max_retries} in "
-                    f"{event.delay_s:.1f}s: {event.message}"
-                )
+                f"{indent}retry {event.attempt}/{event.max_retries} in "
+                f"{event.delay_s:.1f}s: {event.message}",
+                dim=True,
             )
         elif isinstance(event, PlanCreated):
-            self._line(self.dim(f"plan:\n{event.plan}"))
+            self._line(f"plan:\n{event.plan}", dim=True)
         elif isinstance(event, AgentEnd) and event.depth == 0 and event.reason != "completed":
-            self._line(self.dim(f"[run ended: {event.reason}]"))
+            self._line(f"[run ended: {event.reason}]", dim=True)
 
 
 class RichRenderer(Renderer):
@@ -95,22 +94,19 @@ class RichRenderer(Renderer):
 
         self.console = Console(file=self.out, highlight=False)
 
-    def dim(self, text: str) -> str:
-        from rich.markup import escape
+    def _write(self, text: str, dim: bool = False) -> None:
+        # Model and tool text is printed as it is, never parsed as rich markup.
+        self.console.print(text, end="", markup=False, style="dim" if dim else None, soft_wrap=True)
 
-        return f"[dim]{escape(text)}[/dim]"
-
-    def _write(self, text: str) -> None:
-        self.console.print(text, end="", markup="[dim]" in text, soft_wrap=True)
-
-    def _line(self, text: str) -> None:
+    def _line(self, text: str, dim: bool = False) -> None:
         if self._open:
             self.console.print()
             self._open = False
-        self.console.print(text, markup="[dim]" in text, soft_wrap=True)
+        self.console.print(text, markup=False, style="dim" if dim else None, soft_wrap=True)
 
 
 def make_renderer(out: TextIO | None = None) -> Renderer:
+    """Rich when it is installed and the output is a terminal; plain text otherwise."""
     stream = out or sys.stdout
     if stream.isatty():
         try:

@@ -15,7 +15,7 @@ from anyio.streams.memory import MemoryObjectSendStream
 from .._cancel import CancellationToken
 from ..context.transcript import repair_transcript
 from ..providers.base import ModelRequest
-from ..tools import Tool, tool_spec
+from ..tools import Tool, as_tool, tool_spec
 from ..types import (
     AgentEnd,
     AgentEndReason,
@@ -36,23 +36,18 @@ from ..types import (
     TurnTrigger,
     Usage,
     UserMessage,
+    now_ms,
 )
 from .cancel import CancelBridge
 from .compaction import ContextGuard
 from .config import AgentLoopConfig, Pass, Reject, Warn
 from .context import AgentContext
+from .errors import HookFailed
 from .sink import EventSink
 from .streaming import StreamState, close_message, stream_message
 from .tool_exec import ToolBatch, ToolRaised
 
 EventStream = MemoryObjectSendStream[AgentEvent]
-
-
-class HookFailed(Exception):
-    def __init__(self, where: str, original: BaseException) -> None:
-        super().__init__(f"{where} raised {type(original).__name__}: {original}")
-        self.where = where
-        self.original = original
 
 
 @dataclass
@@ -139,16 +134,30 @@ class _Run:
         await self.record(message)
 
     async def append(self, message: AgentMessage) -> None:
-        """Add to the history and report it as a message_start/end pair."""
+        """Add to the history and report it as a message_start/end pair (the pair closes
+        even when an ``on_message`` hook fails: the message is in the history by then)."""
         await self.sink.emit(MessageStart, message=message)
-        await self.record(message)
-        await self.sink.emit(MessageEnd, message=message)
+        try:
+            await self.record(message)
+        finally:
+            await self.sink.emit(MessageEnd, message=message)
 
     def refresh_tools(self) -> None:
+        """The tools by name; recomputed only when ``context.tools`` changed."""
         key = tuple(id(t) for t in self.context.tools)
-        if key != self._tools_key:
-            self.tools = {t.name: t for t in self.context.tools}
-            self._tools_key = key
+        if key == self._tools_key:
+            return
+        tools: dict[str, Tool] = {}
+        try:
+            for item in self.context.tools:
+                found = as_tool(item)
+                if found.name in tools:
+                    raise ValueError(f"two tools are named {found.name!r}; names must be unique")
+                tools[found.name] = found
+        except (TypeError, ValueError) as exc:
+            raise HookFailed("AgentContext.tools", exc) from None
+        self.tools = tools
+        self._tools_key = key
 
     async def filter_input(self, messages: Sequence[AgentMessage]) -> Reject | None:
         """Run input filters over the user text; append warnings; the first Reject wins."""
@@ -178,7 +187,17 @@ class _Run:
         if source is None:
             return []
         items = await self.call_hook(source)
-        return [_as_message(m) for m in items or ()]
+        try:
+            return [_as_message(m) for m in items or ()]
+        except TypeError as exc:
+            raise HookFailed(getattr(source, "__qualname__", repr(source)), exc) from None
+
+    async def flush_inject(self) -> None:
+        """User messages waiting for a turn that will not come join the history anyway
+        (as message pairs outside a turn): the run ending early must not lose them."""
+        injected, self.inject = self.inject, []
+        for message in injected:
+            await self.append(message)
 
     async def poll_steering(self) -> bool:
         """Collect steering messages for the next turn; True when any arrived."""
@@ -192,10 +211,15 @@ class _Run:
         """The history as a request carries it: transformed, converted, repaired."""
         messages: list[AgentMessage] = self.context.messages
         config = self.config
-        if config.transform_context is not None:
-            messages = list(await self.call_hook(config.transform_context, list(messages)))
-        if config.convert_to_llm is not None:
-            messages = list(await self.call_hook(config.convert_to_llm, list(messages)))
+        for name in ("transform_context", "convert_to_llm"):
+            fn = getattr(config, name)
+            if fn is not None:
+                returned = await self.call_hook(fn, list(messages))
+                if not isinstance(returned, (list, tuple)):
+                    raise HookFailed(
+                        name, TypeError(f"returned {type(returned).__name__}; return a list")
+                    )
+                messages = list(returned)
         messages = [m for m in messages if not isinstance(m, ExtensionMessage)]
         return repair_transcript(messages)
 
@@ -280,21 +304,19 @@ class _Run:
             )
             await self.append(message)
             self.turn_message = message
-        event = TurnEnd(
-            turn_index=self.turn_index,
-            message=message,
-            tool_results=self.turn_results,
-            usage=self.turn_usage,
-        )
         self.turn_open = False
         self.usage = self.usage + self.turn_usage
-        await self.sink.emit(
-            TurnEnd,
-            turn_index=self.turn_index,
-            message=message,
-            tool_results=self.turn_results,
-            usage=self.turn_usage,
-        )
+        fields: dict[str, Any] = {
+            "turn_index": self.turn_index,
+            "message": message,
+            "tool_results": self.turn_results,
+            "usage": self.turn_usage,
+        }
+        event = await self.sink.emit(TurnEnd, **fields)
+        if event is None:  # nobody listens; after_turn hooks still get a stamped event
+            event = TurnEnd(
+                loop_id=self.sink.loop_id, depth=self.sink.depth, timestamp=now_ms(), **fields
+            )
         self.turn_index += 1
         for hook in self.config.hooks:
             await self.call_hook(hook.after_turn, self.context, event)
@@ -309,9 +331,17 @@ class _Run:
         self.batch = None
         results = await batch.finish()
         self.tool_calls_run += len(results)
-        for result in results:
-            await self.append(result)
         self.turn_results.extend(results)
+        for i, result in enumerate(results):
+            try:
+                await self.append(result)
+            except BaseException:
+                for rest in results[i + 1 :]:  # every call keeps its result, hooks or not
+                    await self.sink.emit(MessageStart, message=rest)
+                    self.context.messages.append(rest)
+                    self.new_messages.append(rest)
+                    await self.sink.emit(MessageEnd, message=rest)
+                raise
         if batch.raised is not None:
             raise ToolRaised(batch.raised)
 
@@ -355,9 +385,11 @@ class _Run:
         prompt_ids = {id(m) for m in prompts}  # filtered before agent_start already
         while True:
             if self.bridge.after_turn:
+                await self.flush_inject()
                 return LoopResult(reason="cancelled")
             hit = self.limit_hit()
             if hit is not None:
+                await self.flush_inject()
                 await self.on_limit(hit)
                 return LoopResult(reason="limit", error=ErrorInfo(kind="limit", message=hit))
             self.inject.extend(await self._poll(self.config.get_steering_messages))
@@ -367,13 +399,9 @@ class _Run:
                 if rejected is not None:
                     await self.sink.emit(InputRejected, reason=rejected.reason)
                     return LoopResult(reason="rejected")
-            if not all(
-                [
-                    await self.call_hook(h.before_turn, self.context, self.turn_index)
-                    for h in self.config.hooks
-                ]
-            ):
-                return LoopResult(reason="vetoed")
+            for hook in self.config.hooks:
+                if not await self.call_hook(hook.before_turn, self.context, self.turn_index):
+                    return LoopResult(reason="vetoed")  # a refusal: waiting input is not taken
             self.refresh_tools()
             await self.open_turn(trigger)
             if first and pending:
@@ -540,8 +568,13 @@ async def _safe_close(run: _Run) -> None:
         pass  # already ending with an error; the history is closed before the hook ran
 
 
+LAST_ERROR_KEY = "treadle.last_error"
+"""``context.state`` key holding the ``ErrorInfo`` of the last run that ended with one."""
+
+
 async def _end(run: _Run, result: LoopResult) -> None:
     run.end_sent = True
+    run.context.state[LAST_ERROR_KEY] = result.error
     await run.sink.emit(
         AgentEnd,
         messages=list(run.new_messages),
@@ -643,6 +676,9 @@ async def run_loop(
         except HookFailed as exc:
             await _safe_close(run)
             result = LoopResult(reason="error", error=ErrorInfo(kind="hook", message=str(exc)))
+        except ToolRaised as exc:  # raise_tool_errors=True: the history is closed first
+            await _safe_close(run)
+            raise exc.original from None
         if result.reason == "cancelled":
             await run.close_open()
         result.usage = run.usage

@@ -104,31 +104,35 @@ class EventSink:
             **fields,
         )
 
-    async def emit(self, event_type: type[Any], **fields: Any) -> None:
+    async def emit(self, event_type: type[Any], **fields: Any) -> Any:
+        """Build, stamp and send one event; returns it (None when nobody listens)."""
         stream, state = self._stream, self._state
         if stream is None or state is None:
-            return
+            return None
+        event: Any = None
         try:
             if not state.lock.locked():
                 event = self._make(event_type, fields)
                 try:
                     stream.send_nowait(event)
-                    return
+                    return event
                 except anyio.WouldBlock:
                     state.lock.acquire_nowait()  # nothing ran since the check: it is free
                 try:
                     await self._deliver(stream, event)
                 finally:
                     state.lock.release()
-                return
+                return event
             with anyio.CancelScope(shield=True):
                 await state.lock.acquire()
             try:
-                await self._deliver(stream, self._make(event_type, fields))
+                event = self._make(event_type, fields)
+                await self._deliver(stream, event)
             finally:
                 state.lock.release()
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):
             self._stream = None
+        return event
 
     def start_grace(self) -> None:
         """From now on, wait at most ``CANCEL_GRACE_S`` for a consumer that stopped reading."""

@@ -197,7 +197,11 @@ async def stream_message(
                 state.reset(request, name)
                 continue
         delay = retry.delay(attempt, random.random())
-        too_long = error.retry_after is not None and error.retry_after > retry.max_retry_after_s
+        too_long = (
+            retryable
+            and error.retry_after is not None
+            and error.retry_after > retry.max_retry_after_s
+        )
         if error.retry_after is not None and not too_long:
             delay = error.retry_after
         if retryable and attempt < retry.max_retries and not too_long:

@@ -20,6 +20,7 @@ from ..types import (
     ToolResultMessage,
 )
 from .config import Allow, Ask, Deny
+from .errors import HookFailed
 
 if TYPE_CHECKING:
     from .run import _Run
@@ -97,6 +98,11 @@ class ToolBatch:
             if isinstance(result, (Deny, Ask)):
                 decision = result
                 break
+            if result is not None:  # fail closed: an answer we do not understand is a bug
+                raise HookFailed(
+                    f"{type(hook).__name__}.before_tool_call",
+                    TypeError(f"returned {result!r}; return Allow(), Deny(reason), Ask() or None"),
+                )
         if isinstance(decision, Ask):
             handler = run.config.approval_handler
             if handler is None:
@@ -105,10 +111,15 @@ class ToolBatch:
             answer = await run.call_hook(handler, call, run.context, decision)
             if answer is True:
                 decision = state.decision or Allow()
-            elif answer is False or answer is None:
+            elif answer is False:
                 decision = Deny()
-            else:
+            elif isinstance(answer, (Allow, Deny)):
                 decision = answer
+            else:  # fail closed
+                raise HookFailed(
+                    "approval_handler",
+                    TypeError(f"returned {answer!r}; return True, False, Allow(...) or Deny(...)"),
+                )
         if decision is not None:
             state.decision = decision
 
@@ -202,8 +213,14 @@ class ToolBatch:
             return
         for hook in self.run.config.hooks:
             replaced = await self.run.call_hook(hook.after_tool_call, state.call, result)
-            if replaced is not None:
+            if isinstance(replaced, ToolResult):
                 result = replaced
+            elif replaced is not None:
+                state.result = result  # the tool's own result stands; the hook is the bug
+                raise HookFailed(
+                    f"{type(hook).__name__}.after_tool_call",
+                    TypeError(f"returned {replaced!r}; return a ToolResult or None"),
+                )
         state.result = result
         await self._end(state)
 

@@ -63,7 +63,8 @@ class ToolContext(Generic[DepsT]):
 
     - ``deps``: the application object passed as ``AgentLoopConfig.deps`` (dependency injection).
     - ``tool_call``: the call being answered (``raw_arguments`` included).
-    - ``cancelled``: true once the run was asked to stop; long tools should check it.
+    - ``cancelled``: true once the run must stop now; long tools should check it
+      (``stop_requested`` also covers an ``after_turn`` request).
     - ``await update(...)``: report progress (a ``tool_execution_update`` event).
     - ``loop_id`` / ``depth`` / ``events``: for tools that start a sub-agent, so its events can
       be forwarded onto the parent's stream.
@@ -102,6 +103,13 @@ class ToolContext(Generic[DepsT]):
 
     @property
     def cancelled(self) -> bool:
+        """True once the run must stop now (an immediate cancellation): wind down."""
+        return self.cancel is not None and self.cancel.immediate
+
+    @property
+    def stop_requested(self) -> bool:
+        """True once any stop was asked for, ``after_turn`` included (which lets this tool
+        finish): useful for tools that can end early without losing work."""
         return self.cancel is not None and self.cancel.cancelled
 
     async def update(self, partial: ToolResult | str) -> None:
