@@ -31,6 +31,7 @@ from ..types import (
     MessageStart,
     TextContent,
     ToolResultMessage,
+    ToolSpec,
     TurnEnd,
     TurnStart,
     TurnTrigger,
@@ -48,6 +49,42 @@ from .streaming import StreamState, close_message, stream_message
 from .tool_exec import ToolBatch, ToolRaised
 
 EventStream = MemoryObjectSendStream[AgentEvent]
+
+
+class _RequestView:
+    """The history as requests carry it (no extension messages, repaired), kept
+    incrementally: while the history only grows and was valid, only the new tail is checked,
+    so building a request does not re-scan the whole history every turn."""
+
+    __slots__ = ("_clean", "_last", "_n", "_out", "_source")
+
+    def __init__(self) -> None:
+        self._source: list[AgentMessage] | None = None
+        self._n = 0
+        self._last: AgentMessage | None = None
+        self._out: list[AgentMessage] = []
+        self._clean = False
+
+    def update(self, messages: list[AgentMessage]) -> list[AgentMessage]:
+        n = self._n
+        last = self._last
+        grew = (
+            self._clean
+            and messages is self._source
+            and len(messages) >= n
+            and (n == 0 or messages[n - 1] is last)
+            # calls still open at the boundary need the full view to meet their results
+            and not (isinstance(last, AssistantMessage) and last.tool_calls)
+        )
+        start = n if grew else 0
+        tail = [m for m in messages[start:] if not isinstance(m, ExtensionMessage)]
+        fixed = repair_transcript(tail)
+        clean = len(fixed) == len(tail) and all(a is b for a, b in zip(fixed, tail, strict=True))
+        out = [*self._out, *fixed] if grew else fixed
+        self._source, self._n, self._out = messages, len(messages), out
+        self._last = messages[-1] if messages else None
+        self._clean = clean
+        return list(out)
 
 
 @dataclass
@@ -105,6 +142,8 @@ class _Run:
         self.started_at = time.monotonic()
         self.inject: list[AgentMessage] = []
         self.tools: dict[str, Tool] = {}
+        self.tool_specs: list[ToolSpec] = []
+        self._view = _RequestView()
         self.end_sent = False
         self._tools_key: tuple[int, ...] = ()
         self.guard = ContextGuard(self)  # context size (compaction) and prices
@@ -157,6 +196,7 @@ class _Run:
         except (TypeError, ValueError) as exc:
             raise HookFailed("AgentContext.tools", exc) from None
         self.tools = tools
+        self.tool_specs = [tool_spec(t) for t in tools.values()]
         self._tools_key = key
 
     async def filter_input(self, messages: Sequence[AgentMessage]) -> Reject | None:
@@ -211,6 +251,8 @@ class _Run:
         """The history as a request carries it: transformed, converted, repaired."""
         messages: list[AgentMessage] = self.context.messages
         config = self.config
+        if config.transform_context is None and config.convert_to_llm is None:
+            return self._view.update(messages)
         for name in ("transform_context", "convert_to_llm"):
             fn = getattr(config, name)
             if fn is not None:
@@ -235,7 +277,7 @@ class _Run:
             model=config.model_name,
             system_prompt=system,
             messages=messages,
-            tools=[tool_spec(t) for t in self.tools.values()] if with_tools else [],
+            tools=list(self.tool_specs) if with_tools else [],
             max_tokens=config.max_tokens,
             temperature=config.temperature,
             thinking_level=config.thinking_level,
