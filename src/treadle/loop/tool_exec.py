@@ -9,7 +9,14 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from pydantic_core import from_json
 
-from ..tools import TaskComplete, Tool, ToolArgumentsError, ToolCategory, ToolContext
+from ..tools import (
+    FunctionTool,
+    TaskComplete,
+    Tool,
+    ToolArgumentsError,
+    ToolCategory,
+    ToolContext,
+)
 from ..tools.base import to_tool_result
 from ..types import (
     ToolCall,
@@ -261,6 +268,10 @@ class ToolBatch:
         args = call.arguments
         if isinstance(state.decision, Allow) and state.decision.arguments is not None:
             args = state.decision.arguments
+        if not isinstance(tool, FunctionTool):  # FunctionTool validates fully itself
+            problem = _shape_problem(args, getattr(tool, "parameters", None))
+            if problem:
+                return ToolResult.error(f"Invalid arguments for tool '{call.name}': {problem}")
         ctx: ToolContext[Any] = ToolContext(
             tool_call=call,
             deps=run.config.deps,
@@ -331,6 +342,25 @@ class ToolBatch:
                 )
             )
         return results
+
+
+def _shape_problem(args: dict[str, Any], schema: Any) -> str:
+    """The top-level checks of a tool's JSON schema that need no validator library:
+    required properties present, no unknown ones when ``additionalProperties`` is false.
+    (Tools other than ``@tool`` functions validate types themselves.)"""
+    if not isinstance(schema, dict):
+        return ""
+    problems: list[str] = []
+    required = schema.get("required")
+    if isinstance(required, list):
+        missing = [name for name in required if isinstance(name, str) and name not in args]
+        problems += [f"{name}: Field required" for name in missing]
+    properties = schema.get("properties")
+    if schema.get("additionalProperties") is False and isinstance(properties, dict):
+        problems += [
+            f"{name}: Extra inputs are not permitted" for name in args if name not in properties
+        ]
+    return "; ".join(problems)
 
 
 def _timeout_for(tool: Tool, config_timeout: float | None) -> float:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ..types import TextDelta, ThinkingDelta, ToolCallDelta, ToolCallEnd, ToolCallStart
 from .base import (
     RETRYABLE_KINDS,
     ErrorKind,
@@ -66,10 +67,15 @@ __all__ = [
     "StreamDone",
     "StreamEvent",
     "StreamStart",
+    "TextDelta",
     "TextEnd",
     "TextStart",
+    "ThinkingDelta",
     "ThinkingEnd",
     "ThinkingLevel",
     "ThinkingStart",
+    "ToolCallDelta",
+    "ToolCallEnd",
+    "ToolCallStart",
     "get_provider",
 ]

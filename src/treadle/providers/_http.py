@@ -230,11 +230,11 @@ class HTTPAdapter:
             async with self.client.stream("POST", url, json=body, headers=merged) as response:
                 if response.status_code >= 400:
                     raw = await response.aread()
-                    raise self._http_error(response, raw)
+                    raise self.scrub(self._http_error(response, raw))
                 async for chunk in response.aiter_bytes():
                     yield chunk
         except httpx.TransportError as exc:
-            raise transport_error(exc, self.name) from None
+            raise self.scrub(transport_error(exc, self.name)) from None
 
     async def _json_stream(
         self,
@@ -290,15 +290,28 @@ class HTTPAdapter:
             merged = {**self._headers(), **(headers or {})}
             response = await self.client.post(url, json=body, headers=merged)
         except httpx.TransportError as exc:
-            raise transport_error(exc, self.name) from None
+            raise self.scrub(transport_error(exc, self.name)) from None
         if response.status_code >= 400:
-            raise self._http_error(response, response.content)
+            raise self.scrub(self._http_error(response, response.content))
         try:
             return from_json(response.content)
         except ValueError:
             raise ProviderError(
                 "server", f"response was not JSON: {response.text[:200]!r}", provider=self.name
             ) from None
+
+    def scrub(self, error: ProviderError) -> ProviderError:
+        """``error`` with this adapter's key and custom header values blanked out: a server
+        that echoes the key in its error body must not put it into events or the history."""
+        secrets = [self._api_key or "", *self._extra_headers.values()]
+        message = error.message
+        for secret in secrets:
+            if len(secret) >= 8 and secret in message:
+                message = message.replace(secret, "***")
+        if message != error.message:
+            error.message = message
+            error.args = (message,)
+        return error
 
     def _http_error(self, response: httpx.Response, raw: bytes) -> ProviderError:
         try:
