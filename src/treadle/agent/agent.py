@@ -83,6 +83,7 @@ class _OutputTool:
     timeout = None
     sequential = False
     accepts_raw_arguments = False
+    validates_arguments = True  # its own validation errors count towards output_retries
 
     def __init__(self, output_type: Any, run_state: _RunState) -> None:
         self.name = OUTPUT_TOOL

@@ -268,7 +268,7 @@ class ToolBatch:
         args = call.arguments
         if isinstance(state.decision, Allow) and state.decision.arguments is not None:
             args = state.decision.arguments
-        if not isinstance(tool, FunctionTool):  # FunctionTool validates fully itself
+        if not isinstance(tool, FunctionTool) and not getattr(tool, "validates_arguments", False):
             problem = _shape_problem(args, getattr(tool, "parameters", None))
             if problem:
                 return ToolResult.error(f"Invalid arguments for tool '{call.name}': {problem}")

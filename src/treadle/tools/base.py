@@ -127,7 +127,8 @@ class Tool(Protocol):
     Optional attributes the loop reads when present: ``category`` (:class:`ToolCategory`,
     default exec), ``timeout`` (seconds, overrides the category's), ``sequential`` (True: never
     runs alongside other tools), ``accepts_raw_arguments`` (True: called even when the model's
-    argument text is not JSON; read ``ctx.tool_call.raw_arguments``).
+    argument text is not JSON; read ``ctx.tool_call.raw_arguments``), ``validates_arguments``
+    (True: skip the loop's check of required and unknown arguments).
     """
 
     name: str
