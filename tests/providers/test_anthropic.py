@@ -41,7 +41,7 @@ from treadle.types import (
 )
 
 URL = "https://api.anthropic.com/v1/messages"
-KEY = "sk-ant-test-key-never-shown"
+KEY = "test-anthropic-key-never-shown"
 ANTHROPIC_FIXTURES = wire.names("anthropic")
 
 
