@@ -634,9 +634,18 @@ def test_cache_off_marks_nothing() -> None:
     assert "cache_control" not in json.dumps(body)
 
 
-def test_long_cache_sends_the_ttl_beta() -> None:
-    headers = Anthropic("claude", api_key=KEY)._headers()
-    assert "extended-cache-ttl-2025-04-11" in headers["anthropic-beta"]
+@pytest.mark.anyio
+@pytest.mark.parametrize(("cache", "beta"), [("long", True), ("short", False), ("off", False)])
+@respx.mock
+async def test_only_the_long_cache_tier_sends_the_ttl_beta(cache: str, beta: bool) -> None:
+    route = respx.post("https://api.anthropic.com/v1/messages").mock(
+        return_value=wire.response(wire.load("anthropic/messages-stream-text-short"))
+    )
+    provider = Anthropic("claude", api_key=KEY)
+    async for _ in provider.stream(request(messages=[UserMessage.of("hi")], prompt_cache=cache)):
+        pass
+    sent = route.calls.last.request.headers
+    assert ("extended-cache-ttl-2025-04-11" in sent.get("anthropic-beta", "")) is beta
 
 
 def test_tool_results_merge_with_following_user_text() -> None:

@@ -137,7 +137,6 @@ async def test_only_allowlisted_headers_are_written(tmp_path: Path) -> None:
         "accept": "*/*",
         "content-type": "application/json",
         "anthropic-version": "2023-06-01",
-        "anthropic-beta": "extended-cache-ttl-2025-04-11",
         "x-custom": "kept",
     }
     assert exchange["response"]["headers"] == {"content-type": "text/event-stream; charset=utf-8"}

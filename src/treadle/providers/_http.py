@@ -242,11 +242,12 @@ class HTTPAdapter:
         body: dict[str, Any],
         cancel: CancellationToken | None,
         decoder: JSONStreamDecoder,
+        headers: Mapping[str, str] | None = None,
     ) -> AsyncGenerator[Any, None]:
         """POST and yield each JSON value ``decoder`` finds in the body, reading it to the
         end. Malformed data is a ``server`` error; a partial last value means the connection
         dropped mid-way (``truncated_stream``)."""
-        async with aclosing(self._post_stream(url, body)) as chunks:
+        async with aclosing(self._post_stream(url, body, headers)) as chunks:
             async for chunk in chunks:
                 if cancel is not None and cancel.immediate:
                     raise ProviderError("cancelled", "cancelled by the caller", provider=self.name)
@@ -270,10 +271,15 @@ class HTTPAdapter:
             yield value
 
     async def _sse_json(
-        self, url: str, body: dict[str, Any], cancel: CancellationToken | None
+        self,
+        url: str,
+        body: dict[str, Any],
+        cancel: CancellationToken | None,
+        headers: Mapping[str, str] | None = None,
     ) -> AsyncGenerator[dict[str, Any], None]:
         """Server-sent events whose data are JSON objects (Anthropic, Responses)."""
-        async with aclosing(self._json_stream(url, body, cancel, SSEJSONDecoder())) as values:
+        values = self._json_stream(url, body, cancel, SSEJSONDecoder(), headers)
+        async with aclosing(values) as values:
             async for value in values:
                 if not isinstance(value, dict):
                     raise ProviderError(

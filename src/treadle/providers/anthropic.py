@@ -65,7 +65,7 @@ from .base import (
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 API_VERSION = "2023-06-01"
-# Sent with every request so that ``prompt_cache="long"`` (a 1-hour TTL) takes effect.
+# Sent with requests whose ``prompt_cache="long"`` asks for the 1-hour cache TTL.
 EXTENDED_CACHE_BETA = "extended-cache-ttl-2025-04-11"
 
 DEFAULT_THINKING_BUDGETS: dict[str, int] = {
@@ -139,7 +139,6 @@ class Anthropic(HTTPAdapter):
         return {
             "content-type": "application/json",
             "anthropic-version": API_VERSION,
-            "anthropic-beta": EXTENDED_CACHE_BETA,
             "x-api-key": self._key(),
             **self._extra_headers,
         }
@@ -153,8 +152,12 @@ class Anthropic(HTTPAdapter):
         _check_cancel(cancel)
         url = f"{self.base_url}/v1/messages"
         state = _StreamState(self.name, body["model"])
+        # The 1-hour cache tier needs its beta header; other requests go without it.
+        extra = {"anthropic-beta": EXTENDED_CACHE_BETA} if request.prompt_cache == "long" else {}
+        if "anthropic-beta" in self._extra_headers:
+            extra = {}  # the caller's own beta header wins
         if not self.streaming:
-            payload = await self._post_json(url, body)
+            payload = await self._post_json(url, body, extra)
             _check_cancel(cancel)
             if not isinstance(payload, dict):
                 raise ProviderError("server", "response was not a JSON object", provider=self.name)
@@ -162,7 +165,7 @@ class Anthropic(HTTPAdapter):
                 for out in state.handle(event):
                     yield out
         else:
-            async with aclosing(self._sse_json(url, body, cancel)) as events:
+            async with aclosing(self._sse_json(url, body, cancel, extra)) as events:
                 async for event in events:
                     for out in state.handle(event):
                         yield out
