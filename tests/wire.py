@@ -10,6 +10,26 @@ from typing import Any
 
 import httpx
 
+from treadle.providers.base import (
+    StreamDone,
+    StreamStart,
+    TextEnd,
+    TextStart,
+    ThinkingEnd,
+    ThinkingStart,
+)
+from treadle.types import (
+    AssistantMessage,
+    TextContent,
+    TextDelta,
+    ThinkingContent,
+    ThinkingDelta,
+    ToolCall,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallStart,
+)
+
 WIRE = Path(__file__).resolve().parent.parent.parent / "shared" / "fixtures" / "wire"
 
 
@@ -73,3 +93,50 @@ def response(fixture: dict[str, Any], how: str | int = "whole") -> httpx.Respons
 def iter_fixtures(provider: str) -> Iterator[dict[str, Any]]:
     for name in names(provider):
         yield load(name)
+
+
+def check_consistency(events: list[Any], provider: str) -> AssistantMessage:
+    """The contract every adapter's stream keeps: start first, one done last, every delta
+    on a block of its kind, and the deltas add up to the final message."""
+    assert isinstance(events[0], StreamStart)
+    assert isinstance(events[-1], StreamDone)
+    assert sum(isinstance(e, StreamDone) for e in events) == 1
+    message = events[-1].message
+    text: dict[int, str] = {}
+    args: dict[int, str] = {}
+    for event in events[1:-1]:
+        index = getattr(event, "index", None)
+        assert index is not None and 0 <= index < len(message.content), event
+        block = message.content[index]
+        if isinstance(event, TextDelta):
+            assert isinstance(block, TextContent)
+            text[index] = text.get(index, "") + event.text
+        elif isinstance(event, ThinkingDelta):
+            assert isinstance(block, ThinkingContent)
+            text[index] = text.get(index, "") + event.text
+        elif isinstance(event, ToolCallStart):
+            assert isinstance(block, ToolCall)
+            assert (event.id, event.name) == (block.id, block.name)
+        elif isinstance(event, ToolCallDelta):
+            args[index] = args.get(index, "") + event.arguments
+        elif isinstance(event, ToolCallEnd):
+            assert event.tool_call == block
+        elif isinstance(event, (TextStart, TextEnd)):
+            assert isinstance(block, TextContent)
+        elif isinstance(event, (ThinkingStart, ThinkingEnd)):
+            assert isinstance(block, ThinkingContent)
+            if isinstance(event, ThinkingEnd):
+                assert event.signature == block.signature
+    for index, block in enumerate(message.content):
+        if isinstance(block, TextContent):
+            assert text.get(index, "") == block.text
+        elif isinstance(block, ThinkingContent):
+            assert text.get(index, "") == block.thinking
+        elif isinstance(block, ToolCall):
+            raw = args.get(index, "")
+            if block.raw_arguments is not None:
+                assert raw == block.raw_arguments and block.arguments == {}
+            else:
+                assert (json.loads(raw) if raw else {}) == block.arguments
+    assert message.provider == provider
+    return message

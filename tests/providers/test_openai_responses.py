@@ -14,13 +14,8 @@ from treadle._cancel import CancellationToken
 from treadle.providers.base import (
     ModelRequest,
     ProviderError,
-    StreamDone,
     StreamEvent,
     StreamStart,
-    TextEnd,
-    TextStart,
-    ThinkingEnd,
-    ThinkingStart,
 )
 from treadle.providers.openai_responses import OpenAIResponses
 from treadle.types import (
@@ -32,9 +27,6 @@ from treadle.types import (
     ThinkingContent,
     ThinkingDelta,
     ToolCall,
-    ToolCallDelta,
-    ToolCallEnd,
-    ToolCallStart,
     ToolResultMessage,
     ToolSpec,
     UserMessage,
@@ -76,49 +68,7 @@ def replace_event(fixture: dict[str, Any], kind: str, new: str) -> None:
 
 
 def check_consistency(events: list[StreamEvent]) -> AssistantMessage:
-    """The contract every stream keeps: start first, one done last, deltas add up."""
-    assert isinstance(events[0], StreamStart)
-    assert isinstance(events[-1], StreamDone)
-    assert sum(isinstance(e, StreamDone) for e in events) == 1
-    message = events[-1].message
-    text: dict[int, str] = {}
-    args: dict[int, str] = {}
-    for event in events[1:-1]:
-        index = getattr(event, "index", None)
-        assert index is not None and 0 <= index < len(message.content), event
-        block = message.content[index]
-        if isinstance(event, TextDelta):
-            assert isinstance(block, TextContent)
-            text[index] = text.get(index, "") + event.text
-        elif isinstance(event, ThinkingDelta):
-            assert isinstance(block, ThinkingContent)
-            text[index] = text.get(index, "") + event.text
-        elif isinstance(event, ToolCallStart):
-            assert isinstance(block, ToolCall)
-            assert (event.id, event.name) == (block.id, block.name)
-        elif isinstance(event, ToolCallDelta):
-            args[index] = args.get(index, "") + event.arguments
-        elif isinstance(event, ToolCallEnd):
-            assert event.tool_call == block
-        elif isinstance(event, (TextStart, TextEnd)):
-            assert isinstance(block, TextContent)
-        elif isinstance(event, (ThinkingStart, ThinkingEnd)):
-            assert isinstance(block, ThinkingContent)
-            if isinstance(event, ThinkingEnd):
-                assert event.signature == block.signature
-    for index, block in enumerate(message.content):
-        if isinstance(block, TextContent):
-            assert text.get(index, "") == block.text
-        elif isinstance(block, ThinkingContent):
-            assert text.get(index, "") == block.thinking
-        elif isinstance(block, ToolCall):
-            raw = args.get(index, "")
-            if block.raw_arguments is not None:
-                assert raw == block.raw_arguments and block.arguments == {}
-            else:
-                assert (json.loads(raw) if raw else {}) == block.arguments
-    assert message.provider == "openai"
-    return message
+    return wire.check_consistency(events, "openai")
 
 
 # Concrete values read from each fixture: model, response id, stop reason,

@@ -122,7 +122,6 @@ class _RunState:
     def __init__(self, output_retries: int) -> None:
         self.reason: str = "completed"
         self.usage = Usage()
-        self.child_usage = Usage()
         self.output: Any = None
         self.has_output = False
         self.output_failures = 0
