@@ -3,7 +3,6 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-export TIKTOKEN_CACHE_DIR ?= $(abspath ../shared/fixtures/tiktoken)
 
 .PHONY: test demo lint typecheck bench clean
 

@@ -1,6 +1,7 @@
 """A long session: 500 turns with tool calls in a 16k-token window, against the fake server.
 
-Starts ``../shared/bench/fake_llm.py`` on a free loopback port and drives one growing
+Starts the benchmark kit's fake server (``benchmarks/kit/fake_llm.py``) on a free loopback
+port and drives one growing
 conversation through ``agent_loop`` + ``OpenAIChat``: every prompt makes the model call the
 ``add`` tool twice (each result a ~1.5 kB log), then answer with a 200-token text. With a
 ``CompactionPolicy(context_window=16_000)`` the history is trimmed and summarised (the
@@ -37,7 +38,7 @@ import urllib.request
 from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-BENCH = os.path.normpath(os.path.join(HERE, "..", "..", "shared", "bench"))
+BENCH = os.path.join(HERE, "kit")
 
 
 # ---- the fake server, with its turn planner scoped to the current prompt ----

@@ -1,8 +1,9 @@
 """Loop overhead: treadle's full loop vs a hand-written httpx loop, same fake server.
 
-Starts ``../shared/bench/fake_llm.py`` on a free loopback port, then runs the raw httpx
-driver and the treadle driver alternately (interleaved repetitions, since the machine is
-noisy) and prints per-run wall time, CPU per run and peak memory for each, with ratios.
+Starts the benchmark kit's fake server (``benchmarks/kit/fake_llm.py``) on a free loopback
+port, then runs the raw httpx driver and the treadle driver alternately (interleaved
+repetitions, since the machine is noisy) and prints per-run wall time, CPU per run and
+peak memory for each, with ratios.
 
     python benchmarks/loop_overhead.py [--reps 5] [--runs 200] [--scenario parallel] [--no-stream]
 """
@@ -20,10 +21,10 @@ import time
 import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-BENCH = os.path.normpath(os.path.join(HERE, "..", "..", "shared", "bench"))
+BENCH = os.path.join(HERE, "kit")
 TREADLE = os.path.join(HERE, "treadle_driver.py")
 DRIVERS = {  # name: (script, extra arguments)
-    "raw_httpx": (os.path.join(BENCH, "drivers", "raw_httpx.py"), []),
+    "raw_httpx": (os.path.join(BENCH, "raw_httpx.py"), []),
     "treadle": (TREADLE, []),  # agent_loop with a task consuming every event
     "treadle_quiet": (TREADLE, ["--no-events"]),  # agent_loop with events=None
 }

@@ -1,16 +1,14 @@
-"""treadle on the shared loop-overhead harness (../shared/bench/drivers/common.py).
+"""treadle on the loop-overhead harness (``benchmarks/kit/common.py``).
 
 Runs the harness's scenario (tool calls to ``add``, then a streamed final text) through
 ``agent_loop`` + ``OpenAIChat`` with a consumer task that re-assembles the streamed text
 from ``message_update`` events, as an application would. Prints one JSON line.
 """
 
-# ruff: noqa: E402
 import os
 import sys
 
-BENCH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "bench")
-sys.path.insert(0, os.path.join(BENCH, "drivers"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "kit"))
 
 import common  # first: the stdlib baseline is not charged to treadle
 from common import add_impl, import_timer

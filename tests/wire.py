@@ -1,4 +1,4 @@
-"""Load recorded provider exchanges from ../shared/fixtures/wire and replay them with respx."""
+"""Load recorded provider exchanges from tests/fixtures/wire and replay them with respx."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ from treadle.types import (
     ToolCallStart,
 )
 
-WIRE = Path(__file__).resolve().parent.parent.parent / "shared" / "fixtures" / "wire"
+WIRE = Path(__file__).resolve().parent / "fixtures" / "wire"
 
 
 def load(name: str) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """Shared helpers of the conformance suite: a recording runner and the invariant checker.
 
-Everything here uses the public API only. ``check_invariants`` asserts LOOP-SPEC §7
+Everything here uses the public API only. ``check_invariants`` asserts docs/contract.md §7
 invariants 1-9 and 11-14 on one recorded run (10 is a scenario, not a property of a trace).
 """
 
@@ -160,7 +160,7 @@ def check_invariants(
     provider_calls: int | None = None,
     requests: Sequence[ModelRequest] = (),
 ) -> None:
-    """Assert LOOP-SPEC §7 invariants 1-9 and 11-14 on the events of one loop call.
+    """Assert docs/contract.md §7 invariants 1-9 and 11-14 on the events of one loop call.
 
     ``events`` is everything received on the stream during the call (sub-loops sharing the
     stream included). The main loop is ``loop_id`` or the loop of the first event.

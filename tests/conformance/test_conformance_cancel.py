@@ -1,4 +1,4 @@
-"""LOOP-SPEC §4.3 cancellation, invariant 13, and cancellation at every await point."""
+"""docs/contract.md §4.3 cancellation, invariant 13, and cancellation at every await point."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""LOOP-SPEC §3: hooks, input filters, steering and follow-ups."""
+"""docs/contract.md §3: hooks, input filters, steering and follow-ups."""
 
 from __future__ import annotations
 

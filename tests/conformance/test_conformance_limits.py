@@ -1,4 +1,4 @@
-"""LOOP-SPEC §4.1 step 2 (limits, invariant 10) and §4.2 (retries, final failures)."""
+"""docs/contract.md §4.1 step 2 (limits, invariant 10) and §4.2 (retries, final failures)."""
 
 from __future__ import annotations
 

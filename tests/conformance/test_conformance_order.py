@@ -1,4 +1,4 @@
-"""LOOP-SPEC §2.1 (the order of one run) and §5 tool strategies."""
+"""docs/contract.md §2.1 (the order of one run) and §5 tool strategies."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""LOOP-SPEC §5: tool lookup, arguments, errors, timeouts, progress and ending a run."""
+"""docs/contract.md §5: tool lookup, arguments, errors, timeouts, progress and ending a run."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Compaction inside the loop (LOOP-SPEC §4.1 step 4, §4.2, §6), end to end with the
+"""Compaction inside the loop (contract §4.1 step 4, §4.2, §6), end to end with the
 ScriptedProvider reporting a small context window through the policy's override."""
 
 from __future__ import annotations

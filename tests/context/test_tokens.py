@@ -1,4 +1,4 @@
-"""Token estimates (LOOP-SPEC §6): tiktoken, the heuristic fallback, anchoring on reported
+"""Token estimates (contract §6): tiktoken, the heuristic fallback, anchoring on reported
 usage, and incremental counting."""
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ def test_heuristic_when_forced() -> None:
     assert counter.encoding_name is None and not counter.exact
     assert counter.text("abcd" * 25) == 25
     assert counter.text("abcde") == 2
-    # seed 003: 16 characters of framing per message
+    # 16 characters of framing per message
     assert counter.message(UserMessage.of("abcd" * 25)) == 25 + 4
 
 

@@ -28,7 +28,7 @@ from ..types import Usage
 from ..types._base import Model
 
 DEFAULT_CONTEXT_WINDOW = 8192
-"""The window assumed for a model nobody knows (seed 003's conservative fallback)."""
+"""The window assumed for a model nobody knows (a conservative fallback)."""
 
 LOCAL_PROVIDERS = frozenset({"ollama"})
 """Providers that run models on the caller's machine: no per-token price."""

@@ -1,11 +1,11 @@
-"""Token estimates: how much of the context window a history fills (LOOP-SPEC §6).
+"""Token estimates: how much of the context window a history fills (docs/contract.md §6).
 
 The estimate is anchored on what the provider reported: the last assistant message's usage
 (input + output + cache reads and writes) is exactly how many tokens the history up to and
 including that message took, so only the messages after it are estimated. Those are counted
 with tiktoken when an encoding loads (``o200k_base`` for current OpenAI models, else
 ``cl100k_base``; ``TIKTOKEN_CACHE_DIR`` is honoured by tiktoken itself) and otherwise with
-seed 003's heuristic: about 4 characters per token plus 16 characters per message.
+a heuristic: about 4 characters per token plus 16 characters per message.
 
 Counting is incremental: :class:`ContextTracker` caches each message's count (keyed by the
 message object, which it keeps alive so the key cannot be reused) and keeps a running total
@@ -34,9 +34,9 @@ from ..types import (
 )
 
 CHARS_PER_TOKEN = 4
-"""The heuristic's characters per token (seed 003)."""
+"""The heuristic's characters per token."""
 MESSAGE_OVERHEAD_TOKENS = 4
-"""Role and framing per message: seed 003's 16 characters, as tokens."""
+"""Role and framing per message: 16 characters, as tokens."""
 TOOL_CALL_OVERHEAD_TOKENS = 8
 """Framing of one tool call (id, type, function wrapper)."""
 TOOL_SPEC_OVERHEAD_TOKENS = 8
@@ -231,7 +231,7 @@ def token_bound(message: AgentMessage) -> int:
 
 
 def heuristic_tokens(text: str) -> int:
-    """Seed 003's estimate of ``text``: about one token per 4 characters."""
+    """The heuristic estimate of ``text``: about one token per 4 characters."""
     return math.ceil(len(text) / CHARS_PER_TOKEN)
 
 
@@ -387,7 +387,7 @@ class ContextTracker:
         tools: Sequence[ToolSpec] = (),
         tools_key: tuple[int, ...] | None = None,
     ) -> ContextEstimate:
-        """Tokens the next request built from ``messages`` will take (LOOP-SPEC §6)."""
+        """Tokens the next request built from ``messages`` will take (docs/contract.md §6)."""
         return self.anchored(messages) or self.counted(
             messages, self.fixed(system_prompt, tools, tools_key)
         )

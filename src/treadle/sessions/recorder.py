@@ -30,7 +30,7 @@ class SessionRecorder(Hooks):
 
     ``on_message`` runs when a message joins the history, before its ``message_end`` is
     sent, so the user's prompt is durable before the turn's first model call and every
-    message is durable by the time anyone hears of it (seed 002's write-ahead rule). Writes
+    message is durable by the time anyone hears of it (the write-ahead rule). Writes
     run in a worker thread (the event loop never waits on a disk).
 
     The recorder keeps a copy of what it stored. When the history changed by other means

@@ -9,7 +9,7 @@ Journal mode WAL: readers never block the writer and a crash never leaves a half
 transaction. ``synchronous=FULL`` by default, so a message is on disk, not only in the OS's
 cache, when ``append`` returns, as with the fsync'd JSONL store: WAL with ``NORMAL`` already
 survives the process being killed, but a power cut could lose the last transactions, and
-the write-ahead rule (seed 002) promises more. Pass ``synchronous="NORMAL"`` to trade that
+the write-ahead rule promises more. Pass ``synchronous="NORMAL"`` to trade that
 for fewer fsyncs.
 
 The lock is a lease row (owner token, pid, host). A lease whose process is gone (same host,

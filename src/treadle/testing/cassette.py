@@ -11,10 +11,10 @@ never touch the network. ``mode="record"`` always records (rewriting the file);
 ``mode="replay"`` insists on the file.
 
 The file holds ``{"treadle_cassette": 1, "exchanges": [...]}``; each exchange has the shape of
-the recorded fixtures in ``shared/fixtures/wire``: ``request`` {method, url, headers, body}
-and ``response`` {status, headers, body}, the body as the JSON value sent (request) or the raw
-text received (response). A single fixture file (one exchange at the top level) or a plain
-list of exchanges replays too.
+the recorded provider exchanges in treadle's own test fixtures: ``request`` {method, url,
+headers, body} and ``response`` {status, headers, body}, the body as the JSON value sent
+(request) or the raw text received (response). A single fixture file (one exchange at the
+top level) or a plain list of exchanges replays too.
 
 Secrets are never written: request headers are kept only from a short allowlist (never
 ``authorization``, ``x-api-key``, ``x-goog-api-key``, ``api-key``, cookies, organisation or

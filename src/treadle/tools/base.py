@@ -18,7 +18,7 @@ DepsT = TypeVar("DepsT")
 
 
 class ToolCategory(str, Enum):
-    """What kind of work a tool does; sets its default timeout (seed 002's table)."""
+    """What kind of work a tool does; sets its default timeout (given on each member)."""
 
     EXEC = "exec"
     """Shells, builds, long jobs: 600 s."""
@@ -43,7 +43,7 @@ _CATEGORY_TIMEOUTS = {
 
 
 class TaskComplete(Exception):
-    """Raise from a tool to end the run after the current batch (seed 001's done tool).
+    """Raise from a tool to end the run after the current batch (a "done" tool).
 
     ``text`` becomes the tool's result; the loop then ends with reason ``completed``.
     """

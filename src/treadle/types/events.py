@@ -1,4 +1,4 @@
-"""Events: everything the loop reports, in the order LOOP-SPEC §2 gives.
+"""Events: everything the loop reports, in the order the contract (docs/contract.md §2) gives.
 
 Every event carries ``seq`` (strictly increasing on the stream it was sent to), ``loop_id``,
 ``depth`` (0 for a top-level loop) and ``timestamp``; the loop's event sink stamps them.
