@@ -77,7 +77,7 @@ from .types import (
 )
 
 if TYPE_CHECKING:
-    from .agent import Agent, RunResult
+    from .agent import Agent, AgentBusy, AgentSnapshot, AgentStream, RunFailed, RunResult
     from .context.compaction import CompactionPolicy
     from .providers.registry import get_provider
 
@@ -85,6 +85,10 @@ __version__ = "0.1.0"
 
 _LAZY = {
     "Agent": "treadle.agent",
+    "AgentBusy": "treadle.agent",
+    "AgentSnapshot": "treadle.agent",
+    "AgentStream": "treadle.agent",
+    "RunFailed": "treadle.agent",
     "RunResult": "treadle.agent",
     "CompactionPolicy": "treadle.context.compaction",
     "get_provider": "treadle.providers.registry",
@@ -104,12 +108,15 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "Agent",
+    "AgentBusy",
     "AgentContext",
     "AgentEnd",
     "AgentEvent",
     "AgentLoopConfig",
     "AgentMessage",
+    "AgentSnapshot",
     "AgentStart",
+    "AgentStream",
     "Allow",
     "Ask",
     "AssistantMessage",
@@ -139,6 +146,7 @@ __all__ = [
     "ProviderRetry",
     "Reject",
     "RetryPolicy",
+    "RunFailed",
     "RunResult",
     "StopReason",
     "TaskComplete",
