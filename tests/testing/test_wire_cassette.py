@@ -35,11 +35,34 @@ SECRET = "sk-live-SECRET-0123456789abcdef"
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
+async def test_auto_mode_never_records_a_failure_as_the_answer(fmt: str, tmp_path: Path) -> None:
+    path = tmp_path / f"{fmt}.json"
+    real = FakeTransport(fmt, [Fail(429, retry_after=0), Fail(500), rich_message(fmt)])
+    recorder = Cassette(path)  # no file yet: auto mode records
+    provider = real.provider(api_key=SECRET, client=recorder.client(real))
+    for _ in range(2):
+        with pytest.raises(ProviderError):
+            await collect(provider)
+    assert not path.exists()  # a run that saw only failures leaves nothing to replay
+    _, recorded = await collect(provider)
+    await provider.aclose()
+    assert [status for _, status in recorder.not_recorded] == [429, 500]
+    assert SECRET not in repr(recorder.not_recorded)
+    data = json.loads(path.read_text())
+    assert [e["response"]["status"] for e in data["exchanges"]] == [200]
+
+    replay = Cassette(path)
+    provider = FakeTransport(fmt, []).provider(api_key="k", client=replay.client())
+    _, replayed = await collect(provider)
+    same_message(replayed, recorded)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
 async def test_record_then_replay(fmt: str, tmp_path: Path) -> None:
     path = tmp_path / "cassettes" / f"{fmt}.json"
     real = FakeTransport(fmt, [rich_message(fmt), Fail(429, retry_after=3)])
 
-    recorder = Cassette(path)  # no file yet: auto mode records
+    recorder = Cassette(path, mode="record")  # records failures too (auto mode would not)
     assert recorder.recording
     provider = real.provider(api_key=SECRET, client=recorder.client(real))
     _, recorded = await collect(provider)

@@ -294,3 +294,12 @@ def test_pieces_join_back(text: str) -> None:
     assert "".join(pieces(text, None)) == text
     assert "".join(pieces(text, 3)) == text
     assert all(pieces(text, None))
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+async def test_a_single_string_is_one_answer_not_one_per_character(fmt: str) -> None:
+    fake = FakeTransport(fmt, "Hello!")
+    assert fake.remaining == 1
+    _, message = await collect(fake.provider(api_key="k"))
+    assert message.text == "Hello!"
+    fake.assert_done()

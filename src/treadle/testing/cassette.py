@@ -8,7 +8,10 @@
 With ``mode="auto"`` the first run (no file yet) records through a real
 ``httpx.AsyncHTTPTransport`` (so it needs a real key); later runs replay from the file and
 never touch the network. ``mode="record"`` always records (rewriting the file);
-``mode="replay"`` insists on the file.
+``mode="replay"`` insists on the file. In ``auto`` mode an answer that is not a success
+(status outside 2xx: a rate limit, an expired key, an outage) is passed through but never
+written, so a passing glitch cannot become the golden answer every later run replays; it
+is listed in ``Cassette.not_recorded`` and logged on ``treadle.testing``.
 
 The file holds ``{"treadle_cassette": 1, "exchanges": [...]}``; each exchange has the shape of
 the recorded provider exchanges in treadle's own test fixtures: ``request`` {method, url,
@@ -35,6 +38,7 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import os
 import tempfile
 import threading
@@ -46,6 +50,8 @@ import httpx
 
 from .._redact import REDACTED, SECRET_PARAMS
 from .wire import RecordedRequest, Reply, ReplyStream
+
+logger = logging.getLogger("treadle.testing")
 
 __all__ = ["Cassette", "CassetteError", "NoMatchingExchange"]
 
@@ -175,6 +181,7 @@ class Cassette:
         self.path = Path(path)
         self.match = match
         self.recording = mode == "record" or (mode == "auto" and not self.path.exists())
+        self._keep_failures = mode == "record"
         extra = {h.lower() for h in keep_headers} - FORBIDDEN_HEADERS
         self._request_headers = REQUEST_HEADERS | extra
         self._response_headers = RESPONSE_HEADERS | extra
@@ -183,6 +190,8 @@ class Cassette:
         self.exchanges: list[dict[str, Any]] = []
         self.played: list[bool] = []
         self.requests: list[RecordedRequest] = []
+        self.not_recorded: list[tuple[str, int]] = []
+        """``(url, status)`` of answers ``auto`` mode passed through without recording."""
         if not self.recording:
             self.exchanges = self._load()
             self.played = [False] * len(self.exchanges)
@@ -337,6 +346,18 @@ class Cassette:
     def _record(
         self, request: httpx.Request, status: int, headers: httpx.Headers, body: bytes
     ) -> None:
+        if not self._keep_failures and not 200 <= status < 300:
+            url = _redact_url(request.url, set(self._secrets))
+            with self._lock:
+                self.not_recorded.append((url, status))
+            logger.warning(
+                "cassette %s: not recording the HTTP %d answer from %s (auto mode records "
+                "successes only; use mode='record' to keep failures)",
+                self.path,
+                status,
+                url,
+            )
+            return
         secrets = set(self._secrets)
         for name, value in request.headers.multi_items():
             if name.lower() in FORBIDDEN_HEADERS and value:

@@ -71,19 +71,21 @@ class ScriptedProvider:
     ``chunks`` sets how many pieces each text/argument is streamed in; ``delay`` (seconds)
     sleeps before each delta, which makes cancellation tests realistic. Messages without
     usage get a deterministic estimate. When the script runs out, the call fails with a
-    ``bad_request`` ProviderError that says so.
+    ``bad_request`` ProviderError that says so. A single string is a one-answer script
+    (``ScriptedProvider("hi")`` is ``ScriptedProvider(["hi"])``), never one answer per
+    character.
     """
 
     def __init__(
         self,
-        script: Sequence[ScriptItem] = (),
+        script: Sequence[ScriptItem] | str = (),
         *,
         name: str = "scripted",
         model: str = "scripted-model",
         chunks: int = 3,
         delay: float = 0.0,
     ) -> None:
-        self.script: list[ScriptItem] = list(script)
+        self.script: list[ScriptItem] = [script] if isinstance(script, str) else list(script)
         self.name = name
         self.model = model
         self.chunks = chunks

@@ -296,6 +296,7 @@ class FakeTransport(httpx.AsyncBaseTransport):
     one that reaches the API's endpoint takes the next script item and gets a streamed
     answer when it asked for one (``"stream": true``; Gemini's ``:streamGenerateContent``,
     with or without ``alt=sse``; Ollama unless ``"stream": false``), else the JSON body.
+    A single string is a one-answer script: ``WireFake.openai("Hello!")``.
 
     When the script runs out, ``default`` answers (if given); otherwise the request gets an
     HTTP 400 in the provider's error shape whose message says the script is exhausted: an
@@ -314,7 +315,7 @@ class FakeTransport(httpx.AsyncBaseTransport):
     def __init__(
         self,
         format: FormatName | str,
-        script: Iterable[ScriptEntry] = (),
+        script: Iterable[ScriptEntry] | str = (),
         *,
         default: ScriptEntry | None = None,
         chunk_size: int | None = None,
@@ -335,34 +336,34 @@ class FakeTransport(httpx.AsyncBaseTransport):
         self._next = 0
         self._serial = 0
         self._lock = threading.Lock()
-        self.add(*script)
+        self.add(*([script] if isinstance(script, str) else script))
         if default is not None:
             self._check(default)
 
     # -- construction helpers --
 
     @classmethod
-    def openai(cls, script: Iterable[ScriptEntry] = (), **options: Any) -> FakeTransport:
+    def openai(cls, script: Iterable[ScriptEntry] | str = (), **options: Any) -> FakeTransport:
         """A fake OpenAI Chat Completions API (``OpenAIChat``)."""
         return cls("openai", script, **options)
 
     @classmethod
-    def anthropic(cls, script: Iterable[ScriptEntry] = (), **options: Any) -> FakeTransport:
+    def anthropic(cls, script: Iterable[ScriptEntry] | str = (), **options: Any) -> FakeTransport:
         """A fake Anthropic Messages API (``Anthropic``)."""
         return cls("anthropic", script, **options)
 
     @classmethod
-    def responses(cls, script: Iterable[ScriptEntry] = (), **options: Any) -> FakeTransport:
+    def responses(cls, script: Iterable[ScriptEntry] | str = (), **options: Any) -> FakeTransport:
         """A fake OpenAI Responses API (``OpenAIResponses``)."""
         return cls("responses", script, **options)
 
     @classmethod
-    def gemini(cls, script: Iterable[ScriptEntry] = (), **options: Any) -> FakeTransport:
+    def gemini(cls, script: Iterable[ScriptEntry] | str = (), **options: Any) -> FakeTransport:
         """A fake Gemini API (``Gemini``)."""
         return cls("gemini", script, **options)
 
     @classmethod
-    def ollama(cls, script: Iterable[ScriptEntry] = (), **options: Any) -> FakeTransport:
+    def ollama(cls, script: Iterable[ScriptEntry] | str = (), **options: Any) -> FakeTransport:
         """A fake Ollama server (``Ollama``)."""
         return cls("ollama", script, **options)
 

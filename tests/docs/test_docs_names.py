@@ -1,0 +1,56 @@
+"""Every class or function name the docs put in backticks can be imported from treadle.
+
+A renamed or unexported public name fails here instead of in a reader's script. Names that
+belong to Python or to a provider's wire format are listed in ``NOT_OURS``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+PUBLIC = [
+    "treadle",
+    "treadle.agent",
+    "treadle.context",
+    "treadle.loop",
+    "treadle.providers",
+    "treadle.sessions",
+    "treadle.testing",
+    "treadle.tools",
+    "treadle.types",
+]
+# Python's own names, and values that providers send on the wire (finish reasons, enums).
+NOT_OURS = {
+    "ANY", "AUTO", "BLOCKLIST", "Cancelled", "DIRECT", "End", "False", "LANGUAGE", "NONE",
+    "NORMAL", "None", "OTHER", "Paris", "RECITATION", "REDACTED", "RetryInfo", "SAFETY",
+    "SPII", "STOP", "True", "TypeError", "URL", "Update", "ValueError", "BaseModel",
+    "KeyboardInterrupt", "SystemExit", "BaseException", "OSError", "Exception",
+}  # fmt: skip
+NAME = re.compile(r"`([A-Z][A-Za-z0-9]+)(?:[.(\[][^`]*)?`")
+
+
+def named_in_docs() -> set[str]:
+    names: set[str] = set()
+    for page in PAGES:
+        names.update(NAME.findall(page.read_text(encoding="utf-8")))
+    return names - NOT_OURS
+
+
+def test_every_name_the_docs_use_is_importable() -> None:
+    modules = [importlib.import_module(name) for name in PUBLIC]
+    missing = sorted(n for n in named_in_docs() if not any(hasattr(m, n) for m in modules))
+    assert not missing, f"the docs name these, but no public module exports them: {missing}"
+
+
+@pytest.mark.parametrize("name", ["AgentBusy", "AgentSnapshot", "AgentStream", "RunFailed"])
+def test_agent_names_are_exported_from_the_top(name: str) -> None:
+    import treadle
+
+    assert name in treadle.__all__
+    assert getattr(treadle, name).__name__ == name
