@@ -602,3 +602,48 @@ async def test_a_protocol_only_tool_works_in_a_loop() -> None:
     spec = provider.requests[0].tools[0]
     assert (spec.name, spec.description) == ("reverse", "Reverse a string.")
     assert spec.parameters == Reverse.parameters
+
+
+def test_a_lambda_needs_a_name() -> None:
+    with pytest.raises(TypeError, match="lambda has no name"):
+        tool(lambda a: a)
+    named = tool(name="double", description="Double a number.")(lambda a: 2 * a)
+    assert named.name == "double" and named(a=2) == 4
+
+
+def test_a_name_providers_reject_is_refused_with_the_rule() -> None:
+    def f(a: int) -> int:
+        """Docs."""
+        return a
+
+    with pytest.raises(ValueError, match="1-64 letters, digits"):
+        tool(name="has space")(f)
+
+
+def test_missing_docstring_and_hints_warn_at_the_decorator() -> None:
+    with pytest.warns(UserWarning, match="'nodoc' has no description") as caught:
+
+        @tool
+        def nodoc(a: int) -> int:
+            return a
+
+    assert caught[0].filename == __file__  # points at the user's code, not treadle's
+    with pytest.warns(UserWarning, match="parameter 'a' of tool 'nohint' has no type hint"):
+
+        @tool
+        def nohint(a):  # type: ignore[no-untyped-def]
+            """Docs."""
+            return a
+
+
+class Opaque:
+    """A plain class: pydantic can check it (arbitrary types) but not describe it."""
+
+
+def test_an_annotation_without_a_json_schema_names_the_tool_and_parameter() -> None:
+    def takes(count: int, thing: Opaque) -> str:
+        """Docs."""
+        return "x"
+
+    with pytest.raises(TypeError, match=r"tool 'takes': parameter 'thing' is annotated"):
+        tool(takes)

@@ -5,11 +5,20 @@ from __future__ import annotations
 import functools
 import inspect
 import re
+import warnings
 from collections.abc import Callable
 from typing import Any, get_type_hints, overload
 
 import anyio.to_thread
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PydanticUserError,
+    TypeAdapter,
+    ValidationError,
+    create_model,
+)
 
 from ..types import ToolSpec
 from .base import ToolArgumentsError, ToolCategory, ToolContext
@@ -88,9 +97,16 @@ class FunctionTool:
         accepts_raw_arguments: bool = False,
     ) -> None:
         self.func = func
-        self.name = name or func.__name__
+        self.name = _tool_name(func, name)
         doc_text, param_docs = parse_docstring(func.__doc__)
         self.description = description if description is not None else doc_text
+        if not self.description:
+            warnings.warn(
+                f"tool {self.name!r} has no description: the model sees only its name. "
+                "Give the function a docstring or pass description=.",
+                UserWarning,
+                stacklevel=_caller_level(),
+            )
         self.category = ToolCategory(category)
         self.timeout = timeout
         self.sequential = sequential
@@ -98,7 +114,7 @@ class FunctionTool:
         self._is_async = inspect.iscoroutinefunction(func)
         self._context_param: str | None = None
         self._args_model = self._build_model(func, param_docs)
-        self.parameters: dict[str, Any] = _strip_titles(self._args_model.model_json_schema())
+        self.parameters: dict[str, Any] = _strip_titles(self._schema())
         self.parameters.setdefault("properties", {})
         functools.update_wrapper(self, func)
 
@@ -115,6 +131,13 @@ class FunctionTool:
         for pname, param in signature.parameters.items():
             if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
                 continue
+            if pname not in hints:
+                warnings.warn(
+                    f"parameter {pname!r} of tool {self.name!r} has no type hint, so the model "
+                    "may send any JSON for it; annotate it (e.g. `a: int`).",
+                    UserWarning,
+                    stacklevel=_caller_level(),
+                )
             annotation = hints.get(pname, Any)
             if _is_context(annotation):
                 self._context_param = pname
@@ -126,7 +149,23 @@ class FunctionTool:
             __config__=ConfigDict(extra="forbid", arbitrary_types_allowed=True),
             **fields,
         )
+        self._fields = fields
         return model
+
+    def _schema(self) -> dict[str, Any]:
+        try:
+            return self._args_model.model_json_schema()
+        except PydanticUserError as exc:
+            culprit = next(
+                (pname for pname, spec in self._fields.items() if not _has_schema(spec)), None
+            )
+            where = f"parameter {culprit!r}" if culprit else "a parameter"
+            annotation = self._fields[culprit][0] if culprit else None
+            raise TypeError(
+                f"tool {self.name!r}: {where} is annotated {annotation!r}, which has no JSON "
+                "schema, so the model could not be told what to send. Use JSON-friendly "
+                "types (str, int, float, bool, list, dict, pydantic models, Literal, Enum)."
+            ) from exc
 
     @property
     def spec(self) -> ToolSpec:
@@ -161,6 +200,45 @@ class FunctionTool:
 
     def __repr__(self) -> str:
         return f"FunctionTool(name={self.name!r}, category={self.category.value!r})"
+
+
+_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+def _tool_name(func: Callable[..., Any], name: str | None) -> str:
+    chosen: str = name or str(getattr(func, "__name__", ""))
+    if chosen == "<lambda>":
+        raise TypeError(
+            "a lambda has no name to show the model: pass one, e.g. "
+            "tool(name='add', description='Add two numbers.')(lambda a, b: a + b), "
+            "or use a def with a docstring."
+        )
+    if not _NAME.match(chosen):
+        raise ValueError(
+            f"tool name {chosen!r} is not allowed: providers accept 1-64 letters, digits, "
+            "'_' and '-'. Pass name= to choose another."
+        )
+    return chosen
+
+
+def _has_schema(spec: tuple[Any, Any]) -> bool:
+    try:
+        TypeAdapter(spec[0]).json_schema()
+    except PydanticUserError:
+        return False
+    except Exception:  # an unresolvable type fails later with its own message
+        return True
+    return True
+
+
+def _caller_level() -> int:
+    """The stacklevel that points a warning at the user's ``@tool`` line."""
+    frame = inspect.currentframe()
+    level = 1
+    while frame is not None and frame.f_globals.get("__name__") == __name__:
+        frame = frame.f_back
+        level += 1
+    return level - 1
 
 
 @overload
