@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import Field
@@ -17,11 +18,24 @@ class TextContent(Model):
 
 
 class ImageContent(Model):
-    """An image, base64-encoded."""
+    """An image, base64-encoded: ``ImageContent.from_bytes(path.read_bytes(), "image/png")``.
+
+    Send it in a user message (``UserMessage.of("What is this?", image)``) or return it in a
+    tool result; adapters encode it the way their provider expects.
+    """
 
     type: Literal["image"] = "image"
     data: str
     mime_type: str
+
+    @classmethod
+    def from_bytes(cls, data: bytes, mime_type: str) -> ImageContent:
+        """An image from its raw bytes (PNG, JPEG, GIF, WebP: whatever the model accepts)."""
+        if not mime_type.startswith("image/"):
+            raise ValueError(
+                f"mime_type must be an image type such as 'image/png', not {mime_type!r}"
+            )
+        return cls(data=base64.b64encode(data).decode("ascii"), mime_type=mime_type)
 
 
 class ThinkingContent(Model):
