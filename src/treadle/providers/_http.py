@@ -123,11 +123,47 @@ def classify(
     )
 
 
-def transport_error(exc: httpx.TransportError, provider: str) -> ProviderError:
-    """A connection-level failure. Only the exception's own text is kept, never the request."""
+_LOOPBACK = {"localhost", "127.0.0.1", "::1", "[::1]", "0.0.0.0"}
+
+
+def _refused(exc: BaseException, depth: int = 0) -> bool:
+    """Whether ``exc`` (or what caused it, including trio's group of connect attempts) is
+    a refused connection."""
+    seen: BaseException | None = exc
+    while seen is not None and depth < 20:
+        if isinstance(seen, ConnectionRefusedError) or "refused" in str(seen).lower():
+            return True
+        group = getattr(seen, "exceptions", None)  # ExceptionGroup (trio's happy eyeballs)
+        if isinstance(group, tuple) and any(_refused(e, depth + 1) for e in group):
+            return True
+        seen = seen.__cause__ or seen.__context__
+        depth += 1
+    return False
+
+
+def transport_error(
+    exc: httpx.TransportError, provider: str, base_url: str = "", hint: str = ""
+) -> ProviderError:
+    """A connection-level failure, naming the server and what to check. Only the exception's
+    own text is kept, never the request.
+
+    A refused connection to this machine (``localhost``, ``127.0.0.1``) means nothing is
+    listening there: it is ``unreachable`` and not retried, so the caller hears of it at once
+    instead of after the retries' back-off."""
     kind: ErrorKind = "timeout" if isinstance(exc, httpx.TimeoutException) else "network"
     detail = str(exc) or type(exc).__name__
-    return ProviderError(kind, f"{type(exc).__name__}: {detail}", provider=provider)
+    where = redact_url(base_url) if base_url else "the server"
+    host = httpx.URL(base_url).host if base_url else ""
+    if isinstance(exc, httpx.ConnectError) and host in _LOOPBACK and _refused(exc):
+        kind = "unreachable"
+        check = hint or "is the server running, and is base_url right?"
+        message = f"nothing is listening at {where} (connection refused): {check}"
+    elif isinstance(exc, httpx.ConnectError):
+        check = hint or "check base_url, your network and any proxy settings"
+        message = f"could not connect to {where} ({type(exc).__name__}: {detail}); {check}"
+    else:
+        message = f"{type(exc).__name__} talking to {where}: {detail}"
+    return ProviderError(kind, message, provider=provider)
 
 
 class JSONStreamDecoder(Protocol):
@@ -163,6 +199,9 @@ class HTTPAdapter:
     """
 
     name: str = "http"
+    connect_hint: str = ""
+    """What to check when the server cannot be reached (adapters for local servers say how
+    to start theirs); empty for a generic hint."""
 
     def __init__(
         self,
@@ -234,7 +273,9 @@ class HTTPAdapter:
                 async for chunk in response.aiter_bytes():
                     yield chunk
         except httpx.TransportError as exc:
-            raise self.scrub(transport_error(exc, self.name)) from None
+            raise self.scrub(
+                transport_error(exc, self.name, self.base_url, self.connect_hint)
+            ) from None
 
     async def _json_stream(
         self,
@@ -296,7 +337,9 @@ class HTTPAdapter:
             merged = {**self._headers(), **(headers or {})}
             response = await self.client.post(url, json=body, headers=merged)
         except httpx.TransportError as exc:
-            raise self.scrub(transport_error(exc, self.name)) from None
+            raise self.scrub(
+                transport_error(exc, self.name, self.base_url, self.connect_hint)
+            ) from None
         if response.status_code >= 400:
             raise self.scrub(self._http_error(response, response.content))
         try:

@@ -29,6 +29,7 @@ ErrorKind = Literal[
     "overloaded",
     "server",
     "network",
+    "unreachable",
     "timeout",
     "truncated_stream",
     "auth",

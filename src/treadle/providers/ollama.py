@@ -71,6 +71,7 @@ class Ollama(HTTPAdapter):
     when set, is sent as a bearer token (Ollama's cloud requires it)."""
 
     name = "ollama"
+    connect_hint = "is Ollama running? Start it with `ollama serve`, or point OLLAMA_HOST at it"
 
     def __init__(
         self,
