@@ -225,7 +225,7 @@ async def test_events_arrive_while_the_run_is_in_progress() -> None:
         async with agent.stream("go") as stream:
             async for event in stream:
                 if isinstance(event, TurnStart):
-                    assert stream.result is None and agent.running
+                    assert not stream.finished and agent.running
                     turn_seen.set()
     assert stream.result is not None and stream.result.text == "live"
 

@@ -6,14 +6,15 @@ import re
 import sys
 import threading
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+from typing_extensions import TypeVar
 
 from .._cancel import CancellationToken, CancelMode
 from ..loop import (
@@ -22,6 +23,7 @@ from ..loop import (
     ExecutionLimits,
     Hooks,
     InputFilter,
+    ModelSettings,
     RetryPolicy,
     ToolExecution,
     agent_loop,
@@ -53,7 +55,8 @@ if TYPE_CHECKING:
     from ..context.compaction import CompactionResult
     from ..sessions import SessionRecorder, SessionStore
 
-OutputT = TypeVar("OutputT")
+OutputT = TypeVar("OutputT", default=None)
+"""What ``RunResult.output`` holds: the ``output_type``; ``None`` for a text-only agent."""
 SteerMode = Literal["after_batch", "next_tool", "interrupt"]
 
 PLANNER_INSTRUCTION = (
@@ -176,6 +179,43 @@ def _in_running_loop() -> bool:
     return False
 
 
+def _resolve_model(model: Any, *, api_key: str | None, base_url: str | None) -> Provider:
+    """The provider ``Agent(model=...)`` names; a clear error for anything else."""
+    if isinstance(model, str):
+        from ..providers.registry import get_provider
+
+        options = {k: v for k, v in (("api_key", api_key), ("base_url", base_url)) if v}
+        return get_provider(model, **options)
+    if api_key is not None or base_url is not None:
+        raise TypeError(
+            "api_key= and base_url= apply to a model string such as 'openai:gpt-4o-mini'; "
+            f"this {type(model).__name__} is already built: give them to its constructor."
+        )
+    if not callable(getattr(model, "stream", None)):
+        raise TypeError(
+            f"Agent(model=...) takes a model string such as 'openai:gpt-4o-mini' or a "
+            f"Provider object, not {type(model).__name__} ({model!r})."
+        )
+    provider: Provider = model
+    return provider
+
+
+_SETTINGS = frozenset(ModelSettings.__annotations__)
+
+
+def _checked_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
+    unknown = sorted(set(settings) - _SETTINGS)
+    if unknown:
+        raise TypeError(
+            f"unknown model setting(s) {', '.join(unknown)}; "
+            f"model_settings takes: {', '.join(sorted(_SETTINGS))}"
+        )
+    updates = dict(settings)
+    if "stop" in updates:
+        updates["stop"] = list(updates["stop"])
+    return updates
+
+
 class Agent(Generic[OutputT]):
     """A conversation with a model and tools, kept between runs.
 
@@ -212,6 +252,12 @@ class Agent(Generic[OutputT]):
         tool_timeout: float | None = None,
         max_tokens: int | None = None,
         temperature: float | None = None,
+        top_p: float | None = None,
+        seed: int | None = None,
+        stop: Sequence[str] | None = None,
+        presence_penalty: float | None = None,
+        frequency_penalty: float | None = None,
+        extra_body: Mapping[str, Any] | None = None,
         thinking_level: ThinkingLevel = "off",
         deps: Any = None,
         approval_handler: Any = None,
@@ -223,15 +269,11 @@ class Agent(Generic[OutputT]):
         event_buffer: int = 256,
         store: SessionStore | None = None,
         session_id: str | None = None,
+        api_key: str | None = None,
+        base_url: str | None = None,
     ) -> None:
-        if isinstance(model, str):
-            from ..providers.registry import get_provider
-
-            self.provider: Provider = get_provider(model)
-            self._owns_provider = True
-        else:
-            self.provider = model
-            self._owns_provider = False
+        self.provider: Provider = _resolve_model(model, api_key=api_key, base_url=base_url)
+        self._owns_provider = isinstance(model, str)
         self.name = name
         self.description = description
         self.output_type = output_type
@@ -249,6 +291,12 @@ class Agent(Generic[OutputT]):
             "tool_timeout": tool_timeout,
             "max_tokens": max_tokens,
             "temperature": temperature,
+            "top_p": top_p,
+            "seed": seed,
+            "stop": list(stop) if stop is not None else None,
+            "presence_penalty": presence_penalty,
+            "frequency_penalty": frequency_penalty,
+            "extra_body": dict(extra_body or {}),
             "thinking_level": thinking_level,
             "approval_handler": approval_handler,
             "compaction": compaction,
@@ -430,30 +478,43 @@ class Agent(Generic[OutputT]):
     # ---- runs ----
 
     async def run(
-        self, prompt: str | AgentMessage | Sequence[AgentMessage], *, deps: Any = None
+        self,
+        prompt: str | AgentMessage | Sequence[AgentMessage],
+        *,
+        deps: Any = None,
+        model_settings: ModelSettings | None = None,
     ) -> RunResult[OutputT]:
         """Run to the end and return the result. Never raises for runtime failures: look at
-        ``result.reason`` / ``result.error`` (or call ``result.raise_for_error()``)."""
+        ``result.reason`` / ``result.error`` (or call ``result.raise_for_error()``).
+        ``model_settings`` overrides the agent's sampling settings for this run only."""
         self._claim()
         try:
-            return await self._run(prompt, deps=deps, events=None)
+            return await self._run(prompt, deps=deps, events=None, settings=model_settings)
         finally:
             self._release()
 
     def stream(
-        self, prompt: str | AgentMessage | Sequence[AgentMessage], *, deps: Any = None
+        self,
+        prompt: str | AgentMessage | Sequence[AgentMessage],
+        *,
+        deps: Any = None,
+        model_settings: ModelSettings | None = None,
     ) -> AgentStream[OutputT]:
         """``async with agent.stream(prompt) as events: async for event in events: ...``;
         ``events.result`` holds the RunResult afterwards. Leaving the block early aborts the
         run (and still waits for it to close cleanly)."""
-        return AgentStream(self, prompt, deps)
+        return AgentStream(self, prompt, deps, model_settings)
 
     def run_sync(
-        self, prompt: str | AgentMessage | Sequence[AgentMessage], *, deps: Any = None
+        self,
+        prompt: str | AgentMessage | Sequence[AgentMessage],
+        *,
+        deps: Any = None,
+        model_settings: ModelSettings | None = None,
     ) -> RunResult[OutputT]:
         """Blocking run, for scripts and notebooks. Inside a running event loop (a Jupyter
         cell) the run gets its own loop in a worker thread, so no nest_asyncio is needed."""
-        call = partial(self.run, prompt, deps=deps)
+        call = partial(self.run, prompt, deps=deps, model_settings=model_settings)
         if not _in_running_loop():
             return anyio.run(call)
         box: list[Any] = []
@@ -617,6 +678,7 @@ class Agent(Generic[OutputT]):
         *,
         deps: Any,
         events: MemoryObjectSendStream[AgentEvent] | None,
+        settings: ModelSettings | None = None,
     ) -> RunResult[OutputT]:
         recorder = self._recorder
         if recorder is not None and recorder.closed:
@@ -637,6 +699,8 @@ class Agent(Generic[OutputT]):
         if self.output_type is not None:
             self.context.tools = [*tools_before, _OutputTool(self.output_type, state)]
         config = self.config(state, deps)
+        if settings:
+            config = config.model_copy(update=_checked_settings(settings))
         branching = self.context.continuation_kind == ContinuationKind.BRANCH
         if branching and prompts:
             config = config.model_copy(update={"first_turn_trigger": TurnTrigger.BRANCH})
@@ -764,11 +828,14 @@ def _usage_of(messages: Sequence[AgentMessage]) -> Usage:
 class AgentStream(Generic[OutputT]):
     """The live events of one run; ``result`` is set when the run has ended."""
 
-    def __init__(self, agent: Agent[OutputT], prompt: Any, deps: Any) -> None:
+    def __init__(
+        self, agent: Agent[OutputT], prompt: Any, deps: Any, settings: ModelSettings | None = None
+    ) -> None:
         self._agent = agent
         self._prompt = prompt
         self._deps = deps
-        self.result: RunResult[OutputT] | None = None
+        self._settings = settings
+        self._result: RunResult[OutputT] | None = None
         self._receive: MemoryObjectReceiveStream[AgentEvent] | None = None
         self._tg: Any = None
 
@@ -784,9 +851,26 @@ class AgentStream(Generic[OutputT]):
     async def _drive(self, send: MemoryObjectSendStream[AgentEvent]) -> None:
         try:
             async with send:
-                self.result = await self._agent._run(self._prompt, deps=self._deps, events=send)
+                self._result = await self._agent._run(
+                    self._prompt, deps=self._deps, events=send, settings=self._settings
+                )
         finally:
             self._agent._release()
+
+    @property
+    def finished(self) -> bool:
+        """Whether the run has ended (``result`` is ready)."""
+        return self._result is not None
+
+    @property
+    def result(self) -> RunResult[OutputT]:
+        """The run's :class:`RunResult`, once it has ended (after the ``async with`` block, or
+        after the last event). Reading it earlier raises ``RuntimeError``."""
+        if self._result is None:
+            raise RuntimeError(
+                "the run has not ended yet: read events.result after the 'async with' block"
+            )
+        return self._result
 
     def __aiter__(self) -> AgentStream[OutputT]:
         return self
@@ -812,7 +896,7 @@ class AgentStream(Generic[OutputT]):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> bool | None:
-        if self.result is None:
+        if self._result is None:
             self._agent.abort("immediate")
         assert self._receive is not None
         self._receive.close()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, Union
+from typing import TYPE_CHECKING, Any, Literal, TypedDict, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -220,11 +220,30 @@ MessagesTransform = Callable[
 MessagePoll = Callable[[], Union[Sequence[AgentMessage], Awaitable[Sequence[AgentMessage]]]]
 
 
+class ModelSettings(TypedDict, total=False):
+    """Sampling settings for one run (``Agent.run(..., model_settings={...})``): the same
+    names as the :class:`AgentLoopConfig` fields they override."""
+
+    max_tokens: int
+    temperature: float
+    top_p: float
+    seed: int
+    stop: list[str]
+    presence_penalty: float
+    frequency_penalty: float
+    extra_body: dict[str, Any]
+    thinking_level: ThinkingLevel
+
+
 class AgentLoopConfig(BaseModel):
     """Read-only settings of one loop call.
 
-    Model: ``provider`` (required), ``model`` (defaults to the provider's), ``max_tokens``,
-    ``temperature``, ``thinking_level``, ``tool_choice``, ``response_format``.
+    Model: ``provider`` (required; a :class:`~treadle.providers.Provider` object — build one
+    from a model string with ``get_provider("openai:gpt-4o-mini")``), ``model`` (defaults to
+    the provider's), ``max_tokens``, ``temperature``, ``top_p``, ``seed``, ``stop``,
+    ``presence_penalty``, ``frequency_penalty``, ``extra_body`` (provider-specific fields
+    merged into every request body), ``thinking_level``, ``tool_choice``,
+    ``response_format``. A ``before_model_request`` hook may change any of them per turn.
     Control: ``hooks``, ``input_filters``, ``tool_execution``, ``tool_timeout``, ``limits``,
     ``retry``, ``compaction``, ``transform_context``, ``convert_to_llm``,
     ``get_steering_messages``, ``get_follow_up_messages``, ``steering_mode``,
@@ -239,6 +258,12 @@ class AgentLoopConfig(BaseModel):
     model: str | None = None
     max_tokens: int | None = Field(default=None, gt=0)
     temperature: float | None = None
+    top_p: float | None = Field(default=None, ge=0, le=1)
+    seed: int | None = None
+    stop: list[str] | None = None
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    extra_body: dict[str, Any] = Field(default_factory=dict)
     thinking_level: ThinkingLevel = "off"
     tool_choice: str | dict[str, Any] | None = None
     response_format: dict[str, Any] | None = None
@@ -265,6 +290,24 @@ class AgentLoopConfig(BaseModel):
     deps: Any = None
     first_turn_trigger: TurnTrigger = TurnTrigger.USER
 
+    @field_validator("provider", mode="before")
+    @classmethod
+    def _provider_object(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            raise TypeError(
+                f"AgentLoopConfig(provider=...) takes a Provider object, not the model string "
+                f"{value!r}: use provider=get_provider({value!r}) "
+                "(from treadle.providers import get_provider)."
+            )
+        if not callable(getattr(value, "stream", None)):
+            raise TypeError(
+                f"AgentLoopConfig(provider=...) got {type(value).__name__}, which has no "
+                "stream(request, *, cancel=None) method: pass a treadle.providers adapter "
+                "(OpenAIChat, Anthropic, ...), get_provider('openai:gpt-4o-mini'), or your own "
+                "object following the Provider protocol."
+            )
+        return value
+
     @field_validator("tool_execution", mode="before")
     @classmethod
     def _strategy_from_name(cls, value: Any) -> Any:
@@ -289,6 +332,8 @@ class AgentLoopConfig(BaseModel):
             "base_url": redact_url(str(base_url)) if base_url else None,
             "max_tokens": self.max_tokens,
             "temperature": self.temperature,
+            "top_p": self.top_p,
+            "seed": self.seed,
             "thinking_level": self.thinking_level,
             "tool_execution": self.tool_execution.mode,
             "limits": self.limits.model_dump(

@@ -112,6 +112,46 @@ def _as_message(item: Any) -> AgentMessage:
     )
 
 
+def _check_call(
+    function: str, context: Any, config: Any, events: Any, cancel: Any, *, first: int = 2
+) -> None:
+    """A caller's mistake (arguments swapped, a model string for a config) fails here, before
+    any event, naming the argument and what it should be. ``first`` is the position of
+    ``context`` in ``function``'s signature."""
+    args: list[tuple[str, Any, tuple[type, ...]]] = [
+        ("context", context, (AgentContext,)),
+        ("config", config, (AgentLoopConfig,)),
+        ("events", events, (MemoryObjectSendStream, type(None))),
+        ("cancel", cancel, (CancellationToken, type(None))),
+    ]
+    for index, (name, value, expected) in enumerate(args):
+        if isinstance(value, expected):
+            continue
+        wanted = " or ".join("None" if t is type(None) else t.__name__ for t in expected)
+        swapped = [
+            n for i, (n, _, types) in enumerate(args[:2]) if i != index and isinstance(value, types)
+        ]
+        hint = f" It looks like {name} and {swapped[0]} are swapped." if swapped else ""
+        raise TypeError(
+            f"{function}(): argument {first + index} ({name}) must be {wanted}, not "
+            f"{type(value).__name__}.{hint}"
+        )
+
+
+def _prompts(prompts: Any) -> list[AgentMessage]:
+    if isinstance(prompts, str) or isinstance(
+        prompts, (UserMessage, AssistantMessage, ToolResultMessage, ExtensionMessage)
+    ):
+        return [_as_message(prompts)]  # one prompt, never one message per character
+    if isinstance(prompts, (AgentContext, AgentLoopConfig)):
+        raise TypeError(
+            f"agent_loop(): the first argument, prompts, must be the new messages (a str, a "
+            f"message or a list of them), not {type(prompts).__name__}: the order is "
+            "agent_loop(prompts, context, config, events)."
+        )
+    return [_as_message(p) for p in prompts]
+
+
 class _Run:
     """State of one loop call. Everything that was reported is tracked, so any way out
     (completion, error, cancellation from the token or from outside) closes what is open."""
@@ -280,11 +320,16 @@ class _Run:
             tools=list(self.tool_specs) if with_tools else [],
             max_tokens=config.max_tokens,
             temperature=config.temperature,
+            top_p=config.top_p,
+            seed=config.seed,
+            stop=config.stop,
+            presence_penalty=config.presence_penalty,
+            frequency_penalty=config.frequency_penalty,
             thinking_level=config.thinking_level,
             tool_choice=config.tool_choice if with_tools else None,
             response_format=config.response_format,
             prompt_cache=config.prompt_cache,
-            extra_body={},
+            extra_body=dict(config.extra_body),
         )
         for hook in config.hooks:
             edited = await self.call_hook(hook.before_model_request, request)
@@ -646,7 +691,7 @@ def _ensure_ids(context: AgentContext) -> None:
 
 
 async def agent_loop(
-    prompts: Sequence[AgentMessage | str],
+    prompts: str | AgentMessage | Sequence[AgentMessage | str],
     context: AgentContext,
     config: AgentLoopConfig,
     events: EventStream | None = None,
@@ -654,13 +699,15 @@ async def agent_loop(
 ) -> list[AgentMessage]:
     """Start a run from new prompts; return the messages it added to ``context.messages``.
 
-    Emits ``agent_start`` … ``agent_end`` on ``events`` (never closing it). Runtime failures
-    end the run with a reason; only a caller's mistake (no prompts, wrong types) raises, before
-    any event.
+    ``prompts`` is a str (one user message), a message, or a list of them. Emits
+    ``agent_start`` … ``agent_end`` on ``events`` (never closing it). Runtime failures end the
+    run with a reason; only a caller's mistake (no prompts, wrong types) raises, before any
+    event.
     """
-    if not prompts:
+    messages = _prompts(prompts)
+    if not messages:
         raise ValueError("agent_loop needs at least one prompt; use agent_loop_continue to resume")
-    messages = [_as_message(p) for p in prompts]
+    _check_call("agent_loop", context, config, events, cancel)
     _ensure_ids(context)
     pending = context.pending_tool_calls
     run = _Run(context, config, events, cancel, [])
@@ -676,6 +723,7 @@ async def agent_loop_continue(
     """Carry on from the existing history (after an error, a tool-result message, a
     suspension whose approvals were given). The last message must not be an assistant
     message, unless it has tool calls waiting for approval."""
+    _check_call("agent_loop_continue", context, config, events, cancel, first=1)
     if not context.messages:
         raise ValueError("agent_loop_continue needs a non-empty history; use agent_loop to start")
     pending = context.pending_tool_calls

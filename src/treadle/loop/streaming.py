@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import random
 from collections.abc import Awaitable, Callable
 from contextlib import aclosing
@@ -267,7 +268,18 @@ async def _attempt(
 ) -> AssistantMessage:
     partial = state.partial
     emitting = sink.active
-    async with aclosing(provider.stream(request, cancel=cancel)) as events:  # type: ignore[type-var]
+    stream = provider.stream(request, cancel=cancel)
+    if not hasattr(stream, "__aiter__"):
+        if inspect.iscoroutine(stream):
+            stream.close()  # never awaited, on purpose: no "never awaited" warning
+        raise ProviderError(
+            "bad_request",
+            f"{type(provider).__name__}.stream() returned {type(stream).__name__}, not an async "
+            "iterator of stream events: write it as an async generator "
+            "(`async def stream(self, request, *, cancel=None): ... yield event`).",
+            provider=partial.provider,
+        )
+    async with aclosing(stream) as events:  # type: ignore[type-var]
         final: AssistantMessage | None = None
         async for event in events:
             if final is not None:

@@ -50,6 +50,7 @@ class SSEDecoder:
             and text.endswith("\n\n")
             and not self._has_data
             and not self._event
+            and self._retry is None
             and text.find("\n") == len(text) - 2
             and "\r" not in text
         ):

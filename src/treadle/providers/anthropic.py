@@ -218,6 +218,10 @@ class Anthropic(HTTPAdapter):
         elif request.temperature is not None:
             # Anthropic rejects any temperature but 1 while thinking, so it is sent only without.
             body["temperature"] = request.temperature
+        if request.top_p is not None and not thinking:
+            body["top_p"] = request.top_p
+        if request.stop:
+            body["stop_sequences"] = list(request.stop)
         body["max_tokens"] = max_tokens
         if request.response_format is not None:
             body["output_config"] = {

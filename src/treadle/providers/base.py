@@ -51,6 +51,14 @@ class ModelRequest(Model):
     tools: list[ToolSpec] = Field(default_factory=list)
     max_tokens: int | None = None
     temperature: float | None = None
+    top_p: float | None = None
+    seed: int | None = None
+    """For reproducible sampling, where the provider supports it (OpenAI-compatible servers,
+    Gemini, Ollama)."""
+    stop: list[str] | None = None
+    """Stop sequences."""
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
     thinking_level: ThinkingLevel = "off"
     tool_choice: str | dict[str, Any] | None = None
     """"auto", "none", "required" or {"name": tool}; None leaves it to the provider."""

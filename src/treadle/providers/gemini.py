@@ -66,6 +66,13 @@ from .base import (
 )
 
 DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com"
+_SAMPLING_FIELDS = (
+    ("top_p", "topP"),
+    ("seed", "seed"),
+    ("stop", "stopSequences"),
+    ("presence_penalty", "presencePenalty"),
+    ("frequency_penalty", "frequencyPenalty"),
+)
 KEY_VARIABLES = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
 
 # Google's documented placeholder for a function call whose real signature is unknown (a
@@ -192,6 +199,10 @@ class Gemini(HTTPAdapter):
             config["maxOutputTokens"] = request.max_tokens
         if request.temperature is not None:
             config["temperature"] = request.temperature
+        for field, name in _SAMPLING_FIELDS:
+            value = getattr(request, field)
+            if value is not None:
+                config[name] = value
         thinking = thinking_config(model, request.thinking_level)
         if thinking is not None:
             config["thinkingConfig"] = thinking

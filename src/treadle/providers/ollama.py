@@ -142,6 +142,10 @@ class Ollama(HTTPAdapter):
             options["num_predict"] = request.max_tokens
         if request.temperature is not None:
             options["temperature"] = request.temperature
+        for setting in ("top_p", "seed", "stop", "presence_penalty", "frequency_penalty"):
+            value = getattr(request, setting)
+            if value is not None:
+                options[setting] = value
         if options:
             body["options"] = options
         if request.response_format is not None:

@@ -180,6 +180,10 @@ class OpenAIChat(HTTPAdapter):
             body[self.max_tokens_field] = request.max_tokens
         if request.temperature is not None:
             body["temperature"] = request.temperature
+        for setting in ("top_p", "seed", "stop", "presence_penalty", "frequency_penalty"):
+            value = getattr(request, setting)
+            if value is not None:
+                body[setting] = value
         if request.thinking_level != "off":
             body["reasoning_effort"] = request.thinking_level
         if request.response_format is not None:

@@ -176,6 +176,8 @@ class OpenAIResponses(HTTPAdapter):
             body["max_output_tokens"] = request.max_tokens
         if request.temperature is not None:
             body["temperature"] = request.temperature
+        if request.top_p is not None:
+            body["top_p"] = request.top_p
         if request.thinking_level != "off":
             reasoning: dict[str, Any] = {"effort": _EFFORTS[request.thinking_level]}
             if self.reasoning_summary:
