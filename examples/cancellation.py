@@ -48,8 +48,7 @@ async def main() -> None:
         tg.start_soon(watch)
         async with send:
             await agent_loop(["Run the long job."], context, config, send, cancel=token)
-    result = context.messages[-1]
-    print("tool result:", result.text)  # type: ignore[union-attr]
+    print("last message:", getattr(context.messages[-1], "text", ""))
     assert validate_transcript(context.messages) == []
 
 

@@ -75,12 +75,15 @@ async def main() -> None:
 
     await agent_loop(["Remove the old log file."], context, config)
     pending = context.pending_tool_calls
-    print("suspended, waiting for:", pending)
     assert validate_transcript(context.messages, allow_pending=pending) == []
-
-    context.approve(pending[0])  # a person said yes
+    if not pending:  # a real model may answer without trying to delete anything
+        print("no approval was needed; the model said:", getattr(context.messages[-1], "text", ""))
+        return
+    print("suspended, waiting for:", pending)
+    for call_id in pending:
+        context.approve(call_id)  # a person said yes
     await agent_loop_continue(context, config)
-    print("final:", context.messages[-1].text)  # type: ignore[union-attr]
+    print("final:", getattr(context.messages[-1], "text", ""))
     assert validate_transcript(context.messages) == []
 
 

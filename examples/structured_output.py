@@ -36,5 +36,7 @@ provider = model_or_script(
 )
 agent = Agent(provider, output_type=Trip, system_prompt="Plan short trips.")
 result = agent.run_sync("Plan three days in Porto.")
-print(result.reason, result.output)
-assert isinstance(result.output, Trip)
+if result.output is not None:
+    print(result.reason, result.output)
+else:  # a real model may fail to give a valid answer within the retries
+    print("no valid trip:", result.reason, result.error)

@@ -47,7 +47,6 @@ async def main() -> None:
             if event.type in ("agent_start", "tool_execution_start", "agent_end"):
                 name = getattr(event, "tool_name", "")
                 print(f"{'    ' * event.depth}{event.type} {name} (loop {event.loop_id[:8]})")
-    assert events.result is not None
     print(events.result.text, "| tokens incl. the sub-agent:", events.result.usage.total_tokens)
 
 

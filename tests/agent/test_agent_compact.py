@@ -70,3 +70,17 @@ async def test_compaction_during_a_run_is_reported_as_events() -> None:
                     kinds.append(event.type)
     assert kinds and kinds.count("compaction_start") == kinds.count("compaction_end")
     assert validate_transcript(agent.messages) == []
+
+
+async def test_compact_with_nothing_to_compact_makes_no_paid_call() -> None:
+    from treadle import Agent
+    from treadle.testing import ScriptedProvider
+
+    provider = ScriptedProvider(["Hi there."])
+    agent = Agent(provider)
+    await agent.run("hello")
+    asked = len(provider.requests)
+    result = await agent.compact()
+    assert result is not None and not result.changed
+    assert len(provider.requests) == asked  # no summary call was made
+    assert result.usage.total_tokens == 0 and len(agent.messages) == 2

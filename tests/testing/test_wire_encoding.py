@@ -303,3 +303,25 @@ async def test_a_single_string_is_one_answer_not_one_per_character(fmt: str) -> 
     _, message = await collect(fake.provider(api_key="k"))
     assert message.text == "Hello!"
     fake.assert_done()
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+async def test_unscripted_usage_is_a_plausible_estimate_that_limits_can_use(fmt: str) -> None:
+    from treadle import AgentContext, AgentLoopConfig, ExecutionLimits, agent_loop, tool
+
+    @tool
+    def ping() -> str:
+        """Ping."""
+        return "pong"
+
+    call = AssistantMessage(content=[ToolCall(id="c1", name="ping", arguments={})])
+    fake = FakeTransport(fmt, [call, "Done."])
+    limits = ExecutionLimits(max_total_tokens=50)
+    config = AgentLoopConfig(provider=fake.provider(api_key="k"), limits=limits)
+    context = AgentContext(system_prompt="Be brief. " * 20, tools=[ping])
+    new = await agent_loop("hello there", context, config)
+    reply = new[1]
+    assert isinstance(reply, AssistantMessage)
+    assert reply.usage.input == len(fake.requests[0].body) // 4 > 50
+    assert reply.usage.output >= 1
+    assert len(fake.requests) == 1  # the limit saw real numbers and stopped the run

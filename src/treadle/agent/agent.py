@@ -557,6 +557,8 @@ class Agent(Generic[OutputT]):
         keep the first exchange and the recent turns, under the agent's compaction policy
         (its defaults when the agent has none). Returns what changed, or None when a
         ``before_compaction`` hook vetoed it. The summary call's usage joins ``agent.usage``.
+        With nothing worth compacting (a short conversation) no model call is made and the
+        result says so: ``result.changed`` is False and ``result.usage`` is zero.
         """
         from ..loop.compaction import compact_context
 

@@ -226,6 +226,8 @@ class _Chat:
             result = await agent.compact()
             if result is None:
                 print("(compaction skipped by a hook)")
+            elif not result.changed:
+                print("(nothing to compact: the conversation is already short; no model call)")
             else:
                 print(
                     f"(compacted: {before} -> {len(agent.messages)} messages, "

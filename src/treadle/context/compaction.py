@@ -293,6 +293,11 @@ def render_transcript(messages: Sequence[AgentMessage], clip_chars: int = 4000) 
     return lines
 
 
+MIN_SUMMARY_INPUT_TOKENS = 200
+"""A middle smaller than this is never sent to the summary model: no summary would save
+anything, so the call would only cost money."""
+
+
 @dataclass(frozen=True, slots=True)
 class Summarize:
     """Replace the middle of the conversation with a summary written by a model.
@@ -319,6 +324,8 @@ class Summarize:
         middle = job.messages[start:end]
         if not any(not isinstance(m, ExtensionMessage) for m in middle):
             return False
+        if sum(job.count(m) for m in middle) < MIN_SUMMARY_INPUT_TOKENS:
+            return False  # a summary could not be shorter: no paid call for nothing
         text = await summarize_messages(middle, job)
         if not text:
             return False
