@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import subprocess
 import sys
 import textwrap
 from collections.abc import Iterator
@@ -61,7 +62,7 @@ def token_counts(out: str, label: str = "offline") -> list[tuple[int, int]]:
 
 def use_provider(monkeypatch: pytest.MonkeyPatch, provider: Any, label: str = "scripted") -> None:
     """Point the CLI's model resolution at ``provider`` (for scripts that call tools)."""
-    monkeypatch.setattr(cli, "resolve_model", lambda spec, err=None: (provider, label))
+    monkeypatch.setattr(cli, "resolve_model", lambda spec, err=None, **_: (provider, label))
 
 
 @pytest.fixture
@@ -117,13 +118,24 @@ def test_run_usage_prints_the_token_status_line(capsys: pytest.CaptureFixture[st
     assert tokens_in > 0 and tokens_out > 0
 
 
-def test_without_a_model_it_says_how_to_configure_one_and_runs_offline(
+def test_run_without_a_model_says_how_to_configure_one_and_fails(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    assert main(["run", "anyone there?"]) == 0
+    assert main(["run", "anyone there?"]) == 2
     captured = capsys.readouterr()
-    assert "No model configured" in captured.err
+    assert captured.err.startswith("treadle: No model configured")
     assert "--model" in captured.err and "TREADLE_MODEL" in captured.err
+    assert "--model offline" in captured.err
+    assert captured.out == ""  # nothing was answered
+
+
+def test_chat_without_a_model_says_so_and_uses_the_offline_model(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    feed(monkeypatch, ["anyone there?"])
+    assert main(["chat", "--no-store"]) == 0
+    captured = capsys.readouterr()
+    assert "No model configured" in captured.err and "offline" in captured.err
     assert OFFLINE_REPLY.format("anyone there?") in captured.out
 
 
@@ -321,3 +333,81 @@ def test_chat_compact_summarises_the_conversation(
     last = [getattr(m, "text", "") for m in provider.requests[-1].messages]
     assert any("THE SUMMARY" in text for text in last), "the next request uses the summary"
     assert len(last) < 9
+
+
+# ---------------------------------------------------------------- everyday details
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    import treadle
+
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out.strip() == f"treadle {treadle.__version__}"
+
+
+def test_run_dash_reads_the_prompt_from_stdin(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import io
+
+    monkeypatch.setattr(sys, "stdin", io.StringIO("piped question\n"))
+    assert main(["run", "-", "--model", "offline"]) == 0
+    assert OFFLINE_REPLY.format("piped question") in capsys.readouterr().out
+
+
+def test_a_tool_module_in_the_current_directory_is_found(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    (tmp_path / "cwd_tools_for_treadle.py").write_text(
+        "def loud(text: str) -> str:\n    '''Shout.'''\n    return text.upper()\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    call = AssistantMessage(content=[ToolCall(id="c1", name="loud", arguments={"text": "hi"})])
+    use_provider(monkeypatch, ScriptedProvider([call, "Done."]))
+    assert main(["run", "go", "--tool", "cwd_tools_for_treadle:loud"]) == 0
+    assert "← loud: HI" in capsys.readouterr().out
+
+
+def test_api_key_and_base_url_options_reach_the_server(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from anyio.from_thread import start_blocking_portal
+
+    from treadle.testing import WireFake, serve
+
+    fake = WireFake.openai("From the server.")
+    with start_blocking_portal() as portal, portal.wrap_async_context_manager(serve(fake)) as url:
+        code = main(
+            [
+                "run",
+                "hi",
+                "--model",
+                "openai:gpt-4o-mini",
+                "--api-key",
+                "sk-test-cli-key",
+                "--base-url",
+                f"{url}/v1",
+            ]
+        )
+    captured = capsys.readouterr()
+    assert code == 0 and "From the server." in captured.out
+    assert fake.requests[0].headers["authorization"] == "Bearer sk-test-cli-key"
+    assert "sk-test-cli-key" not in captured.out + captured.err
+
+
+def test_a_missing_key_error_points_at_the_option(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["run", "hi", "--model", "openai:gpt-4o-mini"]) == 2
+    err = capsys.readouterr().err
+    assert "OPENAI_API_KEY" in err and "--api-key" in err
+
+
+def test_python_dash_m_treadle() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "treadle", "--help"], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0 and "usage: treadle" in done.stdout

@@ -1,3 +1,5 @@
+"""``python -m treadle.cli``: the same as the ``treadle`` command."""
+
 import sys
 
 from . import main

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# System packages the test suite starts for real (Debian): tmux drives the CLI as a person
+# types it. Idempotent: installs only what is missing; needs root (or sudo) to install.
+set -euo pipefail
+need=()
+command -v tmux >/dev/null 2>&1 || need+=(tmux)
+if [ ${#need[@]} -eq 0 ]; then
+  exit 0
+fi
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+  if command -v sudo >/dev/null 2>&1; then sudo="sudo"; else
+    echo "install-system-deps: need root to install ${need[*]}; the tests that use them will skip" >&2
+    exit 0
+  fi
+fi
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
