@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ._cancel import CancellationToken
+from .cancellation import CancellationToken
 from .context import repair_transcript, validate_transcript
 from .loop import (
     AgentContext,

@@ -10,7 +10,7 @@ import pytest
 import respx
 from tests import wire
 
-from treadle._cancel import CancellationToken
+from treadle.cancellation import CancellationToken
 from treadle.providers.anthropic import Anthropic
 from treadle.providers.base import (
     ModelRequest,

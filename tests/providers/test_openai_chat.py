@@ -13,7 +13,7 @@ import respx
 from pydantic_core import from_json
 from tests import wire
 
-from treadle._cancel import CancellationToken
+from treadle.cancellation import CancellationToken
 from treadle.providers import (
     ModelRequest,
     ProviderError,

@@ -13,7 +13,7 @@ from treadle import (
     UserMessage,
     repair_transcript,
 )
-from treadle.loop.run import _RequestView
+from treadle.loop.state import _RequestView
 from treadle.types import AgentMessage
 
 

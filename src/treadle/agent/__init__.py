@@ -1,7 +1,8 @@
 """The Agent facade: stateful runs, streaming, steering, structured output, sub-agents."""
 
-from .agent import Agent, AgentSnapshot, AgentStream, SteerMode
+from .agent import Agent, AgentSnapshot, SteerMode
 from .result import AgentBusy, RunFailed, RunResult
+from .stream import AgentStream
 from .subagent import SubAgentTool
 
 __all__ = [

@@ -2,21 +2,15 @@
 
 from __future__ import annotations
 
-import re
-import sys
-import threading
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
-from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, Literal
 
-import anyio
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
-from typing_extensions import TypeVar
+from anyio.streams.memory import MemoryObjectSendStream
+from pydantic import BaseModel, ConfigDict, Field
 
-from .._cancel import CancellationToken, CancelMode
+from ..cancellation import CancellationToken, CancelMode
 from ..loop import (
     AgentContext,
     AgentLoopConfig,
@@ -29,42 +23,39 @@ from ..loop import (
     agent_loop,
     agent_loop_continue,
 )
-from ..loop.cancel import CancelBridge
-from ..loop.run import LAST_ERROR_KEY
 from ..loop.sink import EventSink
-from ..providers.base import ModelRequest, Provider, ProviderError, StreamDone, ThinkingLevel
-from ..tools import TaskComplete, Tool, ToolContext
-from ..tools.function_tool import _strip_titles
+from ..providers.base import Provider, ThinkingLevel
+from ..tools import Tool
 from ..types import (
     AgentEvent,
     AgentMessage,
     AssistantMessage,
     ContinuationKind,
-    ErrorInfo,
-    PlanCreated,
-    TextContent,
-    ToolResult,
-    TurnEnd,
     TurnTrigger,
     Usage,
     UserMessage,
 )
+from .planning import make_plan
 from .result import AgentBusy, RunResult
+from .result import AgentOutputT as OutputT
+from .runstate import (
+    OUTPUT_TOOL,
+    AgentHooks,
+    OutputTool,
+    RunState,
+    run_result,
+    take_child_usage,
+    usage_of,
+)
+from .settings import checked_settings, resolve_model
+from .stream import AgentStream
+from .sync import run_blocking
 
 if TYPE_CHECKING:
     from ..context.compaction import CompactionResult
     from ..sessions import SessionRecorder, SessionStore
 
-OutputT = TypeVar("OutputT", default=None)
-"""What ``RunResult.output`` holds: the ``output_type``; ``None`` for a text-only agent."""
 SteerMode = Literal["after_batch", "next_tool", "interrupt"]
-
-PLANNER_INSTRUCTION = (
-    "Before acting, decide whether the user's request needs a plan. If it can be answered "
-    "directly, reply with exactly DIRECT. Otherwise reply with a short numbered plan, one step "
-    "per line, and nothing else."
-)
-OUTPUT_TOOL = "final_result"
 
 
 class AgentSnapshot(BaseModel):
@@ -76,144 +67,6 @@ class AgentSnapshot(BaseModel):
     usage: Usage = Field(default_factory=Usage)
     agent_id: str | None = None
     session_id: str | None = None
-
-
-class _OutputTool:
-    """The final-result tool that carries structured output; validation errors go back to
-    the model, a bounded number of times."""
-
-    category = "info"
-    timeout = None
-    sequential = False
-    accepts_raw_arguments = False
-    validates_arguments = True  # its own validation errors count towards output_retries
-
-    def __init__(self, output_type: Any, run_state: _RunState) -> None:
-        self.name = OUTPUT_TOOL
-        self.description = "Give your final answer. Call this exactly once, when you are done."
-        if isinstance(output_type, type) and issubclass(output_type, BaseModel):
-            self._model: type[BaseModel] = output_type
-            self._wrapped = False
-        else:
-            self._model = create_model("FinalResult", value=(output_type, ...))
-            self._wrapped = True
-        self.parameters: dict[str, Any] = _strip_titles(self._model.model_json_schema())
-        self._state = run_state
-
-    async def run(self, arguments: dict[str, Any], ctx: ToolContext[Any]) -> ToolResult:
-        try:
-            value: Any = self._model.model_validate(arguments)
-        except ValidationError as exc:
-            self._state.output_failures += 1
-            problems = "; ".join(
-                f"{'.'.join(str(p) for p in e['loc']) or '(arguments)'}: {e['msg']}"
-                for e in exc.errors(include_url=False)
-            )
-            text = f"The final result did not validate: {problems}. Call {OUTPUT_TOOL} again."
-            give_up = self._state.output_failures > self._state.output_retries
-            if give_up:
-                self._state.output_error = problems
-            return ToolResult(content=[TextContent(text=text)], is_error=True, terminate=give_up)
-        self._state.output = value.value if self._wrapped else value
-        self._state.has_output = True
-        raise TaskComplete("Final result recorded.")
-
-
-class _RunState:
-    """What one run of an Agent accumulates besides the history."""
-
-    def __init__(self, output_retries: int) -> None:
-        self.reason: str = "completed"
-        self.usage = Usage()
-        self.output: Any = None
-        self.has_output = False
-        self.output_failures = 0
-        self.output_retries = output_retries
-        self.output_error: str | None = None
-        self.nudges = 0
-        self.in_tools = False
-        self.plan: PlanCreated | None = None
-        self.planning_usage = Usage()
-        self.store_error: str | None = None
-
-
-class _AgentHooks(Hooks):
-    """The Agent's own bookkeeping, done through the public hooks."""
-
-    def __init__(self, state: _RunState, sink_for: Callable[[], EventSink | None]) -> None:
-        self.state = state
-        self.sink_for = sink_for
-
-    async def before_turn(self, context: AgentContext, turn_index: int) -> bool:
-        plan = self.state.plan
-        sink = self.sink_for()
-        if plan is not None and sink is not None:
-            self.state.plan = None
-            await sink.emit(PlanCreated, plan=plan.plan, steps=plan.steps)
-        return True
-
-    async def on_message(self, message: AgentMessage) -> None:
-        if isinstance(message, AssistantMessage) and message.tool_calls:
-            self.state.in_tools = True  # until the turn ends: steering waits for the batch
-
-    async def after_turn(self, context: AgentContext, event: TurnEnd) -> None:
-        self.state.in_tools = False
-
-    async def after_loop(self, new_messages: list[AgentMessage], usage: Usage, reason: str) -> None:
-        self.state.reason = reason
-        self.state.usage = self.state.usage + usage
-
-
-def _in_running_loop() -> bool:
-    """True when this thread is inside a running asyncio or trio loop (a notebook cell)."""
-    aio = sys.modules.get("asyncio")
-    if aio is not None and aio._get_running_loop() is not None:
-        return True
-    trio = sys.modules.get("trio")
-    if trio is not None:
-        try:
-            trio.lowlevel.current_trio_token()
-        except RuntimeError:
-            return False
-        return True
-    return False
-
-
-def _resolve_model(model: Any, *, api_key: str | None, base_url: str | None) -> Provider:
-    """The provider ``Agent(model=...)`` names; a clear error for anything else."""
-    if isinstance(model, str):
-        from ..providers.registry import get_provider
-
-        options = {k: v for k, v in (("api_key", api_key), ("base_url", base_url)) if v}
-        return get_provider(model, **options)
-    if api_key is not None or base_url is not None:
-        raise TypeError(
-            "api_key= and base_url= apply to a model string such as 'openai:gpt-4o-mini'; "
-            f"this {type(model).__name__} is already built: give them to its constructor."
-        )
-    if not callable(getattr(model, "stream", None)):
-        raise TypeError(
-            f"Agent(model=...) takes a model string such as 'openai:gpt-4o-mini' or a "
-            f"Provider object, not {type(model).__name__} ({model!r})."
-        )
-    provider: Provider = model
-    return provider
-
-
-_SETTINGS = frozenset(ModelSettings.__annotations__)
-
-
-def _checked_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
-    unknown = sorted(set(settings) - _SETTINGS)
-    if unknown:
-        raise TypeError(
-            f"unknown model setting(s) {', '.join(unknown)}; "
-            f"model_settings takes: {', '.join(sorted(_SETTINGS))}"
-        )
-    updates = dict(settings)
-    if "stop" in updates:
-        updates["stop"] = list(updates["stop"])
-    return updates
 
 
 class Agent(Generic[OutputT]):
@@ -272,7 +125,7 @@ class Agent(Generic[OutputT]):
         api_key: str | None = None,
         base_url: str | None = None,
     ) -> None:
-        self.provider: Provider = _resolve_model(model, api_key=api_key, base_url=base_url)
+        self.provider: Provider = resolve_model(model, api_key=api_key, base_url=base_url)
         self._owns_provider = isinstance(model, str)
         self.name = name
         self.description = description
@@ -397,7 +250,7 @@ class Agent(Generic[OutputT]):
             prefix = [m.model_copy(deep=True) for m in self.messages[:at]]
             clone.context.messages = repair_history(prefix)[0]
             clone.context.session_id = str(uuid.uuid4())
-            clone.usage = _usage_of(clone.context.messages)
+            clone.usage = usage_of(clone.context.messages)
         return clone
 
     def close(self) -> None:
@@ -503,7 +356,18 @@ class Agent(Generic[OutputT]):
         """``async with agent.stream(prompt) as events: async for event in events: ...``;
         ``events.result`` holds the RunResult afterwards. Leaving the block early aborts the
         run (and still waits for it to close cleanly)."""
-        return AgentStream(self, prompt, deps, model_settings)
+        settings = model_settings
+
+        async def run(events: MemoryObjectSendStream[AgentEvent]) -> RunResult[OutputT]:
+            return await self._run(prompt, deps=deps, events=events, settings=settings)
+
+        return AgentStream(
+            run,
+            claim=self._claim,
+            release=self._release,
+            abort=self.abort,
+            buffer=self.event_buffer,
+        )
 
     def run_sync(
         self,
@@ -514,24 +378,9 @@ class Agent(Generic[OutputT]):
     ) -> RunResult[OutputT]:
         """Blocking run, for scripts and notebooks. Inside a running event loop (a Jupyter
         cell) the run gets its own loop in a worker thread, so no nest_asyncio is needed."""
-        call = partial(self.run, prompt, deps=deps, model_settings=model_settings)
-        if not _in_running_loop():
-            return anyio.run(call)
-        box: list[Any] = []
-
-        def target() -> None:
-            try:
-                box.append(("ok", anyio.run(call)))
-            except BaseException as exc:  # handed to the caller's thread
-                box.append(("error", exc))
-
-        thread = threading.Thread(target=target, name="treadle-run-sync")
-        thread.start()
-        thread.join()
-        kind, value = box[0]
-        if kind == "error":
-            raise value
-        result: RunResult[OutputT] = value
+        result: RunResult[OutputT] = run_blocking(
+            partial(self.run, prompt, deps=deps, model_settings=model_settings)
+        )
         return result
 
     async def continue_(self, *, deps: Any = None) -> RunResult[OutputT]:
@@ -564,7 +413,7 @@ class Agent(Generic[OutputT]):
 
         self._claim()
         try:
-            state = _RunState(self.output_retries)
+            state = RunState(self.output_retries)
             config = self.config(state, None)
             if self._recorder is not None:
                 config = config.model_copy(update={"hooks": [self._recorder, *config.hooks]})
@@ -616,7 +465,7 @@ class Agent(Generic[OutputT]):
         from ..sessions import SessionRecorder
 
         self._recorder = SessionRecorder.open(store, self.context, session_id)
-        self.usage = _usage_of(self.context.messages)
+        self.usage = usage_of(self.context.messages)
 
     def _check_idle(self, what: str) -> None:
         if self._running:
@@ -635,8 +484,8 @@ class Agent(Generic[OutputT]):
         self._running = False
         self._token = None
 
-    def config(self, state: _RunState, deps: Any) -> AgentLoopConfig:
-        hooks: list[Hooks] = [_AgentHooks(state, lambda: self._sink), *self._user_hooks]
+    def config(self, state: RunState, deps: Any) -> AgentLoopConfig:
+        hooks: list[Hooks] = [AgentHooks(state, lambda: self._sink), *self._user_hooks]
         return AgentLoopConfig(
             provider=self.provider,
             hooks=hooks,
@@ -647,7 +496,7 @@ class Agent(Generic[OutputT]):
             **self._settings,
         )
 
-    def _poll_steering(self, state: _RunState) -> list[AgentMessage]:
+    def _poll_steering(self, state: RunState) -> list[AgentMessage]:
         taken = self._steer_next[:]
         del self._steer_next[: len(taken)]
         if not state.in_tools:
@@ -656,7 +505,7 @@ class Agent(Generic[OutputT]):
             taken.extend(after)
         return taken
 
-    def _poll_follow_ups(self, state: _RunState) -> list[AgentMessage]:
+    def _poll_follow_ups(self, state: RunState) -> list[AgentMessage]:
         if self.output_type is not None and not state.has_output and state.output_error is None:
             if state.nudges < self.output_retries:
                 state.nudges += 1
@@ -687,7 +536,7 @@ class Agent(Generic[OutputT]):
             from ..sessions import SessionError
 
             raise SessionError(f"this Agent closed its session {self.session_id!r}")
-        state = _RunState(self.output_retries)
+        state = RunState(self.output_retries)
         self._aborted = False
         token = self._token = CancellationToken()
         prompts = self._prompts(prompt)
@@ -699,10 +548,10 @@ class Agent(Generic[OutputT]):
         self._sink = EventSink(events, self.context.loop_id, self.context.depth) if events else None
         tools_before = self.context.tools
         if self.output_type is not None:
-            self.context.tools = [*tools_before, _OutputTool(self.output_type, state)]
+            self.context.tools = [*tools_before, OutputTool(self.output_type, state)]
         config = self.config(state, deps)
         if settings:
-            config = config.model_copy(update=_checked_settings(settings))
+            config = config.model_copy(update=checked_settings(settings))
         branching = self.context.continuation_kind == ContinuationKind.BRANCH
         if branching and prompts:
             config = config.model_copy(update={"first_turn_trigger": TurnTrigger.BRANCH})
@@ -715,7 +564,15 @@ class Agent(Generic[OutputT]):
                 if self.planning and prompts:
                     await recorder.write_ahead(prompts)  # durable before the planning call
             if self.planning and prompts and not token.cancelled:
-                prompts = await self._plan(prompts, state, config)
+                prompts = await make_plan(
+                    self.provider,
+                    self._token,
+                    self.context.resolve_system_prompt(),
+                    self.messages,
+                    prompts,
+                    state,
+                    config,
+                )
             if prompts:
                 new += await agent_loop(prompts, self.context, config, events, token)
             else:
@@ -736,175 +593,8 @@ class Agent(Generic[OutputT]):
                     await recorder.sync()
                 except Exception as exc:  # the run's result says so; runs do not raise
                     state.store_error = f"{type(exc).__name__}: {exc}"
-        usage = state.usage + state.planning_usage + _take_child_usage(self.context)
+        usage = state.usage + state.planning_usage + take_child_usage(self.context)
         self.usage = self.usage + usage
-        return self._result(new, usage, state)
-
-    def _result(self, new: list[AgentMessage], usage: Usage, state: _RunState) -> RunResult[Any]:
-        reason: Any = state.reason
-        error: ErrorInfo | None = None
-        for message in reversed(new):
-            if isinstance(message, AssistantMessage) and message.error is not None:
-                error = message.error
-                break
-        if error is None and reason in ("error", "limit"):  # a hook's failure, a limit
-            error = self.context.state.get(LAST_ERROR_KEY)
-        if self.output_type is not None and reason == "completed" and not state.has_output:
-            reason = "error"
-            error = ErrorInfo(
-                kind="output_validation",
-                message=state.output_error
-                or f"the model did not call {OUTPUT_TOOL} with a final answer",
-            )
-        if reason == "completed":
-            error = None
-        if state.store_error is not None and error is None:
-            reason = "error"
-            error = ErrorInfo(
-                kind="session", message=f"the session store failed: {state.store_error}"
-            )
-        return RunResult(
-            messages=new,
-            usage=usage,
-            reason=reason,
-            error=error,
-            output=state.output if state.has_output else None,
-            pending_tool_calls=self.context.pending_tool_calls if reason == "suspended" else [],
+        return run_result(
+            new, usage, state, self.context, expects_output=self.output_type is not None
         )
-
-    async def _plan(
-        self, prompts: list[AgentMessage], state: _RunState, config: AgentLoopConfig
-    ) -> list[AgentMessage]:
-        system = self.context.resolve_system_prompt()
-        request = ModelRequest(
-            model=config.model_name,
-            system_prompt=f"{system}\n\n{PLANNER_INSTRUCTION}" if system else PLANNER_INSTRUCTION,
-            messages=[m for m in [*self.messages, *prompts] if m.role != "extension"],
-            max_tokens=config.max_tokens,
-        )
-        message: AssistantMessage | None = None
-        bridge = CancelBridge(self._token)  # abort() stops the planning call too
-        try:
-            with bridge.scope():
-                async for event in self.provider.stream(request, cancel=self._token):
-                    if isinstance(event, StreamDone):
-                        message = event.message
-        except ProviderError:
-            # No plan then: the run itself reports a failing provider (runs do not raise).
-            return prompts
-        finally:
-            bridge.close()
-        if message is None:
-            return prompts
-        state.planning_usage = message.usage
-        text = message.text.strip()
-        steps = [
-            m.group(1).strip() for m in re.finditer(r"^\s*\d+[.)]\s*(.+)$", text, re.MULTILINE)
-        ]
-        if not steps or text.upper().startswith("DIRECT"):
-            return prompts  # seed 004: no numbered plan means answer directly
-        state.plan = PlanCreated(plan=text, steps=steps)
-        plan_message = message.model_copy(
-            update={"content": [TextContent(text=text)], "stop_reason": "stop", "usage": Usage()}
-        )
-        return [*prompts, plan_message, UserMessage.of("Carry out the plan.")]
-
-
-CHILD_USAGE_KEY = "treadle.child_usage"
-
-
-def _take_child_usage(context: AgentContext) -> Usage:
-    """Usage that sub-agents called from this context added (see SubAgentTool)."""
-    usage = context.state.pop(CHILD_USAGE_KEY, None)
-    return usage if isinstance(usage, Usage) else Usage()
-
-
-def _usage_of(messages: Sequence[AgentMessage]) -> Usage:
-    total = Usage()
-    for message in messages:
-        if isinstance(message, AssistantMessage):
-            total = total + message.usage
-    return total
-
-
-class AgentStream(Generic[OutputT]):
-    """The live events of one run; ``result`` is set when the run has ended."""
-
-    def __init__(
-        self, agent: Agent[OutputT], prompt: Any, deps: Any, settings: ModelSettings | None = None
-    ) -> None:
-        self._agent = agent
-        self._prompt = prompt
-        self._deps = deps
-        self._settings = settings
-        self._result: RunResult[OutputT] | None = None
-        self._receive: MemoryObjectReceiveStream[AgentEvent] | None = None
-        self._tg: Any = None
-
-    async def __aenter__(self) -> AgentStream[OutputT]:
-        self._agent._claim()
-        send, receive = anyio.create_memory_object_stream[AgentEvent](self._agent.event_buffer)
-        self._receive = receive
-        self._tg = anyio.create_task_group()
-        await self._tg.__aenter__()
-        self._tg.start_soon(self._drive, send)
-        return self
-
-    async def _drive(self, send: MemoryObjectSendStream[AgentEvent]) -> None:
-        try:
-            async with send:
-                self._result = await self._agent._run(
-                    self._prompt, deps=self._deps, events=send, settings=self._settings
-                )
-        finally:
-            self._agent._release()
-
-    @property
-    def finished(self) -> bool:
-        """Whether the run has ended (``result`` is ready)."""
-        return self._result is not None
-
-    @property
-    def result(self) -> RunResult[OutputT]:
-        """The run's :class:`RunResult`, once it has ended (after the ``async with`` block, or
-        after the last event). Reading it earlier raises ``RuntimeError``."""
-        if self._result is None:
-            raise RuntimeError(
-                "the run has not ended yet: read events.result after the 'async with' block"
-            )
-        return self._result
-
-    def __aiter__(self) -> AgentStream[OutputT]:
-        return self
-
-    async def __anext__(self) -> AgentEvent:
-        assert self._receive is not None, "use 'async with agent.stream(...) as events'"
-        try:
-            # Drain what is buffered without a checkpoint per event (anyio's receive() makes
-            # one each time); wait only when the buffer is empty.
-            return self._receive.receive_nowait()
-        except anyio.WouldBlock:
-            pass
-        except anyio.EndOfStream:
-            raise StopAsyncIteration from None
-        try:
-            return await self._receive.receive()
-        except anyio.EndOfStream:
-            raise StopAsyncIteration from None
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> bool | None:
-        if self._result is None:
-            self._agent.abort("immediate")
-        assert self._receive is not None
-        self._receive.close()
-        if exc is not None and not isinstance(exc, anyio.get_cancelled_exc_class()):
-            # The caller's own error: let the run close cleanly, then raise it as it is
-            # (not wrapped in an ExceptionGroup).
-            await self._tg.__aexit__(None, None, None)
-            return False
-        return bool(await self._tg.__aexit__(exc_type, exc, tb))

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic
 
 from pydantic import BaseModel, ConfigDict, Field
+from typing_extensions import TypeVar
 
 from ..types import AgentEndReason, AgentMessage, AssistantMessage, ErrorInfo, Usage
 
 OutputT = TypeVar("OutputT")
+AgentOutputT = TypeVar("AgentOutputT", default=None)
+"""An Agent's output type: its ``output_type``; ``None`` for a text-only agent (the default,
+so ``Agent("openai:gpt-4o-mini")`` needs no annotation). ``RunResult`` keeps a plain type
+variable: pydantic would otherwise validate an unparametrised result against the default."""
 
 
 class RunResult(BaseModel, Generic[OutputT]):

@@ -4,16 +4,25 @@ from __future__ import annotations
 
 import json
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from pydantic import BaseModel
 
-from ..loop import AgentContext, agent_loop
+from ..loop import AgentContext, AgentLoopConfig, agent_loop
 from ..tools import ToolContext
 from ..types import AgentMessage, AssistantMessage, ToolResult, TurnTrigger, Usage, UserMessage
+from .runstate import CHILD_USAGE_KEY, OutputTool, RunState, take_child_usage
 
-if TYPE_CHECKING:
-    from .agent import Agent
+
+class SubAgentSource(Protocol):
+    """What a sub-agent tool needs of the Agent it runs (``Agent`` has all of it)."""
+
+    max_depth: int
+    output_retries: int
+    output_type: Any
+    context: AgentContext
+
+    def config(self, state: RunState, deps: Any) -> AgentLoopConfig: ...
 
 
 class SubAgentTool:
@@ -29,7 +38,7 @@ class SubAgentTool:
     sequential = False
     accepts_raw_arguments = False
 
-    def __init__(self, agent: Agent[Any], name: str, description: str) -> None:
+    def __init__(self, agent: SubAgentSource, name: str, description: str) -> None:
         self.agent = agent
         self.name = name
         self.description = description or f"Ask the {name} agent to do a task."
@@ -50,15 +59,13 @@ class SubAgentTool:
                 f"Sub-agent '{self.name}' was not started: nesting depth {depth} is over the "
                 f"limit of {self.agent.max_depth}."
             )
-        from .agent import CHILD_USAGE_KEY, _OutputTool, _RunState, _take_child_usage
-
-        state = _RunState(self.agent.output_retries)
+        state = RunState(self.agent.output_retries)
         config = self.agent.config(state, ctx.deps).model_copy(
             update={"first_turn_trigger": TurnTrigger.SUB_AGENT}
         )
         tools = list(self.agent.context.tools)
         if self.agent.output_type is not None:
-            tools.append(_OutputTool(self.agent.output_type, state))
+            tools.append(OutputTool(self.agent.output_type, state))
         child = AgentContext(
             system_prompt=self.agent.context.system_prompt,
             tools=tools,
@@ -73,7 +80,7 @@ class SubAgentTool:
             )
         finally:
             # Counted even when the parent is cancelled mid-call: those tokens were spent.
-            usage = state.usage + _take_child_usage(child)
+            usage = state.usage + take_child_usage(child)
             parent = ctx.context.state if isinstance(ctx.context, AgentContext) else None
             if parent is not None:
                 parent[CHILD_USAGE_KEY] = parent.get(CHILD_USAGE_KEY, Usage()) + usage

@@ -24,7 +24,7 @@ from typing import Any, Protocol, Union, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from .._cancel import CancellationToken
+from ..cancellation import CancellationToken
 from ..providers.base import ModelRequest, Provider, ProviderError, StreamDone
 from ..types import (
     AgentMessage,

@@ -1,14 +1,11 @@
 """The agent loop: agent_loop, agent_loop_continue, run_loop and their configuration."""
 
-from .._cancel import CancellationToken, CancelMode
+from ..cancellation import CancellationToken, CancelMode
 from ..types import ContinuationKind, TurnTrigger
 from .compaction import compact_context
 from .config import (
     AgentLoopConfig,
-    Allow,
     ApprovalHandler,
-    Ask,
-    Deny,
     ExecutionLimits,
     FilterResult,
     Hooks,
@@ -17,11 +14,11 @@ from .config import (
     Pass,
     Reject,
     RetryPolicy,
-    ToolDecision,
     ToolExecution,
     Warn,
 )
 from .context import AgentContext
+from .decisions import Allow, Ask, Deny, ToolDecision
 from .run import LoopResult, agent_loop, agent_loop_continue, run_loop
 from .sink import iter_events
 

@@ -43,14 +43,14 @@ from .sink import EventSink
 if TYPE_CHECKING:
     from anyio.streams.memory import MemoryObjectSendStream
 
-    from .._cancel import CancellationToken
+    from ..cancellation import CancellationToken
     from ..context.catalog import ModelInfo
     from ..context.compaction import CompactionPolicy, CompactionResult
     from ..context.tokens import ContextEstimate, ContextTracker, TokenCounter
     from ..types import AgentEvent
     from .config import AgentLoopConfig
     from .context import AgentContext
-    from .run import _Run
+    from .state import RunState
 
 logger = logging.getLogger("treadle.context")
 
@@ -109,7 +109,7 @@ async def prepare_counter(counter: TokenCounter) -> None:
 class ContextGuard:
     """Context size and prices for one loop call (see the module docs)."""
 
-    def __init__(self, run: _Run) -> None:
+    def __init__(self, run: RunState) -> None:
         self.run = run
         self.policy = as_policy(run.config.compaction)
         self._prices: dict[tuple[str, str], ModelInfo | None] = {}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, TypedDict, Union
+from typing import Any, Literal, TypedDict, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -19,10 +19,8 @@ from ..types import (
     TurnTrigger,
     Usage,
 )
-
-if TYPE_CHECKING:
-    from .context import AgentContext
-
+from .context import AgentContext
+from .decisions import Allow, Ask, Deny, ToolDecision
 
 # ---- input filters ----
 
@@ -60,35 +58,7 @@ class InputFilter:
         return Pass()
 
 
-# ---- tool decisions ----
-
-
-@dataclass(frozen=True, slots=True)
-class Allow:
-    """Run the tool; ``arguments`` replaces the model's arguments when given."""
-
-    arguments: dict[str, Any] | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Deny:
-    """Do not run the tool; the model gets an error result with ``reason``."""
-
-    reason: str = "The user denied this tool call."
-
-
-@dataclass(frozen=True, slots=True)
-class Ask:
-    """A person must decide. The config's ``approval_handler`` is asked; without one the run
-    ends ``suspended`` and resumes through ``agent_loop_continue`` once decisions are given
-    (``context.approve(id)`` / ``context.deny(id)``)."""
-
-    prompt: str | None = None
-
-
-ToolDecision = Union[Allow, Deny, Ask]
-
-ApprovalHandler = Callable[[ToolCall, "AgentContext", Ask], Awaitable[Union[bool, Allow, Deny]]]
+ApprovalHandler = Callable[[ToolCall, AgentContext, Ask], Awaitable[Union[bool, Allow, Deny]]]
 
 
 # ---- hooks ----

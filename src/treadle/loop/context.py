@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..tools import Tool, as_tool
 from ..types import AgentMessage, AssistantMessage, ContinuationKind
-from .config import Allow, Deny
+from .decisions import Allow, Deny
 
 SystemPrompt = Union[str, Callable[[], str], None]
 

@@ -12,7 +12,7 @@ import anyio
 import anyio.lowlevel
 from pydantic import BaseModel
 
-from .._cancel import CancellationToken
+from ..cancellation import CancellationToken
 from ..providers.base import ModelRequest, Provider, ProviderError, StreamDone
 from ..types import (
     AssistantMessage,

@@ -26,11 +26,11 @@ from ..types import (
     ToolResult,
     ToolResultMessage,
 )
-from .config import Allow, Ask, Deny
+from .decisions import Allow, Ask, Deny
 from .errors import HookFailed
 
 if TYPE_CHECKING:
-    from .run import _Run
+    from .state import RunState
 
 CANCELLED_TEXT = "Cancelled"
 SKIPPED_TEXT = "Skipped: a user message arrived"
@@ -68,7 +68,7 @@ def _json_error(raw: str) -> str:
 class ToolBatch:
     """Executes the tool calls of one assistant message for a run."""
 
-    def __init__(self, run: _Run, calls: Sequence[ToolCall], *, resumed: bool = False) -> None:
+    def __init__(self, run: RunState, calls: Sequence[ToolCall], *, resumed: bool = False) -> None:
         self.run = run
         self.states = [CallState(c) for c in calls]
         self.resumed = resumed

@@ -14,8 +14,8 @@ import anyio.lowlevel
 import httpx
 from pydantic_core import from_json
 
-from .._cancel import CancellationToken
 from .._redact import redact_url
+from ..cancellation import CancellationToken
 from ._sse import SSEJSONDecoder
 from .base import ErrorKind, ProviderError
 

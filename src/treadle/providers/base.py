@@ -10,7 +10,7 @@ from typing import Any, Literal, Protocol, Union, runtime_checkable
 
 from pydantic import Field
 
-from .._cancel import CancellationToken
+from ..cancellation import CancellationToken
 from ..types import (
     AgentMessage,
     AssistantMessage,

@@ -29,7 +29,7 @@ from typing import Any
 import httpx
 from pydantic_core import to_json
 
-from .._cancel import CancellationToken
+from ..cancellation import CancellationToken
 from ..types import (
     AgentMessage,
     AssistantMessage,

@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 from pydantic_core import from_json, to_json
 
-from .._cancel import CancellationToken
+from ..cancellation import CancellationToken
 from ..types import (
     AgentMessage,
     AssistantMessage,

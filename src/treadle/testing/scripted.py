@@ -10,7 +10,7 @@ from typing import Union
 import anyio
 import anyio.lowlevel
 
-from .._cancel import CancellationToken
+from ..cancellation import CancellationToken
 from ..providers.base import (
     ModelRequest,
     ProviderError,

@@ -12,7 +12,7 @@ from pydantic import BaseModel
 from ..types import ImageContent, TextContent, ToolCall, ToolResult
 
 if TYPE_CHECKING:
-    from .._cancel import CancellationToken
+    from ..cancellation import CancellationToken
 
 DepsT = TypeVar("DepsT")
 

@@ -62,15 +62,15 @@ def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
     return text, params
 
 
-def _strip_titles(schema: Any) -> Any:
+def strip_titles(schema: Any) -> Any:
     if isinstance(schema, dict):
         return {
-            k: _strip_titles(v)
+            k: strip_titles(v)
             for k, v in schema.items()
             if not (k == "title" and isinstance(v, str))
         }
     if isinstance(schema, list):
-        return [_strip_titles(v) for v in schema]
+        return [strip_titles(v) for v in schema]
     return schema
 
 
@@ -114,7 +114,7 @@ class FunctionTool:
         self._is_async = inspect.iscoroutinefunction(func)
         self._context_param: str | None = None
         self._args_model = self._build_model(func, param_docs)
-        self.parameters: dict[str, Any] = _strip_titles(self._schema())
+        self.parameters: dict[str, Any] = strip_titles(self._schema())
         self.parameters.setdefault("properties", {})
         functools.update_wrapper(self, func)
 

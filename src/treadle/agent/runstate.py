@@ -1,0 +1,174 @@
+"""What one Agent run keeps besides the history, and the pieces that fill it in.
+
+Internal to the agent package, on purpose: ``agent.py`` and ``subagent.py`` both build
+runs from these (the run's state, the structured-output tool, the Agent's own hooks, the
+sub-agents' usage), so neither reaches into the other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from pydantic import BaseModel, ValidationError, create_model
+
+from ..loop import AgentContext, Hooks
+from ..loop.run import LAST_ERROR_KEY
+from ..loop.sink import EventSink
+from ..tools import TaskComplete, ToolContext
+from ..tools.function_tool import strip_titles
+from ..types import (
+    AgentMessage,
+    AssistantMessage,
+    ErrorInfo,
+    PlanCreated,
+    TextContent,
+    ToolResult,
+    TurnEnd,
+    Usage,
+)
+from .result import RunResult
+
+OUTPUT_TOOL = "final_result"
+CHILD_USAGE_KEY = "treadle.child_usage"
+
+
+class RunState:
+    """What one run of an Agent accumulates besides the history."""
+
+    def __init__(self, output_retries: int) -> None:
+        self.reason: str = "completed"
+        self.usage = Usage()
+        self.output: Any = None
+        self.has_output = False
+        self.output_failures = 0
+        self.output_retries = output_retries
+        self.output_error: str | None = None
+        self.nudges = 0
+        self.in_tools = False
+        self.plan: PlanCreated | None = None
+        self.planning_usage = Usage()
+        self.store_error: str | None = None
+
+
+class OutputTool:
+    """The final-result tool that carries structured output; validation errors go back to
+    the model, a bounded number of times."""
+
+    category = "info"
+    timeout = None
+    sequential = False
+    accepts_raw_arguments = False
+    validates_arguments = True  # its own validation errors count towards output_retries
+
+    def __init__(self, output_type: Any, run_state: RunState) -> None:
+        self.name = OUTPUT_TOOL
+        self.description = "Give your final answer. Call this exactly once, when you are done."
+        if isinstance(output_type, type) and issubclass(output_type, BaseModel):
+            self._model: type[BaseModel] = output_type
+            self._wrapped = False
+        else:
+            self._model = create_model("FinalResult", value=(output_type, ...))
+            self._wrapped = True
+        self.parameters: dict[str, Any] = strip_titles(self._model.model_json_schema())
+        self._state = run_state
+
+    async def run(self, arguments: dict[str, Any], ctx: ToolContext[Any]) -> ToolResult:
+        try:
+            value: Any = self._model.model_validate(arguments)
+        except ValidationError as exc:
+            self._state.output_failures += 1
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or '(arguments)'}: {e['msg']}"
+                for e in exc.errors(include_url=False)
+            )
+            text = f"The final result did not validate: {problems}. Call {OUTPUT_TOOL} again."
+            give_up = self._state.output_failures > self._state.output_retries
+            if give_up:
+                self._state.output_error = problems
+            return ToolResult(content=[TextContent(text=text)], is_error=True, terminate=give_up)
+        self._state.output = value.value if self._wrapped else value
+        self._state.has_output = True
+        raise TaskComplete("Final result recorded.")
+
+
+class AgentHooks(Hooks):
+    """The Agent's own bookkeeping, done through the public hooks."""
+
+    def __init__(self, state: RunState, sink_for: Callable[[], EventSink | None]) -> None:
+        self.state = state
+        self.sink_for = sink_for
+
+    async def before_turn(self, context: AgentContext, turn_index: int) -> bool:
+        plan = self.state.plan
+        sink = self.sink_for()
+        if plan is not None and sink is not None:
+            self.state.plan = None
+            await sink.emit(PlanCreated, plan=plan.plan, steps=plan.steps)
+        return True
+
+    async def on_message(self, message: AgentMessage) -> None:
+        if isinstance(message, AssistantMessage) and message.tool_calls:
+            self.state.in_tools = True  # until the turn ends: steering waits for the batch
+
+    async def after_turn(self, context: AgentContext, event: TurnEnd) -> None:
+        self.state.in_tools = False
+
+    async def after_loop(self, new_messages: list[AgentMessage], usage: Usage, reason: str) -> None:
+        self.state.reason = reason
+        self.state.usage = self.state.usage + usage
+
+
+def take_child_usage(context: AgentContext) -> Usage:
+    """Usage that sub-agents called from this context added (see SubAgentTool)."""
+    usage = context.state.pop(CHILD_USAGE_KEY, None)
+    return usage if isinstance(usage, Usage) else Usage()
+
+
+def usage_of(messages: Sequence[AgentMessage]) -> Usage:
+    total = Usage()
+    for message in messages:
+        if isinstance(message, AssistantMessage):
+            total = total + message.usage
+    return total
+
+
+def run_result(
+    new: list[AgentMessage],
+    usage: Usage,
+    state: RunState,
+    context: AgentContext,
+    *,
+    expects_output: bool,
+) -> RunResult[Any]:
+    """The :class:`RunResult` of a finished run: why it ended, and the error that says why
+    when it did not complete (the model's, a hook's or a limit's, a missing structured
+    output, a failing session store)."""
+    reason: Any = state.reason
+    error: ErrorInfo | None = None
+    for message in reversed(new):
+        if isinstance(message, AssistantMessage) and message.error is not None:
+            error = message.error
+            break
+    if error is None and reason in ("error", "limit"):  # a hook's failure, a limit
+        error = context.state.get(LAST_ERROR_KEY)
+    if expects_output and reason == "completed" and not state.has_output:
+        reason = "error"
+        error = ErrorInfo(
+            kind="output_validation",
+            message=state.output_error
+            or f"the model did not call {OUTPUT_TOOL} with a final answer",
+        )
+    if reason == "completed":
+        error = None
+    if state.store_error is not None and error is None:
+        reason = "error"
+        error = ErrorInfo(kind="session", message=f"the session store failed: {state.store_error}")
+    return RunResult(
+        messages=new,
+        usage=usage,
+        reason=reason,
+        error=error,
+        output=state.output if state.has_output else None,
+        pending_tool_calls=context.pending_tool_calls if reason == "suspended" else [],
+    )

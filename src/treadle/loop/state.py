@@ -1,0 +1,284 @@
+"""The state of one loop call, and the helpers every part of the loop uses on it.
+
+:class:`RunState` is internal: ``run.py`` drives the turns, ``compaction.py`` (context
+size, prices) and ``tool_exec.py`` (tool calls) work on the same state, and all of them
+import it from here, so imports run one way: run -> compaction, tool_exec -> state.
+Everything reported is tracked here, so any way out of a run can close what is open.
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from anyio.streams.memory import MemoryObjectSendStream
+
+from ..cancellation import CancelBridge, CancellationToken
+from ..context.transcript import repair_transcript
+from ..providers.base import ModelRequest
+from ..tools import Tool, as_tool, tool_spec
+from ..types import (
+    AgentEvent,
+    AgentMessage,
+    AssistantMessage,
+    ExtensionMessage,
+    MessageEnd,
+    MessageStart,
+    TextContent,
+    ToolResultMessage,
+    ToolSpec,
+    Usage,
+    UserMessage,
+)
+from .config import AgentLoopConfig, Pass, Reject, Warn
+from .context import AgentContext
+from .errors import HookFailed
+from .sink import EventSink
+from .streaming import StreamState
+
+EventStream = MemoryObjectSendStream[AgentEvent]
+
+
+class _RequestView:
+    """The history as requests carry it (no extension messages, repaired), kept
+    incrementally: while the history only grows and was valid, only the new tail is checked,
+    so building a request does not re-scan the whole history every turn."""
+
+    __slots__ = ("_clean", "_last", "_n", "_out", "_source")
+
+    def __init__(self) -> None:
+        self._source: list[AgentMessage] | None = None
+        self._n = 0
+        self._last: AgentMessage | None = None
+        self._out: list[AgentMessage] = []
+        self._clean = False
+
+    def update(self, messages: list[AgentMessage]) -> list[AgentMessage]:
+        n = self._n
+        last = self._last
+        grew = (
+            self._clean
+            and messages is self._source
+            and len(messages) >= n
+            and (n == 0 or messages[n - 1] is last)
+            # calls still open at the boundary need the full view to meet their results
+            and not (isinstance(last, AssistantMessage) and last.tool_calls)
+        )
+        start = n if grew else 0
+        tail = [m for m in messages[start:] if not isinstance(m, ExtensionMessage)]
+        fixed = repair_transcript(tail)
+        clean = len(fixed) == len(tail) and all(a is b for a, b in zip(fixed, tail, strict=True))
+        out = [*self._out, *fixed] if grew else fixed
+        self._source, self._n, self._out = messages, len(messages), out
+        self._last = messages[-1] if messages else None
+        self._clean = clean
+        return list(out)
+
+
+async def _maybe_await(value: Any) -> Any:
+    return await value if inspect.isawaitable(value) else value
+
+
+def _as_message(item: Any) -> AgentMessage:
+    if isinstance(item, str):
+        return UserMessage.of(item)
+    if isinstance(item, (UserMessage, AssistantMessage, ToolResultMessage, ExtensionMessage)):
+        return item
+    raise TypeError(
+        f"expected a message (UserMessage, ...) or a str, got {type(item).__name__}; "
+        "build user input with UserMessage.of('text')"
+    )
+
+
+def _no_price(message: AssistantMessage) -> None:
+    return None
+
+
+class RunState:
+    """State of one loop call: the context and config, the event sink, the cancel bridge,
+    the open turn, usage, and the tools by name."""
+
+    def __init__(
+        self,
+        context: AgentContext,
+        config: AgentLoopConfig,
+        events: EventStream | None,
+        cancel: CancellationToken | None,
+        new_messages: list[AgentMessage],
+    ) -> None:
+        self.context = context
+        self.config = config
+        self.new_messages = new_messages
+        self.sink = EventSink(events, context.loop_id or "", context.depth)
+        self.bridge = CancelBridge(cancel)
+        self.sink.own_cancel = lambda: self.bridge.immediate
+        self.usage = Usage()
+        self.turn_index = 0
+        self.turn_open = False
+        self.turn_message: AssistantMessage | None = None
+        self.turn_results: list[ToolResultMessage] = []
+        self.turn_usage = Usage()
+        self.stream_state: StreamState | None = None
+        self.tool_calls_run = 0
+        self.started_at = time.monotonic()
+        self.inject: list[AgentMessage] = []
+        self.tools: dict[str, Tool] = {}
+        self.tool_specs: list[ToolSpec] = []
+        self._view = _RequestView()
+        self.end_sent = False
+        self._tools_key: tuple[int, ...] = ()
+        self.price: Callable[[AssistantMessage], None] = _no_price
+        """Fills a reply's cost (the loop sets it to the context guard's)."""
+
+    # ---- small helpers ----
+
+    # ---- small helpers ----
+
+    async def call_hook(self, fn: Any, *args: Any) -> Any:
+        try:
+            return await _maybe_await(fn(*args))
+        except Exception as exc:
+            name = getattr(fn, "__qualname__", repr(fn))
+            raise HookFailed(name, exc) from exc
+
+    async def record(self, message: AgentMessage) -> None:
+        """Add to the history; ``on_message`` hooks run before its message_end is sent."""
+        self.context.messages.append(message)
+        self.new_messages.append(message)
+        for hook in self.config.hooks:
+            await self.call_hook(hook.on_message, message)
+
+    async def record_reply(self, message: AssistantMessage) -> None:
+        """The model's answer for this turn: priced, counted in the turn's usage, recorded.
+        (Assistant messages given as prompts are history, not this run's spending.)"""
+        self.price(message)
+        self.turn_message = message
+        self.turn_usage = self.turn_usage + message.usage
+        await self.record(message)
+
+    async def append(self, message: AgentMessage) -> None:
+        """Add to the history and report it as a message_start/end pair (the pair closes
+        even when an ``on_message`` hook fails: the message is in the history by then)."""
+        await self.sink.emit(MessageStart, message=message)
+        try:
+            await self.record(message)
+        finally:
+            await self.sink.emit(MessageEnd, message=message)
+
+    def refresh_tools(self) -> None:
+        """The tools by name; recomputed only when ``context.tools`` changed."""
+        key = tuple(id(t) for t in self.context.tools)
+        if key == self._tools_key:
+            return
+        tools: dict[str, Tool] = {}
+        try:
+            for item in self.context.tools:
+                found = as_tool(item)
+                if found.name in tools:
+                    raise ValueError(f"two tools are named {found.name!r}; names must be unique")
+                tools[found.name] = found
+        except (TypeError, ValueError) as exc:
+            raise HookFailed("AgentContext.tools", exc) from None
+        self.tools = tools
+        self.tool_specs = [tool_spec(t) for t in tools.values()]
+        self._tools_key = key
+
+    async def filter_input(self, messages: Sequence[AgentMessage]) -> Reject | None:
+        """Run input filters over the user text; append warnings; the first Reject wins."""
+        users = [m for m in messages if isinstance(m, UserMessage)]
+        if not self.config.input_filters or not users:
+            return None
+        text = "\n".join(m.text for m in users)
+        warnings: list[str] = []
+        for input_filter in self.config.input_filters:
+            verdict = await self.call_hook(input_filter.filter, text)
+            if isinstance(verdict, Reject):
+                return verdict
+            if isinstance(verdict, Warn):
+                warnings.append(verdict.message)
+            elif not isinstance(verdict, Pass):
+                raise HookFailed(
+                    f"{type(input_filter).__name__}.filter",
+                    TypeError(f"returned {verdict!r}; return Pass(), Warn(...) or Reject(...)"),
+                )
+        if warnings:
+            users[-1].content.append(
+                TextContent(text="\n".join(f"[Warning: {w}]" for w in warnings))
+            )
+        return None
+
+    async def _poll(self, source: Any) -> list[AgentMessage]:
+        if source is None:
+            return []
+        items = await self.call_hook(source)
+        try:
+            return [_as_message(m) for m in items or ()]
+        except TypeError as exc:
+            raise HookFailed(getattr(source, "__qualname__", repr(source)), exc) from None
+
+    async def flush_inject(self) -> None:
+        """User messages waiting for a turn that will not come join the history anyway
+        (as message pairs outside a turn): the run ending early must not lose them."""
+        injected, self.inject = self.inject, []
+        for message in injected:
+            await self.append(message)
+
+    async def poll_steering(self) -> bool:
+        """Collect steering messages for the next turn; True when any arrived."""
+        got = await self._poll(self.config.get_steering_messages)
+        self.inject.extend(got)
+        return bool(got)
+
+    # ---- requests ----
+
+    async def request_messages(self) -> list[AgentMessage]:
+        """The history as a request carries it: transformed, converted, repaired."""
+        messages: list[AgentMessage] = self.context.messages
+        config = self.config
+        if config.transform_context is None and config.convert_to_llm is None:
+            return self._view.update(messages)
+        for name in ("transform_context", "convert_to_llm"):
+            fn = getattr(config, name)
+            if fn is not None:
+                returned = await self.call_hook(fn, list(messages))
+                if not isinstance(returned, (list, tuple)):
+                    raise HookFailed(
+                        name, TypeError(f"returned {type(returned).__name__}; return a list")
+                    )
+                messages = list(returned)
+        messages = [m for m in messages if not isinstance(m, ExtensionMessage)]
+        return repair_transcript(messages)
+
+    async def build_request(
+        self, *, with_tools: bool = True, instruction: str | None = None
+    ) -> ModelRequest:
+        config = self.config
+        messages = await self.request_messages()
+        system = await self.call_hook(self.context.resolve_system_prompt)
+        if instruction:
+            system = f"{system}\n\n{instruction}" if system else instruction
+        request = ModelRequest.model_construct(
+            model=config.model_name,
+            system_prompt=system,
+            messages=messages,
+            tools=list(self.tool_specs) if with_tools else [],
+            max_tokens=config.max_tokens,
+            temperature=config.temperature,
+            top_p=config.top_p,
+            seed=config.seed,
+            stop=config.stop,
+            presence_penalty=config.presence_penalty,
+            frequency_penalty=config.frequency_penalty,
+            thinking_level=config.thinking_level,
+            tool_choice=config.tool_choice if with_tools else None,
+            response_format=config.response_format,
+            prompt_cache=config.prompt_cache,
+            extra_body=dict(config.extra_body),
+        )
+        for hook in config.hooks:
+            edited = await self.call_hook(hook.before_model_request, request)
+            if isinstance(edited, ModelRequest):
+                request = edited
+        return request
