@@ -899,7 +899,7 @@ async def test_chunk_that_is_not_json_is_a_server_error() -> None:
 
 @pytest.mark.parametrize("how", ["bytes", *wire.CHUNKINGS])
 def test_json_array_decoder_with_tricky_strings(how: str | int) -> None:
-    from treadle.providers.gemini import _JSONArrayDecoder
+    from treadle.providers.gemini_stream import _JSONArrayDecoder
 
     items = [
         {"text": 'a "quoted" {brace} [bracket] \\ back\\slash', "n": [1, {"x": []}]},

@@ -21,7 +21,7 @@ from tests.testing.wire_cases import (
 
 from treadle.providers.gemini import Gemini
 from treadle.testing import FakeTransport, Raw, WireFake
-from treadle.testing._formats import pieces
+from treadle.testing.formats import pieces
 from treadle.types import (
     AssistantMessage,
     TextContent,

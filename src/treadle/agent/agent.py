@@ -52,7 +52,7 @@ from .stream import AgentStream
 from .sync import run_blocking
 
 if TYPE_CHECKING:
-    from ..context.compaction import CompactionResult
+    from ..context.compact import CompactionResult
     from ..sessions import SessionRecorder, SessionStore
 
 SteerMode = Literal["after_batch", "next_tool", "interrupt"]

@@ -28,15 +28,14 @@ if TYPE_CHECKING:
         lookup_model,
         with_cost,
     )
+    from .compact import CompactionResult, compact
     from .compaction import (
         CompactionJob,
         CompactionPolicy,
-        CompactionResult,
         CompactionStrategy,
         Summarize,
         TrimToolOutputs,
         TruncateOldest,
-        compact,
         message_groups,
     )
     from .tokens import (
@@ -58,15 +57,14 @@ _LAZY = {
         "lookup_model",
         "with_cost",
     ),
+    "compact": ("CompactionResult", "compact"),
     "compaction": (
         "CompactionJob",
         "CompactionPolicy",
-        "CompactionResult",
         "CompactionStrategy",
         "Summarize",
         "TrimToolOutputs",
         "TruncateOldest",
-        "compact",
         "message_groups",
     ),
     "tokens": (

@@ -45,7 +45,8 @@ if TYPE_CHECKING:
 
     from ..cancellation import CancellationToken
     from ..context.catalog import ModelInfo
-    from ..context.compaction import CompactionPolicy, CompactionResult
+    from ..context.compact import CompactionResult
+    from ..context.compaction import CompactionPolicy
     from ..context.tokens import ContextEstimate, ContextTracker, TokenCounter
     from ..types import AgentEvent
     from .config import AgentLoopConfig
@@ -272,7 +273,7 @@ class ContextGuard:
     async def compact(self, estimate: int, reason: str, target: int | None = None) -> int:
         """Run the hooks, the events and the policy's strategies; replace the history.
         Returns the estimate afterwards."""
-        from ..context.compaction import compact
+        from ..context.compact import compact
 
         run = self.run
         policy = self.policy
@@ -397,7 +398,8 @@ async def compact_context(
     it is under the target. ``context.messages`` is replaced in place; the summary calls'
     usage is in ``result.usage`` (there is no turn to count it in).
     """
-    from ..context.compaction import CompactionPolicy, compact
+    from ..context.compact import compact
+    from ..context.compaction import CompactionPolicy
     from ..context.tokens import ContextTracker
 
     policy = as_policy(config.compaction) or CompactionPolicy()

@@ -21,49 +21,34 @@ are skipped.
 from __future__ import annotations
 
 import re
-import uuid
 from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import aclosing
 from typing import Any
 
 import httpx
-from pydantic_core import to_json
 
 from ..cancellation import CancellationToken
 from ..types import (
     AgentMessage,
     AssistantMessage,
-    ErrorInfo,
     ImageContent,
     TextContent,
-    TextDelta,
     ThinkingContent,
-    ThinkingDelta,
     ToolCall,
-    ToolCallDelta,
-    ToolCallEnd,
-    ToolCallStart,
     ToolResultMessage,
     ToolSpec,
-    Usage,
     UserMessage,
 )
-from ..types.usage import StopReason
 from ._convert import safe_tool_call_id, same_origin, thinking_as_text
-from ._http import HTTPAdapter, classify, env_key
-from ._sse import SSEDecoder
+from ._http import HTTPAdapter, env_key
 from .base import (
     ModelRequest,
     ProviderError,
     StreamDone,
     StreamEvent,
-    StreamStart,
-    TextEnd,
-    TextStart,
-    ThinkingEnd,
     ThinkingLevel,
-    ThinkingStart,
 )
+from .gemini_stream import ChunkDecoder, Response
 
 DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com"
 _SAMPLING_FIELDS = (
@@ -82,32 +67,6 @@ SKIP_SIGNATURE = "skip_thought_signature_validator"
 _VERSIONED = re.compile(r"/v\d+(?:alpha|beta)?\d*$")
 _GENERATION = re.compile(r"gemini-(\d+)(?:\.(\d+))?")
 
-# finishReason as a name or, with enum-encoding=int, as its proto number.
-_FINISH_NAMES = {
-    0: "FINISH_REASON_UNSPECIFIED",
-    1: "STOP",
-    2: "MAX_TOKENS",
-    3: "SAFETY",
-    4: "RECITATION",
-    5: "OTHER",
-    6: "BLOCKLIST",
-    7: "PROHIBITED_CONTENT",
-    8: "SPII",
-    9: "MALFORMED_FUNCTION_CALL",
-}
-_FILTERED = frozenset(
-    {
-        "SAFETY",
-        "RECITATION",
-        "BLOCKLIST",
-        "PROHIBITED_CONTENT",
-        "SPII",
-        "IMAGE_SAFETY",
-        "IMAGE_PROHIBITED_CONTENT",
-        "IMAGE_RECITATION",
-        "LANGUAGE",
-    }
-)
 _BUDGETS = {"minimal": 512, "low": 1024, "medium": 8192, "high": 24576}
 
 # Keys of Gemini's Schema dialect (an OpenAPI 3.0 subset); everything else is dropped.
@@ -229,9 +188,9 @@ class Gemini(HTTPAdapter):
             raise ProviderError("cancelled", "cancelled by the caller", provider=self.name)
         model = request.model or self.model
         body = self.build_body(request)
-        state = _Response(model)
+        state = Response(model)
         if self.streaming:
-            values = self._json_stream(self.url(model, stream=True), body, cancel, _ChunkDecoder())
+            values = self._json_stream(self.url(model, stream=True), body, cancel, ChunkDecoder())
             async with aclosing(values) as chunks:
                 async for chunk in chunks:
                     for event in state.feed(chunk):
@@ -539,264 +498,3 @@ def _merge(body: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
         else:
             body[key] = value
     return body
-
-
-# ---- response helpers ----
-
-
-class _ChunkDecoder:
-    """Response chunks from either an SSE body or a streamed JSON array (decided by the
-    first non-blank byte)."""
-
-    def __init__(self) -> None:
-        self._sse: SSEDecoder | None = None
-        self._json: _JSONArrayDecoder | None = None
-        self._head = b""
-
-    def feed(self, data: bytes) -> list[Any]:
-        if self._sse is None and self._json is None:
-            self._head += data
-            stripped = self._head.lstrip()
-            if not stripped:
-                return []
-            data, self._head = self._head, b""
-            if stripped[:1] in (b"[", b"{"):
-                self._json = _JSONArrayDecoder()
-            else:
-                self._sse = SSEDecoder()
-        if self._json is not None:
-            return self._json.feed(data)
-        assert self._sse is not None
-        return [event.json() for event in self._sse.feed(data) if event.data.strip()]
-
-    def close(self) -> list[Any]:
-        if self._sse is not None:
-            return [event.json() for event in self._sse.close() if event.data.strip()]
-        return []
-
-
-class _JSONArrayDecoder:
-    """Yields each top-level object of a JSON array (or a lone object) as soon as its closing
-    brace arrives. Works on bytes: every structural character is ASCII, and UTF-8 never
-    reuses ASCII byte values inside a multi-byte character."""
-
-    def __init__(self) -> None:
-        self._buffer = bytearray()
-        self._pos = 0
-        self._depth = 0
-        self._start = -1
-        self._in_string = False
-        self._escaped = False
-        self._array = False
-
-    def feed(self, data: bytes) -> list[Any]:
-        from pydantic_core import from_json
-
-        buffer = self._buffer
-        buffer += data
-        found: list[Any] = []
-        i = self._pos
-        while i < len(buffer):
-            char = buffer[i]
-            if self._in_string:
-                if self._escaped:
-                    self._escaped = False
-                elif char == 0x5C:  # backslash
-                    self._escaped = True
-                elif char == 0x22:  # quote
-                    self._in_string = False
-            elif char == 0x22:
-                self._in_string = True
-            elif char in (0x7B, 0x5B):  # { [
-                if self._depth == 0 and char == 0x5B:
-                    self._array = True
-                elif self._depth == (1 if self._array else 0):
-                    self._start = i
-                self._depth += 1
-            elif char in (0x7D, 0x5D):  # } ]
-                self._depth -= 1
-                if self._start >= 0 and self._depth == (1 if self._array else 0):
-                    found.append(from_json(bytes(buffer[self._start : i + 1])))
-                    self._start = -1
-            i += 1
-        keep = self._start if self._start >= 0 else i
-        del buffer[:keep]
-        self._pos = i - keep
-        if self._start >= 0:
-            self._start = 0
-        return found
-
-
-def _finish_name(value: Any) -> str:
-    if isinstance(value, int):
-        return _FINISH_NAMES.get(value, f"FINISH_REASON_{value}")
-    return str(value)
-
-
-class _Response:
-    """Assembles one response from its chunks and produces the stream events on the way."""
-
-    def __init__(self, model: str) -> None:
-        self.model = model
-        self.response_id: str | None = None
-        self.started = False
-        self.finish: str | None = None
-        self.finish_message: str | None = None
-        self.blocked: str | None = None
-        self.usage: dict[str, Any] = {}
-        self.blocks: list[ThinkingContent | TextContent | ToolCall] = []
-        self.texts: list[list[str]] = []  # text pieces per block
-        self.open: str | None = None  # "text" / "thinking" while a block takes deltas
-        self.calls = 0
-        self._id_base = uuid.uuid4().hex[:16]  # for call ids when there is no response id
-
-    def feed(self, chunk: Any) -> list[StreamEvent]:
-        if not isinstance(chunk, dict):
-            return []
-        if "error" in chunk:
-            error = chunk["error"]
-            status = error.get("code") if isinstance(error, dict) else None
-            raise classify(status if isinstance(status, int) else 0, chunk, provider="gemini")
-        events: list[StreamEvent] = []
-        if isinstance(chunk.get("responseId"), str):
-            self.response_id = chunk["responseId"]
-        if isinstance(chunk.get("modelVersion"), str):
-            self.model = chunk["modelVersion"]
-        if not self.started:
-            self.started = True
-            events.append(StreamStart(model=self.model, response_id=self.response_id))
-        if isinstance(chunk.get("usageMetadata"), dict):
-            self.usage = chunk["usageMetadata"]
-        feedback = chunk.get("promptFeedback")
-        if isinstance(feedback, dict) and feedback.get("blockReason"):
-            self.blocked = str(feedback["blockReason"])
-            self.finish = self.finish or self.blocked
-        candidates = chunk.get("candidates") or []
-        candidate = next(
-            (c for c in candidates if isinstance(c, dict) and c.get("index", 0) == 0), None
-        )
-        if not isinstance(candidate, dict):
-            return events
-        content = candidate.get("content") or {}
-        for part in content.get("parts") or []:
-            if isinstance(part, dict):
-                self._part(part, events)
-        reason = candidate.get("finishReason")
-        if reason not in (None, 0, "FINISH_REASON_UNSPECIFIED"):
-            self.finish = _finish_name(reason)
-            if isinstance(candidate.get("finishMessage"), str):
-                self.finish_message = candidate["finishMessage"]
-        return events
-
-    def _part(self, part: dict[str, Any], events: list[StreamEvent]) -> None:
-        signature = part.get("thoughtSignature")
-        call = part.get("functionCall")
-        text = part.get("text")
-        if isinstance(signature, str) and signature:
-            events.extend(self.close())
-            index = self._add(ThinkingContent(thinking="", signature=signature))
-            events.append(ThinkingStart(index=index))
-            events.append(ThinkingEnd(index=index, signature=signature))
-        if isinstance(call, dict):
-            events.extend(self.close())
-            self.calls += 1
-            args = call.get("args")
-            arguments = args if isinstance(args, dict) else {}
-            tool_call = ToolCall(
-                id=self._call_id(call), name=str(call.get("name", "")), arguments=arguments
-            )
-            index = self._add(tool_call)
-            events.append(ToolCallStart(index=index, id=tool_call.id, name=tool_call.name))
-            events.append(ToolCallDelta(index=index, arguments=to_json(arguments).decode()))
-            events.append(ToolCallEnd(index=index, tool_call=tool_call))
-        elif isinstance(text, str) and text:
-            kind = "thinking" if part.get("thought") else "text"
-            if self.open != kind:
-                events.extend(self.close())
-                if kind == "thinking":
-                    index = self._add(ThinkingContent(thinking=""))
-                    events.append(ThinkingStart(index=index))
-                else:
-                    index = self._add(TextContent(text=""))
-                    events.append(TextStart(index=index))
-                self.open = kind
-            index = len(self.blocks) - 1
-            self.texts[index].append(text)
-            if kind == "thinking":
-                events.append(ThinkingDelta(index=index, text=text))
-            else:
-                events.append(TextDelta(index=index, text=text))
-
-    def _add(self, block: ThinkingContent | TextContent | ToolCall) -> int:
-        self.blocks.append(block)
-        self.texts.append([])
-        return len(self.blocks) - 1
-
-    def _call_id(self, call: dict[str, Any]) -> str:
-        given = call.get("id")
-        if isinstance(given, str) and given:
-            return given
-        # Gemini gives no call ids: derive one from the response id, unique per call.
-        return safe_tool_call_id(f"call_{self.response_id or self._id_base}_{self.calls - 1}")
-
-    def close(self) -> list[StreamEvent]:
-        """End the open text or thinking block, if any."""
-        if self.open is None:
-            return []
-        index = len(self.blocks) - 1
-        kind, self.open = self.open, None
-        if kind == "thinking":
-            return [ThinkingEnd(index=index)]
-        return [TextEnd(index=index)]
-
-    def message(self) -> AssistantMessage:
-        content: list[ThinkingContent | TextContent | ToolCall] = []
-        for block, pieces in zip(self.blocks, self.texts, strict=True):
-            if isinstance(block, TextContent):
-                block = TextContent(text="".join(pieces))
-            elif isinstance(block, ThinkingContent) and pieces:
-                block = ThinkingContent(thinking="".join(pieces), signature=block.signature)
-            content.append(block)
-        stop, error = self._stop_reason(any(isinstance(b, ToolCall) for b in content))
-        return AssistantMessage(
-            content=content,
-            stop_reason=stop,
-            model=self.model,
-            provider="gemini",
-            usage=_usage(self.usage),
-            response_id=self.response_id,
-            error=error,
-        )
-
-    def _stop_reason(self, has_calls: bool) -> tuple[StopReason, ErrorInfo | None]:
-        if self.blocked is not None:
-            return "error", ErrorInfo(
-                kind="content_filter", message=f"Gemini blocked the prompt: {self.blocked}"
-            )
-        if self.finish == "STOP":
-            return ("tool_use" if has_calls else "stop"), None
-        if self.finish == "MAX_TOKENS":
-            return "length", None
-        kind = "content_filter" if self.finish in _FILTERED else "model_error"
-        detail = f": {self.finish_message}" if self.finish_message else ""
-        return "error", ErrorInfo(kind=kind, message=f"Gemini stopped with {self.finish}{detail}")
-
-
-def _usage(meta: Mapping[str, Any]) -> Usage:
-    def count(key: str) -> int:
-        value = meta.get(key)
-        return value if isinstance(value, int) else 0
-
-    prompt = count("promptTokenCount")
-    cached = count("cachedContentTokenCount")
-    tool_prompt = count("toolUsePromptTokenCount")
-    thoughts = count("thoughtsTokenCount")
-    output = count("candidatesTokenCount") + thoughts
-    total = count("totalTokenCount") or prompt + tool_prompt + output
-    return Usage(
-        input=max(0, prompt - cached) + tool_prompt,
-        output=output,
-        reasoning=thoughts,
-        cache_read=cached,
-        total_tokens=total,
-    )

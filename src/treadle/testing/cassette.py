@@ -49,7 +49,7 @@ from typing import Any, Literal
 import httpx
 
 from .._redact import REDACTED, SECRET_PARAMS
-from .wire import RecordedRequest, Reply, ReplyStream
+from .exchange import RecordedRequest, Reply, ReplyStream
 
 logger = logging.getLogger("treadle.testing")
 

@@ -22,7 +22,7 @@ import anyio
 from anyio.abc import SocketAttribute, SocketStream
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from .wire import RecordedRequest, Reply
+from .exchange import RecordedRequest, Reply
 
 __all__ = ["serve"]
 

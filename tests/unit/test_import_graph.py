@@ -1,0 +1,129 @@
+"""The house rules, checked on the source: one-way imports, no cycles, small modules.
+
+Imports are read with ``ast``: module level, inside functions, and under ``if
+TYPE_CHECKING:`` too (a type-only import back up is still a tangle for the reader).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[2] / "src" / "treadle"
+MAX_LINES = 600
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(SRC.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def imports_of(path: Path) -> set[str]:
+    """The treadle modules ``path`` imports at run time (resolved to module names)."""
+    name = module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+
+    def visit(nodes: list[ast.stmt]) -> None:
+        for node in nodes:
+            for child in ast.walk(node):
+                if isinstance(child, ast.Import):
+                    found.update(a.name for a in child.names if a.name.startswith("treadle"))
+                elif isinstance(child, ast.ImportFrom):
+                    if child.level:
+                        base = package.split(".")
+                        base = base[: len(base) - (child.level - 1)]
+                        target = ".".join([*base, child.module] if child.module else base)
+                    else:
+                        target = child.module or ""
+                    if not target.startswith("treadle"):
+                        continue
+                    found.add(target)
+                    for alias in child.names:  # `from . import x` may import a submodule
+                        found.add(f"{target}.{alias.name}")
+
+    visit(ast.parse(path.read_text(encoding="utf-8")).body)
+    return found
+
+
+def graph() -> dict[str, set[str]]:
+    modules = {module_name(p): p for p in SRC.rglob("*.py")}
+    edges: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        targets = {t for t in imports_of(path) if t in modules and t != name}
+        # importing a.b.c runs a and a.b first; those edges are real too, but a package's
+        # own __init__ importing its children is how packages work, not a cycle to fix
+        edges[name] = {t for t in targets if not name.startswith(t + ".")}
+    return edges
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    counter = [0]
+
+    def strong(v: str) -> None:
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on_stack.add(v)
+        for w in edges.get(v, ()):
+            if w not in index:
+                strong(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(edges):
+        if v not in index:
+            strong(v)
+    return found
+
+
+def test_no_import_cycles() -> None:
+    assert cycles(graph()) == []
+
+
+def test_no_module_over_600_lines() -> None:
+    long = {
+        module_name(p): n
+        for p in SRC.rglob("*.py")
+        if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES
+    }
+    assert long == {}, f"split these by job: {long}"
+
+
+def test_layers_point_down() -> None:
+    edges = graph()
+    loop = {m: t for m, t in edges.items() if m.startswith("treadle.loop")}
+    for module, targets in loop.items():
+        bad = {
+            t
+            for t in targets
+            if t.startswith(("treadle.agent", "treadle.cli", "treadle.sessions"))
+            or (t.startswith("treadle.providers.") and t not in {"treadle.providers.base"})
+        }
+        assert not bad, f"{module} imports {bad}: the loop knows providers by their protocol"
+    for module, targets in edges.items():
+        if module.startswith("treadle.types"):
+            assert all(t.startswith("treadle.types") for t in targets), module
+    pure = SRC / "types"
+    for path in pure.rglob("*.py"):
+        text = path.read_text(encoding="utf-8")
+        assert "import httpx" not in text and "import anyio" not in text, path
