@@ -35,17 +35,39 @@ NOT_OURS = {
 NAME = re.compile(r"`([A-Z][A-Za-z0-9]+)(?:[.(\[][^`]*)?`")
 
 
-def named_in_docs() -> set[str]:
+CONTRIBUTOR_PAGES = {"architecture.md"}  # names internals on purpose
+
+
+def named_in(pages: list[Path]) -> set[str]:
     names: set[str] = set()
-    for page in PAGES:
+    for page in pages:
         names.update(NAME.findall(page.read_text(encoding="utf-8")))
     return names - NOT_OURS
 
 
 def test_every_name_the_docs_use_is_importable() -> None:
     modules = [importlib.import_module(name) for name in PUBLIC]
-    missing = sorted(n for n in named_in_docs() if not any(hasattr(m, n) for m in modules))
+    user_pages = [p for p in PAGES if p.name not in CONTRIBUTOR_PAGES]
+    missing = sorted(n for n in named_in(user_pages) if not any(hasattr(m, n) for m in modules))
     assert not missing, f"the docs name these, but no public module exports them: {missing}"
+
+
+def test_the_architecture_page_names_modules_that_exist() -> None:
+    import pkgutil
+
+    import treadle
+
+    every = [
+        importlib.import_module(info.name)
+        for info in pkgutil.walk_packages(treadle.__path__, "treadle.")
+        if not info.name.endswith("__main__")
+    ]
+    pages = [p for p in PAGES if p.name in CONTRIBUTOR_PAGES]
+    missing = sorted(n for n in named_in(pages) if not any(hasattr(m, n) for m in every))
+    assert not missing, f"docs/architecture.md names what the code no longer has: {missing}"
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    for module in re.findall(r"`((?:[a-z_]+/)+[a-z_]+\.py)`", text):
+        assert (ROOT / "src" / "treadle" / module).exists() or (ROOT / module).exists(), module
 
 
 @pytest.mark.parametrize("name", ["AgentBusy", "AgentSnapshot", "AgentStream", "RunFailed"])
