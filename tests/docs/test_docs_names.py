@@ -19,6 +19,7 @@ PUBLIC = [
     "treadle.agent",
     "treadle.context",
     "treadle.loop",
+    "treadle.mcp",
     "treadle.providers",
     "treadle.sessions",
     "treadle.testing",

@@ -1,7 +1,7 @@
 """The Agent facade: stateful runs, streaming, steering, structured output, sub-agents."""
 
-from .agent import Agent, AgentSnapshot, SteerMode
-from .result import AgentBusy, RunFailed, RunResult
+from .agent import Agent, SteerMode
+from .result import AgentBusy, AgentSnapshot, RunFailed, RunResult
 from .stream import AgentStream
 from .subagent import SubAgentTool
 

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from functools import partial
 from typing import TYPE_CHECKING, Any, Generic, Literal
 
 from anyio.streams.memory import MemoryObjectSendStream
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel
 
 from ..cancellation import CancellationToken, CancelMode
 from ..loop import (
@@ -25,7 +26,7 @@ from ..loop import (
 )
 from ..loop.sink import EventSink
 from ..providers.base import Provider, ThinkingLevel
-from ..tools import Tool
+from ..tools import Tool, open_toolsets
 from ..types import (
     AgentEvent,
     AgentMessage,
@@ -36,7 +37,7 @@ from ..types import (
     UserMessage,
 )
 from .planning import make_plan
-from .result import AgentBusy, RunResult
+from .result import AgentBusy, AgentSnapshot, RunResult
 from .result import AgentOutputT as OutputT
 from .runstate import (
     OUTPUT_TOOL,
@@ -56,17 +57,6 @@ if TYPE_CHECKING:
     from ..sessions import SessionRecorder, SessionStore
 
 SteerMode = Literal["after_batch", "next_tool", "interrupt"]
-
-
-class AgentSnapshot(BaseModel):
-    """An Agent's conversation state, for ``restore`` (JSON round-trips)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    messages: list[AgentMessage] = Field(default_factory=list)
-    usage: Usage = Field(default_factory=Usage)
-    agent_id: str | None = None
-    session_id: str | None = None
 
 
 class Agent(Generic[OutputT]):
@@ -166,6 +156,7 @@ class Agent(Generic[OutputT]):
         self._interrupts: list[AgentMessage] = []
         self._follow_ups: list[AgentMessage] = []
         self._sink: EventSink | None = None
+        self._toolsets: AbstractAsyncContextManager[None] | None = None
         self.store = store
         self._recorder: SessionRecorder | None = None
         if session_id is not None:
@@ -261,14 +252,23 @@ class Agent(Generic[OutputT]):
             self._recorder.close()
 
     async def aclose(self) -> None:
-        """Close what this Agent opened: the session lock, and the provider's HTTP client when
-        the Agent made the provider from a model string. ``async with Agent(...)`` does it."""
-        self.close()
-        closer = getattr(self.provider, "aclose", None)
-        if self._owns_provider and closer is not None:
-            await closer()
+        """Close what this Agent opened: toolsets ``async with agent:`` started (from that
+        task), the session lock, and a provider it made from a model string."""
+        toolsets, self._toolsets = self._toolsets, None
+        try:
+            if toolsets is not None:
+                await toolsets.__aexit__(None, None, None)
+        finally:
+            self.close()
+            closer = getattr(self.provider, "aclose", None)
+            if self._owns_provider and closer is not None:
+                await closer()
 
     async def __aenter__(self) -> Agent[OutputT]:
+        """Start the toolsets that need it (MCP servers ...); they stop when the block ends."""
+        toolsets = open_toolsets(self.context.tools)
+        await toolsets.__aenter__()
+        self._toolsets = toolsets
         return self
 
     async def __aexit__(self, *exc: object) -> None:

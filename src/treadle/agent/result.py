@@ -66,3 +66,14 @@ class RunFailed(Exception):
 
 class AgentBusy(RuntimeError):
     """A second run was started while one is in progress on the same Agent."""
+
+
+class AgentSnapshot(BaseModel):
+    """An Agent's conversation state, for ``restore`` (JSON round-trips)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    messages: list[AgentMessage] = Field(default_factory=list)
+    usage: Usage = Field(default_factory=Usage)
+    agent_id: str | None = None
+    session_id: str | None = None

@@ -28,7 +28,7 @@ import anyio
 import anyio.to_thread
 
 from ..providers.base import ModelRequest, ProviderError
-from ..tools import tool_spec
+from ..tools import Tool, tool_spec
 from ..types import (
     AssistantMessage,
     CompactionEnd,
@@ -408,7 +408,9 @@ async def compact_context(
     tracker = ContextTracker(policy.counter(model))
     await prepare_counter(tracker.counter)
     system = context.resolve_system_prompt()
-    tools = [tool_spec(t) for t in context.tools]
+    tools = [
+        tool_spec(t) for t in context.tools if isinstance(t, Tool)
+    ]  # toolsets: listed per turn
     messages = list(context.messages)
     estimate = tracker.counted(messages, tracker.fixed(system, tools)).tokens
     for hook in config.hooks:

@@ -7,7 +7,7 @@ from typing import Any, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from ..tools import Tool, as_tool
+from ..tools import Tool, Toolset, as_tool
 from ..types import AgentMessage, AssistantMessage, ContinuationKind
 from .decisions import Allow, Deny
 
@@ -39,13 +39,15 @@ class AgentContext(BaseModel):
 
     @field_validator("tools", mode="after")
     @classmethod
-    def _wrap_tools(cls, value: list[Any]) -> list[Tool]:
-        tools = [as_tool(t) for t in value]
-        names = [t.name for t in tools]
+    def _wrap_tools(cls, value: list[Any]) -> list[Tool | Toolset]:
+        items: list[Tool | Toolset] = [
+            t if isinstance(t, Toolset) and not isinstance(t, Tool) else as_tool(t) for t in value
+        ]
+        names = [t.name for t in items if isinstance(t, Tool)]
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
             raise ValueError(f"tool names must be unique; repeated: {', '.join(duplicates)}")
-        return tools
+        return items
 
     def resolve_system_prompt(self) -> str | None:
         prompt = self.system_prompt

@@ -260,7 +260,7 @@ class _Run(RunState):
             for hook in self.config.hooks:
                 if not await self.call_hook(hook.before_turn, self.context, self.turn_index):
                     return LoopResult(reason="vetoed")  # a refusal: waiting input is not taken
-            self.refresh_tools()
+            await self.refresh_tools()
             await self.open_turn(trigger)
             if first and pending:
                 assistant = self._last_assistant()

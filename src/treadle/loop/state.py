@@ -18,7 +18,7 @@ from anyio.streams.memory import MemoryObjectSendStream
 from ..cancellation import CancelBridge, CancellationToken
 from ..context.transcript import repair_transcript
 from ..providers.base import ModelRequest
-from ..tools import Tool, as_tool, tool_spec
+from ..tools import Tool, Toolset, as_tool, tool_spec
 from ..types import (
     AgentEvent,
     AgentMessage,
@@ -167,17 +167,29 @@ class RunState:
         finally:
             await self.sink.emit(MessageEnd, message=message)
 
-    def refresh_tools(self) -> None:
-        """The tools by name; recomputed only when ``context.tools`` changed."""
-        key = tuple(id(t) for t in self.context.tools)
+    async def refresh_tools(self) -> None:
+        """The tools by name, toolsets expanded; recomputed only when they changed."""
+        items: list[Any] = []
+        for item in self.context.tools:
+            if isinstance(item, Toolset) and not isinstance(item, Tool):
+                listed = await self.call_hook(item.get_tools)
+                items.extend(listed)
+            else:
+                items.append(item)
+        key = tuple(id(t) for t in items)
         if key == self._tools_key:
             return
         tools: dict[str, Tool] = {}
         try:
-            for item in self.context.tools:
+            for item in items:
                 found = as_tool(item)
                 if found.name in tools:
-                    raise ValueError(f"two tools are named {found.name!r}; names must be unique")
+                    first = getattr(tools[found.name], "source", None) or "a tool"
+                    second = getattr(found, "source", None) or "a tool"
+                    raise ValueError(
+                        f"two tools are named {found.name!r} ({first} and {second}); names "
+                        "must be unique: rename one, or give an MCP server another prefix"
+                    )
                 tools[found.name] = found
         except (TypeError, ValueError) as exc:
             raise HookFailed("AgentContext.tools", exc) from None

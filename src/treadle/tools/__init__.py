@@ -7,10 +7,11 @@ from .base import (
     ToolArgumentsError,
     ToolCategory,
     ToolContext,
+    Toolset,
     to_tool_result,
 )
 from .function_tool import FunctionTool, parse_docstring, tool
-from .registry import ToolRegistry, as_tool, tool_spec
+from .registry import ToolRegistry, as_tool, open_toolsets, tool_spec
 
 __all__ = [
     "FunctionTool",
@@ -21,7 +22,9 @@ __all__ = [
     "ToolContext",
     "ToolRegistry",
     "ToolResult",
+    "Toolset",
     "as_tool",
+    "open_toolsets",
     "parse_docstring",
     "to_tool_result",
     "tool",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, runtime_checkable
 
@@ -138,6 +138,21 @@ class Tool(Protocol):
     async def run(self, arguments: dict[str, Any], ctx: ToolContext[Any]) -> Any:
         """Do the work. Return a :class:`ToolResult`, a string, content blocks or any
         JSON-serialisable value; raise to report an error to the model."""
+        ...
+
+
+@runtime_checkable
+class Toolset(Protocol):
+    """Several tools from one source, which may change between turns (an MCP server, a
+    plugin directory ...). It goes wherever tools go (``AgentContext.tools``,
+    ``Agent(tools=[...])``); before each turn the loop awaits :meth:`get_tools` and offers
+    what it returns, so keep it cheap when nothing changed (cache, refresh on a signal).
+    A failure there ends the run with ``reason="error"`` and the toolset's message. Tool
+    names must be unique across all tools and toolsets; a clash is reported with both
+    sources (a tool's optional ``source`` attribute names where it came from)."""
+
+    async def get_tools(self) -> Sequence[Tool]:
+        """The tools to offer for the next model call."""
         ...
 
 

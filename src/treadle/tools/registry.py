@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
 from ..types import ToolSpec
-from .base import Tool
+from .base import Tool, Toolset
 from .function_tool import FunctionTool
 
 
@@ -65,3 +66,16 @@ class ToolRegistry:
 
     def __repr__(self) -> str:
         return f"ToolRegistry({self.names!r})"
+
+
+@asynccontextmanager
+async def open_toolsets(items: Iterable[Any]) -> AsyncIterator[None]:
+    """Start the toolsets among ``items`` that need starting (those that are async context
+    managers, such as MCP servers) and stop them when the block ends, in reverse order —
+    ``async with open_toolsets(context.tools): ...`` around the runs that use them.
+    ``async with agent:`` does this for an Agent's tools."""
+    async with AsyncExitStack() as stack:
+        for item in items:
+            if isinstance(item, Toolset) and hasattr(item, "__aenter__"):
+                await stack.enter_async_context(item)  # type: ignore[arg-type]
+        yield

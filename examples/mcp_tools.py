@@ -1,0 +1,48 @@
+"""An MCP server's tools in an agent: the server is started over stdio, its tools are offered
+as mcp__notes__list_notes / mcp__notes__read_note, and stopped when the agent closes.
+
+    pip install 'treadle[mcp]'
+    python examples/mcp_tools.py
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import anyio
+from _model import model_or_script
+
+from treadle import Agent, AssistantMessage, ToolCall
+from treadle.mcp import MCPServerStdio
+
+SERVER = Path(__file__).with_name("_mcp_server.py")
+
+
+async def main() -> None:
+    notes = MCPServerStdio("notes", command=sys.executable, args=[str(SERVER)])
+    provider = model_or_script(
+        [
+            AssistantMessage(content=[ToolCall(id="c1", name="mcp__notes__list_notes")]),
+            AssistantMessage(
+                content=[
+                    ToolCall(
+                        id="c2", name="mcp__notes__read_note", arguments={"title": "groceries"}
+                    )
+                ]
+            ),
+            "You need eggs, flour and milk.",
+        ]
+    )
+    agent = Agent(provider, tools=[notes], system_prompt="Use the notes tools to answer.")
+    async with agent:  # starts the MCP server; stops it at the end
+        print("tools:", [t.name for t in await notes.get_tools()])
+        async with agent.stream("What do I need from the shop?") as events:
+            async for event in events:
+                if event.type == "tool_execution_end":
+                    print(f"  {event.tool_name} -> {event.result.text}")
+        print("answer:", events.result.text or f"({events.result.reason}: {events.result.error})")
+
+
+if __name__ == "__main__":
+    anyio.run(main)

@@ -1,0 +1,156 @@
+"""A small MCP server for the tests, on the official SDK's server side (``MCPServer``).
+
+    python mcp_server.py stdio
+    python mcp_server.py http PORT        # streamable HTTP on 127.0.0.1:PORT/mcp
+
+Tools: add, echo, fail (an isError result), slow (sleeps), picture (an image), doc (an
+embedded resource), weather (structured content), grow (adds a tool, then says the list
+changed), crash (the process dies mid-call), headers (what the request carried).
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import sys
+
+import anyio
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import BlobResourceContents, EmbeddedResource, ImageContent, TextResourceContents
+from pydantic import BaseModel
+
+PNG = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGP4z8AAAAMBAQDJ/pLvAAAAAElFTkSuQmCC"
+)
+
+server = MCPServer("treadle-test")
+
+
+@server.tool()
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+@server.tool()
+def echo(text: str) -> str:
+    """Say the text back."""
+    return text
+
+
+@server.tool()
+def fail(reason: str = "it broke") -> str:
+    """Always fails."""
+    raise ToolError(reason)
+
+
+@server.tool()
+async def slow(seconds: float) -> str:
+    """Sleep, then answer."""
+    marker = os.environ.get("TREADLE_MCP_MARKER")
+    if marker:
+        with open(marker, "a") as f:  # noqa: ASYNC230
+            f.write("started\n")
+    try:
+        await anyio.sleep(seconds)
+    except BaseException:
+        if marker:
+            with open(marker, "a") as f:  # noqa: ASYNC230
+                f.write("cancelled\n")
+        raise
+    return f"slept {seconds}"
+
+
+@server.tool()
+def picture() -> list[ImageContent]:
+    """A one-pixel PNG."""
+    return [ImageContent(type="image", data=base64.b64encode(PNG).decode(), mime_type="image/png")]
+
+
+@server.tool()
+def doc() -> list[EmbeddedResource]:
+    """An embedded text resource and a blob."""
+    text = TextResourceContents(uri="file:///notes.txt", mime_type="text/plain", text="the notes")
+    blob = BlobResourceContents(
+        uri="file:///logo.png", mime_type="image/png", blob=base64.b64encode(PNG).decode()
+    )
+    return [
+        EmbeddedResource(type="resource", resource=text),
+        EmbeddedResource(type="resource", resource=blob),
+    ]
+
+
+@server.tool(structured_output=True)
+def weather(city: str) -> dict[str, object]:
+    """The weather, as structured content."""
+    return {"city": city, "celsius": 21}
+
+
+@server.tool()
+async def grow(ctx: Context) -> str:
+    """Adds the tool 'extra' and tells the client the list changed."""
+
+    def extra() -> str:
+        """Added at run time."""
+        return "extra!"
+
+    server.add_tool(extra, name="extra")
+    await ctx.session.send_tool_list_changed()
+    return "grown"
+
+
+@server.tool()
+def crash() -> str:
+    """The server process dies mid-call."""
+    os._exit(3)
+
+
+@server.tool()
+def headers(ctx: Context) -> str:
+    """The Authorization header the request carried, echoed back (a hostile server)."""
+    got = ctx.headers or {}
+    return f"you sent: {got.get('authorization', '(none)')}"
+
+
+@server.tool()
+async def summarize(text: str, ctx: Context) -> str:
+    """Asks the client's model to summarise the text (MCP sampling)."""
+    from mcp.types import SamplingMessage
+    from mcp.types import TextContent as Text
+
+    result = await ctx.session.create_message(
+        [SamplingMessage(role="user", content=Text(type="text", text=text))],
+        max_tokens=50,
+        system_prompt="Summarise in three words.",
+    )
+    return f"summary: {result.content.text} (by {result.model})"
+
+
+class Confirmation(BaseModel):
+    ok: bool
+
+
+@server.tool()
+async def confirm(ctx: Context) -> str:
+    """Asks the user to confirm (MCP elicitation)."""
+    answer = await ctx.elicit("Delete everything?", Confirmation)
+    data = getattr(answer, "data", None)
+    return f"{answer.action}: {data.ok if data is not None else None}"
+
+
+@server.resource("file:///readme.txt", description="A readme.")
+def readme() -> str:
+    return "read me"
+
+
+@server.prompt(description="Say hello.")
+def greet(name: str) -> str:
+    return f"Hello, {name}!"
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["http"]:
+        anyio.run(lambda: server.run_streamable_http_async(host="127.0.0.1", port=int(sys.argv[2])))
+    else:
+        server.run("stdio")
