@@ -71,6 +71,7 @@ class SubAgentTool:
             tools=tools,
             loop_id=str(uuid.uuid4()),
             parent_loop_id=ctx.loop_id or None,
+            parent_tool_call_id=ctx.tool_call_id,
             depth=depth,
         )
         usage = Usage()

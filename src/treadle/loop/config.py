@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from .._redact import redact_url
 from ..providers.base import RETRYABLE_KINDS, ModelRequest, Provider, ThinkingLevel
 from ..types import (
+    AgentEvent,
     AgentMessage,
     AssistantMessage,
     ToolCall,
@@ -110,6 +111,14 @@ class Hooks:
 
     async def after_compaction(self, stats: dict[str, Any]) -> None:
         """After compaction, with token and message counts before and after."""
+
+    def on_event(self, event: AgentEvent) -> None:
+        """Every event the loop reports, as it is sent (``seq`` stamped), whether or not the
+        caller passed a stream — and those of sub-agents started inside this run. For
+        observers (tracing, logging, metrics): it is called in the loop's task for every
+        streamed delta too, so keep it quick and do not block; it may not change anything.
+        An exception raised here is logged and ignored. Only hooks that override it are
+        called, so a run without such a hook pays nothing."""
 
 
 # ---- limits, retries, strategies ----

@@ -32,6 +32,8 @@ class AgentContext(BaseModel):
     session_id: str | None = None
     loop_id: str | None = None
     parent_loop_id: str | None = None
+    parent_tool_call_id: str | None = None
+    """For a sub-agent's context: the parent's tool call that started it."""
     depth: int = Field(default=0, ge=0)
     continuation_kind: ContinuationKind = ContinuationKind.INITIAL
     approvals: dict[str, Union[Allow, Deny]] = Field(default_factory=dict)

@@ -36,6 +36,7 @@ from .compaction import ContextGuard
 from .config import AgentLoopConfig
 from .context import AgentContext
 from .errors import HookFailed
+from .sink import OBSERVERS
 from .state import EventStream, RunState, _as_message, _maybe_await
 from .streaming import StreamState, close_message, stream_message
 from .tool_exec import ToolBatch, ToolRaised
@@ -349,6 +350,7 @@ async def _start(
         agent_id=context.agent_id,
         session_id=context.session_id,
         parent_loop_id=parent,
+        parent_tool_call_id=context.parent_tool_call_id,
         continuation_kind=kind,
         config=config.snapshot(),
     )
@@ -364,6 +366,7 @@ async def _execute(
     context, config = run.context, run.config
     result = LoopResult()
     started = False
+    observing = OBSERVERS.set(run.observers)  # sub-agents started by tools inherit them
     try:
         try:
             started = await _start(run, context, config, context.parent_loop_id, kind)
@@ -384,6 +387,7 @@ async def _execute(
                     agent_id=context.agent_id,
                     session_id=context.session_id,
                     parent_loop_id=context.parent_loop_id,
+                    parent_tool_call_id=context.parent_tool_call_id,
                     continuation_kind=kind,
                     config=config.snapshot(),
                 )
@@ -416,6 +420,7 @@ async def _execute(
                     await _end(run, LoopResult(reason="cancelled"))
         raise
     finally:
+        OBSERVERS.reset(observing)
         run.bridge.close()
 
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextvars
 import itertools
+import logging
 import threading
 import weakref
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 import anyio
@@ -14,6 +16,16 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from ..types import AgentEvent, MessageUpdate, now_ms
 
 _UPDATE_FIELDS = frozenset({"seq", "loop_id", "depth", "timestamp", "message", "delta"})
+logger = logging.getLogger("treadle.loop")
+
+Observer = Callable[[AgentEvent], None]
+
+OBSERVERS: contextvars.ContextVar[tuple[Observer, ...]] = contextvars.ContextVar(
+    "treadle_observers", default=()
+)
+"""The ``Hooks.on_event`` observers of the runs this task is inside: a sub-agent's loop,
+started by a tool of a run, inherits its parent's observers (the context is copied into
+the tool's task), so a tracer on the parent sees the whole tree."""
 
 
 class _StreamState:
@@ -56,15 +68,23 @@ class EventSink:
     increases along the stream even when several loops share it.
     """
 
-    __slots__ = ("_state", "_stream", "depth", "grace", "loop_id", "own_cancel")
+    __slots__ = ("_observers", "_state", "_stream", "depth", "grace", "loop_id", "own_cancel")
 
     def __init__(
-        self, stream: MemoryObjectSendStream[AgentEvent] | None, loop_id: str, depth: int
+        self,
+        stream: MemoryObjectSendStream[AgentEvent] | None,
+        loop_id: str,
+        depth: int,
+        observers: Sequence[Observer] = (),
     ) -> None:
         self._stream = stream
         self.loop_id = loop_id
         self.depth = depth
-        self._state = _state_for(stream) if stream is not None else None
+        self._observers = tuple(observers)
+        if stream is not None:
+            self._state: _StreamState | None = _state_for(stream)
+        else:  # observers only: seq counts this loop's events
+            self._state = _StreamState() if self._observers else None
         self.grace: float | None = None  # set once the run is being cancelled from outside
         self.own_cancel: Callable[[], bool] | None = None  # True: a cancellation is the loop's
 
@@ -74,7 +94,8 @@ class EventSink:
 
     @property
     def active(self) -> bool:
-        return self._stream is not None
+        """Whether anyone hears of events (a stream, or ``on_event`` observers)."""
+        return self._stream is not None or bool(self._observers)
 
     def _make(self, event_type: type[Any], fields: dict[str, Any]) -> Any:
         assert self._state is not None
@@ -105,7 +126,23 @@ class EventSink:
         )
 
     async def emit(self, event_type: type[Any], **fields: Any) -> Any:
-        """Build, stamp and send one event; returns it (None when nobody listens)."""
+        """Build, stamp and send one event; returns it (None when nobody listens). The
+        ``on_event`` observers see it once it is delivered."""
+        if not self._observers:
+            return await self._send(event_type, fields)
+        if self._stream is None:
+            event = self._make(event_type, fields)
+        else:
+            event = await self._send(event_type, fields)
+        if event is not None:
+            for observe in self._observers:
+                try:
+                    observe(event)
+                except Exception:
+                    logger.exception("an on_event hook failed (ignored)")
+        return event
+
+    async def _send(self, event_type: type[Any], fields: dict[str, Any]) -> Any:
         stream, state = self._stream, self._state
         if stream is None or state is None:
             return None

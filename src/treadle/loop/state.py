@@ -32,10 +32,10 @@ from ..types import (
     Usage,
     UserMessage,
 )
-from .config import AgentLoopConfig, Pass, Reject, Warn
+from .config import AgentLoopConfig, Hooks, Pass, Reject, Warn
 from .context import AgentContext
 from .errors import HookFailed
-from .sink import EventSink
+from .sink import OBSERVERS, EventSink, Observer
 from .streaming import StreamState
 
 EventStream = MemoryObjectSendStream[AgentEvent]
@@ -96,6 +96,16 @@ def _no_price(message: AssistantMessage) -> None:
     return None
 
 
+def _observers(config: AgentLoopConfig) -> tuple[Observer, ...]:
+    """The ``on_event`` hooks of this run: the config's, after those of the runs this one
+    is nested in (a sub-agent's parents)."""
+    found = list(OBSERVERS.get())
+    for hook in config.hooks:
+        if type(hook).on_event is not Hooks.on_event and hook.on_event not in found:
+            found.append(hook.on_event)
+    return tuple(found)
+
+
 class RunState:
     """State of one loop call: the context and config, the event sink, the cancel bridge,
     the open turn, usage, and the tools by name."""
@@ -111,7 +121,8 @@ class RunState:
         self.context = context
         self.config = config
         self.new_messages = new_messages
-        self.sink = EventSink(events, context.loop_id or "", context.depth)
+        self.observers = _observers(config)
+        self.sink = EventSink(events, context.loop_id or "", context.depth, self.observers)
         self.bridge = CancelBridge(cancel)
         self.sink.own_cancel = lambda: self.bridge.immediate
         self.usage = Usage()

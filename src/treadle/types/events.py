@@ -125,6 +125,8 @@ class AgentStart(_Event):
     agent_id: str
     session_id: str
     parent_loop_id: str | None = None
+    parent_tool_call_id: str | None = None
+    """For a sub-agent: the parent's tool call that started this loop."""
     continuation_kind: ContinuationKind = ContinuationKind.INITIAL
     config: dict[str, Any] = Field(default_factory=dict)
 
