@@ -20,6 +20,7 @@ PUBLIC = [
     "treadle.context",
     "treadle.loop",
     "treadle.mcp",
+    "treadle.otel",
     "treadle.providers",
     "treadle.sessions",
     "treadle.testing",
