@@ -253,6 +253,9 @@ class AgentLoopConfig(BaseModel):
     tool_execution: ToolExecution = ToolExecution()
     tool_timeout: float | None = Field(default=None, gt=0)
     raise_tool_errors: bool = False
+    max_tool_result_chars: int | None = Field(default=200_000, gt=0)
+    """Tool results longer than this (text, in characters) are cut to it, keeping the head
+    and the tail around a marker saying how much went; ``None`` keeps them whole."""
     limits: ExecutionLimits = Field(default_factory=ExecutionLimits)
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
     compaction: Any = None

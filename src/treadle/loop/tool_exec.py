@@ -19,6 +19,7 @@ from ..tools import (
 )
 from ..tools.base import to_tool_result
 from ..types import (
+    TextContent,
     ToolCall,
     ToolExecutionEnd,
     ToolExecutionStart,
@@ -26,6 +27,7 @@ from ..types import (
     ToolResult,
     ToolResultMessage,
 )
+from ..types.text import clean_text, clip_text
 from .decisions import Allow, Ask, Deny
 from .errors import HookFailed
 
@@ -218,6 +220,7 @@ class ToolBatch:
         result = await self._invoke(state)
         if result is None:
             return
+        result = _bounded(result, self.run.config.max_tool_result_chars)
         for hook in self.run.config.hooks:
             replaced = await self.run.call_hook(hook.after_tool_call, state.call, result)
             if isinstance(replaced, ToolResult):
@@ -292,14 +295,18 @@ class ToolBatch:
                 )
             except ToolArgumentsError as exc:
                 return ToolResult.error(str(exc))
-            except Exception as exc:
-                if run.config.raise_tool_errors:
+            except anyio.get_cancelled_exc_class():
+                raise
+            except BaseException as exc:
+                # KeyboardInterrupt, SystemExit and other BaseExceptions end the run cleanly
+                # (every call answered, agent_end sent) and are raised again afterwards.
+                if run.config.raise_tool_errors or not isinstance(exc, Exception):
                     self.raised = exc
-                    state.result = ToolResult.error(f"{type(exc).__name__}: {exc}")
+                    state.result = ToolResult.error(_describe(exc))
                     await self._end(state)
                     return None
-                return ToolResult.error(f"{type(exc).__name__}: {exc}")
-            return to_tool_result(value)
+                return ToolResult.error(_describe(exc))
+            return _converted(call.name, value)
         if scope.cancelled_caught:
             return ToolResult.error(
                 f"Tool '{call.name}' timed out after {timeout:g}s and was cancelled."
@@ -342,6 +349,50 @@ class ToolBatch:
                 )
             )
         return results
+
+
+def _describe(exc: BaseException) -> str:
+    try:
+        return clean_text(f"{type(exc).__name__}: {exc}")
+    except Exception:  # an exception whose __str__ fails
+        return f"{type(exc).__name__} (its message could not be read)"
+
+
+def _converted(name: str, value: Any) -> ToolResult:
+    """What the tool returned as a ToolResult; a value that cannot be converted (its
+    ``__str__`` raises, it nests too deep, a serializer fails) is an error result."""
+    try:
+        return to_tool_result(value)
+    except Exception as exc:
+        return ToolResult.error(
+            f"Tool '{name}' returned a {type(value).__name__} that could not be turned into "
+            f"a result: {_describe(exc)}"
+        )
+
+
+def _bounded(result: ToolResult, limit: int | None) -> ToolResult:
+    """Text made valid Unicode and, past ``limit`` characters in all, clipped with a marker."""
+    texts = [b for b in result.content if isinstance(b, TextContent)]
+    if not texts:
+        return result
+    cleaned = [clean_text(b.text) for b in texts]
+    total = sum(len(t) for t in cleaned)
+    if all(c is b.text for c, b in zip(cleaned, texts, strict=True)) and (
+        limit is None or total <= limit
+    ):
+        return result
+    content: list[Any] = []
+    budget = limit if limit is not None else total
+    for block in result.content:
+        if isinstance(block, TextContent):
+            text = clean_text(block.text)
+            share = max(0, budget) if limit is not None else len(text)
+            clipped = clip_text(text, share) if len(text) > share else text
+            budget -= len(text)
+            content.append(TextContent(text=clipped))
+        else:
+            content.append(block)
+    return result.model_copy(update={"content": content})
 
 
 def _shape_problem(args: dict[str, Any], schema: Any) -> str:

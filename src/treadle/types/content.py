@@ -5,16 +5,23 @@ from __future__ import annotations
 import base64
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from ._base import Model
+from .text import clean_text
 
 
 class TextContent(Model):
-    """Plain text."""
+    """Plain text. Lone surrogates (text that was not valid UTF-8, decoded with
+    ``surrogateescape``) become U+FFFD here, so no message can poison JSON or a store."""
 
     type: Literal["text"] = "text"
     text: str
+
+    @field_validator("text", mode="after")
+    @classmethod
+    def _valid_unicode(cls, value: str) -> str:
+        return clean_text(value)
 
 
 class ImageContent(Model):
