@@ -27,6 +27,7 @@ from ..types import (
     MessageEnd,
     MessageStart,
     TextContent,
+    ToolCall,
     ToolResultMessage,
     ToolSpec,
     Usage,
@@ -90,6 +91,34 @@ def _as_message(item: Any) -> AgentMessage:
         f"expected a message (UserMessage, ...) or a str, got {type(item).__name__}; "
         "build user input with UserMessage.of('text')"
     )
+
+
+def _unique_call_ids(message: AssistantMessage) -> None:
+    """One reply's tool calls get distinct ids, so no call runs twice and every result
+    matches one call: an exact repeat (same id, name and arguments, as a glitching stream
+    can send) is dropped; a different call reusing an id gets a suffixed id."""
+    calls = [b for b in message.content if isinstance(b, ToolCall)]
+    if len({c.id for c in calls}) == len(calls):
+        return
+    seen: dict[str, ToolCall] = {}
+    content: list[Any] = []
+    for block in message.content:
+        if isinstance(block, ToolCall):
+            first = seen.get(block.id)
+            if first is not None:
+                if (first.name, first.arguments, first.raw_arguments) == (
+                    block.name,
+                    block.arguments,
+                    block.raw_arguments,
+                ):
+                    continue
+                n = 2
+                while f"{block.id}_{n}" in seen:
+                    n += 1
+                block = block.model_copy(update={"id": f"{block.id}_{n}"})
+            seen[block.id] = block
+        content.append(block)
+    message.content = content
 
 
 def _no_price(message: AssistantMessage) -> None:
@@ -165,6 +194,7 @@ class RunState:
         """The model's answer for this turn: priced, counted in the turn's usage, recorded.
         (Assistant messages given as prompts are history, not this run's spending.)"""
         self.price(message)
+        _unique_call_ids(message)
         self.turn_message = message
         self.turn_usage = self.turn_usage + message.usage
         await self.record(message)

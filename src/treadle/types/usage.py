@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Literal
+import math
+from typing import Any, Literal
+
+from pydantic import model_validator
 
 from ._base import Model
+
+_COUNTS = ("input", "output", "reasoning", "cache_read", "cache_write", "total_tokens")
 
 StopReason = Literal["stop", "length", "tool_use", "error", "aborted"]
 """Why an assistant message ended."""
@@ -25,6 +30,32 @@ class Usage(Model):
     cache_write: int = 0
     total_tokens: int = 0
     cost_usd: float | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _sane(cls, data: Any) -> Any:
+        """What a provider reports is cleaned before it can disable a limit: negative, NaN or
+        infinite counts are 0, a negative, NaN or infinite cost is unknown (``None``), and
+        ``total_tokens`` is never less than the parts it sums."""
+        if not isinstance(data, dict):
+            return data
+        clean = dict(data)
+        for name in _COUNTS:
+            value = clean.get(name)
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                clean[name] = int(value) if math.isfinite(value) and value > 0 else 0
+        cost = clean.get("cost_usd")
+        if isinstance(cost, (int, float)) and not (math.isfinite(cost) and cost >= 0):
+            clean["cost_usd"] = None
+        parts = sum(
+            clean.get(n, 0)
+            for n in ("input", "output", "cache_read", "cache_write")
+            if isinstance(clean.get(n, 0), int)
+        )
+        total = clean.get("total_tokens", 0)
+        if isinstance(total, int) and total < parts:
+            clean["total_tokens"] = parts
+        return clean
 
     def __add__(self, other: Usage) -> Usage:
         if not isinstance(other, Usage):
