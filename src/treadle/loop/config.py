@@ -134,8 +134,14 @@ class ExecutionLimits(BaseModel):
     max_turns: int | None = Field(default=None, ge=0)
     max_total_tokens: int | None = Field(default=None, ge=0)
     max_duration_s: float | None = Field(default=None, ge=0)
+    """Also bounds a model call that is still streaming: it is cut off at the deadline."""
     max_cost_usd: float | None = Field(default=None, ge=0)
     max_tool_calls: int | None = Field(default=None, ge=0)
+    max_idle_s: float | None = Field(default=300.0, gt=0)
+    """A model call that sends nothing for this long fails with a retryable ``timeout``
+    (a server that keeps the connection open with pings but never answers)."""
+    max_call_duration_s: float | None = Field(default=None, gt=0)
+    """A model call that takes longer than this in all fails with a retryable ``timeout``."""
     on_limit: Literal["stop", "final_answer"] = "stop"
     final_answer_instruction: str = (
         "You have reached the limit of this run ({reason}). Do not call any tools. "

@@ -38,7 +38,7 @@ from .context import AgentContext
 from .errors import HookFailed
 from .sink import OBSERVERS
 from .state import EventStream, RunState, _as_message, _maybe_await
-from .streaming import StreamState, close_message, stream_message
+from .streaming import StreamBounds, StreamState, close_message, stream_message
 from .tool_exec import ToolBatch, ToolRaised
 
 
@@ -106,6 +106,7 @@ class _Run(RunState):
     ) -> None:
         super().__init__(context, config, events, cancel, new_messages)
         self.batch: ToolBatch | None = None
+        self.stream_limit: str | None = None  # a limit cut the model call off mid-stream
         self.guard = ContextGuard(self)  # context size (compaction) and prices
         self.price = self.guard.price
 
@@ -134,13 +135,28 @@ class _Run(RunState):
                 fallback_text=fallback_text,
                 text_only=not with_tools,
                 on_overflow=self.guard.on_overflow(),
+                bounds=self._bounds(),
             )
         if message is None:  # cancelled mid-stream
             message = await close_message(
                 self.sink, state, state.closed("aborted"), self.record_reply
             )
         self.stream_state = None
+        if state.limit_reason is not None:
+            self.stream_limit = state.limit_reason
         return message
+
+    def _bounds(self) -> StreamBounds:
+        limits = self.config.limits
+        deadline = None
+        if limits.max_duration_s is not None:
+            left = limits.max_duration_s - (time.monotonic() - self.started_at)
+            deadline = anyio.current_time() + max(0.0, left)
+        room = None
+        if limits.max_total_tokens is not None:
+            used = self.usage.total_tokens + self.turn_usage.total_tokens
+            room = max(0, limits.max_total_tokens - used)
+        return StreamBounds(deadline, room, limits.max_idle_s, limits.max_call_duration_s)
 
     # ---- turns ----
 
@@ -277,6 +293,13 @@ class _Run(RunState):
                 await self.append(message)
 
             message = await self.guard.check() or await self.model_call()  # §4.1 steps 4-5
+            if self.stream_limit is not None:
+                await self.close_turn()
+                await self.flush_inject()
+                await self.on_limit(self.stream_limit)
+                return LoopResult(
+                    reason="limit", error=ErrorInfo(kind="limit", message=self.stream_limit)
+                )
             if message.stop_reason == "error":
                 for hook in self.config.hooks:
                     await self.call_hook(hook.on_error, message)

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import inspect
+import math
 import random
 from collections.abc import Awaitable, Callable
-from contextlib import aclosing
+from contextlib import aclosing, nullcontext
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import anyio
@@ -29,6 +31,72 @@ from .config import RetryPolicy
 from .sink import EventSink
 
 _DELTAS = frozenset({"text", "thinking", "tool_call_start", "tool_call_delta", "tool_call_end"})
+
+
+@dataclass
+class StreamBounds:
+    """What may stop a model call while it streams: the run's own deadline (anyio time) and
+    token room (``max_duration_s``, ``max_total_tokens``), and the call's idle and total
+    time (``max_idle_s``, ``max_call_duration_s``)."""
+
+    run_deadline: float | None = None
+    token_room: int | None = None
+    idle_s: float | None = None
+    call_s: float | None = None
+
+
+class RunLimitHit(Exception):
+    """The run's duration or token limit was reached while the model was still streaming."""
+
+
+class _Watch:
+    """One cancel scope per attempt whose deadline moves with each event (idle), capped by
+    the call's and the run's deadlines; streamed characters are counted for the token room."""
+
+    __slots__ = ("bounds", "call_deadline", "chars", "hard", "scope")
+
+    def __init__(self, bounds: StreamBounds) -> None:
+        now = anyio.current_time()
+        self.bounds = bounds
+        self.call_deadline = now + bounds.call_s if bounds.call_s is not None else math.inf
+        run = bounds.run_deadline if bounds.run_deadline is not None else math.inf
+        self.hard = min(self.call_deadline, run)
+        self.chars = 0
+        self.scope = anyio.CancelScope(deadline=self._deadline(now))
+
+    def _deadline(self, now: float) -> float:
+        idle = now + self.bounds.idle_s if self.bounds.idle_s is not None else math.inf
+        return min(idle, self.hard)
+
+    def tick(self, event: Any) -> bool:
+        """After each stream event; True when the token room is used up."""
+        if self.bounds.idle_s is not None:
+            self.scope.deadline = self._deadline(anyio.current_time())
+        room = self.bounds.token_room
+        if room is None:
+            return False
+        text = getattr(event, "text", None) or getattr(event, "arguments", None)
+        if isinstance(text, str):
+            self.chars += len(text)
+        return self.chars // 4 >= room
+
+    def expired(self, provider: str) -> Exception:
+        """Why the scope ran out: the run's deadline, the call's, or silence."""
+        now = anyio.current_time()
+        run = self.bounds.run_deadline
+        if run is not None and now >= run and run <= self.call_deadline:
+            return RunLimitHit("reached max_duration_s while the model was streaming")
+        if now >= self.call_deadline:
+            return ProviderError(
+                "timeout",
+                f"the model call took longer than max_call_duration_s={self.bounds.call_s:g}",
+                provider=provider,
+            )
+        return ProviderError(
+            "timeout",
+            f"no data from the provider for {self.bounds.idle_s:g} s (max_idle_s)",
+            provider=provider,
+        )
 
 
 _M = TypeVar("_M", bound=BaseModel)
@@ -57,7 +125,16 @@ class StreamState:
     message as of that delta. A view costs one shallow copy, and only when content changed.
     """
 
-    __slots__ = ("_view", "complete_calls", "ended", "final", "partial", "snapshots", "started")
+    __slots__ = (
+        "_view",
+        "complete_calls",
+        "ended",
+        "final",
+        "limit_reason",
+        "partial",
+        "snapshots",
+        "started",
+    )
 
     def __init__(self, request: ModelRequest, provider: str, snapshots: bool = True) -> None:
         self.snapshots = snapshots  # False when nobody sees partial messages: mutate in place
@@ -67,6 +144,7 @@ class StreamState:
         self.complete_calls: set[int] = set()
         self._view: AssistantMessage | None = None
         self.final: AssistantMessage | None = None  # recorded in the history, end not yet sent
+        self.limit_reason: str | None = None  # the run's limit stopped this stream
 
     def reset(self, request: ModelRequest, provider: str) -> None:
         self.__init__(request, provider, self.snapshots)  # type: ignore[misc]
@@ -153,6 +231,7 @@ async def stream_message(
     text_only: bool = False,
     on_overflow: Callable[[ProviderError, ModelRequest], Awaitable[ModelRequest | None]]
     | None = None,
+    bounds: StreamBounds | None = None,
 ) -> AssistantMessage:
     """Stream one assistant message, emitting message_start / update* / end; retry per
     ``retry``. A final failure becomes a message with ``stop_reason="error"``.
@@ -164,7 +243,12 @@ async def stream_message(
     attempt = 0
     while True:
         try:
-            final = await _attempt(provider, request, sink, state, cancel)
+            final = await _attempt(provider, request, sink, state, cancel, bounds)
+        except RunLimitHit as hit:
+            state.limit_reason = str(hit)
+            stopped = state.closed("length", ErrorInfo(kind="limit", message=str(hit)))
+            stopped.content = [b for b in stopped.content if not isinstance(b, ToolCall)]
+            return await close_message(sink, state, stopped, on_final)
         except ProviderError as exc:
             error = exc
             retryable = error.kind in retry.retry_on
@@ -265,6 +349,7 @@ async def _attempt(
     sink: EventSink,
     state: StreamState,
     cancel: CancellationToken | None,
+    bounds: StreamBounds | None = None,
 ) -> AssistantMessage:
     partial = state.partial
     emitting = sink.active
@@ -279,9 +364,32 @@ async def _attempt(
             "(`async def stream(self, request, *, cancel=None): ... yield event`).",
             provider=partial.provider,
         )
-    async with aclosing(stream) as events:  # type: ignore[type-var]
+    watch = _Watch(bounds) if bounds is not None else None
+    final: AssistantMessage | None = None
+    with watch.scope if watch is not None else nullcontext():
+        final = await _consume(stream, state, sink, emitting, watch)
+    if watch is not None and watch.scope.cancelled_caught:
+        raise watch.expired(partial.provider)
+    if final is not None:
+        return final
+    if cancel is not None and cancel.immediate:  # a provider may simply stop when cancelled
+        raise ProviderError("cancelled", "cancelled by the caller", provider=partial.provider)
+    raise ProviderError(
+        "truncated_stream",
+        "the provider's stream ended without a final message",
+        provider=partial.provider,
+    )
+
+
+async def _consume(
+    stream: Any, state: StreamState, sink: EventSink, emitting: bool, watch: _Watch | None
+) -> AssistantMessage | None:
+    partial = state.partial
+    async with aclosing(stream) as events:
         final: AssistantMessage | None = None
         async for event in events:
+            if watch is not None and watch.tick(event):
+                raise RunLimitHit("reached max_total_tokens while the model was streaming")
             if final is not None:
                 continue  # read to the end so the HTTP connection goes back to the pool
             kind = event.type
@@ -299,12 +407,4 @@ async def _attempt(
                 await sink.emit(MessageStart, message=state.view())
             if kind in _DELTAS:
                 await sink.emit(MessageUpdate, message=state.view(), delta=event)
-    if final is not None:
-        return final
-    if cancel is not None and cancel.immediate:  # a provider may simply stop when cancelled
-        raise ProviderError("cancelled", "cancelled by the caller", provider=partial.provider)
-    raise ProviderError(
-        "truncated_stream",
-        "the provider's stream ended without a final message",
-        provider=partial.provider,
-    )
+    return final
