@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 import math
 import random
+import time
 from collections.abc import Awaitable, Callable
 from contextlib import aclosing, nullcontext
 from dataclasses import dataclass
@@ -50,10 +51,12 @@ class RunLimitHit(Exception):
 
 
 class _Watch:
-    """One cancel scope per attempt whose deadline moves with each event (idle), capped by
-    the call's and the run's deadlines; streamed characters are counted for the token room."""
+    """One cancel scope per attempt, capped by the call's and the run's deadlines, whose
+    idle deadline is pushed on as events arrive — at most every quarter of ``idle_s``, since
+    moving a deadline reschedules a timer (so silence is caught after 3/4 to all of
+    ``idle_s``); streamed characters are counted for the token room."""
 
-    __slots__ = ("bounds", "call_deadline", "chars", "hard", "scope")
+    __slots__ = ("bounds", "call_deadline", "chars", "hard", "pushed", "scope", "step")
 
     def __init__(self, bounds: StreamBounds) -> None:
         now = anyio.current_time()
@@ -62,6 +65,8 @@ class _Watch:
         run = bounds.run_deadline if bounds.run_deadline is not None else math.inf
         self.hard = min(self.call_deadline, run)
         self.chars = 0
+        self.step = bounds.idle_s / 4 if bounds.idle_s is not None else math.inf
+        self.pushed = time.monotonic()
         self.scope = anyio.CancelScope(deadline=self._deadline(now))
 
     def _deadline(self, now: float) -> float:
@@ -70,7 +75,8 @@ class _Watch:
 
     def tick(self, event: Any) -> bool:
         """After each stream event; True when the token room is used up."""
-        if self.bounds.idle_s is not None:
+        if time.monotonic() - self.pushed > self.step:
+            self.pushed = time.monotonic()
             self.scope.deadline = self._deadline(anyio.current_time())
         room = self.bounds.token_room
         if room is None:
