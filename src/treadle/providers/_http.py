@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import email.utils
+import functools
 import os
 import re
 import time
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from contextlib import aclosing
 from typing import Any, Protocol, TypeVar
 
@@ -192,11 +193,41 @@ def env_key(*names: str) -> str | None:
 _AdapterT = TypeVar("_AdapterT", bound="HTTPAdapter")
 
 
+def _scrubbing(stream: Any) -> Any:
+    """``stream`` (an adapter's async generator) with every ProviderError it raises — an
+    HTTP error, a transport failure, or an error event in the middle of a 200 stream —
+    passed through the adapter's :meth:`HTTPAdapter.scrub` first."""
+
+    @functools.wraps(stream)
+    async def scrubbed(
+        self: HTTPAdapter, request: Any, *, cancel: CancellationToken | None = None
+    ) -> AsyncIterator[Any]:
+        events = stream(self, request, cancel=cancel)
+        try:
+            async for event in events:
+                yield event
+        except ProviderError as exc:
+            raise self.scrub(exc) from None
+        finally:
+            await events.aclose()
+
+    scrubbed._scrubbed = True  # type: ignore[attr-defined]
+    return scrubbed
+
+
 class HTTPAdapter:
     """Base for adapters: owns (or borrows) one ``httpx.AsyncClient`` for connection reuse.
 
-    The API key is held privately and never appears in a repr, event or error.
+    The API key is held privately and never appears in a repr, event or error: every
+    adapter's ``stream`` is wrapped (here, once, for all of them) so that an error a server
+    sends — even mid-stream, even echoing the key — is scrubbed before anyone sees it.
     """
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        own = cls.__dict__.get("stream")
+        if own is not None and not getattr(own, "_scrubbed", False):
+            setattr(cls, "stream", _scrubbing(own))  # noqa: B010
 
     name: str = "http"
     connect_hint: str = ""
