@@ -17,7 +17,7 @@ from pydantic_core import from_json
 
 from .._redact import redact_url
 from ..cancellation import CancellationToken
-from ._sse import SSEJSONDecoder
+from ._sse import MAX_LINE_CHARS, SSEJSONDecoder, StreamLineTooLong
 from .base import ErrorKind, ProviderError
 
 _CONTEXT_OVERFLOW = re.compile(
@@ -230,6 +230,9 @@ class HTTPAdapter:
             setattr(cls, "stream", _scrubbing(own))  # noqa: B010
 
     name: str = "http"
+    max_line_chars: int = MAX_LINE_CHARS
+    """The longest line a streamed response may send; a longer one fails the call (a
+    broken or hostile server cannot make the client buffer without bound)."""
     connect_hint: str = ""
     """What to check when the server cannot be reached (adapters for local servers say how
     to start theirs); empty for a generic hint."""
@@ -325,6 +328,8 @@ class HTTPAdapter:
                     raise ProviderError("cancelled", "cancelled by the caller", provider=self.name)
                 try:
                     values = decoder.feed(chunk)
+                except StreamLineTooLong as exc:
+                    raise ProviderError("server", str(exc), provider=self.name) from None
                 except ValueError as exc:
                     raise ProviderError(
                         "server",
@@ -350,7 +355,8 @@ class HTTPAdapter:
         headers: Mapping[str, str] | None = None,
     ) -> AsyncGenerator[dict[str, Any], None]:
         """Server-sent events whose data are JSON objects (Anthropic, Responses)."""
-        values = self._json_stream(url, body, cancel, SSEJSONDecoder(), headers)
+        decoder = SSEJSONDecoder(self.max_line_chars)
+        values = self._json_stream(url, body, cancel, decoder, headers)
         async with aclosing(values) as values:
             async for value in values:
                 if not isinstance(value, dict):

@@ -27,14 +27,47 @@ class SSEEvent:
         return from_json(self.data)
 
 
+MAX_LINE_CHARS = 16 * 1024 * 1024
+"""The longest line a stream may send (16 Mi characters); past it the call fails."""
+_COLLECT = 64 * 1024  # a partial line longer than this is kept in pieces, joined once
+
+
+class StreamLineTooLong(ValueError):
+    """One line of a streamed body is longer than the decoder accepts."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(
+            f"a line of the response stream is longer than {limit:,} characters; the server "
+            "is broken or hostile (raise the adapter's max_line_chars if it is expected)"
+        )
+
+
 class SSEDecoder:
-    """Turns chunks of a ``text/event-stream`` body into :class:`SSEEvent` values (WHATWG rules)."""
+    """Turns chunks of a ``text/event-stream`` body into :class:`SSEEvent` values (WHATWG rules).
 
-    __slots__ = ("_buffer", "_data", "_decoder", "_event", "_has_data", "_id", "_retry")
+    Linear in the body's size even when one enormous line arrives in many chunks (its
+    pieces are joined once, when the line ends), and bounded: a line longer than
+    ``max_line`` characters raises :class:`StreamLineTooLong`."""
 
-    def __init__(self) -> None:
+    __slots__ = (
+        "_buffer",
+        "_data",
+        "_decoder",
+        "_event",
+        "_has_data",
+        "_id",
+        "_parts",
+        "_retry",
+        "_size",
+        "max_line",
+    )
+
+    def __init__(self, max_line: int = MAX_LINE_CHARS) -> None:
         # utf-8-sig: a leading byte-order mark is dropped, as the SSE spec requires.
         self._decoder = codecs.getincrementaldecoder("utf-8-sig")(errors="replace")
+        self.max_line = max_line
+        self._parts: list[str] = []
+        self._size = 0
         self._buffer = ""
         self._event = ""
         self._data: list[str] = []
@@ -44,7 +77,15 @@ class SSEDecoder:
 
     def feed(self, chunk: bytes) -> list[SSEEvent]:
         """Decode ``chunk``; return the events it completed (possibly none)."""
-        text = self._buffer + self._decoder.decode(chunk)
+        decoded = self._decoder.decode(chunk)
+        if self._parts:  # a long line is being collected
+            if "\n" not in decoded and "\r" not in decoded:
+                self._collect(decoded)
+                return []
+            text = "".join(self._parts) + decoded
+            self._parts, self._size = [], 0
+        else:
+            text = self._buffer + decoded
         if (
             text.startswith("data:")
             and text.endswith("\n\n")
@@ -69,14 +110,26 @@ class SSEDecoder:
         else:
             lines = text.split("\n")
             self._buffer = lines.pop()
+        if len(self._buffer) > _COLLECT:
+            rest, self._buffer = self._buffer, ""
+            self._collect(rest)
         events: list[SSEEvent] = []
         for line in lines:
+            if len(line) > self.max_line:
+                raise StreamLineTooLong(self.max_line)
             self._line(line, events)
         return events
 
+    def _collect(self, piece: str) -> None:
+        self._parts.append(piece)
+        self._size += len(piece)
+        if self._size > self.max_line:
+            raise StreamLineTooLong(self.max_line)
+
     def close(self) -> list[SSEEvent]:
         """End of stream: flush an event whose final blank line never came."""
-        tail = self._buffer + self._decoder.decode(b"", final=True)
+        tail = "".join(self._parts) + self._buffer + self._decoder.decode(b"", final=True)
+        self._parts, self._size = [], 0
         self._buffer = ""
         events: list[SSEEvent] = []
         for line in tail.replace("\r\n", "\n").replace("\r", "\n").split("\n"):
@@ -116,19 +169,31 @@ class SSEDecoder:
 class NDJSONDecoder:
     """Turns chunks of a newline-delimited JSON body into parsed values, one per line."""
 
-    __slots__ = ("_buffer",)
+    __slots__ = ("_parts", "_size", "max_line")
 
-    def __init__(self) -> None:
-        self._buffer = b""
+    def __init__(self, max_line: int = MAX_LINE_CHARS) -> None:
+        self.max_line = max_line
+        self._parts: list[bytes] = []
+        self._size = 0
 
     def feed(self, chunk: bytes) -> list[Any]:
-        data = self._buffer + chunk
+        if b"\n" not in chunk:  # the line goes on: keep the piece, join once it ends
+            self._parts.append(chunk)
+            self._size += len(chunk)
+            if self._size > self.max_line:
+                raise StreamLineTooLong(self.max_line)
+            return []
+        data = b"".join(self._parts) + chunk if self._parts else chunk
         lines = data.split(b"\n")
-        self._buffer = lines.pop()
+        rest = lines.pop()
+        self._parts, self._size = ([rest], len(rest)) if rest else ([], 0)
+        if any(len(line) > self.max_line for line in lines):
+            raise StreamLineTooLong(self.max_line)
         return [from_json(line) for line in lines if line.strip()]
 
     def close(self) -> list[Any]:
-        tail, self._buffer = self._buffer, b""
+        tail = b"".join(self._parts)
+        self._parts, self._size = [], 0
         return [from_json(tail)] if tail.strip() else []
 
 
@@ -137,8 +202,8 @@ class SSEJSONDecoder:
 
     __slots__ = ("_sse",)
 
-    def __init__(self) -> None:
-        self._sse = SSEDecoder()
+    def __init__(self, max_line: int = MAX_LINE_CHARS) -> None:
+        self._sse = SSEDecoder(max_line)
 
     def feed(self, chunk: bytes) -> list[Any]:
         return [from_json(event.data) for event in self._sse.feed(chunk)]

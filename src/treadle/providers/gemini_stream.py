@@ -25,7 +25,7 @@ from ..types import (
 from ..types.usage import StopReason
 from ._convert import safe_tool_call_id
 from ._http import classify
-from ._sse import SSEDecoder
+from ._sse import MAX_LINE_CHARS, SSEDecoder, StreamLineTooLong
 from .base import (
     StreamEvent,
     StreamStart,
@@ -115,6 +115,8 @@ class _JSONArrayDecoder:
 
         buffer = self._buffer
         buffer += data
+        if len(buffer) - max(self._start, 0) > MAX_LINE_CHARS:
+            raise StreamLineTooLong(MAX_LINE_CHARS)
         found: list[Any] = []
         i = self._pos
         while i < len(buffer):

@@ -179,7 +179,7 @@ class Ollama(HTTPAdapter):
         url = f"{self.base_url}/api/chat"
         state = _Response(body["model"])
         if self.streaming:
-            values = self._json_stream(url, body, cancel, NDJSONDecoder())
+            values = self._json_stream(url, body, cancel, NDJSONDecoder(self.max_line_chars))
             async with aclosing(values) as lines:
                 async for line in lines:
                     for event in state.feed(line):

@@ -272,7 +272,7 @@ class OpenAIChat(HTTPAdapter):
             for event in self._whole(payload, state):
                 yield event
             return
-        decoder = SSEDecoder()
+        decoder = SSEDecoder(self.max_line_chars)
         async with aclosing(self._post_stream(url, body)) as chunks:
             async for chunk in chunks:
                 if state.done:
