@@ -129,6 +129,11 @@ class CancelBridge:
         if threading.get_ident() == self._thread:
             self._cancel_all()
             return
+        # Hand over without waiting: cancel() only signals, even when the loop is busy
+        # (a blocking call in a tool) or gone; a helper thread waits for the loop instead.
+        threading.Thread(target=self._hand_over, name="treadle-cancel", daemon=True).start()
+
+    def _hand_over(self) -> None:
         try:
             anyio.from_thread.run_sync(self._cancel_all, token=self._loop_token)
         except RuntimeError:
