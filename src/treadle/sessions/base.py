@@ -201,7 +201,7 @@ def new_session_id() -> str:
 
 def check_id(session_id: str) -> str:
     """Ids become file names: letters, digits, ``.``, ``_`` and ``-`` only."""
-    if not isinstance(session_id, str) or not _ID.match(session_id):
+    if not isinstance(session_id, str) or not _ID.fullmatch(session_id):
         raise ValueError(
             f"invalid session id {session_id!r}: use 1-128 letters, digits, '.', '_' or '-', "
             "starting with a letter or digit"

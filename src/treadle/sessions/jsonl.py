@@ -25,7 +25,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from ..types import AgentMessage
 from .base import (
@@ -106,14 +106,22 @@ def _parse(session_id: str, data: bytes, base: list[Any] | None) -> _Parsed:
         raise SessionCorrupt(f"session {session_id!r}: unreadable header") from None
     if not isinstance(header, dict) or header.get("t") != "session" or "id" not in header:
         raise SessionCorrupt(f"session {session_id!r}: the first line is not a session header")
-    if header.get("v", 1) > FORMAT_VERSION:
+    try:
+        version = int(header.get("v", 1))
+        updated = int(header.setdefault("ts", 0))
+        start = len(base) if base is not None else int(header.get("at") or 0)
+    except (TypeError, ValueError):
+        raise SessionCorrupt(f"session {session_id!r}: the header's fields are damaged") from None
+    if version > FORMAT_VERSION:
         raise SessionCorrupt(
             f"session {session_id!r}: written by a newer treadle (format v{header['v']})"
         )
-    header.setdefault("ts", 0)
-    parsed = _Parsed(header=header, base=base, updated_ns=int(header["ts"]), torn=bool(tail))
-    parsed.title = header.get("title")
-    parsed.length = len(base) if base is not None else int(header.get("at") or 0)
+    if start < 0:
+        raise SessionCorrupt(f"session {session_id!r}: the header's branch point is negative")
+    parsed = _Parsed(header=header, base=base, updated_ns=updated, torn=bool(tail))
+    title = header.get("title")
+    parsed.title = title if isinstance(title, str) else None
+    parsed.length = start
     offset = len(lines[0]) + 1
     parsed.good_end = offset
     last = len(lines) - 1
@@ -129,22 +137,41 @@ def _parse(session_id: str, data: bytes, base: list[Any] | None) -> _Parsed:
             raise SessionCorrupt(
                 f"session {session_id!r}: line {number + 1} is unreadable"
             ) from None
-        if kind == "m":
-            payload = record["m"]
-            parsed.records.append(("m", payload))
-            parsed.length += 1
-            if parsed.title is None:
-                parsed.title = payload_title(payload)
-        elif kind == "t":
-            parsed.records.append(("t", int(record["n"])))
-            parsed.length = int(record["n"])
-        elif kind == "p":
-            parsed.pending = [str(i) for i in record["ids"]]
-        else:
-            raise SessionCorrupt(f"session {session_id!r}: unknown record type {kind!r}")
-        parsed.updated_ns = int(record.get("ts", parsed.updated_ns))
+        try:
+            _apply(parsed, kind, record)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise SessionCorrupt(
+                f"session {session_id!r}: line {number + 1} is damaged ({exc})"
+            ) from None
         offset = parsed.good_end = end
     return parsed
+
+
+def _apply(parsed: _Parsed, kind: Any, record: dict[str, Any]) -> None:
+    """One record into the parse; a record that does not make sense raises ValueError."""
+    if kind == "m":
+        payload = record["m"]
+        if not isinstance(payload, dict):
+            raise ValueError("a message record without a message")
+        parsed.records.append(("m", payload))
+        parsed.length += 1
+        if parsed.title is None:
+            parsed.title = payload_title(payload)
+    elif kind == "t":
+        count = record["n"]
+        if not isinstance(count, int) or isinstance(count, bool) or not 0 <= count <= parsed.length:
+            raise ValueError(f"truncate to {count!r} in a history of {parsed.length} messages")
+        parsed.records.append(("t", count))
+        parsed.length = count
+    elif kind == "p":
+        ids = record["ids"]
+        if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+            raise ValueError("pending ids must be a list of strings")
+        parsed.pending = list(ids)
+    else:
+        raise ValueError(f"unknown record type {kind!r}")
+    stamp = record.get("ts", parsed.updated_ns)
+    parsed.updated_ns = int(stamp)
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -184,7 +211,7 @@ class JsonlStore(StoreBase):
         return self.directory / f"{check_id(session_id)}.jsonl"
 
     def _base_path(self, session_id: str) -> Path:
-        return self.directory / f"{session_id}.base.json"
+        return self.directory / f"{check_id(session_id)}.base.json"
 
     def _read_base(self, session_id: str) -> list[Any] | None:
         try:
@@ -308,10 +335,10 @@ class JsonlStore(StoreBase):
         fd = _lock(path, session_id, what="delete")
         try:
             cache: dict[str, _Parsed] = {}
-            for _, header in self._headers():
+            for child_path, header in self._headers():
                 child = header.get("id")
-                if header.get("parent") != session_id or not isinstance(child, str):
-                    continue
+                if header.get("parent") != session_id or not _own_file(child, child_path):
+                    continue  # a header is never trusted as a path
                 if self._base_path(child).exists():
                     continue
                 shared = replay(self._fetch(cache), session_id, int(header.get("pos") or 0))
@@ -336,15 +363,23 @@ class JsonlStore(StoreBase):
         found: list[tuple[int, int, SessionInfo]] = []
         for path, header in self._headers():
             sid = header.get("id")
-            if not isinstance(sid, str) or path.name != f"{sid}.jsonl":
+            if not _own_file(sid, path):
                 continue
             try:
                 parsed = self._read(sid)
-            except (SessionCorrupt, SessionNotFound, ValueError):
-                continue
-            found.append((parsed.updated_ns, int(header["ts"]), parsed.info()))
+                found.append((parsed.updated_ns, int(header.get("ts") or 0), parsed.info()))
+            except (SessionCorrupt, SessionNotFound, ValueError, TypeError, OSError):
+                continue  # one damaged file never hides the others
         found.sort(key=lambda item: (item[0], item[1]), reverse=True)
         return [info for _, _, info in found[:limit]]
+
+
+def _own_file(session_id: Any, path: Path) -> TypeGuard[str]:
+    """A header's id is used only when it is a valid id and names the file it is in."""
+    try:
+        return isinstance(session_id, str) and path.name == f"{check_id(session_id)}.jsonl"
+    except ValueError:
+        return False
 
 
 def _lock(path: Path, session_id: str, what: str = "write") -> int:
