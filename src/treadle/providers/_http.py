@@ -300,7 +300,11 @@ class HTTPAdapter:
         :class:`ProviderError`."""
         try:
             merged = {**self._headers(), **(headers or {})}
-            async with self.client.stream("POST", url, json=body, headers=merged) as response:
+            async with self.client.stream(
+                "POST", url, json=body, headers=merged, follow_redirects=False
+            ) as response:
+                if 300 <= response.status_code < 400:
+                    raise self._redirected(response)
                 if response.status_code >= 400:
                     raw = await response.aread()
                     raise self.scrub(self._http_error(response, raw))
@@ -372,11 +376,15 @@ class HTTPAdapter:
     ) -> Any:
         try:
             merged = {**self._headers(), **(headers or {})}
-            response = await self.client.post(url, json=body, headers=merged)
+            response = await self.client.post(
+                url, json=body, headers=merged, follow_redirects=False
+            )
         except httpx.TransportError as exc:
             raise self.scrub(
                 transport_error(exc, self.name, self.base_url, self.connect_hint)
             ) from None
+        if 300 <= response.status_code < 400:
+            raise self._redirected(response)
         if response.status_code >= 400:
             raise self.scrub(self._http_error(response, response.content))
         try:
@@ -398,6 +406,19 @@ class HTTPAdapter:
             error.message = message
             error.args = (message,)
         return error
+
+    def _redirected(self, response: httpx.Response) -> ProviderError:
+        """A redirect is never an answer, and never followed: the request carries the key,
+        which must not go to another host. The user points ``base_url`` at the real place."""
+        where = redact_url(response.headers.get("location", "")) or "(no location)"
+        return ProviderError(
+            "bad_request",
+            f"{self.name} answered HTTP {response.status_code}, a redirect to {where}; "
+            "treadle does not follow redirects with your credentials: set base_url to the "
+            "final address",
+            status_code=response.status_code,
+            provider=self.name,
+        )
 
     def _http_error(self, response: httpx.Response, raw: bytes) -> ProviderError:
         try:
