@@ -29,7 +29,9 @@ _CONTEXT_OVERFLOW = re.compile(
 _TRY_AGAIN = re.compile(r"(?:try again|retry) in (\d+(?:\.\d+)?)\s*(ms|s|sec|seconds?)\b", re.I)
 _RETRY_DELAY = re.compile(r"^(\d+(?:\.\d+)?)s$")
 
-DEFAULT_TIMEOUT = httpx.Timeout(connect=10.0, read=300.0, write=30.0, pool=30.0)
+DEFAULT_TIMEOUT = httpx.Timeout(connect=10.0, read=300.0, write=30.0, pool=None)
+"""No pool timeout: a request waits in the adapter's own queue (see ``max_connections``)
+for as long as the run allows (its cancellation, ``max_duration_s``, ``max_idle_s``)."""
 
 
 def parse_retry_after(headers: Mapping[str, str]) -> float | None:
@@ -230,6 +232,9 @@ class HTTPAdapter:
             setattr(cls, "stream", _scrubbing(own))  # noqa: B010
 
     name: str = "http"
+    max_connections: int = 100
+    """Requests in flight at once through this adapter; more wait in a first-come queue
+    (cheap even with thousands waiting) rather than in the HTTP pool."""
     max_line_chars: int = MAX_LINE_CHARS
     """The longest line a streamed response may send; a longer one fails the call (a
     broken or hostile server cannot make the client buffer without bound)."""
@@ -254,6 +259,8 @@ class HTTPAdapter:
         self._owns_client = client is None
         self._client = client
         self._client_loop: object = None
+        self._slots: anyio.Semaphore | None = None
+        self._slots_loop: object = None
         self._timeout = timeout if timeout is not None else DEFAULT_TIMEOUT
 
     @property
@@ -267,10 +274,23 @@ class HTTPAdapter:
         if self._owns_client:
             loop = _current_loop()
             if self._client is None or loop is not self._client_loop:
-                self._client = httpx.AsyncClient(timeout=self._timeout)
+                limits = httpx.Limits(
+                    max_connections=self.max_connections,
+                    max_keepalive_connections=self.max_connections,
+                )
+                self._client = httpx.AsyncClient(timeout=self._timeout, limits=limits)
                 self._client_loop = loop
         assert self._client is not None
         return self._client
+
+    @property
+    def slots(self) -> anyio.Semaphore:
+        """The queue in front of the connection pool (one per event loop, like the client)."""
+        loop = _current_loop()
+        if self._slots is None or loop is not self._slots_loop:
+            self._slots = anyio.Semaphore(self.max_connections)
+            self._slots_loop = loop
+        return self._slots
 
     async def aclose(self) -> None:
         """Close the HTTP client if this adapter created it."""
@@ -300,9 +320,12 @@ class HTTPAdapter:
         :class:`ProviderError`."""
         try:
             merged = {**self._headers(), **(headers or {})}
-            async with self.client.stream(
-                "POST", url, json=body, headers=merged, follow_redirects=False
-            ) as response:
+            async with (
+                self.slots,
+                self.client.stream(
+                    "POST", url, json=body, headers=merged, follow_redirects=False
+                ) as response,
+            ):
                 if 300 <= response.status_code < 400:
                     raise self._redirected(response)
                 if response.status_code >= 400:
@@ -376,9 +399,10 @@ class HTTPAdapter:
     ) -> Any:
         try:
             merged = {**self._headers(), **(headers or {})}
-            response = await self.client.post(
-                url, json=body, headers=merged, follow_redirects=False
-            )
+            async with self.slots:
+                response = await self.client.post(
+                    url, json=body, headers=merged, follow_redirects=False
+                )
         except httpx.TransportError as exc:
             raise self.scrub(
                 transport_error(exc, self.name, self.base_url, self.connect_hint)
