@@ -15,7 +15,7 @@ import anyio.lowlevel
 import httpx
 from pydantic_core import from_json
 
-from .._redact import redact_url
+from .._redact import redact_http_logs, redact_url
 from ..cancellation import CancellationToken
 from ._sse import MAX_LINE_CHARS, SSEJSONDecoder, StreamLineTooLong
 from .base import ErrorKind, ProviderError
@@ -259,6 +259,7 @@ class HTTPAdapter:
         self._owns_client = client is None
         self._client = client
         self._client_loop: object = None
+        redact_http_logs()  # httpx logs request URLs: keep keys in a query string out of logs
         self._slots: anyio.Semaphore | None = None
         self._slots_loop: object = None
         self._timeout = timeout if timeout is not None else DEFAULT_TIMEOUT
