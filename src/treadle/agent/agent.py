@@ -378,10 +378,10 @@ class Agent(Generic[OutputT]):
     ) -> RunResult[OutputT]:
         """Blocking run, for scripts and notebooks. Inside a running event loop (a Jupyter
         cell) the run gets its own loop in a worker thread, so no nest_asyncio is needed."""
-        result: RunResult[OutputT] = run_blocking(
-            partial(self.run, prompt, deps=deps, model_settings=model_settings)
-        )
-        return result
+
+        call = partial(self.run, prompt, deps=deps, model_settings=model_settings)
+        closer = getattr(self.provider, "aclose", None) if self._owns_provider else None
+        return run_blocking(call, then=closer)
 
     async def continue_(self, *, deps: Any = None) -> RunResult[OutputT]:
         """Carry on after an error or abort (the failed assistant message is dropped and the

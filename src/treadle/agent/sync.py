@@ -29,8 +29,22 @@ def in_running_loop() -> bool:
     return False
 
 
-def run_blocking(call: Callable[[], Awaitable[T]]) -> T:
-    """``call()`` run to the end on a loop of its own; exceptions reach the caller as raised."""
+def run_blocking(
+    call: Callable[[], Awaitable[T]], *, then: Callable[[], Awaitable[object]] | None = None
+) -> T:
+    """``call()`` run to the end on a loop of its own, then ``then()`` on the same loop
+    (whatever happened: to close what was bound to that loop); exceptions reach the caller
+    as raised."""
+    if then is not None:
+        first, after = call, then
+
+        async def call_then() -> T:
+            try:
+                return await first()
+            finally:
+                await after()
+
+        call = call_then
     if not in_running_loop():
         return anyio.run(call)
     box: list[tuple[str, Any]] = []
