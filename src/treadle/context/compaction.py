@@ -351,7 +351,8 @@ class TruncateOldest:
         groups, head, _recent = job.split()
         if len(groups) < 2:
             return False
-        note_tokens = job.count(UserMessage.of(TRUNCATION_NOTE.format(count=0)))
+        # the note as long as it can get: its count is at most the number of messages
+        note_tokens = job.count(UserMessage.of(TRUNCATION_NOTE.format(count=len(job.messages))))
         last = len(groups) - 1
         order = [*range(head, last), *range(0, head)]
         drop: set[int] = set()
