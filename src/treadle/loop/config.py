@@ -259,6 +259,12 @@ class AgentLoopConfig(BaseModel):
     tool_execution: ToolExecution = ToolExecution()
     tool_timeout: float | None = Field(default=None, gt=0)
     raise_tool_errors: bool = False
+    slow_consumer: Literal["merge", "wait"] = "merge"
+    """While the event stream's buffer is full (the consumer lags), ``"merge"`` folds
+    consecutive text / thinking / tool-argument deltas of one content block into a single
+    ``message_update`` (their text concatenated, the newest snapshot) so the model call is
+    not held up; lifecycle events are never merged or dropped and order is kept. ``"wait"``
+    sends every delta, waiting for the consumer."""
     max_tool_result_chars: int | None = Field(default=200_000, gt=0)
     """Tool results longer than this (text, in characters) are cut to it, keeping the head
     and the tail around a marker saying how much went; ``None`` keeps them whole."""

@@ -68,7 +68,17 @@ class EventSink:
     increases along the stream even when several loops share it.
     """
 
-    __slots__ = ("_observers", "_state", "_stream", "depth", "grace", "loop_id", "own_cancel")
+    __slots__ = (
+        "_held",
+        "_observers",
+        "_state",
+        "_stream",
+        "depth",
+        "grace",
+        "loop_id",
+        "merge",
+        "own_cancel",
+    )
 
     def __init__(
         self,
@@ -76,8 +86,11 @@ class EventSink:
         loop_id: str,
         depth: int,
         observers: Sequence[Observer] = (),
+        merge: bool = True,
     ) -> None:
         self._stream = stream
+        self.merge = merge  # the slow-consumer policy: merge deltas while the consumer lags
+        self._held: Any = None  # a merged delta update waiting for room in the buffer
         self.loop_id = loop_id
         self.depth = depth
         self._observers = tuple(observers)
@@ -148,12 +161,20 @@ class EventSink:
             return None
         event: Any = None
         try:
+            held = self._held
+            if held is not None:
+                if event_type is MessageUpdate and _same_block(held.delta, fields["delta"]):
+                    return self._merge(stream, held, fields)
+                await self._flush(stream, state)
             if not state.lock.locked():
                 event = self._make(event_type, fields)
                 try:
                     stream.send_nowait(event)
                     return event
                 except anyio.WouldBlock:
+                    if self.merge and event_type is MessageUpdate and _mergeable(event.delta):
+                        self._held = event  # the consumer lags: merge the next deltas in
+                        return event
                     state.lock.acquire_nowait()  # nothing ran since the check: it is free
                 try:
                     await self._deliver(stream, event)
@@ -170,6 +191,34 @@ class EventSink:
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):
             self._stream = None
         return event
+
+    def _merge(self, stream: Any, held: Any, fields: dict[str, Any]) -> Any:
+        """Fold one more delta of the same block into the held update (its text appended,
+        the message snapshot the newest), then try again to hand it over without waiting."""
+        delta = held.delta
+        more = fields["delta"]
+        if delta.type == "tool_call_delta":
+            merged = delta.model_copy(update={"arguments": delta.arguments + more.arguments})
+        else:
+            merged = delta.model_copy(update={"text": delta.text + more.text})
+        held.__dict__["delta"] = merged
+        held.__dict__["message"] = fields["message"]
+        try:
+            stream.send_nowait(held)
+            self._held = None
+        except anyio.WouldBlock:
+            pass
+        return None  # no new event: the held one (already stamped) carries this delta
+
+    async def _flush(self, stream: Any, state: _StreamState) -> None:
+        """Deliver the held update before anything else (order is kept across blocks)."""
+        held, self._held = self._held, None
+        with anyio.CancelScope(shield=True):
+            await state.lock.acquire()
+        try:
+            await self._deliver(stream, held)
+        finally:
+            state.lock.release()
 
     def start_grace(self) -> None:
         """From now on, wait at most ``CANCEL_GRACE_S`` for a consumer that stopped reading."""
@@ -202,6 +251,17 @@ class EventSink:
                 return  # the scope stays cancelled: the next checkpoint raises it again
             waited += delay
             delay = min(delay * 2, 0.005)
+
+
+_MERGEABLE = frozenset({"text", "thinking", "tool_call_delta"})
+
+
+def _mergeable(delta: Any) -> bool:
+    return getattr(delta, "type", None) in _MERGEABLE
+
+
+def _same_block(held: Any, delta: Any) -> bool:
+    return delta.type == held.type and delta.index == held.index and _mergeable(delta)
 
 
 async def iter_events(

@@ -151,7 +151,13 @@ class RunState:
         self.config = config
         self.new_messages = new_messages
         self.observers = _observers(config)
-        self.sink = EventSink(events, context.loop_id or "", context.depth, self.observers)
+        self.sink = EventSink(
+            events,
+            context.loop_id or "",
+            context.depth,
+            self.observers,
+            merge=config.slow_consumer == "merge",
+        )
         self.bridge = CancelBridge(cancel)
         self.sink.own_cancel = lambda: self.bridge.immediate
         self.usage = Usage()
