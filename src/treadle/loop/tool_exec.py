@@ -288,7 +288,7 @@ class ToolBatch:
         timeout = _timeout_for(tool, run.config.tool_timeout)
         with anyio.move_on_after(timeout) as scope:
             try:
-                value = await tool.run(args, ctx)
+                value = await _run_with_retries(tool, args, ctx)
             except TaskComplete as done:
                 return ToolResult(
                     content=ToolResult.of(done.text).content, details=done.details, terminate=True
@@ -349,6 +349,24 @@ class ToolBatch:
                 )
             )
         return results
+
+
+async def _run_with_retries(tool: Tool, args: dict[str, Any], ctx: ToolContext[Any]) -> Any:
+    """``tool.run``, tried again after an exception when the tool is idempotent and asks for
+    retries (0.1 s, doubling); a tool that may have had effects runs once."""
+    retries = getattr(tool, "retries", 0) if getattr(tool, "idempotent", False) else 0
+    delay = 0.1
+    for attempt in range(retries + 1):
+        try:
+            return await tool.run(args, ctx)
+        except (TaskComplete, ToolArgumentsError):
+            raise
+        except Exception:
+            if attempt == retries or ctx.cancelled:
+                raise
+        await anyio.sleep(delay)
+        delay = min(delay * 2, 5.0)
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def _describe(exc: BaseException) -> str:

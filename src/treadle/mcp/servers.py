@@ -59,6 +59,7 @@ class MCPTool:
         self.parameters: dict[str, Any] = dict(schema or {"type": "object", "properties": {}})
         self.timeout = server.timeout
         self.source = f"MCP server {server.name!r}"
+        self.idempotent = False  # set from the tool's annotations when the server gives them
 
     async def run(self, arguments: dict[str, Any], ctx: ToolContext[Any]) -> ToolResult:
         return await self.server.call_tool(self.remote_name, arguments)
@@ -262,11 +263,18 @@ class MCPServer:
             cursor = page.next_cursor
             if not cursor:
                 break
-        tools = [
-            MCPTool(self, self.prefix + t.name, t.name, t.description or "", t.input_schema)
-            for t in listed
-            if (self.include is None or t.name in self.include) and t.name not in self.exclude
-        ]
+        tools: list[MCPTool] = []
+        for listed_tool in listed:
+            name = listed_tool.name
+            if (self.include is not None and name not in self.include) or name in self.exclude:
+                continue
+            found = MCPTool(
+                self, self.prefix + name, name, listed_tool.description or "",
+                listed_tool.input_schema,
+            )  # fmt: skip
+            hints = getattr(listed_tool, "annotations", None)
+            found.idempotent = bool(getattr(hints, "idempotent_hint", False))
+            tools.append(found)
         self._tools = tools
         return tools
 

@@ -128,7 +128,9 @@ class Tool(Protocol):
     default exec), ``timeout`` (seconds, overrides the category's), ``sequential`` (True: never
     runs alongside other tools), ``accepts_raw_arguments`` (True: called even when the model's
     argument text is not JSON; read ``ctx.tool_call.raw_arguments``), ``validates_arguments``
-    (True: skip the loop's check of required and unknown arguments).
+    (True: skip the loop's check of required and unknown arguments), ``idempotent`` (True:
+    running it twice is safe, so it may be retried or re-run), ``retries`` (for an idempotent
+    tool: attempts after a raised exception, default 0).
     """
 
     name: str

@@ -95,6 +95,8 @@ class FunctionTool:
         timeout: float | None = None,
         sequential: bool = False,
         accepts_raw_arguments: bool = False,
+        idempotent: bool = False,
+        retries: int = 0,
     ) -> None:
         self.func = func
         self.name = _tool_name(func, name)
@@ -110,6 +112,13 @@ class FunctionTool:
         self.category = ToolCategory(category)
         self.timeout = timeout
         self.sequential = sequential
+        self.idempotent = idempotent
+        if retries < 0 or (retries and not idempotent):
+            raise ValueError(
+                f"tool {self.name!r}: retries={retries} needs idempotent=True (a call that may "
+                "have had effects is never run again) and a count of 0 or more"
+            )
+        self.retries = retries
         self.accepts_raw_arguments = accepts_raw_arguments
         self._is_async = inspect.iscoroutinefunction(func)
         self._context_param: str | None = None
@@ -254,6 +263,8 @@ def tool(
     timeout: float | None = None,
     sequential: bool = False,
     accepts_raw_arguments: bool = False,
+    idempotent: bool = False,
+    retries: int = 0,
 ) -> Callable[[Callable[..., Any]], FunctionTool]: ...
 
 
@@ -267,12 +278,16 @@ def tool(
     timeout: float | None = None,
     sequential: bool = False,
     accepts_raw_arguments: bool = False,
+    idempotent: bool = False,
+    retries: int = 0,
 ) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
     """Make a tool from a function: ``@tool`` or ``@tool(name=..., category="info", ...)``.
 
     The JSON schema comes from the type hints (pydantic), descriptions from the docstring
     (``Args:`` section). A parameter annotated ``ToolContext`` receives the run's context and is
-    not part of the schema.
+    not part of the schema. ``idempotent=True`` says running it twice is safe (read-only, or
+    the same effect again): only such a tool is retried on failure (``retries``: how many
+    more attempts after a raised exception) or run again where a call's outcome is unknown.
     """
 
     def wrap(f: Callable[..., Any]) -> FunctionTool:
@@ -284,6 +299,8 @@ def tool(
             timeout=timeout,
             sequential=sequential,
             accepts_raw_arguments=accepts_raw_arguments,
+            idempotent=idempotent,
+            retries=retries,
         )
 
     return wrap(func) if func is not None else wrap
