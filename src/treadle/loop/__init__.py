@@ -19,6 +19,7 @@ from .config import (
 )
 from .context import AgentContext
 from .decisions import Allow, Ask, Deny, ToolDecision
+from .eventlog import EventLog, EventLogGap
 from .run import LoopResult, agent_loop, agent_loop_continue, run_loop
 from .sink import iter_events
 
@@ -32,6 +33,8 @@ __all__ = [
     "CancellationToken",
     "ContinuationKind",
     "Deny",
+    "EventLog",
+    "EventLogGap",
     "ExecutionLimits",
     "FilterResult",
     "Hooks",

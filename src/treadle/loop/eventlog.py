@@ -1,0 +1,111 @@
+"""EventLog: a run's events kept for readers who come late or come back.
+
+The loop reports events on a stream only one consumer reads. An :class:`EventLog` sits
+behind that consumer (``await log.pump(receive)``) and lets any number of readers
+``subscribe``: a late joiner gets everything from the start, a reconnecting client passes
+the last ``seq`` it saw and gets exactly what came after — no gap, no duplicate — then the
+live events until the run ends. The log is bounded (``max_events``); a reader whose cursor
+fell out of it gets :class:`EventLogGap` rather than a silent hole.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import AsyncIterator
+
+import anyio
+from anyio.streams.memory import MemoryObjectReceiveStream
+
+from ..types import AgentEvent
+
+
+class EventLogGap(Exception):
+    """The events after the requested ``seq`` are no longer kept (the log is bounded)."""
+
+
+class EventLog:
+    """The events of one run (or of every loop sharing one stream), in ``seq`` order.
+
+    ``publish`` never blocks; ``subscribe(after_seq)`` is an async iterator; ``close`` (or
+    the end of ``pump``) ends every subscription once it has caught up."""
+
+    def __init__(self, *, max_events: int = 10_000) -> None:
+        if max_events < 1:
+            raise ValueError("max_events must be at least 1")
+        self.max_events = max_events
+        self._events: list[AgentEvent] = []
+        self._seqs: list[int] = []
+        self._dropped_through: int | None = None  # the last seq no longer kept
+        self._closed = False
+        self._changed: anyio.Event | None = None
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open"
+        return f"EventLog({len(self._events)} events, last_seq={self.last_seq}, {state})"
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def last_seq(self) -> int | None:
+        return self._seqs[-1] if self._seqs else self._dropped_through
+
+    def publish(self, event: AgentEvent) -> None:
+        """Keep ``event`` (its ``seq`` must be above the last one) and wake the readers."""
+        if self._closed:
+            raise RuntimeError("this EventLog is closed: its run has ended")
+        last = self.last_seq
+        if last is not None and event.seq <= last:
+            raise ValueError(f"seq {event.seq} is not after {last}: events must come in order")
+        self._events.append(event)
+        self._seqs.append(event.seq)
+        if len(self._events) > self.max_events:
+            cut = len(self._events) - self.max_events
+            self._dropped_through = self._seqs[cut - 1]
+            del self._events[:cut], self._seqs[:cut]
+        self._wake()
+
+    def close(self) -> None:
+        """The run is over: subscribers drain what is kept, then stop."""
+        self._closed = True
+        self._wake()
+
+    def _wake(self) -> None:
+        if self._changed is not None:
+            self._changed.set()
+            self._changed = None
+
+    async def subscribe(self, after_seq: int | None = None) -> AsyncIterator[AgentEvent]:
+        """Every kept event with ``seq`` above ``after_seq`` (all when ``None``), then the
+        live ones as they are published, until :meth:`close`. Raises
+        :class:`EventLogGap` when events after ``after_seq`` were already dropped."""
+        cursor = after_seq
+        while True:
+            dropped = self._dropped_through
+            if dropped is not None and (cursor is None or cursor < dropped):
+                raise EventLogGap(
+                    f"events after seq {cursor} are gone (kept from {dropped + 1}); "
+                    "subscribe from a later seq, or keep more with max_events"
+                )
+            start = 0 if cursor is None else bisect.bisect_right(self._seqs, cursor)
+            batch = self._events[start:]
+            for event in batch:
+                yield event
+                cursor = event.seq
+            if batch:
+                continue  # more may have come while the reader was busy
+            if self._closed:
+                return
+            if self._changed is None:
+                self._changed = anyio.Event()
+            await self._changed.wait()
+
+    async def pump(self, receive: MemoryObjectReceiveStream[AgentEvent]) -> None:
+        """Read a run's event stream into the log until it ends, then close the log."""
+        try:
+            async with receive:
+                async for event in receive:
+                    self.publish(event)
+        finally:
+            self.close()

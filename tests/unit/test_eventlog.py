@@ -1,0 +1,91 @@
+"""EventLog: late joiners, reconnects from a seq, bounded memory, many readers, on a real run."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import pytest
+
+from treadle import AgentContext, AgentEvent, AgentLoopConfig, EventLog, EventLogGap, agent_loop
+from treadle.testing import ScriptedProvider
+
+pytestmark = pytest.mark.anyio
+
+
+async def run_into(log: EventLog, text: str = "a streamed answer in several pieces") -> None:
+    send, receive = anyio.create_memory_object_stream[AgentEvent](1000)
+    config = AgentLoopConfig(provider=ScriptedProvider([text], chunks=8))
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(log.pump, receive)
+        async with send:
+            await agent_loop("hi", AgentContext(), config, send)
+
+
+async def read(log: EventLog, after: int | None = None) -> list[Any]:
+    return [event async for event in log.subscribe(after)]
+
+
+async def test_a_late_subscriber_gets_everything_and_a_reconnect_exactly_the_rest() -> None:
+    log = EventLog()
+    await run_into(log)
+    everything = await read(log)
+    assert everything[0].type == "agent_start" and everything[-1].type == "agent_end"
+    cut = everything[5].seq
+    rest = await read(log, after=cut)
+    assert [e.seq for e in rest] == [e.seq for e in everything[6:]]  # no gap, no duplicate
+
+
+async def test_live_subscribers_see_the_same_events_as_they_happen() -> None:
+    log = EventLog()
+    seen: dict[str, list[int]] = {"a": [], "b": []}
+
+    async def follow(name: str) -> None:
+        async for event in log.subscribe():
+            seen[name].append(event.seq)
+            await anyio.sleep(0.001 if name == "a" else 0)  # one slow reader
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(follow, "a")
+        tg.start_soon(follow, "b")
+        await anyio.sleep(0.01)
+        await run_into(log)
+    assert seen["a"] == seen["b"] and len(seen["a"]) > 5
+    assert seen["a"] == sorted(set(seen["a"]))
+
+
+async def test_a_bounded_log_drops_the_oldest_and_says_so() -> None:
+    log = EventLog(max_events=5)
+    await run_into(log, "word " * 40)
+    kept = await read(log, after=log.last_seq - 5)  # type: ignore[operator]
+    assert len(kept) == 5 and kept[-1].type == "agent_end"
+    with pytest.raises(EventLogGap, match="are gone"):
+        await read(log, after=0)
+    with pytest.raises(EventLogGap):
+        await read(log)  # "from the start" is gone too
+
+
+async def test_publishing_never_blocks_and_closing_ends_readers() -> None:
+    log = EventLog()
+
+    async def reader() -> None:
+        async for _ in log.subscribe():
+            await anyio.sleep(10)  # never keeps up
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(reader)
+        await run_into(log)  # publishing did not wait for the reader
+        assert log.closed
+        tg.cancel_scope.cancel()
+
+
+async def test_out_of_order_events_and_events_after_close_are_refused() -> None:
+    log = EventLog()
+    await run_into(log)
+    events = await read(log)
+    fresh = EventLog()
+    fresh.publish(events[3])
+    with pytest.raises(ValueError, match="is not after"):
+        fresh.publish(events[1])
+    with pytest.raises(RuntimeError, match="closed"):
+        log.publish(events[0])
