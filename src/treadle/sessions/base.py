@@ -58,6 +58,11 @@ class SessionCorrupt(SessionError):
     """A stored session cannot be read (damaged beyond a torn last record)."""
 
 
+class SessionWriteFailed(SessionError):
+    """The store could not write (the disk is full, a file size limit, a database error).
+    The run that was recording ends with ``reason="error"`` saying so."""
+
+
 # ---- data ----
 
 

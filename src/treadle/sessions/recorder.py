@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
@@ -12,16 +13,29 @@ import anyio.to_thread
 from ..loop.config import Hooks
 from ..loop.context import AgentContext
 from ..types import AgentMessage, Usage
-from .base import SessionExists, SessionStore, SessionWriter, repair_history
+from .base import (
+    SessionExists,
+    SessionStore,
+    SessionWriteFailed,
+    SessionWriter,
+    repair_history,
+)
 
 T = TypeVar("T")
 
 
 async def _in_thread(fn: Callable[[], T]) -> T:
     """Run blocking store I/O in a worker thread. Shielded: a write that started finishes
-    (the history and the store must not disagree about whether a message exists)."""
+    (the history and the store must not disagree about whether a message exists). A raw
+    ``OSError`` or ``sqlite3`` error becomes :class:`SessionWriteFailed`."""
     with anyio.CancelScope(shield=True):
-        result = await anyio.to_thread.run_sync(fn)
+        try:
+            result = await anyio.to_thread.run_sync(fn)
+        except (OSError, sqlite3.Error) as exc:
+            raise SessionWriteFailed(
+                f"the session store could not write ({type(exc).__name__}: {exc}); the "
+                "messages reported before this are stored"
+            ) from exc
     return result
 
 
