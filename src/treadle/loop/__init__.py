@@ -19,7 +19,7 @@ from .config import (
 )
 from .context import AgentContext
 from .decisions import Allow, Ask, Deny, ToolDecision
-from .eventlog import EventLog, EventLogGap
+from .eventlog import EventLog, EventLogGap, last_event_id, sse_frame
 from .run import LoopResult, agent_loop, agent_loop_continue, run_loop
 from .sink import iter_events
 
@@ -52,5 +52,7 @@ __all__ = [
     "agent_loop_continue",
     "compact_context",
     "iter_events",
+    "last_event_id",
     "run_loop",
+    "sse_frame",
 ]

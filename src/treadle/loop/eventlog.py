@@ -109,3 +109,18 @@ class EventLog:
                     self.publish(event)
         finally:
             self.close()
+
+
+def sse_frame(event: AgentEvent) -> bytes:
+    """``event`` as one Server-Sent Events frame: ``id`` is its ``seq`` (so a browser's
+    ``EventSource`` reconnects with ``Last-Event-ID`` and a server resumes with
+    ``log.subscribe(after_seq=...)``), ``event`` its type, ``data`` its JSON."""
+    return f"id: {event.seq}\nevent: {event.type}\ndata: {event.model_dump_json()}\n\n".encode()
+
+
+def last_event_id(value: str | None) -> int | None:
+    """The ``seq`` to resume after, from a ``Last-Event-ID`` header (``None`` when absent
+    or not a number)."""
+    if value is None or not value.strip().lstrip("-").isdigit():
+        return None
+    return int(value.strip())
