@@ -32,7 +32,8 @@ NOT_OURS = {
     "ANY", "AUTO", "BLOCKLIST", "Cancelled", "DIRECT", "End", "False", "LANGUAGE", "NONE",
     "NORMAL", "None", "OTHER", "Paris", "RECITATION", "REDACTED", "RetryInfo", "SAFETY",
     "SPII", "STOP", "True", "TypeError", "URL", "Update", "ValueError", "BaseModel",
-    "KeyboardInterrupt", "SystemExit", "EventSource", "BaseException", "OSError", "Exception", "RuntimeError",
+    "KeyboardInterrupt", "SystemExit", "BaseException", "OSError", "Exception", "RuntimeError",
+    "EventSource",
 }  # fmt: skip
 NAME = re.compile(r"`([A-Z][A-Za-z0-9]+)(?:[.(\[][^`]*)?`")
 
