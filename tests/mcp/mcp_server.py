@@ -2,6 +2,7 @@
 
     python mcp_server.py stdio
     python mcp_server.py http PORT        # streamable HTTP on 127.0.0.1:PORT/mcp
+    python mcp_server.py sse PORT         # the older HTTP+SSE transport on 127.0.0.1:PORT/sse
 
 Tools: add, echo, fail (an isError result), slow (sleeps), picture (an image), doc (an
 embedded resource), weather (structured content), grow (adds a tool, then says the list
@@ -152,5 +153,7 @@ def greet(name: str) -> str:
 if __name__ == "__main__":
     if sys.argv[1:2] == ["http"]:
         anyio.run(lambda: server.run_streamable_http_async(host="127.0.0.1", port=int(sys.argv[2])))
+    elif sys.argv[1:2] == ["sse"]:
+        anyio.run(lambda: server.run_sse_async(host="127.0.0.1", port=int(sys.argv[2])))
     else:
         server.run("stdio")

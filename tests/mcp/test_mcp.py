@@ -25,7 +25,7 @@ from treadle import (
     ToolResultMessage,
     agent_loop,
 )
-from treadle.mcp import MCPError, MCPServerHTTP, MCPServerStdio
+from treadle.mcp import MCPError, MCPServerHTTP, MCPServerSSE, MCPServerStdio
 from treadle.testing import ScriptedProvider
 
 pytestmark = pytest.mark.anyio
@@ -49,13 +49,12 @@ def results(messages: list[Any]) -> list[ToolResultMessage]:
     return [m for m in messages if isinstance(m, ToolResultMessage)]
 
 
-@pytest.fixture(scope="module")
-def http_url() -> Iterator[str]:
+def start_server(transport: str) -> tuple[subprocess.Popen[bytes], int]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     process = subprocess.Popen(
-        [sys.executable, SERVER, "http", str(port)],
+        [sys.executable, SERVER, transport, str(port)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -69,8 +68,24 @@ def http_url() -> Iterator[str]:
     else:
         process.kill()
         raise RuntimeError("the MCP test server did not start")
+    return process, port
+
+
+@pytest.fixture(scope="module")
+def http_url() -> Iterator[str]:
+    process, port = start_server("http")
     try:
         yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        process.terminate()
+        process.wait(10)
+
+
+@pytest.fixture(scope="module")
+def sse_url() -> Iterator[str]:
+    process, port = start_server("sse")
+    try:
+        yield f"http://127.0.0.1:{port}/sse"
     finally:
         process.terminate()
         process.wait(10)
@@ -270,3 +285,14 @@ async def test_elicitation_goes_to_the_handler_and_is_declined_without_one() -> 
     async with stdio() as server:
         declined = await server.call_tool("confirm", {})
     assert declined.text == "decline: None"
+
+
+async def test_the_older_sse_transport(sse_url: str) -> None:
+    server = MCPServerSSE("legacy", url=sse_url, headers={"Authorization": SECRET})
+    assert SECRET not in repr(server)
+    provider = ScriptedProvider([call("mcp__legacy__add", {"a": 20, "b": 22}), "42"])
+    agent = Agent(provider, tools=[server])
+    async with agent:
+        result = await agent.run("add")
+    (answer,) = results(result.messages)
+    assert answer.text == "42" and result.text == "42"
