@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # System packages the test suite starts for real (Debian): tmux drives the CLI as a person
-# types it. Idempotent: installs only what is missing; needs root (or sudo) to install.
+# types it; headless chromium loads the web example's page. Idempotent: installs only what is missing; needs root (or sudo) to install.
 set -euo pipefail
 need=()
 command -v tmux >/dev/null 2>&1 || need+=(tmux)
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
 if [ ${#need[@]} -eq 0 ]; then
   exit 0
 fi

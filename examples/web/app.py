@@ -105,10 +105,17 @@ def create_app() -> Starlette:
         if after is None:
             after = last_event_id(request.query_params.get("after"))
 
+        drop_after = int(os.environ.get("WEB_EXAMPLE_DROP_AFTER", "0")) if after is None else 0
+
         async def frames() -> AsyncIterator[bytes]:
+            yield b"retry: 250\n\n"  # reconnect quickly after a dropped connection
+            sent = 0
             try:
                 async for event in log.subscribe(after_seq=after):
                     yield sse_frame(event)
+                    sent += 1
+                    if drop_after and sent >= drop_after:
+                        return  # (a demo of a dropped connection: the browser resumes)
             except EventLogGap as gap:
                 yield f"event: gap\ndata: {gap}\n\n".encode()
             yield b"event: done\ndata: {}\n\n"

@@ -13,7 +13,7 @@ from treadle.testing import Slow, WireFake
 
 pytestmark = pytest.mark.anyio
 
-ENDLESS = "word " * 100_000  # at 10 ms a word: hours
+ENDLESS = "word " * 5_000  # at 10 ms a word: close to a minute, far past every bound here
 
 
 def config(fake: WireFake, **limits: float) -> AgentLoopConfig:
@@ -34,7 +34,8 @@ async def test_max_duration_cuts_a_streaming_answer_off() -> None:
     assert end.reason == "limit" and "max_duration_s" in end.error.message
     assert rec.returned[-1].text.startswith("[Agent stopped")
     cut = rec.returned[1]
-    assert cut.stop_reason == "length" and 0 < len(cut.text) < 1_000  # what came is kept
+    assert cut.stop_reason == "length" and len(cut.text) < len(ENDLESS)
+    assert ENDLESS.startswith(cut.text)  # what came before the deadline is kept
 
 
 async def test_max_total_tokens_cuts_a_streaming_answer_off() -> None:
@@ -43,7 +44,7 @@ async def test_max_total_tokens_cuts_a_streaming_answer_off() -> None:
     check(rec)
     assert rec.events[-1].reason == "limit"
     assert "max_total_tokens" in rec.events[-1].error.message
-    assert len(rec.returned[1].text) <= 50 * 4 + 10
+    assert 0 < len(rec.returned[1].text) <= 50 * 4 + 10
 
 
 async def test_a_silent_provider_times_out() -> None:

@@ -59,7 +59,7 @@ def frames(response: httpx.Response) -> Iterator[dict[str, str]]:
     frame: dict[str, str] = {}
     for line in response.iter_lines():
         if not line:
-            if frame:
+            if "event" in frame:  # (a "retry:" line alone is not an event)
                 yield frame
             frame = {}
             continue
