@@ -129,8 +129,10 @@ def test_the_page_streams_the_answer_and_resumes_after_a_drop(app_url: str, brow
 
 
 def check_page(page: Page) -> None:
-    wait_until(lambda: page.eval("document.readyState") == "complete", 60, "the page to load")
-    page.eval("document.querySelector('button').click()")
+    # (the tab starts on about:blank, which is "complete" too: wait for the app's page)
+    loaded = "document.readyState === 'complete' && document.querySelector('button') !== null"
+    wait_until(lambda: page.eval(loaded), 60, "the page to load")
+    assert page.eval("document.querySelector('button').click(), true")
     try:
         status = wait_until(
             lambda: page.eval("document.getElementById('status').textContent"), 90, "the run"
