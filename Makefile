@@ -11,7 +11,7 @@ $(BIN)/python:
 
 $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e ".[dev,rich,mcp,otel,web]"
+	$(BIN)/python -m pip install -q -e ".[dev,rich,mcp,otel,web,ag-ui]"
 	touch $(STAMP)
 
 test: $(STAMP)

@@ -26,6 +26,9 @@ PUBLIC = [
     "treadle.testing",
     "treadle.tools",
     "treadle.types",
+    "treadle.ui",
+    "treadle.ui.ag_ui",
+    "treadle.ui.vercel_ai",
 ]
 # Python's own names, and values that providers send on the wire (finish reasons, enums).
 NOT_OURS = {
@@ -33,7 +36,7 @@ NOT_OURS = {
     "NORMAL", "None", "OTHER", "Paris", "RECITATION", "REDACTED", "RetryInfo", "SAFETY",
     "SPII", "STOP", "True", "TypeError", "URL", "Update", "ValueError", "BaseModel",
     "KeyboardInterrupt", "SystemExit", "BaseException", "OSError", "Exception", "RuntimeError",
-    "EventSource",
+    "EventSource", "HttpAgent", "DefaultChatTransport",
 }  # fmt: skip
 NAME = re.compile(r"`([A-Z][A-Za-z0-9]+)(?:[.(\[][^`]*)?`")
 

@@ -127,3 +127,22 @@ def test_layers_point_down() -> None:
     for path in pure.rglob("*.py"):
         text = path.read_text(encoding="utf-8")
         assert "import httpx" not in text and "import anyio" not in text, path
+
+
+EXTENSIONS = ("treadle.mcp", "treadle.otel", "treadle.ui", "treadle.ext")
+
+
+def test_extensions_use_only_public_api() -> None:
+    """An extension imports treadle's public packages (``treadle.agent``, ``treadle.loop``
+    ...), never another package's modules or private names, and no other extension."""
+    for module, targets in graph().items():
+        own = next((e for e in EXTENSIONS if module == e or module.startswith(e + ".")), None)
+        if own is None:
+            continue
+        for target in targets:
+            if target == own or target.startswith(own + "."):
+                continue
+            assert target.count(".") <= 1 and "._" not in target, (
+                f"{module} imports {target}: extensions use the public packages only"
+            )
+            assert target not in EXTENSIONS, f"{module} imports another extension, {target}"

@@ -87,14 +87,16 @@ class ToolBatch:
     async def decide(self, state: CallState) -> None:
         run = self.run
         call = state.call
+        tool = run.tools.get(call.name)
+        external = getattr(tool, "external", False) is True
         forced = run.context.approvals.pop(call.id, None)
-        if forced is not None:
+        if forced is not None and not (external and isinstance(forced, Allow)):
             state.decision = forced
             return
         if self.resumed:
             state.decision = Deny("No decision was given for this tool call.")
             return
-        if run.tools.get(call.name) is None:
+        if tool is None:
             return
         decision: Any = None
         for hook in run.config.hooks:
@@ -112,6 +114,9 @@ class ToolBatch:
                     f"{type(hook).__name__}.before_tool_call",
                     TypeError(f"returned {result!r}; return Allow(), Deny(reason), Ask() or None"),
                 )
+        if external and not isinstance(decision, Deny):
+            state.pending = True  # answered outside the loop: the run suspends on it
+            return
         if isinstance(decision, Ask):
             handler = run.config.approval_handler
             if handler is None:

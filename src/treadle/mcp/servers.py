@@ -21,8 +21,7 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
 
-from .._redact import redact_url
-from ..providers.base import ModelRequest, Provider, StreamDone
+from ..providers import ModelRequest, Provider, StreamDone, redact_url
 from ..tools import ToolCategory, ToolContext
 from ..types import AssistantMessage, TextContent, ToolResult, UserMessage
 from .convert import scrub, tool_result

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .._redact import redact_url
 from ..types import TextDelta, ThinkingDelta, ToolCallDelta, ToolCallEnd, ToolCallStart
 from .base import (
     RETRYABLE_KINDS,
@@ -78,4 +79,5 @@ __all__ = [
     "ToolCallEnd",
     "ToolCallStart",
     "get_provider",
+    "redact_url",
 ]

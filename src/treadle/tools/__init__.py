@@ -10,10 +10,12 @@ from .base import (
     Toolset,
     to_tool_result,
 )
+from .external import ExternalTool
 from .function_tool import FunctionTool, parse_docstring, tool
 from .registry import ToolRegistry, as_tool, open_toolsets, tool_spec
 
 __all__ = [
+    "ExternalTool",
     "FunctionTool",
     "TaskComplete",
     "Tool",

@@ -1,0 +1,22 @@
+"""Serve an agent to web front ends in their own protocols.
+
+- :mod:`treadle.ui.ag_ui` — AG-UI (CopilotKit, ``@ag-ui/client``): ``ag_ui_app(agent)``.
+- :mod:`treadle.ui.vercel_ai` — the Vercel AI SDK UI message stream (``useChat``):
+  ``vercel_ai_app(agent)``.
+
+Both keep each run's frames under cursors taken from the events' ``seq``, so a client whose
+connection dropped resumes with no gap and no duplicate. The ASGI apps need the ``web``
+extra (Starlette); the translation and the runs themselves need nothing beyond treadle.
+"""
+
+from ._runs import Frame, FrameLog, LiveRun, RequestError, UIRuns, format_cursor, parse_cursor
+
+__all__ = [
+    "Frame",
+    "FrameLog",
+    "LiveRun",
+    "RequestError",
+    "UIRuns",
+    "format_cursor",
+    "parse_cursor",
+]

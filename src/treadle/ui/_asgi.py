@@ -1,0 +1,79 @@
+"""The Starlette app both UI protocols serve (extra ``web``; imported only when an app is
+built)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import Any
+
+from ._runs import LiveRun, RequestError, UIRuns
+
+StartRun = Callable[[UIRuns, Any], LiveRun]
+StreamRun = Callable[[LiveRun, "str | None"], AsyncIterator[bytes]]
+FindRun = Callable[[UIRuns, Mapping[str, Any], "str | None"], "LiveRun | None"]
+
+
+def build_app(
+    runs: UIRuns,
+    start: StartRun,
+    stream: StreamRun,
+    *,
+    path: str,
+    reconnect_path: str,
+    find: FindRun,
+    headers: Mapping[str, str] | None = None,
+) -> Any:
+    try:
+        from starlette.applications import Starlette
+        from starlette.requests import Request
+        from starlette.responses import JSONResponse, Response, StreamingResponse
+        from starlette.routing import Route
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ImportError(
+            "the treadle.ui ASGI apps need Starlette: pip install 'treadle[web]'"
+        ) from exc
+
+    base_headers = {"cache-control": "no-cache", "x-accel-buffering": "no", **(headers or {})}
+
+    def sse(live: LiveRun, cursor: str | None) -> Response:
+        return StreamingResponse(
+            stream(live, cursor), media_type="text/event-stream", headers=base_headers
+        )
+
+    def cursor_of(request: Request) -> str | None:
+        return request.headers.get("last-event-id") or request.query_params.get("after")
+
+    async def post(request: Request) -> Response:
+        try:
+            body = json.loads(await request.body() or b"null")
+        except ValueError:
+            return JSONResponse({"error": "the request body is not JSON"}, status_code=400)
+        try:
+            live = start(runs, body)
+        except RequestError as exc:
+            return JSONResponse({"error": str(exc)}, status_code=exc.status)
+        return sse(live, cursor_of(request))
+
+    async def reconnect(request: Request) -> Response:
+        cursor = cursor_of(request)
+        live = find(runs, request.path_params, cursor)
+        if live is None:
+            return Response(status_code=204)
+        return sse(live, cursor)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Any) -> AsyncIterator[None]:
+        async with runs.serving():
+            yield
+
+    app = Starlette(
+        routes=[
+            Route(path, post, methods=["POST"]),
+            Route(reconnect_path, reconnect, methods=["GET"]),
+        ],
+        lifespan=lifespan,
+    )
+    app.state.runs = runs
+    return app

@@ -1,0 +1,321 @@
+"""What both UI protocols share: runs that outlive a connection, their frames, cursors.
+
+A run is started in a task group that belongs to the server (not to the request), so a
+dropped connection does not stop it. Each treadle event is translated once, as it happens,
+into the protocol's frames; frames are kept in a :class:`FrameLog` under a cursor made of
+the event's ``seq`` and the frame's place among that event's frames (``"12"``, ``"12.1"``).
+A client that comes back with ``Last-Event-ID`` gets exactly the frames after its cursor.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import uuid
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+import anyio
+from anyio.abc import TaskGroup
+
+from ..agent import Agent, RunResult
+from ..loop import EventLogGap
+from ..tools import ExternalTool
+from ..types import AgentEvent, AgentMessage
+
+Cursor = tuple[int, int]
+HistoryMode = Literal["client", "server"]
+
+
+class RequestError(ValueError):
+    """A request a UI endpoint cannot serve; ``status`` is the HTTP status to answer with."""
+
+    def __init__(self, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def parse_cursor(value: str | None) -> Cursor | None:
+    """``"12"`` → (12, 0), ``"12.3"`` → (12, 3); ``None`` for anything else."""
+    if not value:
+        return None
+    head, _, tail = value.strip().partition(".")
+    if not head.isdigit() or (tail and not tail.isdigit()):
+        return None
+    return int(head), int(tail or 0)
+
+
+def format_cursor(cursor: Cursor) -> str:
+    seq, index = cursor
+    return f"{seq}.{index}" if index else str(seq)
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """One protocol frame: ``data`` is a JSON object, or a literal string (``[DONE]``)."""
+
+    cursor: Cursor
+    data: dict[str, Any] | str
+
+    def sse(self, *, with_id: bool = True) -> bytes:
+        body = self.data if isinstance(self.data, str) else json.dumps(self.data)
+        head = f"id: {format_cursor(self.cursor)}\n" if with_id else ""
+        return f"{head}data: {body}\n\n".encode()
+
+
+class FrameLog:
+    """A run's frames in cursor order, for any number of readers (bounded: a reader whose
+    cursor fell out gets :class:`~treadle.EventLogGap`)."""
+
+    def __init__(self, *, max_frames: int = 50_000) -> None:
+        if max_frames < 1:
+            raise ValueError("max_frames must be at least 1")
+        self.max_frames = max_frames
+        self._frames: list[Frame] = []
+        self._cursors: list[Cursor] = []
+        self._dropped_through: Cursor | None = None
+        self._closed = False
+        self._changed: anyio.Event | None = None
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def frames(self) -> Sequence[Frame]:
+        return self._frames
+
+    def append(self, seq: int, items: Sequence[dict[str, Any] | str]) -> None:
+        """The frames one event became, numbered ``seq.0``, ``seq.1`` ..."""
+        if not items:
+            return
+        if self._closed:
+            raise RuntimeError("this FrameLog is closed: its run has ended")
+        for index, item in enumerate(items):
+            cursor = (seq, index)
+            if self._cursors and cursor <= self._cursors[-1]:
+                raise ValueError(f"cursor {cursor} is not after {self._cursors[-1]}")
+            self._frames.append(Frame(cursor, item))
+            self._cursors.append(cursor)
+        if len(self._frames) > self.max_frames:
+            cut = len(self._frames) - self.max_frames
+            self._dropped_through = self._cursors[cut - 1]
+            del self._frames[:cut], self._cursors[:cut]
+        self._wake()
+
+    def close(self) -> None:
+        self._closed = True
+        self._wake()
+
+    def _wake(self) -> None:
+        if self._changed is not None:
+            self._changed.set()
+            self._changed = None
+
+    async def subscribe(self, after: Cursor | None = None) -> AsyncIterator[Frame]:
+        """Every kept frame after ``after`` (all when ``None``), then live ones until the run
+        ends."""
+        cursor = after
+        while True:
+            dropped = self._dropped_through
+            if dropped is not None and (cursor is None or cursor < dropped):
+                raise EventLogGap(
+                    f"frames after {cursor} are gone (kept from after {dropped}); "
+                    "reconnect from a later cursor, or keep more with max_frames"
+                )
+            start = 0 if cursor is None else bisect.bisect_right(self._cursors, cursor)
+            batch = self._frames[start:]
+            for frame in batch:
+                yield frame
+                cursor = frame.cursor
+            if batch:
+                continue
+            if self._closed:
+                return
+            if self._changed is None:
+                self._changed = anyio.Event()
+            await self._changed.wait()
+
+
+class Translator(Protocol):
+    """Turns treadle events (top-level ones: ``depth == 0``) into protocol frames."""
+
+    def translate(self, event: AgentEvent) -> list[dict[str, Any] | str]: ...
+
+    def failure(self, message: str) -> list[dict[str, Any] | str]:
+        """The frames that end a run that failed outside the loop (a bug, a crash)."""
+        ...
+
+
+@dataclass
+class LiveRun:
+    """A run a UI started: its frames, its agent, and (once over) its result."""
+
+    run_id: str
+    thread_id: str
+    agent: Agent[Any]
+    frames: FrameLog
+    translator: Translator
+    result: RunResult[Any] | None = None
+    done: anyio.Event = field(default_factory=anyio.Event)
+
+
+class UIRuns:
+    """The runs of one UI endpoint.
+
+    ``agent`` is an :class:`~treadle.Agent` used as a template (each request runs on a
+    fresh branch of it: same model, tools and settings, the history the client sent) or a
+    function ``thread_id -> Agent`` for conversations the server keeps (with
+    ``history="server"``, e.g. agents with a session store: only the newest input of a
+    request is used). Runs live in ``task_group`` (the server's), so a dropped connection
+    does not end them; ``max_runs`` finished runs are kept for reconnects.
+    """
+
+    def __init__(
+        self,
+        agent: Agent[Any] | Callable[[str], Agent[Any]],
+        *,
+        history: HistoryMode = "client",
+        max_runs: int = 200,
+        max_frames: int = 50_000,
+    ) -> None:
+        if history not in ("client", "server"):
+            raise ValueError("history must be 'client' or 'server'")
+        if history == "server" and isinstance(agent, Agent):
+            raise ValueError(
+                "history='server' keeps one conversation per thread: pass a function "
+                "thread_id -> Agent (for example one opening Agent(store=..., session_id=...))"
+            )
+        self._agent = agent
+        self.history: HistoryMode = history
+        self.max_runs = max_runs
+        self.max_frames = max_frames
+        self.runs: OrderedDict[str, LiveRun] = OrderedDict()
+        self._threads: dict[str, Agent[Any]] = {}
+        self.task_group: TaskGroup | None = None
+
+    def agent_for(self, thread_id: str) -> Agent[Any]:
+        """The agent a request on ``thread_id`` runs on."""
+        if isinstance(self._agent, Agent):
+            return self._agent.branch(0)
+        agent = self._threads.get(thread_id)
+        if agent is None:
+            agent = self._threads[thread_id] = self._agent(thread_id)
+        return agent
+
+    def get(self, run_id: str) -> LiveRun | None:
+        return self.runs.get(run_id)
+
+    def latest(self, thread_id: str) -> LiveRun | None:
+        for live in reversed(self.runs.values()):
+            if live.thread_id == thread_id:
+                return live
+        return None
+
+    def start(
+        self,
+        agent: Agent[Any],
+        prompt: Sequence[AgentMessage],
+        translator: Translator,
+        *,
+        thread_id: str,
+        run_id: str | None = None,
+    ) -> LiveRun:
+        """Start a run (``prompt`` empty: continue the agent's history) in the server's task
+        group and return it at once."""
+        if self.task_group is None:
+            raise RuntimeError(
+                "UIRuns has no task group: serve it inside `async with runs.serving():` "
+                "(the ASGI apps do this in their lifespan)"
+            )
+        if agent.running:
+            raise RuntimeError(f"thread {thread_id!r} already has a run in progress")
+        live = LiveRun(
+            run_id=run_id or uuid.uuid4().hex,
+            thread_id=thread_id,
+            agent=agent,
+            frames=FrameLog(max_frames=self.max_frames),
+            translator=translator,
+        )
+        self.runs[live.run_id] = live
+        while len(self.runs) > self.max_runs:
+            oldest = next(iter(self.runs.values()))
+            if not oldest.done.is_set():
+                break
+            self.runs.popitem(last=False)
+        self.task_group.start_soon(self._drive, live, list(prompt))
+        return live
+
+    async def _drive(self, live: LiveRun, prompt: list[AgentMessage]) -> None:
+        last_seq = 0
+        try:
+            async with live.agent.stream(prompt) as events:
+                async for event in events:
+                    last_seq = max(last_seq, event.seq)
+                    if event.depth == 0:
+                        live.frames.append(event.seq, live.translator.translate(event))
+            live.result = events.result
+        except Exception as exc:  # a bug or crash outside the loop: say so, then end
+            live.frames.append(last_seq + 1, live.translator.failure(f"{type(exc).__name__}"))
+        finally:
+            live.frames.close()
+            live.done.set()
+
+    def serving(self) -> _Serving:
+        """``async with runs.serving():`` — runs started inside live in this block's task
+        group; leaving it cancels those still going."""
+        return _Serving(self)
+
+
+class _Serving:
+    def __init__(self, runs: UIRuns) -> None:
+        self._runs = runs
+        self._tg: TaskGroup | None = None
+
+    async def __aenter__(self) -> UIRuns:
+        self._tg = anyio.create_task_group()
+        await self._tg.__aenter__()
+        self._runs.task_group = self._tg
+        return self._runs
+
+    async def __aexit__(self, *exc: Any) -> bool | None:
+        assert self._tg is not None
+        self._tg.cancel_scope.cancel()
+        self._runs.task_group = None
+        return await self._tg.__aexit__(*exc)
+
+
+def add_external_tools(agent: Agent[Any], tools: Sequence[ExternalTool]) -> None:
+    """Offer the client's own tools (front-end tools) on this agent's next run."""
+    kept = [
+        t
+        for t in agent.context.tools
+        if not isinstance(t, ExternalTool) or t.name not in {x.name for x in tools}
+    ]  # a client re-declaring its tools replaces them
+    if not tools:
+        return
+    taken = {getattr(t, "name", None) for t in kept}
+    clash = sorted(t.name for t in tools if t.name in taken)
+    if clash:
+        raise ValueError(
+            f"the client declares tools the agent already has: {', '.join(clash)}; "
+            "rename one of them"
+        )
+    agent.context.tools = [*kept, *tools]
+
+
+async def sse_body(
+    live: LiveRun, after: Cursor | None, prelude: Sequence[Frame] = ()
+) -> AsyncIterator[bytes]:
+    """The SSE body of a (re)connection: ``prelude`` frames (no ``id``), then the run's
+    frames after ``after``."""
+    for frame in prelude:
+        yield frame.sse(with_id=False)
+    try:
+        async for frame in live.frames.subscribe(after):
+            yield frame.sse()
+    except EventLogGap as gap:
+        for item in live.translator.failure(str(gap)):
+            yield Frame((0, 0), item).sse(with_id=False)

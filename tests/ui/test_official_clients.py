@@ -1,0 +1,141 @@
+"""The official TypeScript clients, under Node, against a running treadle endpoint:
+``@ag-ui/client``'s HttpAgent and the ``ai`` package's DefaultChatTransport (what
+``useChat`` uses) + readUIMessageStream. They must rebuild the same text, tool calls and
+results treadle produced — through a tool round trip, a front-end / client-side tool, an
+approval and a connection dropped mid-answer."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .expected import STORY, WEATHER
+
+JS = Path(__file__).with_name("js")
+
+
+@pytest.fixture(scope="module")
+def clients(ui_server: str) -> dict[str, Any]:
+    node, npm = shutil.which("node"), shutil.which("npm")
+    if node is None or npm is None:
+        pytest.skip("Node.js and npm are not on this machine (apt-get install nodejs npm)")
+    if (
+        not (JS / "node_modules" / "@ag-ui" / "client").is_dir()
+        or not (JS / "node_modules" / "ai").is_dir()
+    ):
+        done = subprocess.run(
+            [npm, "ci", "--no-audit", "--no-fund"],
+            cwd=JS,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        if done.returncode != 0:
+            pytest.skip(
+                f"could not install the clients from the npm registry: {done.stderr[-800:]}"
+            )
+    done = subprocess.run(
+        [node, "clients.mjs", ui_server], cwd=JS, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def assistant_text(messages: list[dict[str, Any]]) -> str:
+    return "".join(m.get("content") or "" for m in messages if m["role"] == "assistant")
+
+
+def test_ag_ui_text(clients: dict[str, Any]) -> None:
+    text = clients["agui"]["text"]
+    assert assistant_text(text["messages"]) == "You said: hello there. " + STORY
+    assert text["events"][0] == "RUN_STARTED" and text["events"][-1] == "RUN_FINISHED"
+
+
+def test_ag_ui_tool_round_trip(clients: dict[str, Any]) -> None:
+    messages = clients["agui"]["tool"]["messages"]
+    call = next(m for m in messages if m.get("toolCalls"))["toolCalls"][0]
+    assert call["function"]["name"] == "weather"
+    assert json.loads(call["function"]["arguments"]) == {"city": "Porto"}
+    result = next(m for m in messages if m["role"] == "tool")
+    assert result["toolCallId"] == call["id"] and result["content"] == "Sunny and 21 °C in Porto."
+    assert messages[-1]["content"] == WEATHER
+
+
+def test_ag_ui_front_end_tool(clients: dict[str, Any]) -> None:
+    frontend = clients["agui"]["frontend"]
+    assert frontend["call"]["function"]["name"] == "pick_colour"
+    assert frontend["messages"][-1]["content"].startswith("Done: blue")
+
+
+def test_ag_ui_approval(clients: dict[str, Any]) -> None:
+    approval = clients["agui"]["approval"]
+    assert approval["interrupt"]["toolCallId"] == "call-delete_file"
+    results = [m for m in approval["messages"] if m["role"] == "tool"]
+    assert [r["content"] for r in results] == ["Deleted notes.txt."]
+    assert approval["messages"][-1]["content"].startswith("Done: Deleted notes.txt.")
+
+
+def test_ag_ui_resume_mid_answer(clients: dict[str, Any]) -> None:
+    resume = clients["agui"]["resume"]
+    full = "You said: tell me a story. " + STORY
+    assert resume["lastId"] is not None
+    assert 0 < len(resume["partial"]) < len(full) and full.startswith(resume["partial"])
+    answers = [m for m in resume["messages"] if m["role"] == "assistant"]
+    assert len(answers) == 1 and answers[0]["content"] == full
+
+
+def test_ag_ui_state(clients: dict[str, Any]) -> None:
+    state = clients["agui"]["state"]
+    assert state["state"] == {"todos": ["call mum", "buy milk"]}
+    assert state["kinds"] == ["STATE_SNAPSHOT", "STATE_DELTA"]
+
+
+def parts(message: dict[str, Any], kind: str) -> list[dict[str, Any]]:
+    return [p for p in message["parts"] if p["type"] == kind]
+
+
+def test_vercel_text_and_tool(clients: dict[str, Any]) -> None:
+    text = clients["vercel"]["text"]
+    assert [p["text"] for p in parts(text, "text")] == ["You said: hello there. " + STORY]
+    tool = clients["vercel"]["tool"]
+    (weather,) = parts(tool, "tool-weather")
+    assert weather["state"] == "output-available" and weather["input"] == {"city": "Porto"}
+    assert weather["output"] == "Sunny and 21 °C in Porto."
+    assert [p["text"] for p in parts(tool, "text")] == [WEATHER]
+    assert len(parts(tool, "step-start")) == 2
+
+
+def test_vercel_approval(clients: dict[str, Any]) -> None:
+    approval = clients["vercel"]["approval"]
+    (asked,) = parts(approval["first"], "tool-delete_file")
+    assert asked["state"] == "approval-requested"
+    (done,) = parts(approval["second"], "tool-delete_file")
+    assert done["state"] == "output-available" and done["output"] == "Deleted notes.txt."
+    assert approval["second"]["id"] == approval["first"]["id"]
+
+
+def test_vercel_client_side_tool(clients: dict[str, Any]) -> None:
+    client_tool = clients["vercel"]["clientTool"]
+    (call,) = parts(client_tool["first"], "tool-pick_colour")
+    assert call["state"] == "input-available" and call["input"] == {"options": ["red", "blue"]}
+    assert parts(client_tool["second"], "text")[0]["text"].startswith("Done: blue")
+
+
+def test_vercel_resume_mid_answer(clients: dict[str, Any]) -> None:
+    resume = clients["vercel"]["resume"]
+    full = "You said: tell me a story. " + STORY
+    partial = parts(resume["partial"], "text")[0]
+    assert (
+        partial["state"] == "streaming"
+        and full.startswith(partial["text"])
+        and partial["text"] != full
+    )
+    assert resume["resumed"] is not None
+    assert [p["text"] for p in parts(resume["resumed"], "text")] == [full]
+    assert resume["resumed"]["id"] == resume["partial"]["id"]
