@@ -23,6 +23,7 @@ PUBLIC = [
     "treadle.ext.memory",
     "treadle.ext.plan_mode",
     "treadle.ext.skills",
+    "treadle.ext.style",
     "treadle.ext.workflow",
     "treadle.loop",
     "treadle.mcp",
