@@ -1,0 +1,15 @@
+"""Optional engine features built on treadle's public API (hooks, tools, providers).
+
+Nothing here is imported by ``import treadle``; import the module you need:
+
+- ``treadle.ext.memory``: durable facts on SQLite (FTS5), recalled into a fresh conversation.
+- ``treadle.ext.skills``: a skill catalog (``SKILL.md`` folders) and a Thompson-sampling router.
+- ``treadle.ext.auto_skills``: drafts a skill after repeated successes on one kind of task.
+- ``treadle.ext.plan_mode``: a read-only planning mode the model enters and leaves by tools.
+- ``treadle.ext.mcp_curation``: offers only the most recently used MCP tools.
+- ``treadle.ext.workflow``: a gate that may answer an input itself, without the model.
+- ``treadle.ext.style``: the user's writing style, observed per run, as a prompt hint.
+- ``treadle.ext.routing``: a cheap model for short turns; the long prompt-cache tier.
+
+See docs/ext.md.
+"""

@@ -1,0 +1,234 @@
+"""Durable memory: facts kept in SQLite, searched with FTS5 (bm25), recalled into a fresh
+conversation before its first model call.
+
+::
+
+    store = MemoryStore("memory.db")
+    agent = Agent(model, tools=[store.remember_tool()], hooks=[MemoryRecall(store)])
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..loop import AgentContext
+from ..providers import ModelRequest
+from ..tools import FunctionTool
+from ..types import UserMessage
+from ._db import Database
+from ._run import RunTracker, in_thread, log
+from ._text import keywords
+
+__all__ = ["RECALL_HEADER", "Fact", "MemoryRecall", "MemoryStore"]
+
+RECALL_HEADER = "[Recalled memory: facts saved in earlier sessions; they may be out of date]"
+STATE_KEY = "treadle.ext.memory"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS facts (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    text TEXT NOT NULL UNIQUE,
+    created REAL NOT NULL
+);
+"""
+_FTS = "CREATE VIRTUAL TABLE IF NOT EXISTS facts_fts USING fts5(text, tokenize='porter unicode61')"
+
+
+@dataclass(frozen=True)
+class Fact:
+    """One remembered fact. ``score`` is the search relevance (higher is better; 0 outside
+    a search)."""
+
+    id: int
+    text: str
+    created: float
+    score: float = 0.0
+
+
+class MemoryStore:
+    """Facts in a SQLite file (``":memory:"`` for a throwaway store), safe to share between
+    processes.
+
+    Search uses an FTS5 index ranked by bm25 when this SQLite has FTS5; otherwise (or with
+    ``fts=False``) it falls back to ``LIKE`` matching, ranked by how many of the query's
+    words a fact contains. ``fts`` tells which one is in use. The facts table is the truth
+    either way: the index is rebuilt when it is out of step.
+    """
+
+    def __init__(self, path: str | Path = ":memory:", *, fts: bool | None = None) -> None:
+        self._db = Database(path, _SCHEMA)
+        self.fts = False
+        if fts is not False:
+            try:
+                with self._db.lock, self._db.conn:
+                    self._db.conn.execute(_FTS)
+                self.fts = True
+            except sqlite3.OperationalError as exc:
+                if fts:
+                    raise RuntimeError(f"this SQLite has no FTS5: {exc}") from exc
+                log.info("FTS5 unavailable (%s); memory search falls back to LIKE", exc)
+        if self.fts:
+            self._sync_index()
+
+    def _sync_index(self) -> None:
+        (indexed,) = self._db.query("SELECT count(*) FROM facts_fts")[0]
+        (stored,) = self._db.query("SELECT count(*) FROM facts")[0]
+        if indexed != stored:
+            with self._db.lock, self._db.conn:
+                self._db.conn.execute("DELETE FROM facts_fts")
+                self._db.conn.execute(
+                    "INSERT INTO facts_fts(rowid, text) SELECT id, text FROM facts"
+                )
+
+    def remember(self, text: str) -> Fact:
+        """Store a fact (an exact repeat returns the stored one)."""
+        text = " ".join(text.split())
+        if not text:
+            raise ValueError("a fact needs some text")
+        with self._db.lock, self._db.conn:
+            row = self._db.conn.execute(
+                "SELECT id, text, created FROM facts WHERE text = ?", (text,)
+            ).fetchone()
+            if row is not None:
+                return Fact(*row)
+            now = time.time()
+            cursor = self._db.conn.execute(
+                "INSERT INTO facts(text, created) VALUES (?, ?)", (text, now)
+            )
+            fact_id = int(cursor.lastrowid or 0)
+            if self.fts:
+                self._db.conn.execute(
+                    "INSERT INTO facts_fts(rowid, text) VALUES (?, ?)", (fact_id, text)
+                )
+        return Fact(fact_id, text, now)
+
+    def forget(self, fact: int | str | Fact) -> bool:
+        """Remove a fact by id, text or value; False when there was none."""
+        if isinstance(fact, Fact):
+            fact = fact.id
+        column = "id" if isinstance(fact, int) else "text"
+        with self._db.lock, self._db.conn:
+            rows = self._db.conn.execute(
+                f"SELECT id FROM facts WHERE {column} = ?", (fact,)
+            ).fetchall()
+            for (fact_id,) in rows:
+                self._db.conn.execute("DELETE FROM facts WHERE id = ?", (fact_id,))
+                if self.fts:
+                    self._db.conn.execute("DELETE FROM facts_fts WHERE rowid = ?", (fact_id,))
+        return bool(rows)
+
+    def facts(self) -> list[Fact]:
+        """Every fact, oldest first."""
+        rows = self._db.query("SELECT id, text, created FROM facts ORDER BY id")
+        return [Fact(*row) for row in rows]
+
+    def __len__(self) -> int:
+        return int(self._db.query("SELECT count(*) FROM facts")[0][0])
+
+    def search(self, query: str, limit: int = 5) -> list[Fact]:
+        """The facts most relevant to ``query``, best first (empty when none match)."""
+        terms = keywords(query, min_len=2)
+        if not terms or limit <= 0:
+            return []
+        if self.fts:
+            match = " OR ".join(f'"{t}"' for t in terms)
+            rows = self._db.query(
+                "SELECT f.id, f.text, f.created, bm25(facts_fts) AS rank FROM facts_fts "
+                "JOIN facts f ON f.id = facts_fts.rowid WHERE facts_fts MATCH ? "
+                "ORDER BY rank, f.id DESC LIMIT ?",
+                (match, limit),
+            )
+            return [Fact(i, text, created, -rank) for i, text, created, rank in rows]
+        like = " OR ".join("lower(text) LIKE ? ESCAPE '\\'" for _ in terms)
+        patterns = tuple(f"%{_escape(t)}%" for t in terms)
+        rows = self._db.query(f"SELECT id, text, created FROM facts WHERE {like}", patterns)
+        scored = []
+        for fact_id, text, created in rows:
+            lowered = text.lower()
+            score = float(sum(1 for t in terms if t in lowered))
+            scored.append(Fact(fact_id, text, created, score))
+        scored.sort(key=lambda f: (-f.score, -f.id))
+        return scored[:limit]
+
+    def close(self) -> None:
+        self._db.close()
+
+    def remember_tool(self, name: str = "remember") -> FunctionTool:
+        """A tool the model calls to save a durable fact."""
+        store = self
+
+        async def remember(fact: str) -> str:
+            """Save a fact worth knowing in later conversations (the user's preferences,
+            names, decisions). Only durable facts, not the task in hand.
+
+            Args:
+                fact: one short, self-contained sentence
+            """
+            saved = await in_thread(lambda: store.remember(fact))
+            return f"Remembered (fact #{saved.id})."
+
+        return FunctionTool(remember, name=name, category="edit")
+
+    def search_tool(self, name: str = "search_memory", limit: int = 5) -> FunctionTool:
+        """A read-only tool the model calls to search the facts itself."""
+        store = self
+
+        async def search_memory(query: str) -> str:
+            """Search facts saved in earlier conversations.
+
+            Args:
+                query: words to look for
+            """
+            found = await in_thread(lambda: store.search(query, limit))
+            return "\n".join(f"- {f.text}" for f in found) or "Nothing found."
+
+        return FunctionTool(search_memory, name=name, category="info", idempotent=True)
+
+
+def _escape(term: str) -> str:
+    return term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+class MemoryRecall(RunTracker):
+    """A hook: before the first model call of a run that starts a conversation, search the
+    store with the user's input and put the best ``limit`` facts in front of the request as
+    one user message starting with :data:`RECALL_HEADER`.
+
+    Skipped on resumed conversations (history already there) and when nothing matches.
+    The recalled block is kept in ``context.state`` and sent with every later request of the
+    conversation, but never stored in the history. ``recalled`` holds the facts of the last
+    search.
+    """
+
+    def __init__(self, store: MemoryStore, *, limit: int = 3, min_score: float = 0.0) -> None:
+        super().__init__()
+        self.store = store
+        self.limit = limit
+        self.min_score = min_score
+        self.recalled: list[Fact] = []
+        self._searched = False
+
+    async def before_loop(self, context: AgentContext) -> bool:
+        self._searched = False
+        return await super().before_loop(context)
+
+    async def before_model_request(self, request: ModelRequest) -> ModelRequest:
+        context = self.context
+        if context is None:
+            return request
+        block = context.state.get(STATE_KEY)
+        if block is None and self.fresh and self.input and not self._searched:
+            self._searched = True
+            text, limit = self.input, self.limit
+            found = await in_thread(lambda: self.store.search(text, limit))
+            self.recalled = [f for f in found if f.score > self.min_score]
+            if self.recalled:
+                lines = "\n".join(f"- {f.text}" for f in self.recalled)
+                block = context.state[STATE_KEY] = f"{RECALL_HEADER}\n{lines}"
+        if not isinstance(block, str):
+            return request
+        messages = [UserMessage.of(block), *request.messages]
+        return request.model_copy(update={"messages": messages})
