@@ -1,0 +1,12 @@
+"""Durable execution on DBOS: runs that outlive a process and a machine (extra ``dbos``).
+
+``DurableAgent(agent, name=...)`` runs an :class:`~treadle.Agent`'s runs as DBOS workflows:
+each model request and each tool call is a step, so a run whose worker dies is finished by
+the next worker (or the same one restarted) without repeating what completed. See
+docs/durable.md.
+"""
+
+from ._agent import DurableAgent, DurableRun, connect, launch, shutdown
+from ._steps import UNKNOWN_OUTCOME
+
+__all__ = ["UNKNOWN_OUTCOME", "DurableAgent", "DurableRun", "connect", "launch", "shutdown"]

@@ -1,0 +1,153 @@
+"""A worker is SIGKILLed at chosen and random points of a three-turn tool-calling run
+(inside the model's stream, inside a tool, between steps); a restarted worker (SQLite)
+finishes it. Every completed model request and tool call ran exactly once — counted by the
+model server and by the tool — the history is valid, the final answer equals an
+uninterrupted run's, and the run's events continue without gaps or duplicates."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from treadle import RunResult
+from treadle.context import validate_transcript
+
+from .fake_model import FINAL
+
+WORKER = Path(__file__).with_name("worker.py")
+
+
+def worker(db: str, url: str, tools_log: Path, mode: str, run_id: str) -> subprocess.Popen[str]:
+    env = {k: v for k, v in os.environ.items() if k != "TREADLE_DURABLE_DB"}
+    return subprocess.Popen(
+        [sys.executable, str(WORKER), db, url, str(tools_log), mode, run_id],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+
+
+def lines(path: Path) -> list[str]:
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def wait_for(condition: Callable[[], bool], timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("the kill point was never reached")
+        time.sleep(0.005)
+
+
+def finish(process: subprocess.Popen[str]) -> RunResult:  # type: ignore[type-arg]
+    out, err = process.communicate(timeout=120)
+    assert process.returncode == 0, err[-3000:]
+    return RunResult.model_validate_json(out.strip().splitlines()[-1])
+
+
+def check(
+    result: RunResult,  # type: ignore[type-arg]
+    server_log: Path,
+    tools_log: Path,
+    in_flight: set[str] = frozenset(),  # type: ignore[assignment]
+) -> None:
+    """Exactly once for everything that completed; ``in_flight``: what had finished its side
+    effect but perhaps not its checkpoint when the worker died (done again, at most once)."""
+    assert result.reason == "completed", result.error
+    assert result.text == FINAL
+    validate_transcript(result.messages)
+    done = Counter(line for line in lines(server_log) if line.startswith("completed"))
+    done.update(line for line in lines(tools_log) if line.startswith("end"))
+    expected = {f"completed {k}" for k in range(4)} | {f"end call-{k}" for k in range(3)}
+    assert set(done) == expected, done
+    for line, count in done.items():
+        assert count == 1 or (count == 2 and line in in_flight), (line, count)
+
+
+def stored_events(path: Path) -> list[dict]:  # type: ignore[type-arg]
+    if not path.exists():
+        return []
+    try:
+        with sqlite3.connect(path, timeout=5) as db:
+            rows = db.execute("select event from treadle_durable_events order by seq").fetchall()
+    except sqlite3.OperationalError:  # not created yet, or busy
+        return []
+    return [json.loads(row[0]) for row in rows]
+
+
+def events_of(db: str, run_id: str) -> list[dict]:  # type: ignore[type-arg]
+    from treadle import durable
+
+    async def read() -> list[dict]:  # type: ignore[type-arg]
+        durable.connect(db)
+        return [e.model_dump() async for e in durable.DurableRun(run_id).events()]
+
+    return asyncio.run(read())
+
+
+KILL_POINTS: dict[str, Callable[[Path, Path], bool]] = {
+    "model stream": lambda s, t: "request 1" in lines(s) and "completed 1" not in lines(s),
+    "inside a tool": lambda s, t: "start call-1" in lines(t) and "end call-1" not in lines(t),
+    "between steps": lambda s, t: any(
+        e["type"] == "tool_execution_end" for e in stored_events(s.parent / "durable.sqlite")
+    ),
+    "final answer": lambda s, t: "request 3" in lines(s),
+}
+
+
+@pytest.mark.parametrize("point", [*KILL_POINTS, "random-1", "random-2"])
+def test_a_killed_worker_s_run_is_finished_exactly_once(
+    point: str, tmp_path: Path, model_server: tuple[str, Path]
+) -> None:
+    url, server_log = model_server
+    db = f"sqlite:///{tmp_path / 'durable.sqlite'}"
+    tools_log = tmp_path / "tools.log"
+    run_id = f"run-{point.replace(' ', '-')}"
+    first = worker(db, url, tools_log, "start", run_id)
+    if point in KILL_POINTS:
+        wait_for(lambda: KILL_POINTS[point](server_log, tools_log))
+    else:
+        wait_for(lambda: "request 0" in lines(server_log))
+        time.sleep(random.Random(point).uniform(0.0, 1.6))
+    first.send_signal(signal.SIGKILL)
+    first.wait(10)
+    # What may have been cut between its side effect and its checkpoint: the newest model
+    # request (a server can finish writing a response the dead worker never read) and the
+    # newest tool call. Everything before them had been checkpointed, so it runs once.
+    newest = max(int(line.split()[1]) for line in lines(server_log) if line.startswith("request"))
+    ended = [line for line in lines(tools_log) if line.startswith("end")]
+    in_flight = {f"completed {newest}", *(ended[-1:])}
+    result = finish(worker(db, url, tools_log, "recover", run_id))
+    check(result, server_log, tools_log, in_flight if point not in KILL_POINTS else set())
+
+    events = events_of(db, run_id)
+    assert [e["seq"] for e in events] == list(range(len(events)))  # no gap, no duplicate
+    types = [e["type"] for e in events]
+    assert types.count("agent_start") == 1 and types[-1] == "agent_end"
+    texts = [
+        e for e in events if e["type"] == "message_end" and e["message"]["role"] == "assistant"
+    ]
+    assert [m["message"]["content"][0]["text"] for m in texts][-1] == FINAL
+
+
+def test_an_uninterrupted_run(tmp_path: Path, model_server: tuple[str, Path]) -> None:
+    url, server_log = model_server
+    db = f"sqlite:///{tmp_path / 'durable.sqlite'}"
+    tools_log = tmp_path / "tools.log"
+    check(finish(worker(db, url, tools_log, "start", "plain")), server_log, tools_log)
+    assert [line for line in lines(server_log) if line.startswith("request")] == [
+        f"request {k}" for k in range(4)
+    ]

@@ -1,0 +1,50 @@
+"""A durable-execution worker for the crash tests: `python worker.py DB MODEL_URL TOOLS_LOG
+(start RUN_ID | recover RUN_ID | serve)`. It prints the run's result as JSON."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from pathlib import Path
+
+from treadle import Agent, durable, tool
+from treadle.providers import OpenAIChat
+
+DB, MODEL_URL, TOOLS_LOG = sys.argv[1], sys.argv[2], Path(sys.argv[3])
+
+
+@tool(idempotent=True)
+def record(step: int) -> str:
+    """Record that a step ran."""
+    with TOOLS_LOG.open("a") as f:
+        f.write(f"start call-{step}\n")
+    time.sleep(0.3)  # a slow side effect: a kill can land inside it
+    with TOOLS_LOG.open("a") as f:
+        f.write(f"end call-{step}\n")
+    return f"step {step} recorded"
+
+
+agent = Agent(
+    OpenAIChat("fake-model", api_key="sk-test", base_url=MODEL_URL + "/v1"), tools=[record]
+)
+runner = durable.DurableAgent(agent, name="crash", queue_concurrency=2)
+
+
+async def main() -> None:
+    await durable.launch(DB)
+    mode = sys.argv[4]
+    if mode == "serve":  # a queue worker: take runs until killed
+        await asyncio.Event().wait()
+    run_id = sys.argv[5]
+    run = (
+        await runner.start("Run the three steps.", run_id=run_id)
+        if mode == "start"
+        else durable.DurableRun(run_id)
+    )
+    result = await run.result()
+    print(result.model_dump_json(), flush=True)
+    durable.shutdown()
+
+
+asyncio.run(main())
