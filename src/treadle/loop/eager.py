@@ -58,18 +58,17 @@ class EagerCalls:
             return
         if state.ask is not None or isinstance(state.decision, Deny):
             return
-        state.done = anyio.Event()
         await self.batch._start(state)
-        self.tg.start_soon(self._run, state)
+        state.scope = anyio.CancelScope()  # cancelled when its answer is discarded
+        state.done = anyio.Event()  # no await since: the task below will set it
+        self.tg.start_soon(self._run, state, state.scope, state.done)
 
-    async def _run(self, state: CallState) -> None:
-        assert state.done is not None
+    async def _run(self, state: CallState, scope: anyio.CancelScope, done: anyio.Event) -> None:
         try:
-            with self.run.bridge.scope() as scope:
-                state.scope = scope
+            with scope, self.run.bridge.scope():  # and by an immediate cancellation
                 await self.batch._limited(state, self.batch.limiter)
         finally:
-            state.done.set()
+            done.set()
 
     async def _discard(self, states: list[CallState]) -> None:
         """Cancel the calls of an answer that is not kept; each started one gets its

@@ -191,8 +191,12 @@ class ToolBatch:
             if self.hook_failure is not None:
                 raise self.hook_failure
 
-    async def join(self) -> None:
-        """Wait for the calls running in the background (eager calls) to be over."""
+    async def join(self, cancel: bool = False) -> None:
+        """Wait for the calls running in the background (eager calls) to be over;
+        ``cancel``: cancel those still running first."""
+        for state in self.states:
+            if cancel and state.scope is not None:
+                state.scope.cancel()
         for state in self.states:
             if state.done is not None:
                 await state.done.wait()
@@ -376,7 +380,7 @@ class ToolBatch:
     async def finish(self) -> list[ToolResultMessage]:
         """Report every call that has not been (cancelled, skipped), then the result
         messages in call order. Pending calls (awaiting approval) get nothing yet."""
-        await self.join()
+        await self.join(cancel=True)  # eager calls still running (a cancelled stream)
         for state in self.states:
             if state.pending:
                 continue
