@@ -30,6 +30,7 @@ from treadle import (
     TaskComplete,
     TextContent,
     ToolCall,
+    ToolContext,
     ToolExecution,
     ToolExecutionEnd,
     ToolExecutionStart,
@@ -674,3 +675,70 @@ def test_eager_implies_idempotent() -> None:
         return "ok"
 
     assert probe.eager and probe.idempotent and probe.retries == 2
+
+
+# ---------------------------------------------------------------- every await point
+
+
+def eager_world() -> tuple[AgentContext, AgentLoopConfig, Gated]:
+    @tool(eager=True)
+    async def look(q: str, ctx: ToolContext[Any]) -> str:
+        """Look something up."""
+        await ctx.update(f"looking for {q}")
+        for _ in range(3):
+            await anyio.lowlevel.checkpoint()
+        return f"result for {q}"
+
+    provider = Gated(
+        [  # the first attempt starts A, then fails: A is discarded, the answer retried
+            *streamed_call(0, "A", "look", q="a"),
+            *text(1, "let me see"),
+            ProviderError("server", "flaky", provider="gated"),
+        ],
+        [
+            *streamed_call(0, "A", "look", q="a"),
+            *streamed_call(1, "B", "look", q="b"),
+            *text(2, "looking both up now"),
+            done(tc("A", "look", q="a"), tc("B", "look", q="b"), TextContent(text="x")),
+        ],
+        "The answer is 42.",
+    )
+    config = AgentLoopConfig(provider=provider, retry=RetryPolicy(initial_delay_s=0.001))
+    return AgentContext(tools=[look]), config, provider
+
+
+@pytest.mark.parametrize("mode", ["immediate", "after_turn", "outer_scope"])
+async def test_cancel_at_every_await_point_with_eager_calls(mode: str) -> None:
+    """Cancel when the consumer receives event k, for every k of a run whose first answer
+    is retried after an eager call started; the stream has no buffer."""
+    context, config, provider = eager_world()
+    baseline = await run_recorded(["question"], context, config, buffer=0)
+    check(baseline)
+    assert baseline.end.reason == "completed" and len(provider.requests) == 3
+    assert [e.tool_call_id for e in baseline.of_type(ToolExecutionStart)] == ["A", "A", "B"]
+    failures: list[str] = []
+    for k in range(len(baseline.events)):
+        context, config, provider = eager_world()
+        token = CancellationToken()
+
+        def on_event(rec: Recorded, event: Any, k: int = k, token: Any = token) -> None:
+            if len(rec.events) - 1 != k:
+                return
+            if mode == "outer_scope":
+                assert rec.scope is not None
+                rec.scope.cancel()
+            else:
+                token.cancel(mode)  # type: ignore[arg-type]
+
+        try:
+            with anyio.fail_after(10):
+                rec = await run_recorded(
+                    ["question"], context, config, cancel=token, on_event=on_event, buffer=0
+                )
+            check(rec)
+            assert rec.end.reason in ("cancelled", "completed")
+            ids = [m.tool_call_id for m in context.messages if m.role == "tool_result"]
+            assert len(ids) == len(set(ids))
+        except Exception as exc:
+            failures.append(f"cancel at event {k} ({baseline.events[k].type}): {exc!r}"[:400])
+    assert not failures, "\n".join(failures)

@@ -11,16 +11,17 @@ still running and reported as discarded; they never reach the history.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from typing import Protocol
 
 import anyio
 from anyio.abc import TaskGroup
 
-from ..types import AssistantMessage, ToolCall, ToolResult
+from ..types import AssistantMessage, ToolCall
 from .decisions import Deny
 from .state import RunState, _unique_call_ids
-from .tool_exec import DISCARDED_TEXT, CallState, ToolBatch
+from .tool_exec import CallState, ToolBatch
 
 
 class EagerCalls:
@@ -70,29 +71,16 @@ class EagerCalls:
         finally:
             done.set()
 
-    async def _discard(self, states: list[CallState]) -> None:
-        """Cancel the calls of an answer that is not kept; each started one gets its
-        ``tool_execution_end`` (its result, or the discarded text) and no result message."""
-        for state in states:
-            if state.scope is not None:
-                state.scope.cancel()
-        for state in states:
-            if state.done is not None:
-                await state.done.wait()
-            if state.started and not state.ended:
-                state.result = ToolResult.error(DISCARDED_TEXT)
-                await self.batch._end(state)
-
     async def discard_attempt(self) -> None:
         """The stream is retried: this attempt's calls are void (before provider_retry)."""
-        states = list(self.calls.values())
+        self.batch.discarded.extend(self.calls.values())
         self.calls = {}
-        await self._discard(states)
+        await self.batch.end_discarded()
 
-    async def reconcile(self, message: AssistantMessage) -> ToolBatch | None:
-        """The message is final (before it joins the history): its calls become the batch's
-        states, eager ones matched by id, name and arguments; the others are discarded.
-        Returns the batch that runs the message's calls (None: it has none)."""
+    def reconcile(self, message: AssistantMessage) -> ToolBatch | None:
+        """The message is final: its calls become the batch's states, eager ones matched by
+        id, name and arguments; the other eager calls are discarded. Returns the batch
+        (None: no call of either kind). No await: nothing can come in between."""
         _unique_call_ids(message)
         kept: list[CallState] = []
         for call in message.tool_calls:
@@ -101,13 +89,32 @@ class EagerCalls:
                 call.name,
                 call.arguments,
             ):
-                self.calls[call.id] = state  # the final message disagrees: not this call
+                self.batch.discarded.append(state)  # the final message disagrees
                 state = None
             kept.append(state or CallState(call))
-        discarded, self.calls = list(self.calls.values()), {}
-        await self._discard(discarded)
+        self.batch.discarded.extend(self.calls.values())
+        self.calls = {}
         self.batch.states = kept
-        return self.batch if kept else None
+        return self.batch if kept or self.batch.discarded else None
+
+    async def record(
+        self,
+        message: AssistantMessage,
+        record: Callable[[AssistantMessage], Awaitable[None]],
+        owner: _Owner,
+    ) -> None:
+        """Record the final message (``record``) with its batch in place first (``owner``:
+        the run), so any interruption finds every started call in the batch; then end the
+        discarded calls (before the message_end)."""
+        owner.batch = self.reconcile(message)
+        await record(message)
+        await self.batch.end_discarded()
+        if not self.batch.states:
+            owner.batch = None
+
+
+class _Owner(Protocol):
+    batch: ToolBatch | None
 
 
 def eager_possible(run: RunState) -> bool:

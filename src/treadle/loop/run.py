@@ -156,9 +156,10 @@ class _Run(RunState):
 
     async def record_reply(self, message: AssistantMessage) -> None:
         eager, self.eager = self.eager, None
-        if eager is not None:  # eager calls meet the message's calls before it is recorded
-            self.batch = await eager.reconcile(message) or self.batch
-        await super().record_reply(message)
+        if eager is None:
+            await super().record_reply(message)
+        else:  # eager calls meet the message's calls
+            await eager.record(message, super().record_reply, self)
 
     def _bounds(self) -> StreamBounds:
         limits = self.config.limits

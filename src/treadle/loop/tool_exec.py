@@ -93,6 +93,7 @@ class ToolBatch:
         self.resumed = resumed
         self.raised: BaseException | None = None
         self.hook_failure: Exception | None = None
+        self.discarded: list[CallState] = []  # eager calls of an answer that was not kept
         cap = run.config.tool_execution.max_concurrency
         self.limiter = anyio.CapacityLimiter(cap) if cap else None
 
@@ -200,6 +201,22 @@ class ToolBatch:
         for state in self.states:
             if state.done is not None:
                 await state.done.wait()
+
+    async def end_discarded(self) -> None:
+        """Cancel the discarded eager calls, wait for them, and end each started one (its
+        own result, or the discarded text); they get no result message. Shielded: they
+        are cancelled already, and no call may be left without its end."""
+        with anyio.CancelScope(shield=True):
+            for state in self.discarded:
+                if state.scope is not None:
+                    state.scope.cancel()
+            for state in self.discarded:
+                if state.done is not None:
+                    await state.done.wait()
+                if state.started and not state.ended:
+                    state.result = ToolResult.error(DISCARDED_TEXT)
+                    await self._end(state)
+            self.discarded = []
 
     async def _sequential(self) -> None:
         run = self.run
@@ -380,6 +397,7 @@ class ToolBatch:
     async def finish(self) -> list[ToolResultMessage]:
         """Report every call that has not been (cancelled, skipped), then the result
         messages in call order. Pending calls (awaiting approval) get nothing yet."""
+        await self.end_discarded()
         await self.join(cancel=True)  # eager calls still running (a cancelled stream)
         for state in self.states:
             if state.pending:
