@@ -323,7 +323,8 @@ def _check_one_loop(evs: list[Any]) -> None:
     assert open_turn is None, "a turn_start was left open"
 
     # 5: message pairs never interleave; updates only inside an assistant pair; a retry with
-    # discard_partial closes an abandoned one.
+    # discard_partial closes an abandoned one. Tool execution events of eager calls may come
+    # inside an assistant pair (checked with invariant 6).
     open_msg: Any = None
     for e in evs:
         if isinstance(e, MessageStart):
@@ -345,18 +346,46 @@ def _check_one_loop(evs: list[Any]) -> None:
             else:
                 assert open_msg is None, "provider_retry without discard_partial inside a message"
             open_msg = None
+        elif isinstance(e, (ToolExecutionStart, ToolExecutionUpdate, ToolExecutionEnd)):
+            assert open_msg is None or open_msg.role == "assistant", (
+                f"{e.type} inside a {open_msg.role} message pair"
+            )
         else:
             assert open_msg is None, f"{e.type} inside a message pair"
     assert open_msg is None, "a message_start was left open"
 
-    # 6: per call: one start, then updates, then one end, then its result message.
+    # 6: per call: one start, then updates, then one end, then its result message. An eager
+    # call starts inside its assistant pair only after its block's tool_call_end; one whose
+    # message was not kept (retried, or closed without it) ends before that message closes,
+    # has no result message, and its id may run again.
     pending = set(end.pending_tool_calls)
     states: dict[str, str] = {}
     ends_at: dict[str, int] = {}
     results: dict[str, int] = {}
+    in_assistant = False
+    complete: set[str] = set()  # calls whose block is complete in the open assistant pair
+    eager: set[str] = set()  # calls started inside the open assistant pair
     for i, e in enumerate(evs):
+        if isinstance(e, MessageStart) and e.message.role == "assistant":
+            in_assistant, complete, eager = True, set(), set()
+        elif isinstance(e, MessageUpdate) and e.delta.type == "tool_call_end":
+            complete.add(e.delta.tool_call.id)
+        elif in_assistant and isinstance(e, (MessageEnd, ProviderRetry)):
+            in_assistant = False
+            kept = {c.id for c in e.message.tool_calls} if isinstance(e, MessageEnd) else set()
+            for cid in eager - kept:
+                assert states.get(cid) == "ended", (
+                    f"eager call {cid} of a discarded answer not ended before {e.type}"
+                )
+                del states[cid]
+                del ends_at[cid]
         if isinstance(e, ToolExecutionStart):
             assert e.tool_call_id not in states, f"second tool_execution_start {e.tool_call_id}"
+            if in_assistant:
+                assert e.tool_call_id in complete, (
+                    f"eager tool_execution_start {e.tool_call_id} before its tool_call_end"
+                )
+                eager.add(e.tool_call_id)
             states[e.tool_call_id] = "started"
         elif isinstance(e, ToolExecutionUpdate):
             assert states.get(e.tool_call_id) == "started", (

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
+from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectSendStream
 
 from ..cancellation import CancellationToken
@@ -35,6 +36,7 @@ from ..types import (
 from .compaction import ContextGuard
 from .config import AgentLoopConfig
 from .context import AgentContext
+from .eager import EagerCalls, eager_turn
 from .errors import HookFailed
 from .sink import OBSERVERS
 from .state import EventStream, RunState, _as_message, _maybe_await
@@ -106,6 +108,8 @@ class _Run(RunState):
     ) -> None:
         super().__init__(context, config, events, cancel, new_messages)
         self.batch: ToolBatch | None = None
+        self.eager_group: TaskGroup | None = None  # the turn's eager calls run here
+        self.eager: EagerCalls | None = None  # those of the model call in progress
         self.stream_limit: str | None = None  # a limit cut the model call off mid-stream
         self.guard = ContextGuard(self)  # context size (compaction) and prices
         self.price = self.guard.price
@@ -123,6 +127,8 @@ class _Run(RunState):
             request, getattr(provider, "name", ""), snapshots=self.sink.active
         )
         message: AssistantMessage | None = None
+        group = self.eager_group if with_tools else None
+        eager = self.eager = EagerCalls(self, group) if group is not None else None
         with self.bridge.scope():
             message = await stream_message(
                 provider,
@@ -136,6 +142,8 @@ class _Run(RunState):
                 text_only=not with_tools,
                 on_overflow=self.guard.on_overflow(),
                 bounds=self._bounds(),
+                on_call=eager.offer if eager is not None else None,
+                on_retry=eager.discard_attempt if eager is not None else None,
             )
         if message is None:  # cancelled mid-stream
             message = await close_message(
@@ -145,6 +153,13 @@ class _Run(RunState):
         if state.limit_reason is not None:
             self.stream_limit = state.limit_reason
         return message
+
+    async def record_reply(self, message: AssistantMessage) -> None:
+        eager, self.eager = self.eager, None
+        if eager is None:
+            await super().record_reply(message)
+        else:  # eager calls meet the message's calls
+            await eager.record(message, super().record_reply, self)
 
     def _bounds(self) -> StreamBounds:
         limits = self.config.limits
@@ -197,7 +212,7 @@ class _Run(RunState):
             await self.call_hook(hook.after_turn, self.context, event)
 
     async def run_tools(self, calls: Any, *, resumed: bool = False) -> ToolBatch:
-        batch = self.batch = ToolBatch(self, calls, resumed=resumed)
+        batch = self.batch = self.batch or ToolBatch(self, calls, resumed=resumed)
         await batch.execute()
         await self.record_batch(batch)
         return batch
@@ -292,26 +307,27 @@ class _Run(RunState):
             for message in injected:
                 await self.append(message)
 
-            message = await self.guard.check() or await self.model_call()  # §4.1 steps 4-5
-            if self.stream_limit is not None:
-                await self.close_turn()
-                await self.flush_inject()
-                await self.on_limit(self.stream_limit)
-                return LoopResult(
-                    reason="limit", error=ErrorInfo(kind="limit", message=self.stream_limit)
-                )
-            if message.stop_reason == "error":
-                for hook in self.config.hooks:
-                    await self.call_hook(hook.on_error, message)
-                await self.close_turn()
-                return LoopResult(reason="error", error=message.error)
-            calls = message.tool_calls
-            if message.stop_reason == "aborted":
-                if calls:
-                    await self.record_batch(ToolBatch(self, calls))
-                await self.close_turn()
-                return LoopResult(reason="cancelled")
-            batch: ToolBatch | None = await self.run_tools(calls) if calls else None
+            async with eager_turn(self) as self.eager_group:  # eager calls: docs/loop.md
+                message = await self.guard.check() or await self.model_call()  # §4.1 steps 4-5
+                if self.stream_limit is not None:
+                    await self.close_turn()
+                    await self.flush_inject()
+                    await self.on_limit(self.stream_limit)
+                    return LoopResult(
+                        reason="limit", error=ErrorInfo(kind="limit", message=self.stream_limit)
+                    )
+                if message.stop_reason == "error":
+                    for hook in self.config.hooks:
+                        await self.call_hook(hook.on_error, message)
+                    await self.close_turn()
+                    return LoopResult(reason="error", error=message.error)
+                calls = message.tool_calls
+                if message.stop_reason == "aborted":
+                    if calls:
+                        await self.record_batch(self.batch or ToolBatch(self, calls))
+                    await self.close_turn()
+                    return LoopResult(reason="cancelled")
+                batch: ToolBatch | None = await self.run_tools(calls) if calls else None
             await self.close_turn()
             if self.bridge.immediate:
                 return LoopResult(reason="cancelled")
@@ -347,8 +363,8 @@ class _Run(RunState):
             message = await close_message(
                 self.sink, state, state.final or state.closed("aborted"), self.record_reply
             )
-            if message.tool_calls:
-                await self.record_batch(ToolBatch(self, message.tool_calls))
+            if message.tool_calls and self.batch is None:
+                self.batch = ToolBatch(self, message.tool_calls)
         self.stream_state = None
         if self.batch is not None:
             await self.record_batch(self.batch)

@@ -238,9 +238,15 @@ async def stream_message(
     on_overflow: Callable[[ProviderError, ModelRequest], Awaitable[ModelRequest | None]]
     | None = None,
     bounds: StreamBounds | None = None,
+    on_call: Callable[[ToolCall], Awaitable[None]] | None = None,
+    on_retry: Callable[[], Awaitable[None]] | None = None,
 ) -> AssistantMessage:
     """Stream one assistant message, emitting message_start / update* / end; retry per
     ``retry``. A final failure becomes a message with ``stop_reason="error"``.
+
+    ``on_call`` (eager tool calls) is awaited with each tool call whose block is complete,
+    after the message_update carrying its ``tool_call_end``; ``on_retry`` before a retry
+    (the attempt's calls are void).
 
     ``on_overflow`` (the loop's compaction) sees a ``context_overflow`` that came before
     anything was streamed, before it is recorded; when it returns a request (built from the
@@ -249,7 +255,7 @@ async def stream_message(
     attempt = 0
     while True:
         try:
-            final = await _attempt(provider, request, sink, state, cancel, bounds)
+            final = await _attempt(provider, request, sink, state, cancel, bounds, on_call)
         except RunLimitHit as hit:
             state.limit_reason = str(hit)
             stopped = state.closed("length", ErrorInfo(kind="limit", message=str(hit)))
@@ -297,6 +303,8 @@ async def stream_message(
             delay = error.retry_after
         if retryable and attempt < retry.max_retries and not too_long:
             attempt += 1
+            if on_retry is not None:
+                await on_retry()
             await sink.emit(
                 ProviderRetry,
                 attempt=attempt,
@@ -356,6 +364,7 @@ async def _attempt(
     state: StreamState,
     cancel: CancellationToken | None,
     bounds: StreamBounds | None = None,
+    on_call: Callable[[ToolCall], Awaitable[None]] | None = None,
 ) -> AssistantMessage:
     partial = state.partial
     emitting = sink.active
@@ -373,7 +382,7 @@ async def _attempt(
     watch = _Watch(bounds) if bounds is not None else None
     final: AssistantMessage | None = None
     with watch.scope if watch is not None else nullcontext():
-        final = await _consume(stream, state, sink, emitting, watch)
+        final = await _consume(stream, state, sink, emitting, watch, on_call)
     if watch is not None and watch.scope.cancelled_caught:
         raise watch.expired(partial.provider)
     if final is not None:
@@ -388,7 +397,12 @@ async def _attempt(
 
 
 async def _consume(
-    stream: Any, state: StreamState, sink: EventSink, emitting: bool, watch: _Watch | None
+    stream: Any,
+    state: StreamState,
+    sink: EventSink,
+    emitting: bool,
+    watch: _Watch | None,
+    on_call: Callable[[ToolCall], Awaitable[None]] | None = None,
 ) -> AssistantMessage | None:
     partial = state.partial
     async with aclosing(stream) as events:
@@ -407,10 +421,12 @@ async def _consume(
             state.apply(event)
             if not emitting:
                 state.started = True
-                continue
-            if not state.started:
-                state.started = True
-                await sink.emit(MessageStart, message=state.view())
-            if kind in _DELTAS:
-                await sink.emit(MessageUpdate, message=state.view(), delta=event)
+            else:
+                if not state.started:
+                    state.started = True
+                    await sink.emit(MessageStart, message=state.view())
+                if kind in _DELTAS:
+                    await sink.emit(MessageUpdate, message=state.view(), delta=event)
+            if on_call is not None and kind == "tool_call_end":
+                await on_call(event.tool_call)
     return final

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 
 CANCELLED_TEXT = "Cancelled"
 SKIPPED_TEXT = "Skipped: a user message arrived"
+DISCARDED_TEXT = "Discarded: the model's answer this call came from was not kept"
 
 
 class ToolRaised(Exception):
@@ -47,11 +48,27 @@ class ToolRaised(Exception):
 class CallState:
     """Bookkeeping for one call: what was reported, so every path reports exactly once."""
 
-    __slots__ = ("call", "decision", "ended", "pending", "result", "started", "started_at")
+    __slots__ = (
+        "ask",
+        "call",
+        "decided",
+        "decision",
+        "done",
+        "ended",
+        "pending",
+        "result",
+        "scope",
+        "started",
+        "started_at",
+    )
 
     def __init__(self, call: ToolCall) -> None:
         self.call = call
         self.decision: Allow | Deny | None = None
+        self.decided = False  # the before_tool_call hooks ran (maybe early, while streaming)
+        self.ask: tuple[Ask, ToolCall] | None = None  # a hook asked; the handler comes later
+        self.done: anyio.Event | None = None  # set when a call run in the background is over
+        self.scope: anyio.CancelScope | None = None  # that background run's scope
         self.pending = False
         self.started = False
         self.ended = False
@@ -76,19 +93,56 @@ class ToolBatch:
         self.resumed = resumed
         self.raised: BaseException | None = None
         self.hook_failure: Exception | None = None
-        self.terminate = False
+        self.discarded: list[CallState] = []  # eager calls of an answer that was not kept
+        cap = run.config.tool_execution.max_concurrency
+        self.limiter = anyio.CapacityLimiter(cap) if cap else None
 
     @property
     def pending_ids(self) -> list[str]:
         return [s.call.id for s in self.states if s.pending]
 
+    @property
+    def terminate(self) -> bool:
+        """A call of this batch ended the run (``TaskComplete``, ``terminate=True``)."""
+        return any(s.ended and s.result is not None and s.result.terminate for s in self.states)
+
     # ---- decisions ----
 
     async def decide(self, state: CallState) -> None:
         run = self.run
+        if not state.decided:
+            await self.consult(state)
+        if state.ask is None:
+            return
+        decision: Any
+        ask, call = state.ask
+        state.ask = None
+        handler = run.config.approval_handler
+        if handler is None:
+            state.pending = True
+            return
+        answer = await run.call_hook(handler, call, run.context, ask)
+        if answer is True:
+            decision = state.decision or Allow()
+        elif answer is False:
+            decision = Deny()
+        elif isinstance(answer, (Allow, Deny)):
+            decision = answer
+        else:  # fail closed
+            raise HookFailed(
+                "approval_handler",
+                TypeError(f"returned {answer!r}; return True, False, Allow(...) or Deny(...)"),
+            )
+        state.decision = decision
+
+    async def consult(self, state: CallState) -> None:
+        """The decision without the approval handler: a given approval, else the
+        before_tool_call hooks. An ``Ask`` is kept in ``state.ask`` for :meth:`decide`."""
+        run = self.run
         call = state.call
         tool = run.tools.get(call.name)
         external = getattr(tool, "external", False) is True
+        state.decided = True
         forced = run.context.approvals.pop(call.id, None)
         if forced is not None and not (external and isinstance(forced, Allow)):
             state.decision = forced
@@ -118,23 +172,8 @@ class ToolBatch:
             state.pending = True  # answered outside the loop: the run suspends on it
             return
         if isinstance(decision, Ask):
-            handler = run.config.approval_handler
-            if handler is None:
-                state.pending = True
-                return
-            answer = await run.call_hook(handler, call, run.context, decision)
-            if answer is True:
-                decision = state.decision or Allow()
-            elif answer is False:
-                decision = Deny()
-            elif isinstance(answer, (Allow, Deny)):
-                decision = answer
-            else:  # fail closed
-                raise HookFailed(
-                    "approval_handler",
-                    TypeError(f"returned {answer!r}; return True, False, Allow(...) or Deny(...)"),
-                )
-        if decision is not None:
+            state.ask = (decision, call)
+        elif decision is not None:
             state.decision = decision
 
     # ---- execution ----
@@ -144,6 +183,8 @@ class ToolBatch:
         :meth:`finish` then reports whatever was left."""
         strategy = self.run.config.tool_execution
         with self.run.bridge.scope():
+            if self.hook_failure is not None:  # a hook failed on an eager call
+                raise self.hook_failure
             if strategy.mode == "sequential":
                 await self._sequential()
             elif strategy.mode == "batched":
@@ -152,6 +193,35 @@ class ToolBatch:
                     await self._concurrent(self.states[i : i + size])
             else:
                 await self._parallel()
+            await self.join()
+            if self.hook_failure is not None:
+                raise self.hook_failure
+
+    async def join(self, cancel: bool = False) -> None:
+        """Wait for the calls running in the background (eager calls) to be over;
+        ``cancel``: cancel those still running first."""
+        for state in self.states:
+            if cancel and state.scope is not None:
+                state.scope.cancel()
+        for state in self.states:
+            if state.done is not None:
+                await state.done.wait()
+
+    async def end_discarded(self) -> None:
+        """Cancel the discarded eager calls, wait for them, and end each started one (its
+        own result, or the discarded text); they get no result message. Shielded: they
+        are cancelled already, and no call may be left without its end."""
+        with anyio.CancelScope(shield=True):
+            for state in self.discarded:
+                if state.scope is not None:
+                    state.scope.cancel()
+            for state in self.discarded:
+                if state.done is not None:
+                    await state.done.wait()
+                if state.started and not state.ended:
+                    state.result = ToolResult.error(DISCARDED_TEXT)
+                    await self._end(state)
+            self.discarded = []
 
     async def _sequential(self) -> None:
         run = self.run
@@ -174,6 +244,7 @@ class ToolBatch:
             if tool is not None and getattr(tool, "sequential", False):
                 await self._concurrent(group)
                 group = []
+                await self.join()  # it runs alone: eager calls first
                 await self._concurrent([state])
             else:
                 group.append(state)
@@ -183,15 +254,15 @@ class ToolBatch:
         if not group:
             return
         for state in group:
-            await self.decide(state)
-        ready = [s for s in group if not s.pending]
+            if not state.started:  # an eager call is already running
+                await self.decide(state)
+        ready = [s for s in group if not s.pending and not s.started]
         for state in ready:
             await self._start(state)
-        if len(ready) == 1:
+        limiter = self.limiter
+        if len(ready) == 1 and limiter is None:
             await self._invoke_and_end(ready[0])
             return
-        cap = self.run.config.tool_execution.max_concurrency
-        limiter = anyio.CapacityLimiter(cap) if cap else None
         async with anyio.create_task_group() as tg:
             for state in ready:
                 tg.start_soon(self._limited, state, limiter)
@@ -255,8 +326,6 @@ class ToolBatch:
             child_loop_id=child if isinstance(child, str) else None,
         )
         state.ended = True
-        if result.terminate:
-            self.terminate = True
 
     async def _invoke(self, state: CallState) -> ToolResult | None:
         """The tool's result, or an error result the model can read. None: a re-raise."""
@@ -333,6 +402,8 @@ class ToolBatch:
     async def finish(self) -> list[ToolResultMessage]:
         """Report every call that has not been (cancelled, skipped), then the result
         messages in call order. Pending calls (awaiting approval) get nothing yet."""
+        await self.end_discarded()
+        await self.join(cancel=True)  # eager calls still running (a cancelled stream)
         for state in self.states:
             if state.pending:
                 continue

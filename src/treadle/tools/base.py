@@ -130,9 +130,11 @@ class Tool(Protocol):
     argument text is not JSON; read ``ctx.tool_call.raw_arguments``), ``validates_arguments``
     (True: skip the loop's check of required and unknown arguments), ``idempotent`` (True:
     running it twice is safe, so it may be retried or re-run), ``retries`` (for an idempotent
-    tool: attempts after a raised exception, default 0), ``external`` (True: never run here; a
-    call leaves the run ``suspended`` until its result joins the history — see
-    :class:`~treadle.tools.ExternalTool`).
+    tool: attempts after a raised exception, default 0), ``eager`` (True: read-only or
+    idempotent, so the loop may start a call as soon as its block is complete, while the
+    model still streams the rest of its answer; a discarded answer's eager calls may run
+    again), ``external`` (True: never run here; a call leaves the run ``suspended`` until its
+    result joins the history — see :class:`~treadle.tools.ExternalTool`).
     """
 
     name: str

@@ -97,6 +97,7 @@ class FunctionTool:
         accepts_raw_arguments: bool = False,
         idempotent: bool = False,
         retries: int = 0,
+        eager: bool = False,
     ) -> None:
         self.func = func
         self.name = _tool_name(func, name)
@@ -112,8 +113,9 @@ class FunctionTool:
         self.category = ToolCategory(category)
         self.timeout = timeout
         self.sequential = sequential
-        self.idempotent = idempotent
-        if retries < 0 or (retries and not idempotent):
+        self.eager = eager
+        self.idempotent = idempotent or eager  # safe to start early means safe to run again
+        if retries < 0 or (retries and not self.idempotent):
             raise ValueError(
                 f"tool {self.name!r}: retries={retries} needs idempotent=True (a call that may "
                 "have had effects is never run again) and a count of 0 or more"
@@ -265,6 +267,7 @@ def tool(
     accepts_raw_arguments: bool = False,
     idempotent: bool = False,
     retries: int = 0,
+    eager: bool = False,
 ) -> Callable[[Callable[..., Any]], FunctionTool]: ...
 
 
@@ -280,6 +283,7 @@ def tool(
     accepts_raw_arguments: bool = False,
     idempotent: bool = False,
     retries: int = 0,
+    eager: bool = False,
 ) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
     """Make a tool from a function: ``@tool`` or ``@tool(name=..., category="info", ...)``.
 
@@ -288,6 +292,8 @@ def tool(
     not part of the schema. ``idempotent=True`` says running it twice is safe (read-only, or
     the same effect again): only such a tool is retried on failure (``retries``: how many
     more attempts after a raised exception) or run again where a call's outcome is unknown.
+    ``eager=True`` (implies ``idempotent``) lets the loop start a call while the model is
+    still streaming the rest of its answer (under the parallel strategy; see docs/loop.md).
     """
 
     def wrap(f: Callable[..., Any]) -> FunctionTool:
@@ -301,6 +307,7 @@ def tool(
             accepts_raw_arguments=accepts_raw_arguments,
             idempotent=idempotent,
             retries=retries,
+            eager=eager,
         )
 
     return wrap(func) if func is not None else wrap
