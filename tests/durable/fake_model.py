@@ -6,6 +6,7 @@ request it got and one per response it finished sending — the server-side coun
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -20,10 +21,22 @@ TURNS = 3
 FINAL = "All three steps are recorded: " + "the run finished exactly as planned. " * 6
 
 
+def tag_of(body: Any) -> str:
+    """The run's tag: the ``[...]`` in its prompt."""
+    for message in (body or {}).get("messages", []):
+        if message.get("role") == "user":
+            content = message.get("content")
+            text = content if isinstance(content, str) else json.dumps(content)
+            found = re.search(r"\[([^\]]*)\]", text)
+            return found.group(1) if found else ""
+    return ""
+
+
 def answer(request: RecordedRequest) -> AssistantMessage:
     done = sum(1 for m in request.json["messages"] if m.get("role") == "tool")
     if done < TURNS:
-        call = ToolCall(id=f"call-{done}", name="record", arguments={"step": done})
+        args = {"step": done, "run": tag_of(request.json)}
+        call = ToolCall(id=f"call-{done}", name="record", arguments=args)
         return AssistantMessage(content=[TextContent(text=f"Step {done}."), call])
     return AssistantMessage(content=FINAL)
 
@@ -38,7 +51,8 @@ class Counting:
             f.write(line + "\n")
 
     async def respond(self, request: RecordedRequest) -> Reply:
-        key = sum(1 for m in (request.json or {}).get("messages", []) if m.get("role") == "tool")
+        done = sum(1 for m in (request.json or {}).get("messages", []) if m.get("role") == "tool")
+        key = f"{tag_of(request.json)}:{done}"
         self.write(f"request {key}")
         reply = await self.fake.respond(request)
         chunks = reply.iter_chunks

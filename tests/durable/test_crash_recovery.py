@@ -62,6 +62,7 @@ def check(
     result: RunResult,  # type: ignore[type-arg]
     server_log: Path,
     tools_log: Path,
+    run_id: str,
     in_flight: set[str] = frozenset(),  # type: ignore[assignment]
 ) -> None:
     """Exactly once for everything that completed; ``in_flight``: what had finished its side
@@ -69,9 +70,10 @@ def check(
     assert result.reason == "completed", result.error
     assert result.text == FINAL
     validate_transcript(result.messages)
-    done = Counter(line for line in lines(server_log) if line.startswith("completed"))
-    done.update(line for line in lines(tools_log) if line.startswith("end"))
-    expected = {f"completed {k}" for k in range(4)} | {f"end call-{k}" for k in range(3)}
+    done = Counter(line for line in lines(server_log) if line.startswith(f"completed {run_id}:"))
+    done.update(line for line in lines(tools_log) if line.startswith(f"end {run_id}/"))
+    expected = {f"completed {run_id}:{k}" for k in range(4)}
+    expected |= {f"end {run_id}/call-{k}" for k in range(3)}
     assert set(done) == expected, done
     for line, count in done.items():
         assert count == 1 or (count == 2 and line in in_flight), (line, count)
@@ -98,13 +100,17 @@ def events_of(db: str, run_id: str) -> list[dict]:  # type: ignore[type-arg]
     return asyncio.run(read())
 
 
-KILL_POINTS: dict[str, Callable[[Path, Path], bool]] = {
-    "model stream": lambda s, t: "request 1" in lines(s) and "completed 1" not in lines(s),
-    "inside a tool": lambda s, t: "start call-1" in lines(t) and "end call-1" not in lines(t),
-    "between steps": lambda s, t: any(
+KILL_POINTS: dict[str, Callable[[Path, Path, str], bool]] = {
+    "model stream": lambda s, t, r: (
+        f"request {r}:1" in lines(s) and f"completed {r}:1" not in lines(s)
+    ),
+    "inside a tool": lambda s, t, r: (
+        f"start {r}/call-1" in lines(t) and f"end {r}/call-1" not in lines(t)
+    ),
+    "between steps": lambda s, t, r: any(
         e["type"] == "tool_execution_end" for e in stored_events(s.parent / "durable.sqlite")
     ),
-    "final answer": lambda s, t: "request 3" in lines(s),
+    "final answer": lambda s, t, r: f"request {r}:3" in lines(s),
 }
 
 
@@ -118,20 +124,20 @@ def test_a_killed_worker_s_run_is_finished_exactly_once(
     run_id = f"run-{point.replace(' ', '-')}"
     first = worker(db, url, tools_log, "start", run_id)
     if point in KILL_POINTS:
-        wait_for(lambda: KILL_POINTS[point](server_log, tools_log))
+        wait_for(lambda: KILL_POINTS[point](server_log, tools_log, run_id))
     else:
-        wait_for(lambda: "request 0" in lines(server_log))
+        wait_for(lambda: f"request {run_id}:0" in lines(server_log))
         time.sleep(random.Random(point).uniform(0.0, 1.6))
     first.send_signal(signal.SIGKILL)
     first.wait(10)
     # What may have been cut between its side effect and its checkpoint: the newest model
     # request (a server can finish writing a response the dead worker never read) and the
     # newest tool call. Everything before them had been checkpointed, so it runs once.
-    newest = max(int(line.split()[1]) for line in lines(server_log) if line.startswith("request"))
+    newest = max(line.split()[1] for line in lines(server_log) if line.startswith("request"))
     ended = [line for line in lines(tools_log) if line.startswith("end")]
     in_flight = {f"completed {newest}", *(ended[-1:])}
     result = finish(worker(db, url, tools_log, "recover", run_id))
-    check(result, server_log, tools_log, in_flight if point not in KILL_POINTS else set())
+    check(result, server_log, tools_log, run_id, in_flight if point not in KILL_POINTS else set())
 
     events = events_of(db, run_id)
     assert [e["seq"] for e in events] == list(range(len(events)))  # no gap, no duplicate
@@ -147,7 +153,7 @@ def test_an_uninterrupted_run(tmp_path: Path, model_server: tuple[str, Path]) ->
     url, server_log = model_server
     db = f"sqlite:///{tmp_path / 'durable.sqlite'}"
     tools_log = tmp_path / "tools.log"
-    check(finish(worker(db, url, tools_log, "start", "plain")), server_log, tools_log)
+    check(finish(worker(db, url, tools_log, "start", "plain")), server_log, tools_log, "plain")
     assert [line for line in lines(server_log) if line.startswith("request")] == [
-        f"request {k}" for k in range(4)
+        f"request plain:{k}" for k in range(4)
     ]

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 import time
 from pathlib import Path
@@ -14,14 +15,17 @@ from treadle.providers import OpenAIChat
 DB, MODEL_URL, TOOLS_LOG = sys.argv[1], sys.argv[2], Path(sys.argv[3])
 
 
+TOOL_SLEEP = float(os.environ.get("TOOL_SLEEP", "0.3"))
+
+
 @tool(idempotent=True)
-def record(step: int) -> str:
+def record(step: int, run: str = "") -> str:
     """Record that a step ran."""
     with TOOLS_LOG.open("a") as f:
-        f.write(f"start call-{step}\n")
-    time.sleep(0.3)  # a slow side effect: a kill can land inside it
+        f.write(f"start {run}/call-{step}\n")
+    time.sleep(TOOL_SLEEP)  # a slow side effect: a kill can land inside it
     with TOOLS_LOG.open("a") as f:
-        f.write(f"end call-{step}\n")
+        f.write(f"end {run}/call-{step}\n")
     return f"step {step} recorded"
 
 
@@ -32,13 +36,15 @@ runner = durable.DurableAgent(agent, name="crash", queue_concurrency=2)
 
 
 async def main() -> None:
-    await durable.launch(DB)
     mode = sys.argv[4]
     if mode == "serve":  # a queue worker: take runs until killed
-        await asyncio.Event().wait()
+        async with durable.worker(DB, heartbeat_s=0.5, dead_after_s=3):
+            print("ready", flush=True)
+            await asyncio.Event().wait()
+    await durable.launch(DB)
     run_id = sys.argv[5]
     run = (
-        await runner.start("Run the three steps.", run_id=run_id)
+        await runner.start(f"Run the three steps. [{run_id}]", run_id=run_id)
         if mode == "start"
         else durable.DurableRun(run_id)
     )

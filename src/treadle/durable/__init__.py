@@ -6,7 +6,18 @@ the next worker (or the same one restarted) without repeating what completed. Se
 docs/durable.md.
 """
 
-from ._agent import DurableAgent, DurableRun, connect, launch, shutdown
+from ._agent import DurableAgent, DurableRun, connect, enqueue, launch, shutdown
 from ._steps import UNKNOWN_OUTCOME
+from ._workers import recover_orphans, worker
 
-__all__ = ["UNKNOWN_OUTCOME", "DurableAgent", "DurableRun", "connect", "launch", "shutdown"]
+__all__ = [
+    "UNKNOWN_OUTCOME",
+    "DurableAgent",
+    "DurableRun",
+    "connect",
+    "enqueue",
+    "launch",
+    "recover_orphans",
+    "shutdown",
+    "worker",
+]

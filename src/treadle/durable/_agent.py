@@ -41,7 +41,12 @@ def connect(database_url: str | None = None) -> None:
     _STATE["client"] = DBOSClient(system_database_url=url)
 
 
-async def launch(database_url: str | None = None, *, app_name: str = "treadle") -> None:
+async def launch(
+    database_url: str | None = None,
+    *,
+    app_name: str = "treadle",
+    executor_id: str | None = None,
+) -> None:
     """Start DBOS for this process: recover the runs a dead worker left, serve the queues.
 
     ``database_url``: where DBOS keeps its state — a SQLite file by default
@@ -52,7 +57,12 @@ async def launch(database_url: str | None = None, *, app_name: str = "treadle") 
     url = database_url or os.environ.get("TREADLE_DURABLE_DB") or DEFAULT_DATABASE
     connect(url)
     if not _STATE.get("configured"):
-        DBOS(config={"name": app_name, "system_database_url": url})
+        if executor_id is None and not url.startswith("sqlite"):
+            executor_id = uuid.uuid4().hex  # one per worker on a shared database
+        config: Any = {"name": app_name, "system_database_url": url, "log_level": "WARNING"}
+        if executor_id is not None:
+            config["executor_id"] = executor_id
+        DBOS(config=config)
         _STATE["configured"] = True
     DBOS.launch()
     for durable in _AGENTS.values():
@@ -62,6 +72,23 @@ async def launch(database_url: str | None = None, *, app_name: str = "treadle") 
                 worker_concurrency=durable.queue_concurrency,
                 polling_interval_sec=0.2,
             )
+
+
+async def enqueue(agent_name: str, prompt: str, *, run_id: str | None = None) -> DurableRun:
+    """Queue a run of the DurableAgent named ``agent_name`` from any process connected to
+    the database (:func:`connect` is enough): a worker serving that agent's queue takes it."""
+    client: DBOSClient = _require("client")
+    run_id = run_id or uuid.uuid4().hex
+    await client.enqueue_async(
+        {
+            "workflow_name": "treadle.durable.run",
+            "queue_name": f"treadle.{agent_name}",
+            "workflow_id": run_id,
+        },
+        agent_name,
+        prompt,
+    )
+    return DurableRun(run_id)
 
 
 def shutdown() -> None:
