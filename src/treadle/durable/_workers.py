@@ -14,6 +14,7 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator
+
 import anyio
 import anyio.to_thread
 import sqlalchemy as sa
