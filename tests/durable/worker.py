@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from treadle import Agent, durable, tool
+from treadle import Agent, AgentContext, Ask, Hooks, ToolCall, durable, tool
 from treadle.providers import OpenAIChat
 
 DB, MODEL_URL, TOOLS_LOG = sys.argv[1], sys.argv[2], Path(sys.argv[3])
@@ -29,10 +29,18 @@ def record(step: int, run: str = "") -> str:
     return f"step {step} recorded"
 
 
+class AskFirst(Hooks):
+    async def before_tool_call(self, call: ToolCall, context: AgentContext) -> Ask:
+        return Ask(f"Run {call.name}?")
+
+
 agent = Agent(
     OpenAIChat("fake-model", api_key="sk-test", base_url=MODEL_URL + "/v1"), tools=[record]
 )
 runner = durable.DurableAgent(agent, name="crash", queue_concurrency=2)
+careful = durable.DurableAgent(
+    Agent(agent.provider, tools=[record], hooks=[AskFirst()]), name="careful", queue_concurrency=2
+)
 
 
 async def main() -> None:

@@ -13,7 +13,7 @@ from dbos import DBOS, DBOSClient, Queue, SetWorkflowID
 
 from ..agent import Agent, RunResult
 from ..tools import Tool, Toolset
-from ..types import AgentEvent
+from ..types import AgentEnd, AgentEvent, AgentStart
 from ._events import EventStore, Replay
 from ._steps import DurableProvider, DurableTool, RunSteps
 
@@ -282,6 +282,20 @@ class DurableRun:
                     yield event
                 return
             await anyio.sleep(poll_s)
+
+    async def waiting(self) -> list[str]:
+        """The tool calls the run waits on for a decision (empty when it is not waiting)."""
+        store: EventStore = _require("events")
+        waiting: list[str] = []
+        cursor = -1
+        while batch := await store.read(self.run_id, cursor):
+            for event in batch:
+                if isinstance(event, AgentEnd):
+                    waiting = list(event.pending_tool_calls) if event.reason == "suspended" else []
+                elif isinstance(event, AgentStart):
+                    waiting = []
+            cursor = batch[-1].seq
+        return waiting
 
     async def approve(self, tool_call_id: str, arguments: dict[str, Any] | None = None) -> None:
         """Allow a call the run waits on (from any process)."""

@@ -1,0 +1,180 @@
+"""Many workers: three worker processes on one PostgreSQL-backed queue finish 60 queued runs,
+each exactly once; a worker killed mid-run has its runs finished by the others; and a run
+suspended on an approval in a worker is approved from another process and completes."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from treadle import durable
+
+from .fake_model import FINAL
+from .postgres import cluster
+
+WORKER = Path(__file__).with_name("worker.py")
+
+
+@pytest.fixture(scope="module")
+def postgres_server() -> Iterator[str]:
+    try:
+        with cluster() as url:
+            yield url
+    except FileNotFoundError as exc:
+        pytest.skip(str(exc))
+
+
+@pytest.fixture
+def pg_db(postgres_server: str) -> str:
+    name = f"t_{uuid.uuid4().hex[:10]}"
+    engine = sa.create_engine(
+        postgres_server.replace("postgresql://", "postgresql+psycopg://"),
+        isolation_level="AUTOCOMMIT",
+    )
+    with engine.connect() as conn:
+        conn.execute(sa.text(f"CREATE DATABASE {name}"))
+    engine.dispose()
+    return postgres_server.rsplit("/", 1)[0] + f"/{name}"
+
+
+def serve(
+    db: str, url: str, tools_log: Path, env: dict[str, str] | None = None
+) -> subprocess.Popen[str]:
+    process = subprocess.Popen(
+        [sys.executable, str(WORKER), db, url, str(tools_log), "serve", "-"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
+    assert process.stdout is not None
+    line = process.stdout.readline()
+    assert line.strip() == "ready", process.stderr.read() if process.stderr else ""
+    return process
+
+
+def lines(path: Path) -> list[str]:
+    return path.read_text().splitlines() if path.exists() else []
+
+
+async def run_all(db: str, runs: list[str], agent: str = "crash") -> list[durable.DurableRun]:
+    durable.connect(db)
+    handles = [await durable.enqueue(agent, f"Run the three steps. [{r}]", run_id=r) for r in runs]
+    return handles
+
+
+async def results(handles: list[durable.DurableRun]) -> list[object]:
+    return list(await asyncio.gather(*(h.result() for h in handles)))
+
+
+def stop(processes: list[subprocess.Popen[str]]) -> None:
+    for p in processes:
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+    for p in processes:
+        try:
+            p.wait(20)
+        except subprocess.TimeoutExpired:
+            p.kill()
+
+
+def test_three_workers_finish_sixty_queued_runs_exactly_once(
+    pg_db: str, model_server: tuple[str, Path], tmp_path: Path
+) -> None:
+    url, server_log = model_server
+    tools_log = tmp_path / "tools.log"
+    workers = [serve(pg_db, url, tools_log, {"TOOL_SLEEP": "0.02"}) for _ in range(3)]
+    try:
+        run_ids = [f"q{n:02d}" for n in range(60)]
+        started = time.perf_counter()
+
+        async def go() -> list[object]:
+            return await results(await run_all(pg_db, run_ids))
+
+        done = asyncio.run(go())
+        elapsed = time.perf_counter() - started
+    finally:
+        stop(workers)
+    assert all(r.reason == "completed" and r.text == FINAL for r in done)  # type: ignore[attr-defined]
+    completed = Counter(line for line in lines(server_log) if line.startswith("completed"))
+    assert completed == {f"completed {r}:{k}": 1 for r in run_ids for k in range(4)}
+    ends = Counter(line for line in lines(tools_log) if line.startswith("end"))
+    assert ends == {f"end {r}/call-{k}": 1 for r in run_ids for k in range(3)}
+    print(f"\n60 runs on 3 workers: {elapsed:.1f} s, {60 / elapsed:.1f} runs/s")
+
+
+def test_a_dead_worker_s_runs_are_finished_by_the_others(
+    pg_db: str, model_server: tuple[str, Path], tmp_path: Path
+) -> None:
+    url, server_log = model_server
+    tools_log = tmp_path / "tools.log"
+    victim = serve(pg_db, url, tools_log)
+    run_ids = [f"k{n}" for n in range(4)]
+
+    async def enqueue() -> list[durable.DurableRun]:
+        return await run_all(pg_db, run_ids)
+
+    handles = asyncio.run(enqueue())
+    deadline = time.monotonic() + 30
+    while not any(line.startswith("end") for line in lines(tools_log)):
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    victim.send_signal(signal.SIGKILL)  # dies with runs in flight, on its own executor id
+    victim.wait(10)
+    others = [serve(pg_db, url, tools_log) for _ in range(2)]
+    try:
+        done = asyncio.run(results(handles))
+    finally:
+        stop(others)
+    assert all(r.reason == "completed" and r.text == FINAL for r in done)  # type: ignore[attr-defined]
+    completed = Counter(line for line in lines(server_log) if line.startswith("completed"))
+    ends = Counter(line for line in lines(tools_log) if line.startswith("end"))
+    for r in run_ids:
+        for k in range(4):
+            assert 1 <= completed[f"completed {r}:{k}"] <= 2
+        for k in range(3):
+            assert 1 <= ends[f"end {r}/call-{k}"] <= 2
+    # at most the one model request and one tool call each run had in flight came twice
+    for r in run_ids:
+        assert sum(completed[f"completed {r}:{k}"] for k in range(4)) <= 5
+        assert sum(ends[f"end {r}/call-{k}"] for k in range(3)) <= 4
+
+
+def test_an_approval_from_another_process_resumes_a_suspended_run(
+    model_server: tuple[str, Path], tmp_path: Path
+) -> None:
+    url, _ = model_server
+    db = f"sqlite:///{tmp_path / 'durable.sqlite'}"
+    tools_log = tmp_path / "tools.log"
+    worker = serve(db, url, tools_log)
+    try:
+
+        async def go() -> object:
+            (run,) = await run_all(db, ["careful-1"], agent="careful")
+            for call in ("call-0", "call-1", "call-2"):
+                deadline = time.monotonic() + 30
+                while call not in await run.waiting():
+                    assert time.monotonic() < deadline, f"{call} never waited for approval"
+                    await asyncio.sleep(0.05)
+                assert not any(line.endswith(f"/{call}") for line in lines(tools_log))
+                await run.approve(call)
+            return await run.result()
+
+        result = asyncio.run(go())
+    finally:
+        stop([worker])
+    assert result.reason == "completed" and result.text == FINAL  # type: ignore[attr-defined]
+    assert [line for line in lines(tools_log) if line.startswith("end")] == [
+        f"end careful-1/call-{k}" for k in range(3)
+    ]
