@@ -26,6 +26,7 @@ PUBLIC = [
     "treadle.ext.skills",
     "treadle.ext.style",
     "treadle.ext.workflow",
+    "treadle.ext.workers",
     "treadle.loop",
     "treadle.mcp",
     "treadle.otel",
