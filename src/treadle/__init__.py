@@ -82,7 +82,15 @@ from .types import (
 )
 
 if TYPE_CHECKING:
-    from .agent import Agent, AgentBusy, AgentSnapshot, AgentStream, RunFailed, RunResult
+    from .agent import (
+        Agent,
+        AgentBusy,
+        AgentSnapshot,
+        AgentStream,
+        Profile,
+        RunFailed,
+        RunResult,
+    )
     from .context.compaction import CompactionPolicy
     from .providers.registry import get_provider
 
@@ -93,6 +101,7 @@ _LAZY = {
     "AgentBusy": "treadle.agent",
     "AgentSnapshot": "treadle.agent",
     "AgentStream": "treadle.agent",
+    "Profile": "treadle.agent",
     "RunFailed": "treadle.agent",
     "RunResult": "treadle.agent",
     "CompactionPolicy": "treadle.context.compaction",
@@ -150,6 +159,7 @@ __all__ = [
     "ModelSettings",
     "Pass",
     "PlanCreated",
+    "Profile",
     "Provider",
     "ProviderError",
     "ProviderRetry",

@@ -22,6 +22,7 @@ PUBLIC = [
     "treadle.ext.mcp_curation",
     "treadle.ext.memory",
     "treadle.ext.plan_mode",
+    "treadle.ext.profiles",
     "treadle.ext.routing",
     "treadle.ext.skills",
     "treadle.ext.style",

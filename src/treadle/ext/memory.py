@@ -22,9 +22,17 @@ from ._db import Database
 from ._run import RunTracker, in_thread, log
 from ._text import keywords
 
-__all__ = ["RECALL_HEADER", "Fact", "MemoryRecall", "MemoryStore"]
+__all__ = [
+    "RECALL_HEADER",
+    "USER_MEMORY_HEADER",
+    "Fact",
+    "MemoryRecall",
+    "MemoryStore",
+    "UserMemory",
+]
 
 RECALL_HEADER = "[Recalled memory: facts saved in earlier sessions; they may be out of date]"
+USER_MEMORY_HEADER = "## What I remember about the user"
 STATE_KEY = "treadle.ext.memory"
 
 _SCHEMA = """
@@ -60,6 +68,8 @@ class MemoryStore:
 
     def __init__(self, path: str | Path = ":memory:", *, fts: bool | None = None) -> None:
         self._db = Database(path, _SCHEMA)
+        self.version = 0
+        """Counts this object's changes (``remember``/``forget``), for caches."""
         self.fts = False
         if fts is not False:
             try:
@@ -99,6 +109,7 @@ class MemoryStore:
                 "INSERT INTO facts(text, created) VALUES (?, ?)", (text, now)
             )
             fact_id = int(cursor.lastrowid or 0)
+            self.version += 1
             if self.fts:
                 self._db.conn.execute(
                     "INSERT INTO facts_fts(rowid, text) VALUES (?, ?)", (fact_id, text)
@@ -115,6 +126,7 @@ class MemoryStore:
                 f"SELECT id FROM facts WHERE {column} = ?", (fact,)
             ).fetchall()
             for (fact_id,) in rows:
+                self.version += 1
                 self._db.conn.execute("DELETE FROM facts WHERE id = ?", (fact_id,))
                 if self.fts:
                     self._db.conn.execute("DELETE FROM facts_fts WHERE rowid = ?", (fact_id,))
@@ -231,4 +243,41 @@ class MemoryRecall(RunTracker):
         if not isinstance(block, str):
             return request
         messages = [UserMessage.of(block), *request.messages]
+        return request.model_copy(update={"messages": messages})
+
+
+class UserMemory(RunTracker):
+    """A hook that puts one "what I remember about the user" message — :data:`USER_MEMORY_HEADER`
+    and the facts that match ``query`` (the newest ``limit`` facts with ``query=None``) — in
+    front of every model request, like a system prompt built fresh for each call: it is
+    never stored in the history. The facts are read once per run and again only after this
+    store object changed (a ``remember`` tool call); nothing is added when there are none.
+    """
+
+    def __init__(self, store: MemoryStore, *, query: str | None = "user", limit: int = 10) -> None:
+        super().__init__()
+        self.store = store
+        self.query = query
+        self.limit = limit
+        self.block: str | None = None
+        self._version: int | None = None
+
+    async def before_loop(self, context: AgentContext) -> bool:
+        self._version = None  # another process may have added facts since the last run
+        return await super().before_loop(context)
+
+    def _read(self) -> list[Fact]:
+        if self.query is None:
+            return self.store.facts()[-self.limit :] if self.limit > 0 else []
+        return self.store.search(self.query, self.limit)
+
+    async def before_model_request(self, request: ModelRequest) -> ModelRequest:
+        if self._version != self.store.version:
+            self._version = self.store.version
+            facts = await in_thread(self._read)
+            lines = "\n".join(f"- {f.text}" for f in facts)
+            self.block = f"{USER_MEMORY_HEADER}\n\n{lines}" if facts else None
+        if self.block is None:
+            return request
+        messages = [UserMessage.of(self.block), *request.messages]
         return request.model_copy(update={"messages": messages})
