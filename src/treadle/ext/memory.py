@@ -68,8 +68,6 @@ class MemoryStore:
 
     def __init__(self, path: str | Path = ":memory:", *, fts: bool | None = None) -> None:
         self._db = Database(path, _SCHEMA)
-        self.version = 0
-        """Counts this object's changes (``remember``/``forget``), for caches."""
         self.fts = False
         if fts is not False:
             try:
@@ -109,7 +107,6 @@ class MemoryStore:
                 "INSERT INTO facts(text, created) VALUES (?, ?)", (text, now)
             )
             fact_id = int(cursor.lastrowid or 0)
-            self.version += 1
             if self.fts:
                 self._db.conn.execute(
                     "INSERT INTO facts_fts(rowid, text) VALUES (?, ?)", (fact_id, text)
@@ -126,11 +123,15 @@ class MemoryStore:
                 f"SELECT id FROM facts WHERE {column} = ?", (fact,)
             ).fetchall()
             for (fact_id,) in rows:
-                self.version += 1
                 self._db.conn.execute("DELETE FROM facts WHERE id = ?", (fact_id,))
                 if self.fts:
                     self._db.conn.execute("DELETE FROM facts_fts WHERE rowid = ?", (fact_id,))
         return bool(rows)
+
+    def stamp(self) -> tuple[int, int] | None:
+        """Changes whenever the facts may have changed (here or in another process): equal
+        stamps mean a cached answer still holds. Cheap, no disk I/O; None when busy."""
+        return self._db.stamp()
 
     def facts(self) -> list[Fact]:
         """Every fact, oldest first."""
@@ -222,6 +223,7 @@ class MemoryRecall(RunTracker):
         self.min_score = min_score
         self.recalled: list[Fact] = []
         self._searched = False
+        self._empty_at: tuple[int, int] | None = None  # the stamp at which the store was empty
 
     async def before_loop(self, context: AgentContext) -> bool:
         self._searched = False
@@ -235,7 +237,16 @@ class MemoryRecall(RunTracker):
         if block is None and self.fresh and self.input and not self._searched:
             self._searched = True
             text, limit = self.input, self.limit
-            found = await in_thread(lambda: self.store.search(text, limit))
+            stamp = self.store.stamp()
+            if stamp is not None and stamp == self._empty_at:
+                return request  # still no facts at all: no thread, no query
+
+            def search() -> list[Fact]:
+                found = self.store.search(text, limit)
+                self._empty_at = stamp if not found and len(self.store) == 0 else None
+                return found
+
+            found = await in_thread(search)
             self.recalled = [f for f in found if f.score > self.min_score]
             if self.recalled:
                 lines = "\n".join(f"- {f.text}" for f in self.recalled)
@@ -250,8 +261,8 @@ class UserMemory(RunTracker):
     """A hook that puts one "what I remember about the user" message — :data:`USER_MEMORY_HEADER`
     and the facts that match ``query`` (the newest ``limit`` facts with ``query=None``) — in
     front of every model request, like a system prompt built fresh for each call: it is
-    never stored in the history. The facts are read once per run and again only after this
-    store object changed (a ``remember`` tool call); nothing is added when there are none.
+    never stored in the history. The facts are read again only after the store changed (a
+    ``remember`` call, here or in another process); nothing is added when there are none.
     """
 
     def __init__(self, store: MemoryStore, *, query: str | None = "user", limit: int = 10) -> None:
@@ -260,11 +271,7 @@ class UserMemory(RunTracker):
         self.query = query
         self.limit = limit
         self.block: str | None = None
-        self._version: int | None = None
-
-    async def before_loop(self, context: AgentContext) -> bool:
-        self._version = None  # another process may have added facts since the last run
-        return await super().before_loop(context)
+        self._stamp: tuple[int, int] | None = None
 
     def _read(self) -> list[Fact]:
         if self.query is None:
@@ -272,8 +279,9 @@ class UserMemory(RunTracker):
         return self.store.search(self.query, self.limit)
 
     async def before_model_request(self, request: ModelRequest) -> ModelRequest:
-        if self._version != self.store.version:
-            self._version = self.store.version
+        stamp = self.store.stamp()
+        if stamp is None or stamp != self._stamp:
+            self._stamp = stamp
             facts = await in_thread(self._read)
             lines = "\n".join(f"- {f.text}" for f in facts)
             self.block = f"{USER_MEMORY_HEADER}\n\n{lines}" if facts else None
