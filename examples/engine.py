@@ -1,14 +1,20 @@
-"""Engine features from ``treadle.ext``: memory and skills carried over between processes.
+"""Engine features from ``treadle.ext``, all at once, carried over between two processes.
 
 Run it with ``python examples/engine.py``. It starts two processes one after the other,
-sharing a folder of skills and two SQLite files:
+sharing a folder of skills and a few SQLite files. Each builds the same agent with every
+extension: memory recall and the user-memory message, the skill router and auto-skills,
+plan mode, MCP tool curation, style hints, profiles, request-shape routing and the long
+cache tier, the workflow gate, a post-run compression worker and a session-end hook.
 
 1. The first process's agent is told the user's name; the model saves it with the
-   ``remember`` tool. The skill router picks a skill for the run (a hint line in the system
-   prompt) and, as the run completes, credits that skill's arm.
-2. The second process starts a new conversation. Before its first model call the memory
-   hook finds the saved fact and puts it in front of the request, so the model answers from
-   it; the router starts from the arms the first process left.
+   ``remember`` tool. The skill router picks a skill (a hint line in the system prompt) and
+   credits it as the run completes; the style hook records how the user writes; the
+   compression worker summarises the run into the memory store (a ``custom`` event just
+   before ``agent_end``); the session-end hook reports the reason.
+2. The second process starts a new conversation. Its first request carries what memory
+   recalled (the saved fact and the first run's summary) and a style hint built from the
+   first process's observation; the router starts from the arms the first process left.
+   Then ``/status`` is answered by the workflow gate without the model.
 
 Offline (no ``TREADLE_MODEL``) the model is scripted; with a real model the answers vary.
 """
@@ -23,9 +29,31 @@ from pathlib import Path
 import anyio
 from _model import model_or_script
 
-from treadle import Agent, AssistantMessage, ModelRequest, TextContent, ToolCall, UserMessage
-from treadle.ext.memory import RECALL_HEADER, MemoryRecall, MemoryStore
+from treadle import (
+    AssistantMessage,
+    CustomEvent,
+    ModelRequest,
+    Profile,
+    TextContent,
+    ToolCall,
+    ToolResultMessage,
+)
+from treadle.ext.auto_skills import AutoSkills
+from treadle.ext.mcp_curation import McpCuration
+from treadle.ext.memory import RECALL_HEADER, MemoryRecall, MemoryStore, UserMemory
+from treadle.ext.plan_mode import PlanMode
+from treadle.ext.profiles import Profiles
+from treadle.ext.routing import LongCache, ShapeRouter
 from treadle.ext.skills import SkillArms, SkillRouter
+from treadle.ext.style import SqliteUserModel, StyleHints
+from treadle.ext.workers import (
+    SUMMARY_INSTRUCTION,
+    CompressionWorker,
+    PostRunWorkers,
+    SessionEnd,
+    SessionEndInfo,
+)
+from treadle.ext.workflow import WorkflowGate
 
 SKILLS = {
     "release-notes": "Write release notes from a list of merged changes.",
@@ -33,41 +61,91 @@ SKILLS = {
 }
 
 
-def answer_from_memory(request: ModelRequest) -> AssistantMessage:
-    """What the offline model says in the second process: it reads the recalled block."""
-    first = request.messages[0]
-    recalled = first.text if isinstance(first, UserMessage) else ""
-    if RECALL_HEADER in recalled:
-        fact = recalled.splitlines()[1].lstrip("- ")
-        return AssistantMessage(content=[TextContent(text=f"From memory: {fact}")])
-    return AssistantMessage(content=[TextContent(text="I do not know your name yet.")])
+def text(answer: str) -> AssistantMessage:
+    return AssistantMessage(content=[TextContent(text=answer)])
+
+
+def offline_model(request: ModelRequest) -> AssistantMessage:
+    """What the scripted model says: a summary when the compression worker asks, the
+    remember call for a new name, and answers from what memory put in the request."""
+    if request.system_prompt and SUMMARY_INSTRUCTION in request.system_prompt:
+        return text("Ada introduced herself and asked the assistant to remember her name.")
+    last = request.messages[-1]
+    if isinstance(last, ToolResultMessage):
+        return text("Nice to meet you, Ada! I will remember your name.")
+    if "remember my name" in last.text:  # type: ignore[union-attr]
+        fact = {"fact": "The user's name is Ada."}
+        return AssistantMessage(content=[ToolCall(id="call-1", name="remember", arguments=fact)])
+    for message in request.messages:
+        if RECALL_HEADER in getattr(message, "text", ""):
+            fact = message.text.splitlines()[1].lstrip("- ")  # type: ignore[union-attr]
+            return text(f"From memory: {fact}")
+    return text("I do not know your name yet.")
+
+
+def gate(prompt: str) -> str | None:
+    """The workflow gate answers ``/status`` itself; everything else goes to the model."""
+    return "All systems go (answered by the workflow gate)." if prompt == "/status" else None
 
 
 async def child(folder: Path, step: int) -> None:
     store = MemoryStore(folder / "memory.db")
     arms = SkillArms(folder / "skills.db")
     router = SkillRouter(folder / "skills", arms, seed=step + 1)
-    print(f"[process {step}] arms before: {arms.all() or 'none yet'}")
-    if step == 1:
-        remember = ToolCall(
-            id="call-1", name="remember", arguments={"fact": "The user's name is Ada."}
-        )
-        script: list[object] = [AssistantMessage(content=[remember]), "Nice to meet you, Ada!"]
-        prompt = "Hi, I am Ada. Please remember my name."
-    else:
-        script = [answer_from_memory]
-        prompt = "What is my name?"
-    agent = Agent(
-        model_or_script(script),  # type: ignore[arg-type]
-        tools=[store.remember_tool(), router.read_skill_tool()],
-        hooks=[MemoryRecall(store), router],
-        system_prompt="You are a helpful assistant.",
+    users = SqliteUserModel(folder / "users.db")
+    plan = PlanMode()
+    ended: list[str] = []
+
+    def on_end(info: SessionEndInfo) -> None:
+        ended.append(info.reason)
+
+    profiles = Profiles(
+        [
+            Profile(
+                "assistant",
+                "Help the user; remember durable facts about them.",
+                tools=[store.remember_tool(), store.search_tool(), router.read_skill_tool()],
+            ),
+            Profile("planner", "Plan before changing anything.", tools=plan.tools),
+        ],
+        persona="You are the treadle engine demo.",
     )
-    result = await agent.run(prompt)
+    model = model_or_script([offline_model] * 4)  # type: ignore[list-item]
+    agent = profiles.agent(
+        WorkflowGate(ShapeRouter(model, cheap=model), gate),  # a real app: a cheaper model
+        hooks=[
+            MemoryRecall(store),
+            UserMemory(store),
+            router,
+            AutoSkills(folder / "skills", router, db=folder / "skills.db"),
+            plan,
+            McpCuration(folder / "audit.db"),
+            StyleHints(users, user_id="ada"),
+            LongCache(),
+            PostRunWorkers([CompressionWorker(store)]),
+            SessionEnd(on_end),
+        ],
+    )
+    print(f"[process {step}] arms before: {arms.all() or 'none yet'}")
+    observed = users.profile("ada")
+    print(f"[process {step}] style observations before: {observed.observations if observed else 0}")
+    prompt = "Hi, I am Ada. Please remember my name." if step == 1 else "What is my name?"
+    async with agent.stream(prompt) as events:
+        custom = [e async for e in events if isinstance(e, CustomEvent)]
+    result = events.result
+    assert result is not None
     print(f"[process {step}] skill picked: {router.pick.name if router.pick else None}")
     print(f"[process {step}] {prompt!r} -> {result.text!r} ({result.reason})")
+    for event in custom:
+        print(f"[process {step}] post-run event {event.name}: {event.value.get('summary')!r}")
     print(f"[process {step}] facts stored: {[f.text for f in store.facts()]}")
     print(f"[process {step}] arms after: {arms.all()}")
+    profile = users.profile("ada")
+    print(f"[process {step}] style: {profile.hint() if profile else None}")
+    print(f"[process {step}] session end hooks saw: {ended}")
+    if step == 2:
+        status = await agent.run("/status")
+        print(f"[process {step}] '/status' -> {status.text!r}")
 
 
 def main() -> None:

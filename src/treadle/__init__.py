@@ -27,6 +27,7 @@ from .loop import (
     Pass,
     Reject,
     RetryPolicy,
+    RunEnding,
     ToolDecision,
     ToolExecution,
     Warn,
@@ -55,6 +56,7 @@ from .types import (
     CompactionEnd,
     CompactionStart,
     ContinuationKind,
+    CustomEvent,
     ErrorInfo,
     ExtensionMessage,
     ImageContent,
@@ -80,7 +82,15 @@ from .types import (
 )
 
 if TYPE_CHECKING:
-    from .agent import Agent, AgentBusy, AgentSnapshot, AgentStream, RunFailed, RunResult
+    from .agent import (
+        Agent,
+        AgentBusy,
+        AgentSnapshot,
+        AgentStream,
+        Profile,
+        RunFailed,
+        RunResult,
+    )
     from .context.compaction import CompactionPolicy
     from .providers.registry import get_provider
 
@@ -91,6 +101,7 @@ _LAZY = {
     "AgentBusy": "treadle.agent",
     "AgentSnapshot": "treadle.agent",
     "AgentStream": "treadle.agent",
+    "Profile": "treadle.agent",
     "RunFailed": "treadle.agent",
     "RunResult": "treadle.agent",
     "CompactionPolicy": "treadle.context.compaction",
@@ -128,6 +139,7 @@ __all__ = [
     "CompactionPolicy",
     "CompactionStart",
     "ContinuationKind",
+    "CustomEvent",
     "Deny",
     "ErrorInfo",
     "EventLog",
@@ -147,11 +159,13 @@ __all__ = [
     "ModelSettings",
     "Pass",
     "PlanCreated",
+    "Profile",
     "Provider",
     "ProviderError",
     "ProviderRetry",
     "Reject",
     "RetryPolicy",
+    "RunEnding",
     "RunFailed",
     "RunResult",
     "StopReason",

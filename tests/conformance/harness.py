@@ -24,6 +24,7 @@ from treadle import (
     AgentStart,
     AssistantMessage,
     CancellationToken,
+    CustomEvent,
     ExtensionMessage,
     Hooks,
     InputRejected,
@@ -289,16 +290,27 @@ def _check_one_loop(evs: list[Any]) -> None:
 
     # 3: input_rejected immediately followed by agent_end(rejected); messages=[] when the
     # prompts were rejected (nothing was added yet).
-    for i, e in enumerate(evs):
+    # Only custom events (sent by before_end hooks) may come between the two.
+    ending = [e for e in evs if not isinstance(e, CustomEvent)]
+    for i, e in enumerate(ending):
         if isinstance(e, InputRejected):
-            assert i + 1 < len(evs) and isinstance(evs[i + 1], AgentEnd), (
+            assert i + 1 < len(ending) and isinstance(ending[i + 1], AgentEnd), (
                 "input_rejected not immediately followed by agent_end"
             )
-            assert evs[i + 1].reason == "rejected"
-            if not any(isinstance(x, TurnStart) for x in evs[:i]):
-                assert evs[i + 1].messages == []
+            assert ending[i + 1].reason == "rejected"
+            if not any(isinstance(x, TurnStart) for x in ending[:i]):
+                assert ending[i + 1].messages == []
     if end.reason == "rejected":
-        assert len(evs) >= 2 and isinstance(evs[-2], InputRejected)
+        assert len(ending) >= 2 and isinstance(ending[-2], InputRejected)
+    # Custom events come after the last turn_end, and only then.
+    custom = [i for i, e in enumerate(evs) if isinstance(e, CustomEvent)]
+    if custom:
+        assert not any(isinstance(e, (TurnStart, TurnEnd)) for e in evs[custom[0] :]), (
+            "a custom event before the end of the last turn"
+        )
+        assert custom == list(range(custom[0], len(evs) - 1)), (
+            "custom events not just before agent_end"
+        )
 
     # 4: turn_start / turn_end alternate, indices 0, 1, 2 ...; none left open.
     expected_index = 0

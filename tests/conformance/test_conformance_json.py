@@ -17,6 +17,7 @@ from treadle import (
     CompactionEnd,
     CompactionStart,
     ContinuationKind,
+    CustomEvent,
     ErrorInfo,
     ExtensionMessage,
     ImageContent,
@@ -224,6 +225,7 @@ EVENT_STRATEGIES: dict[type[Any], Any] = {
         discard_partial=st.booleans(),
     ),
     PlanCreated: event(PlanCreated, plan=text, steps=st.lists(text, max_size=3)),
+    CustomEvent: event(CustomEvent, name=text, value=st.none() | json_objects),
 }
 events = st.one_of(*EVENT_STRATEGIES.values())
 

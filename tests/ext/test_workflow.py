@@ -62,3 +62,30 @@ async def test_the_gate_passes_the_provider_through() -> None:
     assert (wrapped.name, wrapped.model) == ("inner", "m1")
     result = await Agent(WorkflowGate(model, lambda text: 42)).run("x")  # type: ignore[arg-type, return-value]
     assert result.reason == "error"
+
+
+async def test_where_the_gate_sits_in_a_run() -> None:
+    """As docs/ext.md says: after agent_start, turn_start, the input's pair and the request
+    hooks; then the answer, turn_end, the before_end hooks and agent_end."""
+    from treadle import Hooks, ModelRequest, RunEnding
+
+    seen_by_gate: list[str] = []
+
+    class Order(Hooks):
+        async def before_model_request(self, request: ModelRequest) -> ModelRequest:
+            seen_by_gate.append("before_model_request")
+            return request
+
+        async def before_end(self, ending: RunEnding) -> None:
+            await ending.emit("after.gate", ending.reason)
+
+    def sync_gate(text: str) -> str | None:
+        seen_by_gate.append(f"gate:{text}")
+        return "Done by the workflow."
+
+    agent = Agent(WorkflowGate(ScriptedProvider([]), sync_gate), hooks=[Order()])
+    async with agent.stream("/deploy") as events:
+        types = [e.type async for e in events]
+    assert seen_by_gate == ["before_model_request", "gate:/deploy"]
+    assert types[:4] == ["agent_start", "turn_start", "message_start", "message_end"]
+    assert types[-4:] == ["message_end", "turn_end", "custom", "agent_end"]

@@ -1,6 +1,7 @@
 """The Agent facade: stateful runs, streaming, steering, structured output, sub-agents."""
 
 from .agent import Agent, SteerMode
+from .profile import Profile
 from .result import AgentBusy, AgentSnapshot, RunFailed, RunResult
 from .stream import AgentStream
 from .subagent import SubAgentTool
@@ -10,6 +11,7 @@ __all__ = [
     "AgentBusy",
     "AgentSnapshot",
     "AgentStream",
+    "Profile",
     "RunFailed",
     "RunResult",
     "SteerMode",

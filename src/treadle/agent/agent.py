@@ -37,6 +37,7 @@ from ..types import (
     UserMessage,
 )
 from .planning import make_plan
+from .profile import Profile, run_ephemeral
 from .result import AgentBusy, AgentSnapshot, RunResult
 from .result import AgentOutputT as OutputT
 from .runstate import (
@@ -427,15 +428,12 @@ class Agent(Generic[OutputT]):
         return result
 
     async def run_ephemeral(
-        self, prompt: str | AgentMessage, *, deps: Any = None
+        self, prompt: str | AgentMessage, *, deps: Any = None, profile: Profile | None = None
     ) -> RunResult[OutputT]:
         """A run on a copy of the conversation: nothing stored here changes, and nothing is
-        written to the session store."""
-        clone = self._clone()
-        clone.context = self.context.model_copy(
-            update={"messages": list(self.messages), "approvals": {}, "state": {}}
-        )
-        result: RunResult[OutputT] = await clone.run(prompt, deps=deps)
+        written to the session store. ``profile`` (a :class:`Profile`) sets that run's
+        system prompt, tools, planning and turn cap."""
+        result: RunResult[OutputT] = await run_ephemeral(self, prompt, deps=deps, profile=profile)
         return result
 
     def as_tool(self, name: str | None = None, description: str | None = None) -> Tool:

@@ -10,6 +10,8 @@ Nothing here is imported by ``import treadle``; import the module you need:
 - ``treadle.ext.workflow``: a gate that may answer an input itself, without the model.
 - ``treadle.ext.style``: the user's writing style, observed per run, as a prompt hint.
 - ``treadle.ext.routing``: a cheap model for short turns; the long prompt-cache tier.
+- ``treadle.ext.profiles``: profiles (prompt, tools, planning, turn cap) switched mid-run.
+- ``treadle.ext.workers``: post-run workers (a run summary into memory) and session-end hooks.
 
 See docs/ext.md.
 """

@@ -20,6 +20,7 @@ class Database:
         with self.lock, self.conn:
             if self.path != ":memory:":
                 self.conn.execute("PRAGMA journal_mode=WAL")
+                self.conn.execute("PRAGMA synchronous=NORMAL")
             self.conn.executescript(schema)
 
     def query(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
@@ -30,6 +31,21 @@ class Database:
         """Run one statement in its own transaction; returns ``lastrowid``."""
         with self.lock, self.conn:
             return self.conn.execute(sql, args).lastrowid or 0
+
+    def stamp(self) -> tuple[int, int] | None:
+        """A value that changes after every commit, by this connection (``total_changes``)
+        or another one, in this process or not (``PRAGMA data_version``): equal stamps mean
+        nothing changed, so a cache may be used without reading. Cheap enough for the event
+        loop (no disk I/O); None when a worker thread holds the connection (then read)."""
+        if not self.lock.acquire(blocking=False):
+            return None
+        try:
+            (version,) = self.conn.execute("PRAGMA data_version").fetchone()
+            return (int(version), self.conn.total_changes)
+        except sqlite3.Error:
+            return None
+        finally:
+            self.lock.release()
 
     def close(self) -> None:
         with self.lock:

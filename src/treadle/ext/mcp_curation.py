@@ -80,6 +80,8 @@ class McpCuration(Hooks):
 
     async def before_model_request(self, request: ModelRequest) -> ModelRequest:
         names = [t.name for t in request.tools]
+        if sum(1 for n in names if n.startswith("mcp__")) <= self.top_k:
+            return request  # nothing to trim: no thread, no query (the usual, idle case)
         kept = await in_thread(lambda: self.keep(names))
         if len(kept) == len(names):
             return request

@@ -22,9 +22,17 @@ from ._db import Database
 from ._run import RunTracker, in_thread, log
 from ._text import keywords
 
-__all__ = ["RECALL_HEADER", "Fact", "MemoryRecall", "MemoryStore"]
+__all__ = [
+    "RECALL_HEADER",
+    "USER_MEMORY_HEADER",
+    "Fact",
+    "MemoryRecall",
+    "MemoryStore",
+    "UserMemory",
+]
 
 RECALL_HEADER = "[Recalled memory: facts saved in earlier sessions; they may be out of date]"
+USER_MEMORY_HEADER = "## What I remember about the user"
 STATE_KEY = "treadle.ext.memory"
 
 _SCHEMA = """
@@ -120,6 +128,11 @@ class MemoryStore:
                     self._db.conn.execute("DELETE FROM facts_fts WHERE rowid = ?", (fact_id,))
         return bool(rows)
 
+    def stamp(self) -> tuple[int, int] | None:
+        """Changes whenever the facts may have changed (here or in another process): equal
+        stamps mean a cached answer still holds. Cheap, no disk I/O; None when busy."""
+        return self._db.stamp()
+
     def facts(self) -> list[Fact]:
         """Every fact, oldest first."""
         rows = self._db.query("SELECT id, text, created FROM facts ORDER BY id")
@@ -210,6 +223,7 @@ class MemoryRecall(RunTracker):
         self.min_score = min_score
         self.recalled: list[Fact] = []
         self._searched = False
+        self._empty_at: tuple[int, int] | None = None  # the stamp at which the store was empty
 
     async def before_loop(self, context: AgentContext) -> bool:
         self._searched = False
@@ -223,7 +237,16 @@ class MemoryRecall(RunTracker):
         if block is None and self.fresh and self.input and not self._searched:
             self._searched = True
             text, limit = self.input, self.limit
-            found = await in_thread(lambda: self.store.search(text, limit))
+            stamp = self.store.stamp()
+            if stamp is not None and stamp == self._empty_at:
+                return request  # still no facts at all: no thread, no query
+
+            def search() -> list[Fact]:
+                found = self.store.search(text, limit)
+                self._empty_at = stamp if not found and len(self.store) == 0 else None
+                return found
+
+            found = await in_thread(search)
             self.recalled = [f for f in found if f.score > self.min_score]
             if self.recalled:
                 lines = "\n".join(f"- {f.text}" for f in self.recalled)
@@ -231,4 +254,38 @@ class MemoryRecall(RunTracker):
         if not isinstance(block, str):
             return request
         messages = [UserMessage.of(block), *request.messages]
+        return request.model_copy(update={"messages": messages})
+
+
+class UserMemory(RunTracker):
+    """A hook that puts one "what I remember about the user" message — :data:`USER_MEMORY_HEADER`
+    and the facts that match ``query`` (the newest ``limit`` facts with ``query=None``) — in
+    front of every model request, like a system prompt built fresh for each call: it is
+    never stored in the history. The facts are read again only after the store changed (a
+    ``remember`` call, here or in another process); nothing is added when there are none.
+    """
+
+    def __init__(self, store: MemoryStore, *, query: str | None = "user", limit: int = 10) -> None:
+        super().__init__()
+        self.store = store
+        self.query = query
+        self.limit = limit
+        self.block: str | None = None
+        self._stamp: tuple[int, int] | None = None
+
+    def _read(self) -> list[Fact]:
+        if self.query is None:
+            return self.store.facts()[-self.limit :] if self.limit > 0 else []
+        return self.store.search(self.query, self.limit)
+
+    async def before_model_request(self, request: ModelRequest) -> ModelRequest:
+        stamp = self.store.stamp()
+        if stamp is None or stamp != self._stamp:
+            self._stamp = stamp
+            facts = await in_thread(self._read)
+            lines = "\n".join(f"- {f.text}" for f in facts)
+            self.block = f"{USER_MEMORY_HEADER}\n\n{lines}" if facts else None
+        if self.block is None:
+            return request
+        messages = [UserMessage.of(self.block), *request.messages]
         return request.model_copy(update={"messages": messages})

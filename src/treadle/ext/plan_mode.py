@@ -53,6 +53,8 @@ class PlanMode(Hooks):
         self.exit_name = exit_name
         self.plan: str | None = None
         self._info: set[str] = set()
+        self._info_stale = True
+        self._context: AgentContext | None = None
         self.tools: list[FunctionTool] = [self._enter_tool(), self._exit_tool()]
 
     def _enter_tool(self) -> FunctionTool:
@@ -92,21 +94,33 @@ class PlanMode(Hooks):
         return name != self.exit_name
 
     async def before_turn(self, context: AgentContext, turn_index: int) -> bool:
+        if not self.active:
+            self._context = context  # the INFO tools are only needed in plan mode
+            self._info_stale = True
+            return True
+        await self._read_info(context)
+        return True
+
+    async def _read_info(self, context: AgentContext) -> None:
+        self._info_stale = False
         info: set[str] = set()
         for item in context.tools:
             toolset = isinstance(item, Toolset) and not isinstance(item, Tool)
             tools = await item.get_tools() if toolset else [item]
             info.update(t.name for t in tools if _category(t) is ToolCategory.INFO)
         self._info = info
-        return True
 
     async def before_model_request(self, request: ModelRequest) -> ModelRequest:
+        if self.active and self._info_stale and self._context is not None:
+            await self._read_info(self._context)  # entered plan mode during this turn
         update: dict[str, Any] = {"tools": [t for t in request.tools if self.allowed(t.name)]}
         if self.active:
             update["system_prompt"] = add_to_system(request.system_prompt, self.instructions)
         return request.model_copy(update=update)
 
     async def before_tool_call(self, call: ToolCall, context: AgentContext) -> ToolDecision | None:
+        if self.active and self._info_stale:
+            await self._read_info(context)
         if self.allowed(call.name):
             return None
         if self.active:

@@ -185,6 +185,10 @@ class SkillArms:
                 (time.time(), skill),
             )
 
+    def stamp(self) -> tuple[int, int] | None:
+        """Changes whenever an arm may have changed (here or in another process)."""
+        return self._db.stamp()
+
     def close(self) -> None:
         self._db.close()
 
@@ -219,6 +223,8 @@ class SkillRouter(Hooks):
         self.rng = rng or random.Random(seed)
         self.hint = hint
         self.pick: Skill | None = None
+        self._arms: dict[str, tuple[float, float]] = {}
+        self._arms_at: tuple[int, int] | None = None  # the stamp the cached arms were read at
 
     def add(self, skill: Skill, prior: tuple[float, float] | None = None) -> None:
         """Add (or replace) a skill; ``prior`` seeds its arm if it has none yet."""
@@ -228,9 +234,11 @@ class SkillRouter(Hooks):
 
     def choose(self) -> Skill | None:
         """One Thompson draw over the catalog (None when it is empty)."""
+        return self._draw(self.arms.all())
+
+    def _draw(self, arms: dict[str, tuple[float, float]]) -> Skill | None:
         if not self.skills:
             return None
-        arms = self.arms.all()
         best, best_draw = None, -1.0
         for name in sorted(self.skills):
             alpha, beta = arms.get(name, (1.0, 1.0))
@@ -245,8 +253,18 @@ class SkillRouter(Hooks):
         )
         return " ".join(text.split())
 
+    def _reload(self) -> None:
+        self._arms_at = self.arms.stamp()  # first: a change after it shows next time
+        self._arms = self.arms.all()
+
     async def before_loop(self, context: AgentContext) -> bool:
-        self.pick = await in_thread(self.choose)
+        if not self.skills:
+            self.pick = None
+            return True
+        stamp = self.arms.stamp()
+        if stamp is None or stamp != self._arms_at:
+            await in_thread(self._reload)  # the arms changed since they were cached
+        self.pick = self._draw(self._arms)
         return True
 
     async def before_model_request(self, request: ModelRequest) -> ModelRequest:
@@ -257,8 +275,13 @@ class SkillRouter(Hooks):
 
     async def after_loop(self, new_messages: list[AgentMessage], usage: Usage, reason: str) -> None:
         pick, outcome = self.pick, outcome_of(reason)
-        if pick is not None:
-            await in_thread(lambda: self.arms.record(pick.name, outcome))
+        if pick is not None and outcome != "neutral":
+
+            def record() -> None:
+                self.arms.record(pick.name, outcome)
+                self._reload()  # in the same trip: the next run draws without a read
+
+            await in_thread(record)
 
     def read_skill_tool(self, name: str = "read_skill") -> FunctionTool:
         """A read-only tool returning a skill's full instructions."""

@@ -11,6 +11,11 @@ returning None.
         return None
 
     agent = Agent(WorkflowGate(get_provider("openai:gpt-4o-mini"), gate))
+
+The gate decides at the first model request of the turn the input arrives in (it is a
+provider), not before the loop: ``agent_start``, ``turn_start``, the input's message pair,
+input filters and the request hooks (recall, skills, style) come first; docs/ext.md says
+exactly what a run answered by the gate looks like.
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ from .config import (
     Pass,
     Reject,
     RetryPolicy,
+    RunEnding,
     ToolExecution,
     Warn,
 )
@@ -44,6 +45,7 @@ __all__ = [
     "Pass",
     "Reject",
     "RetryPolicy",
+    "RunEnding",
     "ToolDecision",
     "ToolExecution",
     "TurnTrigger",

@@ -11,9 +11,12 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from .._redact import redact_url
 from ..providers.base import RETRYABLE_KINDS, ModelRequest, Provider, ThinkingLevel
 from ..types import (
+    AgentEndReason,
     AgentEvent,
     AgentMessage,
     AssistantMessage,
+    CustomEvent,
+    ErrorInfo,
     ToolCall,
     ToolResult,
     TurnEnd,
@@ -65,6 +68,32 @@ ApprovalHandler = Callable[[ToolCall, AgentContext, Ask], Awaitable[Union[bool, 
 # ---- hooks ----
 
 
+@dataclass
+class RunEnding:
+    """What a ``before_end`` hook sees: the run as it ends, just before ``agent_end``.
+
+    ``new_messages`` (the run's messages, a copy), ``usage`` (the loop's), ``reason``,
+    ``error`` and ``pending_tool_calls`` are what ``agent_end`` will carry; ``context`` and
+    ``config`` are the run's (``config.provider`` is there to call). :meth:`emit` sends a
+    :class:`~treadle.types.CustomEvent` on the run's stream, before ``agent_end``.
+    """
+
+    context: AgentContext
+    config: AgentLoopConfig
+    new_messages: list[AgentMessage]
+    usage: Usage
+    reason: AgentEndReason
+    error: ErrorInfo | None
+    pending_tool_calls: list[str]
+    send: Callable[..., Awaitable[Any]]
+    """How :meth:`emit` reaches the run's event sink (set by the loop)."""
+
+    async def emit(self, name: str, value: Any = None) -> CustomEvent | None:
+        """Send ``CustomEvent(name, value)``; returns it (None when nobody listens)."""
+        event: CustomEvent | None = await self.send(CustomEvent, name=name, value=value)
+        return event
+
+
 class Hooks:
     """Override the methods you need; the config holds a list and the loop calls each in order.
 
@@ -77,7 +106,16 @@ class Hooks:
         return True
 
     async def after_loop(self, new_messages: list[AgentMessage], usage: Usage, reason: str) -> None:
-        """After ``agent_end``."""
+        """After ``agent_end``, on every way out of the run (also a ``before_loop`` veto and
+        a cancellation from outside, then under a shield). An exception is ignored."""
+
+    async def before_end(self, ending: RunEnding) -> None:
+        """Just before ``agent_end``, once, on every way out after ``agent_start`` (not
+        after a ``before_loop`` veto, nor in ``run_loop``): post-run work that reports
+        on the run's stream (``ending.emit``). Runs after the last ``turn_end``; changes
+        nothing in the history. During a cancellation from outside it gets at most
+        ``CANCEL_GRACE_S`` (5 s). An exception is logged (logger ``treadle.loop``) and
+        ignored: the run keeps its reason. Only hooks that override it are called."""
 
     async def before_turn(self, context: AgentContext, turn_index: int) -> bool:
         """Before ``turn_start``. Return False to end the run (``reason=vetoed``)."""

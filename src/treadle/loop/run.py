@@ -37,6 +37,7 @@ from .compaction import ContextGuard
 from .config import AgentLoopConfig
 from .context import AgentContext
 from .eager import EagerCalls, eager_turn
+from .ending import before_end
 from .errors import HookFailed
 from .sink import OBSERVERS
 from .state import EventStream, RunState, _as_message, _maybe_await
@@ -475,6 +476,7 @@ LAST_ERROR_KEY = "treadle.last_error"
 
 
 async def _end(run: _Run, result: LoopResult) -> None:
+    await before_end(run, result.reason, result.error, result.pending_tool_calls)
     run.end_sent = True
     run.context.state[LAST_ERROR_KEY] = result.error
     await run.sink.emit(

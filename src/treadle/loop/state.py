@@ -174,6 +174,7 @@ class RunState:
         self.tool_specs: list[ToolSpec] = []
         self._view = _RequestView()
         self.end_sent = False
+        self.before_end_ran = False
         self._tools_key: tuple[int, ...] = ()
         self.price: Callable[[AssistantMessage], None] = _no_price
         """Fills a reply's cost (the loop sets it to the context guard's)."""

@@ -246,6 +246,17 @@ class PlanCreated(_Event):
     steps: list[str] = Field(default_factory=list)
 
 
+class CustomEvent(_Event):
+    """An event of an extension or an app, not of the loop itself: ``name`` says what it
+    is (for example ``"treadle.ext.summary"``), ``value`` is any JSON. The loop sends these
+    only from ``before_end`` hooks (``RunEnding.emit``), between the last ``turn_end`` and
+    ``agent_end``."""
+
+    type: Literal["custom"] = "custom"
+    name: str
+    value: Any = None
+
+
 AgentEvent = Annotated[
     Union[
         AgentStart,
@@ -263,6 +274,7 @@ AgentEvent = Annotated[
         CompactionEnd,
         ProviderRetry,
         PlanCreated,
+        CustomEvent,
     ],
     Field(discriminator="type"),
 ]
