@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # System packages the test suite starts for real (Debian): tmux drives the CLI as a person
-# types it; headless chromium loads the web example's page. Idempotent: installs only what is missing; needs root (or sudo) to install.
+# types it; headless chromium loads the web example's page; PostgreSQL backs the durable
+# runs' multi-worker tests. Idempotent: installs only what is missing; needs root (or sudo) to install.
 set -euo pipefail
 need=()
 command -v tmux >/dev/null 2>&1 || need+=(tmux)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
+# PostgreSQL for the durable-execution tests (a throwaway cluster each test run starts)
+command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
 if [ ${#need[@]} -eq 0 ]; then
   exit 0
 fi

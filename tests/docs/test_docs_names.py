@@ -18,6 +18,7 @@ PUBLIC = [
     "treadle",
     "treadle.agent",
     "treadle.context",
+    "treadle.durable",
     "treadle.ext.auto_skills",
     "treadle.ext.mcp_curation",
     "treadle.ext.memory",
@@ -46,7 +47,8 @@ NOT_OURS = {
     "NORMAL", "None", "OTHER", "Paris", "RECITATION", "REDACTED", "RetryInfo", "SAFETY",
     "SPII", "STOP", "True", "TypeError", "URL", "Update", "ValueError", "BaseModel",
     "KeyboardInterrupt", "SystemExit", "BaseException", "OSError", "Exception", "RuntimeError",
-    "EventSource", "HttpAgent", "DefaultChatTransport",
+    "EventSource", "HttpAgent", "DefaultChatTransport", "PENDING", "ENQUEUED", "SUCCESS",
+    "ERROR", "CANCELLED",
 }  # fmt: skip
 NAME = re.compile(r"`([A-Z][A-Za-z0-9]+)(?:[.(\[][^`]*)?`")
 

@@ -23,14 +23,17 @@ import pytest
 
 from treadle import RunResult
 from treadle.context import validate_transcript
+from treadle.durable import UNKNOWN_OUTCOME
 
 from .fake_model import FINAL
 
 WORKER = Path(__file__).with_name("worker.py")
 
 
-def worker(db: str, url: str, tools_log: Path, mode: str, run_id: str) -> subprocess.Popen[str]:
-    env = {k: v for k, v in os.environ.items() if k != "TREADLE_DURABLE_DB"}
+def worker(
+    db: str, url: str, tools_log: Path, mode: str, run_id: str, **extra: str
+) -> subprocess.Popen[str]:
+    env = {k: v for k, v in os.environ.items() if k != "TREADLE_DURABLE_DB"} | extra
     return subprocess.Popen(
         [sys.executable, str(WORKER), db, url, str(tools_log), mode, run_id],
         stdout=subprocess.PIPE,
@@ -157,3 +160,24 @@ def test_an_uninterrupted_run(tmp_path: Path, model_server: tuple[str, Path]) ->
     assert [line for line in lines(server_log) if line.startswith("request")] == [
         f"request plain:{k}" for k in range(4)
     ]
+
+
+def test_a_non_idempotent_call_cut_by_a_crash_is_never_run_twice(
+    tmp_path: Path, model_server: tuple[str, Path]
+) -> None:
+    url, server_log = model_server
+    db = f"sqlite:///{tmp_path / 'durable.sqlite'}"
+    tools_log = tmp_path / "tools.log"
+    first = worker(db, url, tools_log, "start", "once", TOOL_IDEMPOTENT="0")
+    wait_for(lambda: KILL_POINTS["inside a tool"](server_log, tools_log, "once"))
+    first.send_signal(signal.SIGKILL)
+    first.wait(10)
+    result = finish(worker(db, url, tools_log, "recover", "once", TOOL_IDEMPOTENT="0"))
+    assert result.reason == "completed" and result.text == FINAL
+    validate_transcript(result.messages)
+    answers = {m.tool_call_id: m for m in result.messages if m.role == "tool_result"}
+    assert answers["call-1"].is_error and answers["call-1"].text == UNKNOWN_OUTCOME
+    assert not answers["call-0"].is_error and not answers["call-2"].is_error
+    starts = [line for line in lines(tools_log) if line.startswith("start once/call-1")]
+    assert starts == ["start once/call-1"]  # started once, cut, never again
+    assert "end once/call-1" not in lines(tools_log)

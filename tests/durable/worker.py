@@ -18,7 +18,7 @@ DB, MODEL_URL, TOOLS_LOG = sys.argv[1], sys.argv[2], Path(sys.argv[3])
 TOOL_SLEEP = float(os.environ.get("TOOL_SLEEP", "0.3"))
 
 
-@tool(idempotent=True)
+@tool(idempotent=os.environ.get("TOOL_IDEMPOTENT", "1") == "1")
 def record(step: int, run: str = "") -> str:
     """Record that a step ran."""
     with TOOLS_LOG.open("a") as f:

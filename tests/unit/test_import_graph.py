@@ -129,7 +129,7 @@ def test_layers_point_down() -> None:
         assert "import httpx" not in text and "import anyio" not in text, path
 
 
-EXTENSIONS = ("treadle.mcp", "treadle.otel", "treadle.ui", "treadle.ext")
+EXTENSIONS = ("treadle.mcp", "treadle.otel", "treadle.ui", "treadle.ext", "treadle.durable")
 
 
 def test_extensions_use_only_public_api() -> None:

@@ -8,10 +8,12 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import anyio
+import anyio.to_thread
 import sqlalchemy as sa
 from dbos import DBOS, DBOSClient, Queue, SetWorkflowID
 
 from ..agent import Agent, RunResult
+from ..sessions import SessionStore
 from ..tools import Tool, Toolset
 from ..types import AgentEnd, AgentEvent, AgentStart
 from ._events import EventStore, Replay
@@ -137,12 +139,19 @@ class DurableAgent:
         name: str = "agent",
         queue_concurrency: int | None = None,
         approval_timeout_s: float = 7 * 24 * 3600,
+        store: SessionStore | None = None,
     ) -> None:
+        if getattr(agent, "store", None) is not None:
+            raise ValueError(
+                "give the session store to DurableAgent(store=...), not to the Agent: each "
+                "durable run is kept as the session named by its run id"
+            )
         if name in _AGENTS:
             raise ValueError(f"a DurableAgent named {name!r} exists already in this process")
         self.agent = agent
         self.name = name
         self.approval_timeout_s = approval_timeout_s
+        self.store = store
         self.queue_concurrency = queue_concurrency
         self.queue: Queue | None = None  # registered by launch()
         _AGENTS[name] = self
@@ -196,6 +205,7 @@ class DurableAgent:
         agent.context.tools = [_durable(t, steps) for t in agent.context.tools]
         replay = Replay(store, workflow_id, await store.signatures(workflow_id))
         result = await self._stream(agent, [prompt], replay)
+        await self._save(workflow_id, agent)
         while result.reason == "suspended":
             for call_id in result.pending_tool_calls:
                 answer = await DBOS.recv_async(
@@ -207,7 +217,32 @@ class DurableAgent:
                     reason = answer.get("reason") if isinstance(answer, dict) else None
                     agent.context.deny(call_id, reason or "No decision was given in time.")
             result = await self._stream(agent, [], replay)
+            await self._save(workflow_id, agent)
         return result.model_dump(mode="json", exclude={"output"})
+
+    async def _save(self, run_id: str, agent: Agent[Any]) -> None:
+        """The run's history into the session store (a step: once per stretch of the run;
+        a repeat after a crash rewrites the same session)."""
+        store = self.store
+        if store is None:
+            return
+        messages = list(agent.messages)
+
+        def write() -> int:
+            assert store is not None
+            if not store.exists(run_id):
+                store.create(run_id)
+            writer = store.open_writer(run_id)
+            try:
+                writer.truncate(0)
+                return writer.extend(messages)
+            finally:
+                writer.close()
+
+        async def step() -> int:
+            return await anyio.to_thread.run_sync(write)
+
+        await DBOS.run_step_async({"name": "treadle.session"}, step)
 
     async def _stream(
         self, agent: Agent[Any], prompt: Sequence[Any], replay: Replay
@@ -259,6 +294,10 @@ class DurableRun:
     async def result(self) -> RunResult[Any]:
         """Wait for the run to end and return its result."""
         client: DBOSClient = _require("client")
+        pause = 0.005
+        while await self.status() not in TERMINAL:  # DBOS's own wait polls once a second
+            await anyio.sleep(pause)
+            pause = min(pause * 2, 0.25)
         handle: Any = await client.retrieve_workflow_async(self.run_id)
         return RunResult.model_validate(await handle.get_result())
 

@@ -1,0 +1,86 @@
+"""A durable run on DBOS (SQLite, no server): it survives the process that started it.
+
+The first process starts a run and dies mid-way (os._exit, as a crash would); the second
+launches, finds the unfinished run, finishes it from its checkpoints — the tool call that
+had completed is not repeated — and prints every event from seq 0, with no gap or duplicate.
+
+    pip install 'treadle[dbos]'
+    python examples/durable_run.py
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from _model import model_or_script
+
+from treadle import Agent, AssistantMessage, ToolCall, durable, tool
+from treadle.providers import ModelRequest
+
+DB = (
+    os.environ.get("DURABLE_EXAMPLE_DB")
+    or f"sqlite:///{Path(tempfile.gettempdir()) / 'treadle-durable-example.sqlite'}"
+)
+LOG = Path(tempfile.gettempdir()) / "treadle-durable-example.log"
+
+
+@tool(idempotent=True)
+def book_table(restaurant: str, people: int) -> str:
+    """Book a table."""
+    with LOG.open("a") as f:
+        f.write(f"booked {restaurant} for {people}\n")
+    return f"Booked {restaurant} for {people}."
+
+
+BOOKINGS = [("b1", "Cantinho", 2), ("b2", "Taberna", 4)]
+
+
+def answer(request: ModelRequest) -> AssistantMessage:
+    """The offline model answers from the conversation (as a real one does), not from a
+    position in a script: a recovered run replays its first answers from checkpoints."""
+    done = sum(1 for m in request.messages if m.role == "tool_result")
+    if done < len(BOOKINGS):
+        call_id, place, people = BOOKINGS[done]
+        args = {"restaurant": place, "people": people}
+        return AssistantMessage(content=[ToolCall(id=call_id, name="book_table", arguments=args)])
+    return AssistantMessage(content="Both tables are booked: Cantinho for two, Taberna for four.")
+
+
+agent = durable.DurableAgent(
+    Agent(model_or_script([answer] * 8), tools=[book_table]), name="concierge"
+)
+
+
+async def first() -> None:
+    await durable.launch(DB)
+    run = await agent.start("Book Cantinho for 2 and Taberna for 4.", run_id="example-run")
+    async for event in run.events():
+        if event.type == "tool_execution_end":
+            print(f"process 1: {event.result.text}  -- and now it crashes")  # type: ignore[union-attr]
+            os._exit(1)
+
+
+async def second() -> None:
+    await durable.launch(DB)  # recovers the unfinished run
+    run = durable.DurableRun("example-run")
+    result = await run.result()
+    events = [e async for e in run.events()]
+    print(f"process 2: {result.text}")
+    print(f"events: seq {events[0].seq}..{events[-1].seq}, {len(events)} in all (no gap)")
+    print("bookings made:", LOG.read_text().splitlines())
+    durable.shutdown()
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1:
+        asyncio.run(first() if sys.argv[1] == "first" else second())
+    else:
+        for path in (Path(DB.removeprefix("sqlite:///")), LOG):
+            path.unlink(missing_ok=True)
+        subprocess.run([sys.executable, __file__, "first"], check=False)
+        subprocess.run([sys.executable, __file__, "second"], check=True)

@@ -1,0 +1,117 @@
+"""A durable run in this process (DBOS on SQLite, asyncio — DBOS runs on asyncio only):
+its result, its events from any cursor, the session store, approvals and cancellation."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from treadle import Agent, AgentContext, Ask, AssistantMessage, Hooks, ToolCall, durable, tool
+from treadle.sessions import JsonlStore
+from treadle.testing import ScriptedProvider
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+
+@tool(category="info", idempotent=True)
+def lookup(city: str) -> str:
+    """Look a city up."""
+    return f"{city}: 21 °C"
+
+
+class AskAlways(Hooks):
+    async def before_tool_call(self, call: ToolCall, context: AgentContext) -> Ask:
+        return Ask()
+
+
+def script(n: int) -> list[object]:
+    calls = [
+        AssistantMessage(content=[ToolCall(id=f"c{i}", name="lookup", arguments={"city": f"C{i}"})])
+        for i in range(n)
+    ]
+    return [*calls, "Done."]
+
+
+@pytest.fixture(scope="module")
+def launched(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, object]]:
+    root = tmp_path_factory.mktemp("durable")
+    store = JsonlStore(root / "sessions")
+    agents = {
+        "plain": durable.DurableAgent(
+            Agent(ScriptedProvider(script(2) * 3, chunks=4), tools=[lookup]),
+            name="t-plain",
+            store=store,
+        ),
+        "ask": durable.DurableAgent(
+            Agent(ScriptedProvider(script(1), chunks=2), tools=[lookup], hooks=[AskAlways()]),
+            name="t-ask",
+        ),
+    }
+    loop = asyncio.new_event_loop()
+    loop.run_until_complete(durable.launch(f"sqlite:///{root / 'db.sqlite'}"))
+    try:
+        yield {"loop": loop, "store": store, **agents}
+    finally:
+        durable.shutdown()
+        loop.close()
+
+
+def test_result_events_and_session(launched: dict[str, object]) -> None:
+    loop: asyncio.AbstractEventLoop = launched["loop"]  # type: ignore[assignment]
+    agent: durable.DurableAgent = launched["plain"]  # type: ignore[assignment]
+
+    async def go() -> tuple[object, list[object], list[object]]:
+        run = await agent.start("Two cities, please.")
+        result = await run.result()
+        every = [e async for e in run.events()]
+        later = [e async for e in run.events(after=5)]
+        return result, every, later
+
+    result, every, later = loop.run_until_complete(go())
+    assert result.reason == "completed" and result.text == "Done."  # type: ignore[attr-defined]
+    seqs = [e.seq for e in every]  # type: ignore[attr-defined]
+    assert seqs == list(range(len(every)))
+    assert [e.seq for e in later] == seqs[6:]  # type: ignore[attr-defined]
+    assert every[0].type == "agent_start" and every[-1].type == "agent_end"  # type: ignore[attr-defined]
+    store: JsonlStore = launched["store"]  # type: ignore[assignment]
+    run_id = loop.run_until_complete(agent.runs())[0]["run_id"]
+    stored = store.load(run_id).messages
+    assert [m.model_dump(exclude={"timestamp"}) for m in stored] == [
+        m.model_dump(exclude={"timestamp"})
+        for m in result.messages  # type: ignore[attr-defined]
+    ]
+
+
+def test_approval_waits_then_a_denial_answers_the_call(launched: dict[str, object]) -> None:
+    loop: asyncio.AbstractEventLoop = launched["loop"]  # type: ignore[assignment]
+    agent: durable.DurableAgent = launched["ask"]  # type: ignore[assignment]
+
+    async def go() -> object:
+        run = await agent.start("Look C0 up.")
+        for _ in range(200):
+            if await run.waiting() == ["c0"]:
+                break
+            await asyncio.sleep(0.02)
+        assert await run.status() == "PENDING"
+        await run.deny("c0", "not now")
+        return await run.result()
+
+    result = loop.run_until_complete(go())
+    assert result.reason == "completed"  # type: ignore[attr-defined]
+    denied = [m for m in result.messages if m.role == "tool_result"]  # type: ignore[attr-defined]
+    assert denied[0].is_error and "not now" in denied[0].text
+
+
+def test_a_second_agent_with_the_same_name_is_refused(launched: dict[str, object]) -> None:
+    with pytest.raises(ValueError, match="exists already"):
+        durable.DurableAgent(Agent(ScriptedProvider("x")), name="t-plain")
+
+
+def test_an_agent_with_its_own_store_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="DurableAgent\\(store="):
+        durable.DurableAgent(
+            Agent(ScriptedProvider("x"), store=JsonlStore(tmp_path)), name="t-store"
+        )

@@ -1,0 +1,18 @@
+"""``import treadle`` imports none of the optional integrations or their dependencies."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+
+def test_import_treadle_stays_light() -> None:
+    code = (
+        "import sys, treadle, treadle.agent, treadle.loop, treadle.tools, treadle.providers\n"
+        "heavy = ('treadle.ext', 'treadle.ui', 'treadle.durable', 'treadle.mcp', 'treadle.otel',"
+        " 'dbos', 'sqlalchemy', 'mcp', 'opentelemetry', 'starlette', 'uvicorn', 'ag_ui')\n"
+        "print(sorted({m.split('.')[0] if not m.startswith('treadle') else m"
+        " for m in sys.modules if m.startswith(heavy)}))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
