@@ -303,6 +303,11 @@ class AgentLoopConfig(BaseModel):
     ``message_update`` (their text concatenated, the newest snapshot) so the model call is
     not held up; lifecycle events are never merged or dropped and order is kept. ``"wait"``
     sends every delta, waiting for the consumer."""
+    slow_consumer_max_bytes: int = Field(default=8 * 1024 * 1024, gt=0)
+    """With ``"merge"``: the most the updates waiting in the stream's buffer may hold, in
+    bytes of message text (each carries the message so far, so a long answer to a lagging
+    consumer would otherwise cost the buffer size times the answer). Past it, deltas are
+    merged as if the buffer were full."""
     max_tool_result_chars: int | None = Field(default=200_000, gt=0)
     """Tool results longer than this (text, in characters) are cut to it, keeping the head
     and the tail around a marker saying how much went; ``None`` keeps them whole."""

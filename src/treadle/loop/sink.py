@@ -76,6 +76,7 @@ class EventSink:
         "depth",
         "grace",
         "loop_id",
+        "max_bytes",
         "merge",
         "own_cancel",
     )
@@ -87,9 +88,11 @@ class EventSink:
         depth: int,
         observers: Sequence[Observer] = (),
         merge: bool = True,
+        max_bytes: int = 8 * 1024 * 1024,
     ) -> None:
         self._stream = stream
         self.merge = merge  # the slow-consumer policy: merge deltas while the consumer lags
+        self.max_bytes = max_bytes  # ... and while the updates it has not read are this big
         self._held: Any = None  # a merged delta update waiting for room in the buffer
         self.loop_id = loop_id
         self.depth = depth
@@ -168,6 +171,14 @@ class EventSink:
                 await self._flush(stream, state)
             if not state.lock.locked():
                 event = self._make(event_type, fields)
+                if (
+                    self.merge
+                    and event_type is MessageUpdate
+                    and _mergeable(event.delta)
+                    and self._too_big(stream, event)
+                ):
+                    self._held = event  # the unread updates are big enough: merge
+                    return event
                 try:
                     stream.send_nowait(event)
                     return event
@@ -203,6 +214,8 @@ class EventSink:
             merged = delta.model_copy(update={"text": delta.text + more.text})
         held.__dict__["delta"] = merged
         held.__dict__["message"] = fields["message"]
+        if self._too_big(stream, held):
+            return None
         try:
             stream.send_nowait(held)
             self._held = None
@@ -219,6 +232,23 @@ class EventSink:
             await self._deliver(stream, held)
         finally:
             state.lock.release()
+
+    def _too_big(self, stream: Any, update: Any) -> bool:
+        """Whether the unread updates, with this one, would pass ``max_bytes``: estimated as
+        their count times the size of this update's block (the largest so far)."""
+        buffer = getattr(getattr(stream, "_state", None), "buffer", None)
+        unread = len(buffer) if buffer is not None else 0
+        if not unread:
+            return False
+        delta = update.delta
+        try:
+            block = update.message.content[delta.index]
+        except (IndexError, AttributeError):
+            return False
+        size = len(getattr(block, "text", None) or getattr(block, "thinking", None) or "")
+        if delta.type == "tool_call_delta":
+            size = len(getattr(block, "raw_arguments", None) or "") or len(delta.arguments)
+        return (unread + 1) * size > self.max_bytes
 
     def start_grace(self) -> None:
         """From now on, wait at most ``CANCEL_GRACE_S`` for a consumer that stopped reading."""

@@ -157,6 +157,7 @@ class RunState:
             context.depth,
             self.observers,
             merge=config.slow_consumer == "merge",
+            max_bytes=config.slow_consumer_max_bytes,
         )
         self.bridge = CancelBridge(cancel)
         self.sink.own_cancel = lambda: self.bridge.immediate
