@@ -9,7 +9,6 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, Generic, Literal
 
 from anyio.streams.memory import MemoryObjectSendStream
-from pydantic import BaseModel
 
 from ..cancellation import CancellationToken, CancelMode
 from ..loop import (
@@ -45,6 +44,7 @@ from .runstate import (
     AgentHooks,
     OutputTool,
     RunState,
+    prompts_of,
     run_result,
     take_child_usage,
     usage_of,
@@ -113,6 +113,7 @@ class Agent(Generic[OutputT]):
         event_buffer: int = 256,
         store: SessionStore | None = None,
         session_id: str | None = None,
+        resume_tool_calls: Literal["cancel", "rerun_idempotent"] = "cancel",
         api_key: str | None = None,
         base_url: str | None = None,
     ) -> None:
@@ -159,6 +160,7 @@ class Agent(Generic[OutputT]):
         self._sink: EventSink | None = None
         self._toolsets: AbstractAsyncContextManager[None] | None = None
         self.store = store
+        self.resume_tool_calls = resume_tool_calls
         self._recorder: SessionRecorder | None = None
         if session_id is not None:
             self.context.session_id = session_id
@@ -462,7 +464,8 @@ class Agent(Generic[OutputT]):
     def _open_session(self, store: SessionStore, session_id: str | None) -> None:
         from ..sessions import SessionRecorder
 
-        self._recorder = SessionRecorder.open(store, self.context, session_id)
+        rerun = self.resume_tool_calls == "rerun_idempotent"
+        self._recorder = SessionRecorder.open(store, self.context, session_id, rerun=rerun)
         self.usage = usage_of(self.context.messages)
 
     def _check_idle(self, what: str) -> None:
@@ -512,15 +515,6 @@ class Agent(Generic[OutputT]):
         del self._follow_ups[: len(taken)]
         return taken
 
-    def _prompts(self, prompt: Any) -> list[AgentMessage]:
-        if prompt is None:
-            return []
-        if isinstance(prompt, str):
-            return [UserMessage.of(prompt)]
-        if isinstance(prompt, BaseModel):
-            return [prompt]  # type: ignore[list-item]
-        return list(prompt)
-
     async def _run(
         self,
         prompt: Any,
@@ -537,7 +531,7 @@ class Agent(Generic[OutputT]):
         state = RunState(self.output_retries)
         self._aborted = False
         token = self._token = CancellationToken()
-        prompts = self._prompts(prompt)
+        prompts = prompts_of(prompt)
         prompts = [*self._interrupts, *self._steer_after, *self._steer_next, *prompts]
         self._interrupts.clear()
         self._steer_after.clear()

@@ -26,6 +26,7 @@ from ..types import (
     ToolResult,
     TurnEnd,
     Usage,
+    UserMessage,
 )
 from .result import RunResult
 
@@ -172,3 +173,14 @@ def run_result(
         output=state.output if state.has_output else None,
         pending_tool_calls=context.pending_tool_calls if reason == "suspended" else [],
     )
+
+
+def prompts_of(prompt: Any) -> list[AgentMessage]:
+    """What ``Agent.run(prompt)`` was given, as messages (``None``: none, continue)."""
+    if prompt is None:
+        return []
+    if isinstance(prompt, str):
+        return [UserMessage.of(prompt)]
+    if isinstance(prompt, BaseModel):
+        return [prompt]  # type: ignore[list-item]
+    return list(prompt)

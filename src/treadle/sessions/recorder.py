@@ -12,16 +12,27 @@ import anyio.to_thread
 
 from ..loop.config import Hooks
 from ..loop.context import AgentContext
-from ..types import AgentMessage, Usage
+from ..types import AgentMessage, AssistantMessage, Usage
 from .base import (
     SessionExists,
     SessionStore,
     SessionWriteFailed,
     SessionWriter,
+    open_calls_at_end,
     repair_history,
 )
 
 T = TypeVar("T")
+
+
+def _rerunnable(messages: Sequence[AgentMessage], context: AgentContext) -> list[str]:
+    """Unanswered calls at the end of ``messages`` whose tool is idempotent."""
+    safe = {
+        getattr(t, "name", None) for t in context.tools if getattr(t, "idempotent", False) is True
+    }
+    last = next((m for m in reversed(messages) if isinstance(m, AssistantMessage)), None)
+    names = {c.id: c.name for c in last.tool_calls} if last is not None else {}
+    return [c for c in open_calls_at_end(messages) if names.get(c) in safe]
 
 
 async def _in_thread(fn: Callable[[], T]) -> T:
@@ -85,7 +96,12 @@ class SessionRecorder(Hooks):
 
     @classmethod
     def open(
-        cls, store: SessionStore, context: AgentContext, session_id: str | None = None
+        cls,
+        store: SessionStore,
+        context: AgentContext,
+        session_id: str | None = None,
+        *,
+        rerun: bool = False,
     ) -> SessionRecorder:
         """Take a session for ``context`` (blocking; call it from a thread in async code).
 
@@ -94,6 +110,10 @@ class SessionRecorder(Hooks):
         lock is taken (:class:`SessionLocked` if another writer has it), its history is loaded
         into ``context.messages`` (unanswered tool calls get the result ``Cancelled``; that
         repair is stored too) and ``context.session_id`` / ``agent_id`` are restored.
+
+        ``rerun=True``: an unanswered call of a tool in ``context.tools`` marked
+        ``idempotent`` is left open and approved instead, so the next run
+        (``Agent.continue_()``) runs it again; other calls still get ``Cancelled``.
         """
         if session_id is None or not store.exists(session_id):
             try:
@@ -114,7 +134,13 @@ class SessionRecorder(Hooks):
         writer = store.open_writer(session_id)
         try:
             loaded = store.load(session_id, repair=False)
-            messages, pending, _ = repair_history(loaded.messages, loaded.pending_tool_calls)
+            again = _rerunnable(loaded.messages, context) if rerun else []
+            messages, pending, _ = repair_history(
+                loaded.messages, [*loaded.pending_tool_calls, *again]
+            )
+            for call_id in again:
+                if call_id in pending:
+                    context.approve(call_id)
             context.messages[:] = messages
             context.session_id = session_id
             if loaded.info.agent_id:
