@@ -3,7 +3,8 @@ CopilotKit) at ``POST /agui`` and the Vercel AI SDK's ``useChat`` at ``POST /api
 Both resume a dropped stream (``Last-Event-ID``) with no gap and no duplicate.
 
     pip install 'treadle[web]'
-    python examples/ui/app.py 8000        # then point a front end at http://127.0.0.1:8000
+    python examples/ui/app.py 8000        # then open http://127.0.0.1:8000 (a chat page on the
+                                          # Vercel AI stream), or point a front end at it
 
 The offline model (no TREADLE_MODEL) answers by rule so every protocol feature shows:
 "weather" calls a server tool, "delete" a tool that needs the user's approval, "todo" a
@@ -17,9 +18,13 @@ import contextlib
 import os
 import sys
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse
+from starlette.routing import Route
 
 from treadle import Agent, AgentContext, Ask, AssistantMessage, Hooks, ToolCall, tool
 from treadle.providers import ModelRequest
@@ -29,6 +34,7 @@ from treadle.types import ToolResultMessage, UserMessage
 from treadle.ui.ag_ui import ag_ui_app
 from treadle.ui.vercel_ai import vercel_ai_app
 
+PAGE = (Path(__file__).with_name("page.html")).read_text(encoding="utf-8")
 LONG = "Here is a longer answer, streamed in small pieces so you can watch it arrive. " * 4
 
 
@@ -131,7 +137,10 @@ def create_app() -> Starlette:
         async with agui.state.runs.serving(), chat.state.runs.serving():
             yield
 
-    return Starlette(routes=[*agui.routes, *chat.routes], lifespan=lifespan)
+    async def page(request: Request) -> HTMLResponse:
+        return HTMLResponse(PAGE)
+
+    return Starlette(routes=[Route("/", page), *agui.routes, *chat.routes], lifespan=lifespan)
 
 
 if __name__ == "__main__":

@@ -6,45 +6,27 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import socket
 import subprocess
 import sys
-import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
+from tests.browser import (
+    Page,
+    browser,  # noqa: F401  (a fixture)
+    free_port,
+    needs_chromium,
+    wait_until,
+)
 
 pytest.importorskip("starlette", reason="the web extra is not installed: pip install -e '.[web]'")
 websockets_sync = pytest.importorskip(
     "websockets.sync.client", reason="websockets is not installed"
 )
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-pytestmark = pytest.mark.skipif(
-    CHROMIUM is None,
-    reason="chromium is not installed (scripts/install-system-deps.sh installs it)",
-)
+pytestmark = needs_chromium
 APP = Path(__file__).resolve().parents[2] / "examples" / "web" / "app.py"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def wait_until(check: Any, timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @pytest.fixture
@@ -74,55 +56,7 @@ def app_url() -> Iterator[str]:
         process.wait(10)
 
 
-class Page:
-    """One chromium tab, driven over the DevTools protocol."""
-
-    def __init__(self, ws: Any) -> None:
-        self.ws = ws
-        self.next_id = 0
-
-    def call(self, method: str, **params: Any) -> dict[str, Any]:
-        self.next_id += 1
-        self.ws.send(json.dumps({"id": self.next_id, "method": method, "params": params}))
-        while True:
-            message = json.loads(self.ws.recv(timeout=30))
-            if message.get("id") == self.next_id:
-                return dict(message.get("result", {}))
-
-    def eval(self, expression: str) -> Any:
-        result = self.call("Runtime.evaluate", expression=expression, returnByValue=True)
-        return result.get("result", {}).get("value")
-
-
-@pytest.fixture
-def browser() -> Iterator[str]:
-    profile = tempfile.mkdtemp()
-    assert CHROMIUM is not None
-    process = subprocess.Popen(
-        [
-            CHROMIUM,
-            "--headless=new",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--remote-debugging-port=0",
-            f"--user-data-dir={profile}",
-            "about:blank",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    port_file = Path(profile) / "DevToolsActivePort"
-    try:
-        wait_until(port_file.exists, 30, "chromium to start")
-        port = port_file.read_text().split()[0]
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        process.terminate()
-        process.wait(10)
-        shutil.rmtree(profile, ignore_errors=True)
-
-
-def test_the_page_streams_the_answer_and_resumes_after_a_drop(app_url: str, browser: str) -> None:
+def test_the_page_streams_the_answer_and_resumes_after_a_drop(app_url: str, browser: str) -> None:  # noqa: F811
     target = httpx.put(f"{browser}/json/new?{app_url}/", timeout=10).json()
     with websockets_sync.connect(target["webSocketDebuggerUrl"], max_size=None) as ws:
         check_page(Page(ws))
