@@ -13,6 +13,7 @@ from ..types import (
     AgentEvent,
     AgentStart,
     AssistantMessage,
+    CustomEvent,
     MessageEnd,
     MessageStart,
     MessageUpdate,
@@ -65,6 +66,7 @@ class PartsTranslator:
     def on_tool_input_delta(self, call_id: str, arguments: str) -> None: ...
     def on_tool_input_end(self, call: ToolCall) -> None: ...
     def on_tool_result(self, message: ToolResultMessage) -> None: ...
+    def on_custom(self, event: CustomEvent) -> None: ...
 
     def failure(self, message: str) -> list[FrameData]:
         return []
@@ -103,6 +105,8 @@ class PartsTranslator:
         elif isinstance(event, AgentEnd):
             self._close()
             self.on_run_end(event)
+        elif isinstance(event, CustomEvent):
+            self.on_custom(event)
         return self.out
 
     def _delta(self, event: MessageUpdate) -> None:

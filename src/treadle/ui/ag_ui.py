@@ -39,6 +39,7 @@ from ..types import (
     AgentStart,
     AssistantMessage,
     ContinuationKind,
+    CustomEvent,
     TextContent,
     ToolCall,
     ToolResultMessage,
@@ -302,6 +303,9 @@ class AGUITranslator(PartsTranslator):
             if patch:
                 self._sent_state = copy.deepcopy(self.state)
                 self._emit("STATE_DELTA", delta=patch)
+
+    def on_custom(self, event: CustomEvent) -> None:
+        self._emit("CUSTOM", name=event.name, value=event.value)
 
     def on_run_end(self, event: AgentEnd) -> None:
         ids = {"threadId": self.thread_id, "runId": self.run_id}

@@ -35,6 +35,7 @@ from ..types import (
     AgentStart,
     AssistantMessage,
     ContinuationKind,
+    CustomEvent,
     TextContent,
     ThinkingContent,
     ToolCall,
@@ -209,6 +210,10 @@ class VercelAITranslator(PartsTranslator):
             self._emit("tool-output-error", toolCallId=call_id, errorText=message.text)
         else:
             self._emit("tool-output-available", toolCallId=call_id, output=message.text)
+
+    def on_custom(self, event: CustomEvent) -> None:
+        suffix = "".join(c if c.isalnum() or c in "-_" else "-" for c in event.name)
+        self._emit(f"data-{suffix}", data=event.value)
 
     def on_run_end(self, event: AgentEnd) -> None:
         reason = event.reason
