@@ -115,3 +115,58 @@ def test_an_agent_with_its_own_store_is_refused(tmp_path: Path) -> None:
         durable.DurableAgent(
             Agent(ScriptedProvider("x"), store=JsonlStore(tmp_path)), name="t-store"
         )
+
+
+def test_a_durable_sub_agent_is_a_child_workflow(
+    tmp_path: Path, launched: dict[str, object]
+) -> None:
+    loop: asyncio.AbstractEventLoop = launched["loop"]  # type: ignore[assignment]
+    child = durable.DurableAgent(
+        Agent(ScriptedProvider(["The capital is Lisbon."], chunks=2), name="geo"), name="t-geo"
+    )
+    call = ToolCall(id="g1", name="geo", arguments={"task": "Capital of Portugal?"})
+    parent = durable.DurableAgent(
+        Agent(
+            ScriptedProvider([AssistantMessage(content=[call]), "Lisbon."]), tools=[child.as_tool()]
+        ),
+        name="t-parent",
+    )
+
+    async def go() -> tuple[object, list[object], object]:
+        run = await parent.start("Ask geo.", run_id="parent-1")
+        result = await run.result()
+        child_run = durable.DurableRun("parent-1-g1")
+        child_events = [e async for e in child_run.events()]
+        return result, child_events, await child_run.result()
+
+    result, child_events, child_result = loop.run_until_complete(go())
+    answer = [m for m in result.messages if m.role == "tool_result"][0]  # type: ignore[attr-defined]
+    assert answer.text == "The capital is Lisbon."
+    assert answer.details["run_id"] == "parent-1-g1"
+    assert child_result.text == "The capital is Lisbon."  # type: ignore[attr-defined]
+    assert child_events[0].type == "agent_start" and child_events[-1].type == "agent_end"  # type: ignore[attr-defined]
+
+    async def parent_of() -> str | None:
+        from dbos import DBOS
+
+        found = await DBOS.list_workflows_async(workflow_ids=["parent-1-g1"])
+        return found[0].parent_workflow_id
+
+    assert loop.run_until_complete(parent_of()) == "parent-1"
+
+
+def test_the_child_tool_outside_a_durable_run_says_so() -> None:
+    child = durable.DurableAgent(Agent(ScriptedProvider("x"), name="lone"), name="t-lone")
+    call = ToolCall(id="l1", name="lone", arguments={"task": "hi"})
+    agent = Agent(
+        ScriptedProvider([AssistantMessage(content=[call]), "ok"]), tools=[child.as_tool()]
+    )
+    result = asyncio.run(agent.run("go"))
+    answer = [m for m in result.messages if m.role == "tool_result"][0]
+    assert answer.is_error and "DurableAgent's run" in answer.text
+
+
+def test_an_unknown_run_is_a_clear_error(launched: dict[str, object]) -> None:
+    loop: asyncio.AbstractEventLoop = launched["loop"]  # type: ignore[assignment]
+    with pytest.raises(LookupError, match="no durable run 'nope'"):
+        loop.run_until_complete(durable.DurableRun("nope").result())

@@ -14,7 +14,7 @@ from dbos import DBOS, DBOSClient, Queue, SetWorkflowID
 
 from ..agent import Agent, RunResult
 from ..sessions import SessionStore
-from ..tools import Tool, Toolset
+from ..tools import Tool, ToolContext, ToolResult, Toolset
 from ..types import AgentEnd, AgentEvent, AgentStart
 from ._events import EventStore, Replay
 from ._steps import DurableProvider, DurableTool, RunSteps
@@ -193,6 +193,13 @@ class DurableAgent:
             {"run_id": w.workflow_id, "status": w.status, "created_at": w.created_at} for w in found
         ]
 
+    def as_tool(self, name: str | None = None, description: str | None = None) -> Any:
+        """This durable agent as a tool of another durable agent: each call is a **child
+        workflow** (run id ``<parent run id>-<tool call id>``, its own checkpoints and
+        events), so a parent recovered after a crash waits for the same child instead of
+        starting another."""
+        return _ChildRunTool(self, name or self.agent.name, description or self.agent.description)
+
     # ---- inside the workflow ----
 
     async def _execute(self, prompt: str) -> dict[str, Any]:
@@ -260,7 +267,46 @@ class DurableAgent:
         return events.result
 
 
+class _ChildRunTool:
+    """A call of a durable sub-agent: a child workflow (see :meth:`DurableAgent.as_tool`)."""
+
+    sequential = True  # child workflows start in call order: DBOS matches steps by order
+    durable_child = True
+
+    def __init__(self, child: DurableAgent, name: str, description: str) -> None:
+        self.child = child
+        self.name = name
+        self.description = description or f"Ask the {name} agent to do a task."
+        self.parameters: dict[str, Any] = {
+            "type": "object",
+            "properties": {"task": {"type": "string", "description": "What to do, in full."}},
+            "required": ["task"],
+            "additionalProperties": False,
+        }
+
+    async def run(self, arguments: dict[str, Any], ctx: ToolContext[Any]) -> ToolResult:
+        parent = DBOS.workflow_id
+        if parent is None:
+            raise RuntimeError(
+                f"tool {self.name!r} runs a durable sub-agent: use it in a DurableAgent's run"
+            )
+        task = str(arguments.get("task") or "")
+        run_id = f"{parent}-{ctx.tool_call_id}"
+        with SetWorkflowID(run_id):
+            handle = await DBOS.start_workflow_async(_run_workflow, self.child.name, task)
+        result: RunResult[Any] = RunResult.model_validate(await handle.get_result())
+        details = {"run_id": run_id, "reason": result.reason, "usage": result.usage.model_dump()}
+        if result.reason != "completed":
+            why = f": {result.error.message}" if result.error else ""
+            return ToolResult.error(
+                f"Sub-agent {self.name!r} ended {result.reason}{why}", details=details
+            )
+        return ToolResult.of(result.text, details=details)
+
+
 def _durable(item: Tool | Toolset, steps: RunSteps) -> Any:
+    if getattr(item, "durable_child", False):
+        return item  # a child workflow is checkpointed by DBOS itself
     if isinstance(item, Tool):
         return DurableTool(item, steps)
     return _DurableToolset(item, steps)
@@ -295,7 +341,9 @@ class DurableRun:
         """Wait for the run to end and return its result."""
         client: DBOSClient = _require("client")
         pause = 0.005
-        while await self.status() not in TERMINAL:  # DBOS's own wait polls once a second
+        while (status := await self.status()) not in TERMINAL:  # DBOS's own wait polls 1/s
+            if status == "UNKNOWN":
+                raise LookupError(f"there is no durable run {self.run_id!r} in this database")
             await anyio.sleep(pause)
             pause = min(pause * 2, 0.25)
         handle: Any = await client.retrieve_workflow_async(self.run_id)
@@ -316,7 +364,10 @@ class DurableRun:
                 cursor = event.seq
             if batch:
                 continue
-            if await self.status() in TERMINAL:
+            status = await self.status()
+            if status == "UNKNOWN":
+                raise LookupError(f"there is no durable run {self.run_id!r} in this database")
+            if status in TERMINAL:
                 for event in await store.read(self.run_id, cursor):
                     yield event
                 return
