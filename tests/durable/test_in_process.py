@@ -140,7 +140,7 @@ def test_a_durable_sub_agent_is_a_child_workflow(
         return result, child_events, await child_run.result()
 
     result, child_events, child_result = loop.run_until_complete(go())
-    answer = [m for m in result.messages if m.role == "tool_result"][0]  # type: ignore[attr-defined]
+    answer = next(m for m in result.messages if m.role == "tool_result")  # type: ignore[attr-defined]
     assert answer.text == "The capital is Lisbon."
     assert answer.details["run_id"] == "parent-1-g1"
     assert child_result.text == "The capital is Lisbon."  # type: ignore[attr-defined]
@@ -162,7 +162,7 @@ def test_the_child_tool_outside_a_durable_run_says_so() -> None:
         ScriptedProvider([AssistantMessage(content=[call]), "ok"]), tools=[child.as_tool()]
     )
     result = asyncio.run(agent.run("go"))
-    answer = [m for m in result.messages if m.role == "tool_result"][0]
+    answer = next(m for m in result.messages if m.role == "tool_result")
     assert answer.is_error and "DurableAgent's run" in answer.text
 
 
