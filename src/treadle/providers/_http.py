@@ -177,6 +177,14 @@ class JSONStreamDecoder(Protocol):
     def close(self) -> list[Any]: ...
 
 
+Body = dict[str, Any] | bytes
+"""A request body: a JSON object, or its JSON already encoded (sent as is)."""
+
+
+def _payload(body: Body) -> dict[str, Any]:
+    return {"content": body} if isinstance(body, bytes) else {"json": body}
+
+
 def _current_loop() -> object:
     try:
         return anyio.lowlevel.current_token().native_token
@@ -315,16 +323,16 @@ class HTTPAdapter:
         return {"content-type": "application/json", **self._extra_headers}
 
     async def _post_stream(
-        self, url: str, body: dict[str, Any], headers: Mapping[str, str] | None = None
+        self, url: str, body: Body, headers: Mapping[str, str] | None = None
     ) -> AsyncGenerator[bytes, None]:
-        """POST ``body`` and yield the response bytes; HTTP and transport failures raise
-        :class:`ProviderError`."""
+        """POST ``body`` (a JSON value, or JSON already encoded) and yield the response
+        bytes; HTTP and transport failures raise :class:`ProviderError`."""
         try:
             merged = {**self._headers(), **(headers or {})}
             async with (
                 self.slots,
                 self.client.stream(
-                    "POST", url, json=body, headers=merged, follow_redirects=False
+                    "POST", url, **_payload(body), headers=merged, follow_redirects=False
                 ) as response,
             ):
                 if 300 <= response.status_code < 400:
@@ -342,7 +350,7 @@ class HTTPAdapter:
     async def _json_stream(
         self,
         url: str,
-        body: dict[str, Any],
+        body: Body,
         cancel: CancellationToken | None,
         decoder: JSONStreamDecoder,
         headers: Mapping[str, str] | None = None,
@@ -378,7 +386,7 @@ class HTTPAdapter:
     async def _sse_json(
         self,
         url: str,
-        body: dict[str, Any],
+        body: Body,
         cancel: CancellationToken | None,
         headers: Mapping[str, str] | None = None,
     ) -> AsyncGenerator[dict[str, Any], None]:
@@ -396,13 +404,13 @@ class HTTPAdapter:
                 yield value
 
     async def _post_json(
-        self, url: str, body: dict[str, Any], headers: Mapping[str, str] | None = None
+        self, url: str, body: Body, headers: Mapping[str, str] | None = None
     ) -> Any:
         try:
             merged = {**self._headers(), **(headers or {})}
             async with self.slots:
                 response = await self.client.post(
-                    url, json=body, headers=merged, follow_redirects=False
+                    url, **_payload(body), headers=merged, follow_redirects=False
                 )
         except httpx.TransportError as exc:
             raise self.scrub(

@@ -38,7 +38,6 @@ from pydantic_core import from_json
 from ..cancellation import CancellationToken
 from ..types import (
     AssistantMessage,
-    ExtensionMessage,
     ImageContent,
     TextContent,
     ThinkingContent,
@@ -49,6 +48,7 @@ from ..types import (
 from ._convert import image_data_url, safe_tool_call_id, same_origin
 from ._http import HTTPAdapter, classify, env_key
 from ._sse import SSEDecoder, SSEEvent
+from ._wire import WireCache, dumpb, dumps, splice
 from .base import (
     ModelRequest,
     ProviderError,
@@ -57,6 +57,9 @@ from .base import (
 from .openai_chat_stream import Assembler
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
+
+_Encoded = tuple[bytes | None, tuple[bytes, ...], bool]
+"""A message as this adapter sends it (see ``OpenAIChat._encode``)."""
 
 _SCHEMA_NAME = re.compile(r"[^A-Za-z0-9_-]")
 _ALNUM = re.compile(r"^[A-Za-z0-9]{9}$")
@@ -121,6 +124,7 @@ class OpenAIChat(HTTPAdapter):
             reasoning_field = "reasoning_content"
         self.reasoning_field = reasoning_field
         self._require_key = require_key if require_key is not None else not _is_local(host)
+        self._wire: WireCache[_Encoded] = WireCache()
 
     def _headers(self) -> dict[str, str]:
         headers = super()._headers()
@@ -136,63 +140,83 @@ class OpenAIChat(HTTPAdapter):
     # ---- request ----
 
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
-        """The JSON body for ``request`` (pure: no I/O)."""
-        body: dict[str, Any] = {
-            "model": request.model or self.model,
-            "messages": self._messages(request),
-        }
+        """The JSON body for ``request`` (pure: no I/O), as :meth:`encode_body` sends it."""
+        body: dict[str, Any] = json.loads(self.encode_body(request))
+        return body
+
+    def encode_body(self, request: ModelRequest) -> bytes:
+        """The request body as sent: each message's JSON comes from the adapter's cache
+        (see ``providers/_wire.py``), so a turn encodes only the messages that are new or
+        changed since the last request."""
+        head: dict[str, Any] = {"model": request.model or self.model}
+        rest: dict[str, Any] = {}
         if self.streaming:
-            body["stream"] = True
+            rest["stream"] = True
             if self.include_usage:
-                body["stream_options"] = {"include_usage": True}
+                rest["stream_options"] = {"include_usage": True}
         else:
-            body["stream"] = False
+            rest["stream"] = False
         if request.tools:
             # Never an empty list: several servers reject ``"tools": []``.
-            body["tools"] = [
+            rest["tools"] = [
                 _tool(spec.name, spec.description, spec.parameters) for spec in request.tools
             ]
             if request.tool_choice is not None:
-                body["tool_choice"] = _tool_choice(request.tool_choice)
+                rest["tool_choice"] = _tool_choice(request.tool_choice)
         if request.max_tokens is not None:
-            body[self.max_tokens_field] = request.max_tokens
+            rest[self.max_tokens_field] = request.max_tokens
         if request.temperature is not None:
-            body["temperature"] = request.temperature
+            rest["temperature"] = request.temperature
         for setting in ("top_p", "seed", "stop", "presence_penalty", "frequency_penalty"):
             value = getattr(request, setting)
             if value is not None:
-                body[setting] = value
+                rest[setting] = value
         if request.thinking_level != "off":
-            body["reasoning_effort"] = request.thinking_level
+            rest["reasoning_effort"] = request.thinking_level
         if request.response_format is not None:
-            body["response_format"] = _response_format(request.response_format)
-        body.update(request.extra_body)
-        return body
+            rest["response_format"] = _response_format(request.response_format)
+        extra = request.extra_body
+        if "messages" in extra:  # the caller's own messages replace the history
+            return dumps({**head, "messages": None, **rest, **extra}).encode()
+        for name, value in extra.items():
+            (head if name == "model" else rest)[name] = value
+        return splice(head, "messages", self._messages(request), rest)
 
-    def _messages(self, request: ModelRequest) -> list[dict[str, Any]]:
-        out: list[dict[str, Any]] = []
+    def _messages(self, request: ModelRequest) -> list[bytes]:
+        """The history's messages as encoded JSON, in order."""
+        out: list[bytes] = []
         if request.system_prompt:
-            out.append({"role": self.system_role, "content": request.system_prompt})
+            out.append(dumpb({"role": self.system_role, "content": request.system_prompt}))
+        cache = self._wire
+        cache.settings((self.name, self.reasoning_field))
         # Tool messages must directly follow their assistant message, so images returned by
         # tools wait here until the run of tool messages ends.
-        pending: list[dict[str, Any]] = []
-        for message in request.messages:
-            if pending and not isinstance(message, ToolResultMessage):
-                out.append({"role": "user", "content": pending})
+        pending: list[bytes] = []
+        for text, images, tool in cache.encode_all(request.messages, self._encode):
+            if pending and not tool:
+                out.append(_user_parts(pending))
                 pending = []
-            if isinstance(message, UserMessage):
-                out.append({"role": "user", "content": _user_content(message.content)})
-            elif isinstance(message, AssistantMessage):
-                converted = self._assistant(message)
-                if converted is not None:
-                    out.append(converted)
-            elif isinstance(message, ToolResultMessage):
-                out.append(self._tool_result(message, pending))
-            elif isinstance(message, ExtensionMessage):
-                continue
+            if text is not None:
+                out.append(text)
+            if images:
+                pending.extend(images)
         if pending:
-            out.append({"role": "user", "content": pending})
+            out.append(_user_parts(pending))
         return out
+
+    def _encode(self, message: Any) -> _Encoded:
+        """One message as its JSON (None for none), the image parts it leaves for a user
+        message, and whether it is a tool message."""
+        if isinstance(message, UserMessage):
+            return dumpb({"role": "user", "content": _user_content(message.content)}), (), False
+        if isinstance(message, AssistantMessage):
+            converted = self._assistant(message)
+            return (dumpb(converted) if converted is not None else None), (), False
+        if isinstance(message, ToolResultMessage):
+            pending: list[dict[str, Any]] = []
+            text = dumpb(self._tool_result(message, pending))
+            return text, tuple(dumpb(part) for part in pending), True
+        return None, (), False  # extension messages never reach a provider
 
     def _assistant(self, message: AssistantMessage) -> dict[str, Any] | None:
         texts = [block.text for block in message.content if isinstance(block, TextContent)]
@@ -263,7 +287,7 @@ class OpenAIChat(HTTPAdapter):
                 provider=self.name,
             )
         self._check_cancel(cancel)
-        body = self.build_body(request)
+        body = self.encode_body(request)
         url = f"{self.base_url}/chat/completions"
         state = Assembler(self.name, request.model or self.model)
         if not self.streaming:
@@ -415,6 +439,10 @@ def _user_content(blocks: list[TextContent | ImageContent]) -> str | list[dict[s
         else _image_part(block)
         for block in blocks
     ]
+
+
+def _user_parts(parts: list[bytes]) -> bytes:
+    return b'{"role":"user","content":[' + b",".join(parts) + b"]}"
 
 
 def _image_part(image: ImageContent) -> dict[str, Any]:
