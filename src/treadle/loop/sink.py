@@ -14,6 +14,7 @@ import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from ..types import AgentEvent, MessageUpdate, now_ms
+from ..types._base import trusted
 
 _UPDATE_FIELDS = frozenset({"seq", "loop_id", "depth", "timestamp", "message", "delta"})
 logger = logging.getLogger("treadle.loop")
@@ -118,7 +119,6 @@ class EventSink:
         if event_type is MessageUpdate:
             # The hot path (one per streamed delta): its values come from the loop itself and
             # are already valid models, so skip re-validation.
-            event = object.__new__(MessageUpdate)
             values = {
                 "seq": next(self._state.counter),
                 "loop_id": self.loop_id,
@@ -128,11 +128,7 @@ class EventSink:
                 "message": fields["message"],
                 "delta": fields["delta"],
             }
-            object.__setattr__(event, "__dict__", values)
-            object.__setattr__(event, "__pydantic_fields_set__", set(_UPDATE_FIELDS))
-            object.__setattr__(event, "__pydantic_extra__", None)
-            object.__setattr__(event, "__pydantic_private__", None)
-            return event
+            return trusted(MessageUpdate, values, set(_UPDATE_FIELDS))
         return event_type(
             seq=next(self._state.counter),
             loop_id=self.loop_id,
