@@ -8,12 +8,14 @@ import logging
 import threading
 import weakref
 from collections.abc import AsyncIterator, Callable, Sequence
+from time import time_ns
 from typing import Any
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from ..types import AgentEvent, MessageUpdate, now_ms
+from ..types._base import trusted
 
 _UPDATE_FIELDS = frozenset({"seq", "loop_id", "depth", "timestamp", "message", "delta"})
 logger = logging.getLogger("treadle.loop")
@@ -118,21 +120,16 @@ class EventSink:
         if event_type is MessageUpdate:
             # The hot path (one per streamed delta): its values come from the loop itself and
             # are already valid models, so skip re-validation.
-            event = object.__new__(MessageUpdate)
             values = {
                 "seq": next(self._state.counter),
                 "loop_id": self.loop_id,
                 "depth": self.depth,
-                "timestamp": now_ms(),
+                "timestamp": time_ns() // 1_000_000,  # now_ms(), inlined
                 "type": "message_update",
                 "message": fields["message"],
                 "delta": fields["delta"],
             }
-            object.__setattr__(event, "__dict__", values)
-            object.__setattr__(event, "__pydantic_fields_set__", set(_UPDATE_FIELDS))
-            object.__setattr__(event, "__pydantic_extra__", None)
-            object.__setattr__(event, "__pydantic_private__", None)
-            return event
+            return trusted(MessageUpdate, values, set(_UPDATE_FIELDS))
         return event_type(
             seq=next(self._state.counter),
             loop_id=self.loop_id,
@@ -236,8 +233,10 @@ class EventSink:
     def _too_big(self, stream: Any, update: Any) -> bool:
         """Whether the unread updates, with this one, would pass ``max_bytes``: estimated as
         their count times the size of this update's block (the largest so far)."""
-        buffer = getattr(getattr(stream, "_state", None), "buffer", None)
-        unread = len(buffer) if buffer is not None else 0
+        try:
+            unread = len(stream._state.buffer)
+        except AttributeError:
+            return False
         if not unread:
             return False
         delta = update.delta
@@ -245,9 +244,10 @@ class EventSink:
             block = update.message.content[delta.index]
         except (IndexError, AttributeError):
             return False
-        size = len(getattr(block, "text", None) or getattr(block, "thinking", None) or "")
         if delta.type == "tool_call_delta":
             size = len(getattr(block, "raw_arguments", None) or "") or len(delta.arguments)
+        else:
+            size = len(getattr(block, "text", None) or getattr(block, "thinking", None) or "")
         return (unread + 1) * size > self.max_bytes
 
     def start_grace(self) -> None:

@@ -9,11 +9,10 @@ import time
 from collections.abc import Awaitable, Callable
 from contextlib import aclosing, nullcontext
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 import anyio
 import anyio.lowlevel
-from pydantic import BaseModel
 
 from ..cancellation import CancellationToken
 from ..providers.base import ModelRequest, Provider, ProviderError, StreamDone
@@ -28,6 +27,7 @@ from ..types import (
     ThinkingContent,
     ToolCall,
 )
+from ..types._base import replaced
 from .config import RetryPolicy
 from .sink import EventSink
 
@@ -105,24 +105,6 @@ class _Watch:
         )
 
 
-_M = TypeVar("_M", bound=BaseModel)
-
-
-def _shallow_copy(model: _M, content: Any = None, **changes: Any) -> _M:
-    """``model`` with some fields replaced, without validation (the values are already
-    valid): the hot path's substitute for ``model_copy``."""
-    copy = object.__new__(type(model))
-    values = dict(model.__dict__)
-    if content is not None:
-        values["content"] = content
-    values.update(changes)
-    object.__setattr__(copy, "__dict__", values)
-    object.__setattr__(copy, "__pydantic_fields_set__", set(model.__pydantic_fields_set__))
-    object.__setattr__(copy, "__pydantic_extra__", None)
-    object.__setattr__(copy, "__pydantic_private__", None)
-    return copy
-
-
 class StreamState:
     """The message being streamed, kept outside the call so a cancelled stream leaves it.
 
@@ -158,7 +140,7 @@ class StreamState:
     def view(self) -> AssistantMessage:
         """An unchanging snapshot of the partial message."""
         if self._view is None:
-            self._view = _shallow_copy(self.partial, list(self.partial.content))
+            self._view = replaced(self.partial, "content", list(self.partial.content))
         return self._view
 
     def _put(self, index: int, block: Any) -> None:
@@ -177,14 +159,14 @@ class StreamState:
         if kind == "text":
             if isinstance(block, TextContent):
                 if self.snapshots:
-                    self._put(index, _shallow_copy(block, text=block.text + event.text))
+                    content[index] = replaced(block, "text", block.text + event.text)
                 else:  # no view was handed out: no validation to run on a str append
                     block.__dict__["text"] += event.text
             else:
                 self._put(index, TextContent(text=event.text))
         elif kind == "thinking":
             if isinstance(block, ThinkingContent):
-                self._put(index, _shallow_copy(block, thinking=block.thinking + event.text))
+                content[index] = replaced(block, "thinking", block.thinking + event.text)
             else:
                 self._put(index, ThinkingContent(thinking=event.text))
         elif kind == "tool_call_start":

@@ -28,7 +28,7 @@ import hashlib
 import ipaddress
 import json
 import re
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from contextlib import aclosing
 from typing import Any, Literal
 
@@ -324,13 +324,15 @@ class OpenAIChat(HTTPAdapter):
         if cancel is not None and cancel.immediate:
             raise ProviderError("cancelled", "cancelled by the caller", provider=self.name)
 
-    def _event(self, sse: SSEEvent, state: Assembler, *, final: bool) -> Iterator[StreamEvent]:
+    def _event(self, sse: SSEEvent, state: Assembler, *, final: bool) -> Iterable[StreamEvent]:
+        """The stream events one SSE event makes (a plain function, not a generator: the
+        common text chunk is one call and a tuple)."""
         data = sse.data.strip()
         if sse.event not in ("message", "error") or not data:
-            return  # keep-alives and event types this API does not define
+            return ()  # keep-alives and event types this API does not define
         if data == "[DONE]":
             state.done = True
-            return
+            return ()
         try:
             payload = from_json(data)
         except ValueError:
@@ -344,14 +346,13 @@ class OpenAIChat(HTTPAdapter):
                 "server", f"malformed stream chunk: {data[:200]!r}", provider=self.name
             ) from None
         if not isinstance(payload, dict):
-            return
+            return ()
         if sse.event == "error" or payload.get("error"):
             raise self._stream_error(payload)
         fast = state.plain_text(payload)
         if fast is not None:
-            yield fast
-            return
-        yield from state.chunk(payload)
+            return (fast,)
+        return state.chunk(payload)
 
     def _stream_error(self, payload: dict[str, Any]) -> ProviderError:
         error = payload.get("error")

@@ -24,6 +24,7 @@ from ..types import (
     ToolCallStart,
     Usage,
 )
+from ..types._base import trusted
 from ..types.usage import StopReason
 from .base import (
     StreamDone,
@@ -102,7 +103,9 @@ class Assembler:
             if value is not None and key != "content" and key != "role":
                 return None
         self._texts[index].append(content)
-        return TextDelta(index=index, text=content)
+        return trusted(
+            TextDelta, {"type": "text", "index": index, "text": content}, {"index", "text"}
+        )
 
     def chunk(self, payload: dict[str, Any]) -> Iterator[StreamEvent]:
         if not self.started:
@@ -171,11 +174,11 @@ class Assembler:
             self._open = index
             yield TextStart(index=index) if kind == "text" else ThinkingStart(index=index)
         self._texts[index].append(text)
-        yield (
-            TextDelta(index=index, text=text)
-            if kind == "text"
-            else ThinkingDelta(index=index, text=text)
-        )
+        values = {"type": kind, "index": index, "text": text}
+        if kind == "text":
+            yield trusted(TextDelta, values, {"index", "text"})
+        else:
+            yield trusted(ThinkingDelta, values, {"index", "text"})
 
     def _close_open(self) -> Iterator[StreamEvent]:
         index, self._open = self._open, None
