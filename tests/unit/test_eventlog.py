@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -9,6 +10,7 @@ import pytest
 
 from treadle import AgentContext, AgentEvent, AgentLoopConfig, EventLog, EventLogGap, agent_loop
 from treadle.testing import ScriptedProvider
+from treadle.types import TurnStart
 
 pytestmark = pytest.mark.anyio
 
@@ -89,3 +91,40 @@ async def test_out_of_order_events_and_events_after_close_are_refused() -> None:
         fresh.publish(events[1])
     with pytest.raises(RuntimeError, match="closed"):
         log.publish(events[0])
+
+
+async def test_a_log_with_a_file_serves_what_memory_dropped(tmp_path: Path) -> None:
+    path = tmp_path / "run.events.jsonl"
+    log = EventLog(max_events=3, path=path)
+    for seq in range(10):
+        log.publish(TurnStart(seq=seq, turn_index=seq))
+    log.close()
+    seen = [e.seq async for e in log.subscribe()]
+    assert seen == list(range(10))  # no EventLogGap: the file had them
+    assert [e.seq async for e in log.subscribe(after_seq=4)] == list(range(5, 10))
+
+
+async def test_load_serves_a_finished_run_after_a_restart(tmp_path: Path) -> None:
+    path = tmp_path / "run.events.jsonl"
+    log = EventLog(path=path)
+    for seq in range(4):
+        log.publish(TurnStart(seq=seq, turn_index=seq))
+    log.close()
+    with path.open("a") as f:
+        f.write('{"type": "turn_start", "seq": 4')  # a write the crash cut short
+    again = EventLog.load(path)
+    assert again.closed and again.last_seq == 3
+    assert [e.seq async for e in again.subscribe(after_seq=1)] == [2, 3]
+
+
+async def test_a_log_reopened_on_its_file_continues_it(tmp_path: Path) -> None:
+    path = tmp_path / "run.events.jsonl"
+    first = EventLog(path=path)
+    first.publish(TurnStart(seq=0, turn_index=0))
+    first.close()
+    second = EventLog(path=path)
+    with pytest.raises(ValueError, match="not after 0"):
+        second.publish(TurnStart(seq=0, turn_index=0))
+    second.publish(TurnStart(seq=1, turn_index=1))
+    second.close()
+    assert [e.seq async for e in EventLog.load(path).subscribe()] == [0, 1]

@@ -11,12 +11,17 @@ fell out of it gets :class:`EventLogGap` rather than a silent hole.
 from __future__ import annotations
 
 import bisect
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import IO
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream
+from pydantic import TypeAdapter, ValidationError
 
 from ..types import AgentEvent
+
+_EVENT: TypeAdapter[AgentEvent] = TypeAdapter(AgentEvent)
 
 
 class EventLogGap(Exception):
@@ -27,9 +32,16 @@ class EventLog:
     """The events of one run (or of every loop sharing one stream), in ``seq`` order.
 
     ``publish`` never blocks; ``subscribe(after_seq)`` is an async iterator; ``close`` (or
-    the end of ``pump``) ends every subscription once it has caught up."""
+    the end of ``pump``) ends every subscription once it has caught up.
 
-    def __init__(self, *, max_events: int = 10_000) -> None:
+    ``path``: also keep every event in a JSON-lines file (for example next to the run's
+    session). Readers whose cursor fell out of memory are then served from the file instead
+    of getting :class:`EventLogGap`, and :meth:`load` serves a run's events after the
+    process that ran it is gone. A log opened on an existing file continues it. The file is
+    flushed on :meth:`close`, not synced per event (for runs that must survive a crash, see
+    ``treadle.durable``)."""
+
+    def __init__(self, *, max_events: int = 10_000, path: str | Path | None = None) -> None:
         if max_events < 1:
             raise ValueError("max_events must be at least 1")
         self.max_events = max_events
@@ -38,6 +50,22 @@ class EventLog:
         self._dropped_through: int | None = None  # the last seq no longer kept
         self._closed = False
         self._changed: anyio.Event | None = None
+        self.path = Path(path) if path is not None else None
+        self._file: IO[str] | None = None
+        if self.path is not None:
+            for event in _read(self.path):
+                self._keep(event)
+            self._file = self.path.open("a", encoding="utf-8")
+
+    @classmethod
+    def load(cls, path: str | Path, *, max_events: int = 10_000) -> EventLog:
+        """A closed log of the events kept in ``path`` (a torn last line is ignored)."""
+        log = cls(max_events=max_events)
+        log.path = Path(path)
+        for event in _read(log.path):
+            log._keep(event)
+        log._closed = True
+        return log
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"
@@ -58,17 +86,25 @@ class EventLog:
         last = self.last_seq
         if last is not None and event.seq <= last:
             raise ValueError(f"seq {event.seq} is not after {last}: events must come in order")
+        if self._file is not None:
+            self._file.write(event.model_dump_json() + "\n")
+        self._keep(event)
+        self._wake()
+
+    def _keep(self, event: AgentEvent) -> None:
         self._events.append(event)
         self._seqs.append(event.seq)
         if len(self._events) > self.max_events:
             cut = len(self._events) - self.max_events
             self._dropped_through = self._seqs[cut - 1]
             del self._events[:cut], self._seqs[:cut]
-        self._wake()
 
     def close(self) -> None:
         """The run is over: subscribers drain what is kept, then stop."""
         self._closed = True
+        if self._file is not None:
+            self._file.close()
+            self._file = None
         self._wake()
 
     def _wake(self) -> None:
@@ -83,6 +119,16 @@ class EventLog:
         cursor = after_seq
         while True:
             dropped = self._dropped_through
+            if dropped is not None and (cursor is None or cursor < dropped) and self.path:
+                if self._file is not None:
+                    self._file.flush()
+                before = cursor
+                for event in _read(self.path):  # what memory no longer holds
+                    if (cursor is None or event.seq > cursor) and event.seq <= dropped:
+                        yield event
+                        cursor = event.seq
+                if cursor != before:
+                    continue
             if dropped is not None and (cursor is None or cursor < dropped):
                 raise EventLogGap(
                     f"events after seq {cursor} are gone (kept from {dropped + 1}); "
@@ -109,6 +155,20 @@ class EventLog:
                     self.publish(event)
         finally:
             self.close()
+
+
+def _read(path: Path) -> Iterator[AgentEvent]:
+    """The events kept in ``path``, in order; stops at a torn or damaged line."""
+    if not path.exists():
+        return
+    with path.open(encoding="utf-8") as f:
+        for line in f:
+            if not line.endswith("\n"):
+                return  # a write cut short
+            try:
+                yield _EVENT.validate_json(line)
+            except ValidationError:
+                return
 
 
 def sse_frame(event: AgentEvent) -> bytes:
