@@ -3,8 +3,10 @@ hooks installed but idle, in two setups.
 
 Idle means: nothing to recall (an empty memory store), no MCP tools to curate, plan mode
 off, a user model with no history yet, a small skill catalog the router picks from. Each
-run is a fresh conversation; variants run interleaved (the machine is noisy): the medians
-per turn are reported, and the overhead is the median of each repetition's ratio.
+run is a fresh conversation. The two agents take turns, conversation by conversation, so
+that other work on a shared machine hits both alike; per repetition each variant's median
+conversation gives its cost per turn, and the overhead is the median over repetitions of
+the ratio of the two.
 
 - ``http`` (what the issue's target is measured on): the setup of ``loop_overhead.py``.
   The benchmark kit's fake OpenAI server (``benchmarks/kit/fake_llm.py``, another
@@ -15,7 +17,7 @@ per turn are reported, and the overhead is the median of each repetition's ratio
 - ``scripted``: a scripted model in-process (a tool call, then the answer: two turns),
   no network — treadle's own cost per turn, the harshest ratio.
 
-    python benchmarks/ext_overhead.py [--setup both|http|scripted] [--reps 7] [--runs 200]
+    python benchmarks/ext_overhead.py [--setup both|http|scripted] [--reps 5] [--runs 300]
 
 Runs from a plain clone: ``src/`` is put on the path when treadle is not installed.
 """
@@ -58,6 +60,7 @@ from treadle.providers import OpenAIChat  # noqa: E402
 from treadle.testing import ScriptedProvider  # noqa: E402
 
 TURNS = {"scripted": 2, "http": 3}
+VARIANTS = ("bare", "extensions")
 PROMPTS = {
     "scripted": "Please look up the weather in Lisbon and tell me if I need an umbrella.",
     "http": "What is 2 + 3? Use the add tool.",  # the kit's prompt (benchmarks/kit/common.py)
@@ -117,27 +120,30 @@ def prepare(folder: Path) -> None:
         skill.write_text(f"---\nname: {name}\ndescription: Help with {name}.\n---\nSteps.\n")
 
 
-async def time_variant(
-    setup: str, variant: str, runs: int, folder: Path, base_url: str
-) -> tuple[float, float]:
-    """(wall, CPU) seconds per turn over ``runs`` fresh conversations (after a warm-up)."""
-    agent = make_agent(setup, variant, runs + 5, folder, base_url)
+async def time_pair(
+    setup: str, runs: int, folder: Path, base_url: str
+) -> dict[str, list[tuple[float, float]]]:
+    """Per variant, (wall, CPU) seconds of each of ``runs`` fresh conversations, the two
+    agents taking turns conversation by conversation (after a warm-up), so that other
+    work on the machine hits both alike."""
+    agents = {v: make_agent(setup, v, runs + 5, folder, base_url) for v in VARIANTS}
     prompt, expected = PROMPTS[setup], final_text(FINAL_TOKENS) if setup == "http" else None
+    times: dict[str, list[tuple[float, float]]] = {v: [] for v in VARIANTS}
     try:
-        for _ in range(5):
-            await agent.run(prompt)
-            agent.reset()
-        cpu, started = time.process_time(), time.perf_counter()
-        for _ in range(runs):
-            result = await agent.run(prompt)
-            assert result.reason == "completed", result.error
-            assert expected is None or result.text == expected, result.text[:80]
-            agent.reset()
-        wall, cpu = time.perf_counter() - started, time.process_time() - cpu
+        for i in range(runs + 5):
+            for variant, agent in agents.items():
+                cpu, started = time.process_time(), time.perf_counter()
+                result = await agent.run(prompt)
+                wall, cpu = time.perf_counter() - started, time.process_time() - cpu
+                assert result.reason == "completed", result.error
+                assert expected is None or result.text == expected, result.text[:80]
+                agent.reset()
+                if i >= 5:
+                    times[variant].append((wall, cpu))
     finally:
-        await agent.aclose()
-    turns = runs * TURNS[setup]
-    return wall / turns, cpu / turns
+        for agent in agents.values():
+            await agent.aclose()
+    return times
 
 
 # ---- the fake server (as in loop_overhead.py) ----
@@ -183,19 +189,21 @@ def fake_server() -> Iterator[str]:
 
 
 def measure(setup: str, opts: argparse.Namespace, folder: Path, root: str) -> dict[str, Any]:
-    figures: dict[str, list[tuple[float, float]]] = {"bare": [], "extensions": []}
-    url = root + "/v1"
+    """Medians per turn, and the overhead: the median over repetitions of the ratio of
+    the two variants' median conversations (robust to the spikes of a shared machine)."""
+    per_turn: dict[str, list[tuple[float, float]]] = {v: [] for v in VARIANTS}
     for _ in range(opts.reps):
-        for variant, found in figures.items():
-            args = (setup, variant, opts.runs, folder, url)
-            found.append(anyio.run(time_variant, *args, backend=opts.backend))
+        args = (setup, opts.runs, folder, root + "/v1")
+        times = anyio.run(time_pair, *args, backend=opts.backend)
+        for variant, found in times.items():
+            wall = statistics.median(w for w, _ in found) / TURNS[setup]
+            cpu = statistics.median(c for _, c in found) / TURNS[setup]
+            per_turn[variant].append((wall, cpu))
     out: dict[str, Any] = {}
-    for variant, pairs in figures.items():
-        out[variant] = statistics.median(w for w, _ in pairs)
-        out[variant + "_cpu"] = statistics.median(c for _, c in pairs)
-    # the overhead: the median of each repetition's ratio (its two variants ran back to
-    # back), steadier than a ratio of medians when other work comes and goes
-    pairs = list(zip(figures["extensions"], figures["bare"], strict=True))
+    for variant, figures in per_turn.items():
+        out[variant] = statistics.median(w for w, _ in figures)
+        out[variant + "_cpu"] = statistics.median(c for _, c in figures)
+    pairs = list(zip(per_turn["extensions"], per_turn["bare"], strict=True))
     out["ratio"] = statistics.median(e[0] / b[0] for e, b in pairs)
     out["ratio_cpu"] = statistics.median(e[1] / b[1] for e, b in pairs)
     return out
@@ -204,8 +212,8 @@ def measure(setup: str, opts: argparse.Namespace, folder: Path, root: str) -> di
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--setup", default="both", choices=["both", "http", "scripted"])
-    parser.add_argument("--reps", type=int, default=7, help="interleaved repetitions")
-    parser.add_argument("--runs", type=int, default=200, help="conversations per repetition")
+    parser.add_argument("--reps", type=int, default=5, help="repetitions")
+    parser.add_argument("--runs", type=int, default=300, help="conversations per variant and rep")
     parser.add_argument("--backend", default="asyncio", choices=["asyncio", "trio"])
     opts = parser.parse_args()
     setups = ["http", "scripted"] if opts.setup == "both" else [opts.setup]
@@ -220,7 +228,7 @@ def main() -> int:
             else:
                 results[setup] = measure(setup, opts, folder, "http://unused")
     print(f"python {sys.version.split()[0]}, {opts.backend}, {os.cpu_count()} CPUs")
-    print(f"{opts.reps} interleaved reps x {opts.runs} conversations, medians per turn")
+    print(f"{opts.reps} reps x {opts.runs} conversations a variant, interleaved; per turn:")
     for setup, r in results.items():
         name = "fake HTTP server" if setup == "http" else "scripted model"
         print(f"\n{setup} ({name}, {TURNS[setup]} turns a conversation):")
