@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ..loop import Hooks
 from ..providers import ModelRequest
-from ..types import ToolCall, ToolResult
+from ..types import AgentMessage, ToolCall, ToolResult, Usage
 from ._db import Database
 from ._run import in_thread
 
@@ -31,6 +31,9 @@ CREATE TABLE IF NOT EXISTS mcp_calls (
 );
 CREATE INDEX IF NOT EXISTS mcp_calls_name ON mcp_calls(name, at);
 """
+
+
+_INSERT = "INSERT INTO mcp_calls VALUES (?, ?, ?, ?)"
 
 
 def mcp_name(name: str) -> tuple[str, str] | None:
@@ -57,8 +60,7 @@ class McpCuration(Hooks):
         parsed = mcp_name(name)
         if parsed is not None:
             self._db.execute(
-                "INSERT INTO mcp_calls VALUES (?, ?, ?, ?)",
-                (name, parsed[0], time.time() if at is None else at, int(is_error)),
+                _INSERT, (name, parsed[0], time.time() if at is None else at, int(is_error))
             )
 
     def ranking(self) -> list[str]:
@@ -87,7 +89,18 @@ class McpCuration(Hooks):
             return request
         return request.model_copy(update={"tools": [t for t in request.tools if t.name in kept]})
 
+    def record_later(self, name: str, *, is_error: bool = False) -> None:
+        """Like :meth:`record`, written at the run's end (no I/O now) or before the next
+        read of the audit."""
+        parsed = mcp_name(name)
+        if parsed is not None:
+            self._db.defer(_INSERT, (name, parsed[0], time.time(), int(is_error)))
+
     async def after_tool_call(self, call: ToolCall, result: ToolResult) -> ToolResult | None:
-        if mcp_name(call.name) is not None:
-            await in_thread(lambda: self.record(call.name, is_error=result.is_error))
+        if call.name.startswith("mcp__"):
+            self.record_later(call.name, is_error=result.is_error)
         return None
+
+    async def after_loop(self, new_messages: list[AgentMessage], usage: Usage, reason: str) -> None:
+        if self._db.pending:  # MCP calls of this run, audited in one transaction
+            await self._db.flush_soon()

@@ -71,8 +71,8 @@ class MemoryStore:
         self.fts = False
         if fts is not False:
             try:
-                with self._db.lock, self._db.conn:
-                    self._db.conn.execute(_FTS)
+                with self._db.transaction() as conn:
+                    conn.execute(_FTS)
                 self.fts = True
             except sqlite3.OperationalError as exc:
                 if fts:
@@ -85,32 +85,26 @@ class MemoryStore:
         (indexed,) = self._db.query("SELECT count(*) FROM facts_fts")[0]
         (stored,) = self._db.query("SELECT count(*) FROM facts")[0]
         if indexed != stored:
-            with self._db.lock, self._db.conn:
-                self._db.conn.execute("DELETE FROM facts_fts")
-                self._db.conn.execute(
-                    "INSERT INTO facts_fts(rowid, text) SELECT id, text FROM facts"
-                )
+            with self._db.transaction() as conn:
+                conn.execute("DELETE FROM facts_fts")
+                conn.execute("INSERT INTO facts_fts(rowid, text) SELECT id, text FROM facts")
 
     def remember(self, text: str) -> Fact:
         """Store a fact (an exact repeat returns the stored one)."""
         text = " ".join(text.split())
         if not text:
             raise ValueError("a fact needs some text")
-        with self._db.lock, self._db.conn:
-            row = self._db.conn.execute(
+        with self._db.transaction() as conn:
+            row = conn.execute(
                 "SELECT id, text, created FROM facts WHERE text = ?", (text,)
             ).fetchone()
             if row is not None:
                 return Fact(*row)
             now = time.time()
-            cursor = self._db.conn.execute(
-                "INSERT INTO facts(text, created) VALUES (?, ?)", (text, now)
-            )
+            cursor = conn.execute("INSERT INTO facts(text, created) VALUES (?, ?)", (text, now))
             fact_id = int(cursor.lastrowid or 0)
             if self.fts:
-                self._db.conn.execute(
-                    "INSERT INTO facts_fts(rowid, text) VALUES (?, ?)", (fact_id, text)
-                )
+                conn.execute("INSERT INTO facts_fts(rowid, text) VALUES (?, ?)", (fact_id, text))
         return Fact(fact_id, text, now)
 
     def forget(self, fact: int | str | Fact) -> bool:
@@ -118,20 +112,22 @@ class MemoryStore:
         if isinstance(fact, Fact):
             fact = fact.id
         column = "id" if isinstance(fact, int) else "text"
-        with self._db.lock, self._db.conn:
-            rows = self._db.conn.execute(
-                f"SELECT id FROM facts WHERE {column} = ?", (fact,)
-            ).fetchall()
+        with self._db.transaction() as conn:
+            rows = conn.execute(f"SELECT id FROM facts WHERE {column} = ?", (fact,)).fetchall()
             for (fact_id,) in rows:
-                self._db.conn.execute("DELETE FROM facts WHERE id = ?", (fact_id,))
+                conn.execute("DELETE FROM facts WHERE id = ?", (fact_id,))
                 if self.fts:
-                    self._db.conn.execute("DELETE FROM facts_fts WHERE rowid = ?", (fact_id,))
+                    conn.execute("DELETE FROM facts_fts WHERE rowid = ?", (fact_id,))
         return bool(rows)
 
     def stamp(self) -> tuple[int, int] | None:
         """Changes whenever the facts may have changed (here or in another process): equal
         stamps mean a cached answer still holds. Cheap, no disk I/O; None when busy."""
         return self._db.stamp()
+
+    def changes(self) -> int:
+        """Changes made through this store (not by other processes); no I/O at all."""
+        return self._db.changes()
 
     def facts(self) -> list[Fact]:
         """Every fact, oldest first."""
@@ -261,8 +257,9 @@ class UserMemory(RunTracker):
     """A hook that puts one "what I remember about the user" message — :data:`USER_MEMORY_HEADER`
     and the facts that match ``query`` (the newest ``limit`` facts with ``query=None``) — in
     front of every model request, like a system prompt built fresh for each call: it is
-    never stored in the history. The facts are read again only after the store changed (a
-    ``remember`` call, here or in another process); nothing is added when there are none.
+    never stored in the history. The facts are read again only after the store changed: a
+    ``remember`` call through this store shows from the next request on, another process's
+    from the next run. Nothing is added when there are no facts.
     """
 
     def __init__(self, store: MemoryStore, *, query: str | None = "user", limit: int = 10) -> None:
@@ -272,19 +269,29 @@ class UserMemory(RunTracker):
         self.limit = limit
         self.block: str | None = None
         self._stamp: tuple[int, int] | None = None
+        self._checked = False  # this run looked for other processes' changes
 
     def _read(self) -> list[Fact]:
         if self.query is None:
             return self.store.facts()[-self.limit :] if self.limit > 0 else []
         return self.store.search(self.query, self.limit)
 
+    async def before_loop(self, context: AgentContext) -> bool:
+        self._checked = False
+        return await super().before_loop(context)
+
     async def before_model_request(self, request: ModelRequest) -> ModelRequest:
-        stamp = self.store.stamp()
-        if stamp is None or stamp != self._stamp:
-            self._stamp = stamp
-            facts = await in_thread(self._read)
-            lines = "\n".join(f"- {f.text}" for f in facts)
-            self.block = f"{USER_MEMORY_HEADER}\n\n{lines}" if facts else None
+        # Other processes' changes are looked for once per run; this process's own (a
+        # remember call) before every request, for free.
+        known = self._stamp
+        if not self._checked or known is None or known[1] != self.store.changes():
+            self._checked = True
+            stamp = self.store.stamp()
+            if stamp is None or stamp != known:
+                self._stamp = stamp
+                facts = await in_thread(self._read)
+                lines = "\n".join(f"- {f.text}" for f in facts)
+                self.block = f"{USER_MEMORY_HEADER}\n\n{lines}" if facts else None
         if self.block is None:
             return request
         messages = [UserMessage.of(self.block), *request.messages]

@@ -172,22 +172,40 @@ class SkillArms:
 
     def record(self, skill: str, outcome: Outcome) -> None:
         """A success adds 1 to alpha, a failure 1 to beta; neutral changes nothing."""
+        self.record_later(skill, outcome)
+        self._db.flush()
+
+    def record_later(self, skill: str, outcome: Outcome) -> None:
+        """Like :meth:`record`, written by the next :meth:`flush` (no I/O now) — or before
+        anything reads the arms. An increment, so processes sharing the file add up."""
         if outcome == "neutral":
             return
         column = "alpha" if outcome == "success" else "beta"
-        with self._db.lock, self._db.conn:
-            self._db.conn.execute(
-                "INSERT OR IGNORE INTO arms(skill, alpha, beta, updated) VALUES (?, 1, 1, ?)",
-                (skill, time.time()),
-            )
-            self._db.conn.execute(
-                f"UPDATE arms SET {column} = {column} + 1, updated = ? WHERE skill = ?",
-                (time.time(), skill),
-            )
+        now = time.time()
+        self._db.defer(
+            "INSERT OR IGNORE INTO arms(skill, alpha, beta, updated) VALUES (?, 1, 1, ?)",
+            (skill, now),
+        )
+        self._db.defer(
+            f"UPDATE arms SET {column} = {column} + 1, updated = ? WHERE skill = ?", (now, skill)
+        )
+
+    def flush(self) -> None:
+        """Write what :meth:`record_later` queued (blocking)."""
+        self._db.flush()
+
+    async def flush_soon(self) -> None:
+        """Write what :meth:`record_later` queued: inline when that cannot block, else in a
+        worker thread."""
+        await self._db.flush_soon()
 
     def stamp(self) -> tuple[int, int] | None:
         """Changes whenever an arm may have changed (here or in another process)."""
         return self._db.stamp()
+
+    def advance(self, stamp: tuple[int, int] | None) -> tuple[int, int] | None:
+        """The stamp now if only this instance wrote since ``stamp``, else None."""
+        return self._db.advance(stamp)
 
     def close(self) -> None:
         self._db.close()
@@ -223,6 +241,8 @@ class SkillRouter(Hooks):
         self.rng = rng or random.Random(seed)
         self.hint = hint
         self.pick: Skill | None = None
+        self._hint: str | None = None  # the pick's hint line
+        self._hint_of: tuple[Skill | None, str] = (None, hint)  # what _hint was made from
         self._arms: dict[str, tuple[float, float]] = {}
         self._arms_at: tuple[int, int] | None = None  # the stamp the cached arms were read at
 
@@ -254,34 +274,42 @@ class SkillRouter(Hooks):
         return " ".join(text.split())
 
     def _reload(self) -> None:
+        self.arms.flush()
         self._arms_at = self.arms.stamp()  # first: a change after it shows next time
         self._arms = self.arms.all()
 
     async def before_loop(self, context: AgentContext) -> bool:
         if not self.skills:
-            self.pick = None
+            self.pick = self._hint = None
             return True
         stamp = self.arms.stamp()
         if stamp is None or stamp != self._arms_at:
             await in_thread(self._reload)  # the arms changed since they were cached
-        self.pick = self._draw(self._arms)
+        self.pick = pick = self._draw(self._arms)
+        if self._hint_of != (pick, self.hint) or self._hint is None:  # once per pick
+            self._hint = self.hint_line(pick) if pick is not None else None
+            self._hint_of = (pick, self.hint)
         return True
 
     async def before_model_request(self, request: ModelRequest) -> ModelRequest:
-        if self.pick is None:
+        if self._hint is None:
             return request
-        system = add_to_system(request.system_prompt, self.hint_line(self.pick))
+        system = add_to_system(request.system_prompt, self._hint)
         return request.model_copy(update={"system_prompt": system})
 
     async def after_loop(self, new_messages: list[AgentMessage], usage: Usage, reason: str) -> None:
         pick, outcome = self.pick, outcome_of(reason)
-        if pick is not None and outcome != "neutral":
-
-            def record() -> None:
-                self.arms.record(pick.name, outcome)
-                self._reload()  # in the same trip: the next run draws without a read
-
-            await in_thread(record)
+        if pick is None or outcome == "neutral":
+            return
+        # The write waits for the run's end and costs no thread trip when the file is
+        # free; the cached arms take the same step, so the next draw needs no read.
+        at = self._arms_at
+        self.arms.record_later(pick.name, outcome)
+        await self.arms.flush_soon()
+        alpha, beta = self._arms.get(pick.name, (1.0, 1.0))
+        step = (alpha + 1, beta) if outcome == "success" else (alpha, beta + 1)
+        self._arms = {**self._arms, pick.name: step}
+        self._arms_at = self.arms.advance(at)  # None (read next time) if others wrote
 
     def read_skill_tool(self, name: str = "read_skill") -> FunctionTool:
         """A read-only tool returning a skill's full instructions."""
