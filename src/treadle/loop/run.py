@@ -209,7 +209,7 @@ class _Run(RunState):
                 loop_id=self.sink.loop_id, depth=self.sink.depth, timestamp=now_ms(), **fields
             )
         self.turn_index += 1
-        for hook in self.config.hooks:
+        for hook in self.overriding("after_turn"):
             await self.call_hook(hook.after_turn, self.context, event)
 
     async def run_tools(self, calls: Any, *, resumed: bool = False) -> ToolBatch:
@@ -290,7 +290,7 @@ class _Run(RunState):
                 if rejected is not None:
                     await self.sink.emit(InputRejected, reason=rejected.reason)
                     return LoopResult(reason="rejected")
-            for hook in self.config.hooks:
+            for hook in self.overriding("before_turn"):
                 if not await self.call_hook(hook.before_turn, self.context, self.turn_index):
                     return LoopResult(reason="vetoed")  # a refusal: waiting input is not taken
             await self.refresh_tools()

@@ -121,6 +121,18 @@ def _unique_call_ids(message: AssistantMessage) -> None:
     message.content = content
 
 
+_TOOLSET_TYPES: dict[type, bool] = {}
+
+
+def _is_toolset(cls: type) -> bool:
+    """Whether objects of ``cls`` may be toolsets (a ``get_tools`` method); cached, since a
+    protocol ``isinstance`` check costs microseconds and runs for every tool every turn."""
+    found = _TOOLSET_TYPES.get(cls)
+    if found is None:
+        found = _TOOLSET_TYPES[cls] = callable(getattr(cls, "get_tools", None))
+    return found
+
+
 def _no_price(message: AssistantMessage) -> None:
     return None
 
@@ -172,6 +184,7 @@ class RunState:
         self.started_at = time.monotonic()
         self.inject: list[AgentMessage] = []
         self.tools: dict[str, Tool] = {}
+        self._overrides: dict[str, list[Hooks]] = {}
         self.tool_specs: list[ToolSpec] = []
         self._view = _RequestView()
         self.end_sent = False
@@ -184,6 +197,21 @@ class RunState:
 
     # ---- small helpers ----
 
+    def overriding(self, name: str) -> list[Hooks]:
+        """The config's hooks that implement ``name`` (a ``Hooks`` method): the others are
+        not called at all, so an installed hook costs only the methods it has."""
+        found = self._overrides.get(name)
+        if found is None:
+            base = getattr(Hooks, name)
+            found = self._overrides[name] = [
+                h
+                for h in self.config.hooks
+                if not isinstance(h, Hooks)
+                or name in vars(h)
+                or getattr(type(h), name, base) is not base
+            ]
+        return found
+
     async def call_hook(self, fn: Any, *args: Any) -> Any:
         try:
             return await _maybe_await(fn(*args))
@@ -195,7 +223,7 @@ class RunState:
         """Add to the history; ``on_message`` hooks run before its message_end is sent."""
         self.context.messages.append(message)
         self.new_messages.append(message)
-        for hook in self.config.hooks:
+        for hook in self.overriding("on_message"):
             await self.call_hook(hook.on_message, message)
 
     async def record_reply(self, message: AssistantMessage) -> None:
@@ -220,7 +248,7 @@ class RunState:
         """The tools by name, toolsets expanded; recomputed only when they changed."""
         items: list[Any] = []
         for item in self.context.tools:
-            if isinstance(item, Toolset) and not isinstance(item, Tool):
+            if _is_toolset(type(item)) and isinstance(item, Toolset) and not isinstance(item, Tool):
                 listed = await self.call_hook(item.get_tools)
                 items.extend(listed)
             else:
@@ -338,7 +366,7 @@ class RunState:
             prompt_cache=config.prompt_cache,
             extra_body=dict(config.extra_body),
         )
-        for hook in config.hooks:
+        for hook in self.overriding("before_model_request"):
             edited = await self.call_hook(hook.before_model_request, request)
             if isinstance(edited, ModelRequest):
                 request = edited

@@ -153,7 +153,7 @@ class ToolBatch:
         if tool is None:
             return
         decision: Any = None
-        for hook in run.config.hooks:
+        for hook in run.overriding("before_tool_call"):
             result = await run.call_hook(hook.before_tool_call, call, run.context)
             if isinstance(result, Allow):
                 if result.arguments is not None:
@@ -297,7 +297,7 @@ class ToolBatch:
         if result is None:
             return
         result = _bounded(result, self.run.config.max_tool_result_chars)
-        for hook in self.run.config.hooks:
+        for hook in self.run.overriding("after_tool_call"):
             replaced = await self.run.call_hook(hook.after_tool_call, state.call, result)
             if isinstance(replaced, ToolResult):
                 result = replaced
