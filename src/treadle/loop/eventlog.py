@@ -17,11 +17,9 @@ from typing import IO
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream
-from pydantic import TypeAdapter, ValidationError
+from pydantic import ValidationError
 
-from ..types import AgentEvent
-
-_EVENT: TypeAdapter[AgentEvent] = TypeAdapter(AgentEvent)
+from ..types import AgentEvent, event_from_json
 
 
 class EventLogGap(Exception):
@@ -166,7 +164,7 @@ def _read(path: Path) -> Iterator[AgentEvent]:
             if not line.endswith("\n"):
                 return  # a write cut short
             try:
-                yield _EVENT.validate_json(line)
+                yield event_from_json(line)
             except ValidationError:
                 return
 
