@@ -237,7 +237,7 @@ class EventSink:
             unread = len(stream._state.buffer)
         except AttributeError:
             return False
-        if not unread:
+        if unread < 16:  # a few waiting copies are cheap: the bound is about many of them
             return False
         delta = update.delta
         try:
