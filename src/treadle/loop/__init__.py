@@ -21,6 +21,7 @@ from .config import (
 from .context import AgentContext
 from .decisions import Allow, Ask, Deny, ToolDecision
 from .eventlog import EventLog, EventLogGap, last_event_id, sse_frame
+from .keyedlog import KeyedLog
 from .run import LoopResult, agent_loop, agent_loop_continue, run_loop
 from .sink import iter_events
 
@@ -40,6 +41,7 @@ __all__ = [
     "FilterResult",
     "Hooks",
     "InputFilter",
+    "KeyedLog",
     "LoopResult",
     "ModelSettings",
     "Pass",

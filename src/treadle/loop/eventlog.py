@@ -10,27 +10,25 @@ fell out of it gets :class:`EventLogGap` rather than a silent hole.
 
 from __future__ import annotations
 
-import bisect
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from pathlib import Path
 from typing import IO
 
-import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream
 from pydantic import ValidationError
 
 from ..types import AgentEvent, event_from_json
+from .keyedlog import EventLogGap, KeyedLog
+
+__all__ = ["EventLog", "EventLogGap", "last_event_id", "sse_frame"]
 
 
-class EventLogGap(Exception):
-    """The events after the requested ``seq`` are no longer kept (the log is bounded)."""
-
-
-class EventLog:
+class EventLog(KeyedLog[AgentEvent, int]):
     """The events of one run (or of every loop sharing one stream), in ``seq`` order.
 
     ``publish`` never blocks; ``subscribe(after_seq)`` is an async iterator; ``close`` (or
-    the end of ``pump``) ends every subscription once it has caught up.
+    the end of ``pump``) ends every subscription once it has caught up. At most
+    ``max_events`` are kept in memory.
 
     ``path``: also keep every event in a JSON-lines file (for example next to the run's
     session). Readers whose cursor fell out of memory are then served from the file instead
@@ -42,12 +40,7 @@ class EventLog:
     def __init__(self, *, max_events: int = 10_000, path: str | Path | None = None) -> None:
         if max_events < 1:
             raise ValueError("max_events must be at least 1")
-        self.max_events = max_events
-        self._events: list[AgentEvent] = []
-        self._seqs: list[int] = []
-        self._dropped_through: int | None = None  # the last seq no longer kept
-        self._closed = False
-        self._changed: anyio.Event | None = None
+        super().__init__(_seq, max_items=max_events)
         self.path = Path(path) if path is not None else None
         self._file: IO[str] | None = None
         if self.path is not None:
@@ -62,88 +55,52 @@ class EventLog:
         log.path = Path(path)
         for event in _read(log.path):
             log._keep(event)
-        log._closed = True
+        log.close()
         return log
 
     def __repr__(self) -> str:
-        state = "closed" if self._closed else "open"
-        return f"EventLog({len(self._events)} events, last_seq={self.last_seq}, {state})"
+        state = "closed" if self.closed else "open"
+        return f"EventLog({len(self.items)} events, last_seq={self.last_seq}, {state})"
 
     @property
-    def closed(self) -> bool:
-        return self._closed
+    def max_events(self) -> int:
+        return self.max_items
 
     @property
     def last_seq(self) -> int | None:
-        return self._seqs[-1] if self._seqs else self._dropped_through
+        return self.last_key
 
     def publish(self, event: AgentEvent) -> None:
         """Keep ``event`` (its ``seq`` must be above the last one) and wake the readers."""
-        if self._closed:
-            raise RuntimeError("this EventLog is closed: its run has ended")
-        last = self.last_seq
-        if last is not None and event.seq <= last:
+        last = self.last_key
+        if not self.closed and last is not None and event.seq <= last:
             raise ValueError(f"seq {event.seq} is not after {last}: events must come in order")
-        if self._file is not None:
+        if self._file is not None and not self.closed:
             self._file.write(event.model_dump_json() + "\n")
-        self._keep(event)
-        self._wake()
-
-    def _keep(self, event: AgentEvent) -> None:
-        self._events.append(event)
-        self._seqs.append(event.seq)
-        if len(self._events) > self.max_events:
-            cut = len(self._events) - self.max_events
-            self._dropped_through = self._seqs[cut - 1]
-            del self._events[:cut], self._seqs[:cut]
+        self.add(event)
 
     def close(self) -> None:
         """The run is over: subscribers drain what is kept, then stop."""
-        self._closed = True
         if self._file is not None:
             self._file.close()
             self._file = None
-        self._wake()
+        super().close()
 
-    def _wake(self) -> None:
-        if self._changed is not None:
-            self._changed.set()
-            self._changed = None
+    def _backfill(self, after: int | None, dropped: int) -> Iterable[AgentEvent]:
+        if self.path is None:
+            return ()
+        if self._file is not None:
+            self._file.flush()
+        return (
+            e for e in _read(self.path) if (after is None or e.seq > after) and e.seq <= dropped
+        )
 
     async def subscribe(self, after_seq: int | None = None) -> AsyncIterator[AgentEvent]:
         """Every kept event with ``seq`` above ``after_seq`` (all when ``None``), then the
         live ones as they are published, until :meth:`close`. Raises
         :class:`EventLogGap` when events after ``after_seq`` were already dropped."""
-        cursor = after_seq
-        while True:
-            dropped = self._dropped_through
-            if dropped is not None and (cursor is None or cursor < dropped) and self.path:
-                if self._file is not None:
-                    self._file.flush()
-                before = cursor
-                for event in _read(self.path):  # what memory no longer holds
-                    if (cursor is None or event.seq > cursor) and event.seq <= dropped:
-                        yield event
-                        cursor = event.seq
-                if cursor != before:
-                    continue
-            if dropped is not None and (cursor is None or cursor < dropped):
-                raise EventLogGap(
-                    f"events after seq {cursor} are gone (kept from {dropped + 1}); "
-                    "subscribe from a later seq, or keep more with max_events"
-                )
-            start = 0 if cursor is None else bisect.bisect_right(self._seqs, cursor)
-            batch = self._events[start:]
-            for event in batch:
-                yield event
-                cursor = event.seq
-            if batch:
-                continue  # more may have come while the reader was busy
-            if self._closed:
-                return
-            if self._changed is None:
-                self._changed = anyio.Event()
-            await self._changed.wait()
+        async for event in super().subscribe(after_seq):
+            yield event
 
     async def pump(self, receive: MemoryObjectReceiveStream[AgentEvent]) -> None:
         """Read a run's event stream into the log until it ends, then close the log."""
@@ -153,6 +110,10 @@ class EventLog:
                     self.publish(event)
         finally:
             self.close()
+
+
+def _seq(event: AgentEvent) -> int:
+    return event.seq
 
 
 def _read(path: Path) -> Iterator[AgentEvent]:

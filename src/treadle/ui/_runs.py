@@ -9,7 +9,6 @@ A client that comes back with ``Last-Event-ID`` gets exactly the frames after it
 
 from __future__ import annotations
 
-import bisect
 import json
 import uuid
 from collections import OrderedDict
@@ -21,7 +20,7 @@ import anyio
 from anyio.abc import TaskGroup
 
 from ..agent import Agent, RunResult
-from ..loop import EventLogGap
+from ..loop import EventLogGap, KeyedLog
 from ..tools import ExternalTool
 from ..types import AgentEvent, AgentMessage
 
@@ -65,78 +64,25 @@ class Frame:
         return f"{head}data: {body}\n\n".encode()
 
 
-class FrameLog:
+class FrameLog(KeyedLog[Frame, Cursor]):
     """A run's frames in cursor order, for any number of readers (bounded: a reader whose
     cursor fell out gets :class:`~treadle.EventLogGap`)."""
 
     def __init__(self, *, max_frames: int = 50_000) -> None:
-        if max_frames < 1:
-            raise ValueError("max_frames must be at least 1")
-        self.max_frames = max_frames
-        self._frames: list[Frame] = []
-        self._cursors: list[Cursor] = []
-        self._dropped_through: Cursor | None = None
-        self._closed = False
-        self._changed: anyio.Event | None = None
-
-    @property
-    def closed(self) -> bool:
-        return self._closed
+        super().__init__(_cursor_of, max_items=max_frames)
 
     @property
     def frames(self) -> Sequence[Frame]:
-        return self._frames
+        return self.items
 
     def append(self, seq: int, items: Sequence[dict[str, Any] | str]) -> None:
         """The frames one event became, numbered ``seq.0``, ``seq.1`` ..."""
-        if not items:
-            return
-        if self._closed:
-            raise RuntimeError("this FrameLog is closed: its run has ended")
         for index, item in enumerate(items):
-            cursor = (seq, index)
-            if self._cursors and cursor <= self._cursors[-1]:
-                raise ValueError(f"cursor {cursor} is not after {self._cursors[-1]}")
-            self._frames.append(Frame(cursor, item))
-            self._cursors.append(cursor)
-        if len(self._frames) > self.max_frames:
-            cut = len(self._frames) - self.max_frames
-            self._dropped_through = self._cursors[cut - 1]
-            del self._frames[:cut], self._cursors[:cut]
-        self._wake()
+            self.add(Frame((seq, index), item))
 
-    def close(self) -> None:
-        self._closed = True
-        self._wake()
 
-    def _wake(self) -> None:
-        if self._changed is not None:
-            self._changed.set()
-            self._changed = None
-
-    async def subscribe(self, after: Cursor | None = None) -> AsyncIterator[Frame]:
-        """Every kept frame after ``after`` (all when ``None``), then live ones until the run
-        ends."""
-        cursor = after
-        while True:
-            dropped = self._dropped_through
-            if dropped is not None and (cursor is None or cursor < dropped):
-                raise EventLogGap(
-                    f"frames after {cursor} are gone (kept from after {dropped}); "
-                    "reconnect from a later cursor, or keep more with max_frames"
-                )
-            start = 0 if cursor is None else bisect.bisect_right(self._cursors, cursor)
-            batch = self._frames[start:]
-            for frame in batch:
-                yield frame
-                cursor = frame.cursor
-            if batch:
-                continue
-            if self._closed:
-                return
-            if self._changed is None:
-                self._changed = anyio.Event()
-            await self._changed.wait()
+def _cursor_of(frame: Frame) -> Cursor:
+    return frame.cursor
 
 
 class Translator(Protocol):
