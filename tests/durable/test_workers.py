@@ -106,7 +106,8 @@ def test_three_workers_finish_sixty_queued_runs_exactly_once(
         elapsed = time.perf_counter() - started
     finally:
         stop(workers)
-    assert all(r.reason == "completed" and r.text == FINAL for r in done)  # type: ignore[attr-defined]
+    failed = [(r.reason, r.error) for r in done if r.reason != "completed" or r.text != FINAL]  # type: ignore[attr-defined]
+    assert not failed, failed
     completed = Counter(line for line in lines(server_log) if line.startswith("completed"))
     assert completed == {f"completed {r}:{k}": 1 for r in run_ids for k in range(4)}
     ends = Counter(line for line in lines(tools_log) if line.startswith("end"))
@@ -137,7 +138,8 @@ def test_a_dead_worker_s_runs_are_finished_by_the_others(
         done = asyncio.run(results(handles))
     finally:
         stop(others)
-    assert all(r.reason == "completed" and r.text == FINAL for r in done)  # type: ignore[attr-defined]
+    failed = [(r.reason, r.error) for r in done if r.reason != "completed" or r.text != FINAL]  # type: ignore[attr-defined]
+    assert not failed, failed
     completed = Counter(line for line in lines(server_log) if line.startswith("completed"))
     ends = Counter(line for line in lines(tools_log) if line.startswith("end"))
     for r in run_ids:

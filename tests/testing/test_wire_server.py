@@ -176,3 +176,25 @@ async def test_fake_provider_helper_can_use_the_socket() -> None:
         _, message = await collect(provider, ModelRequest(messages=[UserMessage.of("x")]))
         await provider.aclose()
     assert message.text == "via socket" and fake.requests[0].connection == 1
+
+
+async def test_a_client_dying_mid_request_leaves_the_server_serving() -> None:
+    fake = WireFake.openai(["still here"])
+    async with serve(fake) as url:
+        host, port = url.removeprefix("http://").split(":")
+        stream = await anyio.connect_tcp(host, int(port))
+        head = (
+            "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+            'content-length: 500\r\n\r\n{"model": '
+        )
+        await stream.send(head.encode())
+        await stream.aclose()  # gone before the body it announced
+        await anyio.sleep(0.05)
+        provider = OpenAIChat("gpt-4o-mini", api_key="sk-test", base_url=url + "/v1")
+        try:
+            events = [
+                e async for e in provider.stream(ModelRequest(messages=[UserMessage.of("hi")]))
+            ]
+        finally:
+            await provider.aclose()
+    assert events[-1].message.text == "still here"  # type: ignore[union-attr]

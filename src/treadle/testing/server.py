@@ -91,6 +91,8 @@ async def _connection(fake: Answerer, stream: SocketStream, number: int, authori
                 except _BadRequest as exc:
                     await stream.send(_simple(400, str(exc)))
                     return
+                except (anyio.EndOfStream, anyio.IncompleteRead):
+                    return  # the client went away in the middle of its request
                 host = next((v for k, v in headers if k == "host"), authority)
                 request = RecordedRequest.build(
                     method, f"http://{host}{target}", headers, body, connection=number
