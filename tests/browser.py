@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -20,12 +19,6 @@ needs_chromium = pytest.mark.skipif(
     CHROMIUM is None,
     reason="chromium is not installed (scripts/install-system-deps.sh installs it)",
 )
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def wait_until(check: Any, timeout: float, what: str) -> Any:

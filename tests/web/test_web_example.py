@@ -5,16 +5,12 @@
 from __future__ import annotations
 
 import json
-import os
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
+from tests.servers import example_server
 
 pytest.importorskip("starlette", reason="the web extra is not installed: pip install -e '.[web]'")
 pytest.importorskip("uvicorn", reason="the web extra is not installed: pip install -e '.[web]'")
@@ -24,35 +20,8 @@ APP = Path(__file__).resolve().parents[2] / "examples" / "web" / "app.py"
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[str]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = {**os.environ, "WEB_EXAMPLE_DELAY": "0.01"}
-    env.pop("TREADLE_MODEL", None)  # the offline model, paced
-    process = subprocess.Popen(
-        [sys.executable, str(APP), str(port)],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        try:
-            httpx.get(url + "/", timeout=1)
-            break
-        except httpx.TransportError:
-            time.sleep(0.1)
-    else:
-        process.kill()
-        raise RuntimeError(
-            f"the example did not start: {process.stderr.read() if process.stderr else ''}"
-        )
-    try:
+    with example_server(APP, env={"WEB_EXAMPLE_DELAY": "0.01"}) as url:  # offline, paced
         yield url
-    finally:
-        process.terminate()
-        process.wait(10)
 
 
 def frames(response: httpx.Response) -> Iterator[dict[str, str]]:

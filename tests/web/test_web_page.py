@@ -5,9 +5,6 @@ mid-answer the browser's EventSource resumes with Last-Event-ID — every event 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,10 +13,10 @@ import pytest
 from tests.browser import (
     Page,
     browser,  # noqa: F401  (a fixture)
-    free_port,
     needs_chromium,
     wait_until,
 )
+from tests.servers import example_server
 
 pytest.importorskip("starlette", reason="the web extra is not installed: pip install -e '.[web]'")
 websockets_sync = pytest.importorskip(
@@ -31,29 +28,9 @@ APP = Path(__file__).resolve().parents[2] / "examples" / "web" / "app.py"
 
 @pytest.fixture
 def app_url() -> Iterator[str]:
-    port = free_port()
-    env = {**os.environ, "WEB_EXAMPLE_DELAY": "0.01", "WEB_EXAMPLE_DROP_AFTER": "15"}
-    env.pop("TREADLE_MODEL", None)
-    process = subprocess.Popen(
-        [sys.executable, str(APP), str(port)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
-
-    def up() -> bool:
-        try:
-            return httpx.get(url + "/", timeout=1).status_code == 200
-        except httpx.TransportError:
-            return False
-
-    try:
-        wait_until(up, 20, "the web example to start")
+    env = {"WEB_EXAMPLE_DELAY": "0.01", "WEB_EXAMPLE_DROP_AFTER": "15"}
+    with example_server(APP, env=env) as url:
         yield url
-    finally:
-        process.terminate()
-        process.wait(10)
 
 
 def test_the_page_streams_the_answer_and_resumes_after_a_drop(app_url: str, browser: str) -> None:  # noqa: F811

@@ -4,9 +4,10 @@ from .agent import Agent, SteerMode
 from .profile import Profile
 from .result import AgentBusy, AgentSnapshot, RunFailed, RunResult
 from .stream import AgentStream
-from .subagent import SubAgentTool
+from .subagent import TASK_PARAMETERS, SubAgentTool
 
 __all__ = [
+    "TASK_PARAMETERS",
     "Agent",
     "AgentBusy",
     "AgentSnapshot",

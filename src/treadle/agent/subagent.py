@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import uuid
 from typing import Any, Protocol
@@ -12,6 +13,15 @@ from ..loop import AgentContext, AgentLoopConfig, agent_loop
 from ..tools import ToolContext
 from ..types import AgentMessage, AssistantMessage, ToolResult, TurnTrigger, Usage, UserMessage
 from .runstate import CHILD_USAGE_KEY, OutputTool, RunState, take_child_usage
+
+TASK_PARAMETERS: dict[str, Any] = {
+    "type": "object",
+    "properties": {"task": {"type": "string", "description": "What to do, in full."}},
+    "required": ["task"],
+    "additionalProperties": False,
+}
+"""The arguments of a sub-agent tool: the task, in full (``Agent.as_tool()`` and
+``DurableAgent.as_tool()`` both take it)."""
 
 
 class SubAgentSource(Protocol):
@@ -42,12 +52,7 @@ class SubAgentTool:
         self.agent = agent
         self.name = name
         self.description = description or f"Ask the {name} agent to do a task."
-        self.parameters: dict[str, Any] = {
-            "type": "object",
-            "properties": {"task": {"type": "string", "description": "What to do, in full."}},
-            "required": ["task"],
-            "additionalProperties": False,
-        }
+        self.parameters: dict[str, Any] = copy.deepcopy(TASK_PARAMETERS)
 
     async def run(self, arguments: dict[str, Any], ctx: ToolContext[Any]) -> ToolResult:
         task = arguments.get("task")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import os
 import uuid
 from collections.abc import AsyncIterator, Sequence
@@ -12,7 +13,7 @@ import anyio.to_thread
 import sqlalchemy as sa
 from dbos import DBOS, DBOSClient, Queue, SetWorkflowID
 
-from ..agent import Agent, RunResult
+from ..agent import TASK_PARAMETERS, Agent, RunResult
 from ..sessions import SessionStore
 from ..tools import Tool, ToolContext, ToolResult, Toolset
 from ..types import AgentEnd, AgentEvent, AgentStart
@@ -277,12 +278,7 @@ class _ChildRunTool:
         self.child = child
         self.name = name
         self.description = description or f"Ask the {name} agent to do a task."
-        self.parameters: dict[str, Any] = {
-            "type": "object",
-            "properties": {"task": {"type": "string", "description": "What to do, in full."}},
-            "required": ["task"],
-            "additionalProperties": False,
-        }
+        self.parameters: dict[str, Any] = copy.deepcopy(TASK_PARAMETERS)
 
     async def run(self, arguments: dict[str, Any], ctx: ToolContext[Any]) -> ToolResult:
         parent = DBOS.workflow_id

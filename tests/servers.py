@@ -1,0 +1,52 @@
+"""Start an example app (an ASGI server script taking its port as argument) on 127.0.0.1 for
+a test, wait until it answers, stop it afterwards."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+
+
+@contextmanager
+def example_server(
+    app: Path, *, env: dict[str, str], probe: str = "/", timeout: float = 30
+) -> Iterator[str]:
+    """Run ``app`` offline (no TREADLE_MODEL) with ``env`` added; yield its base URL once
+    ``GET probe`` gets any answer."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    full = {**os.environ, **env}
+    full.pop("TREADLE_MODEL", None)
+    process = subprocess.Popen(
+        [sys.executable, str(app), str(port)],
+        env=full,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            try:
+                httpx.get(url + probe, timeout=1)
+                break
+            except httpx.TransportError:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    process.kill()
+                    err = process.stderr.read() if process.stderr else b""
+                    raise RuntimeError(f"{app.name} did not start: {err!r}") from None
+                time.sleep(0.1)
+        yield url
+    finally:
+        if process.poll() is None:
+            process.terminate()
+            process.wait(10)
