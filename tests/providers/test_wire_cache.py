@@ -9,6 +9,8 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from treadle import AgentContext, AgentLoopConfig, agent_loop
 from treadle.providers import ModelRequest
@@ -260,3 +262,90 @@ async def test_a_history_edited_in_place_between_runs_is_sent_as_edited() -> Non
     await agent_loop("third prompt", context, config)
     sent = [(m["role"], m["content"]) for m in fake.requests[2].json["messages"]][:2]
     assert sent == [("user", "first prompt, rewritten"), ("assistant", "an answer, rewritten")]
+
+
+# ---- the prefix check: many requests in a row, any edit between them ----
+
+EDITS = [
+    "append_message",
+    "set_text",
+    "append_block",
+    "replace_block",
+    "pop_block",
+    "edit_arguments",
+    "replace_arguments",
+    "replace_message",
+    "copy_message",
+    "set_field",
+    "drop_first",
+    "none",
+]
+
+
+def edit(messages: list[AgentMessage], op: str, i: int) -> None:
+    """One kind of change someone may make to a history between two requests."""
+    n = len(messages)
+    target = messages[i % n]
+    calls = [b for m in messages for b in m.content if isinstance(b, ToolCall)]
+    texts = [b for m in messages for b in m.content if isinstance(b, TextContent)]
+    if op == "append_message":
+        messages.append(UserMessage.of(f"more {i}"))
+    elif op == "set_text" and texts:
+        texts[i % len(texts)].text = f"edited {i}"
+    elif op == "append_block" and isinstance(target, UserMessage):
+        target.content.append(TextContent(text=f"appended {i}"))
+    elif op == "replace_block" and target.content:
+        block = target.content[0]
+        if isinstance(block, TextContent):
+            target.content[0] = TextContent(text=f"replaced {i}")
+    elif op == "pop_block" and len(target.content) > 1:
+        target.content.pop()
+    elif op == "edit_arguments" and calls:
+        calls[i % len(calls)].arguments["a"] = i
+    elif op == "replace_arguments" and calls:
+        calls[i % len(calls)].arguments = {"a": i}
+    elif op == "replace_message":
+        messages[i % n] = UserMessage.of(f"instead {i}")
+    elif op == "copy_message" and isinstance(target, AssistantMessage):
+        # shares the content list with the original: only the message object differs
+        messages[i % n] = target.model_copy(update={"provider": "other"})
+    elif op == "set_field" and isinstance(target, ToolResultMessage):
+        target.tool_call_id = f"id {i}"
+    elif op == "drop_first" and n > 1:
+        del messages[0]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(EDITS), st.integers(0, 50)), max_size=12))
+def test_every_request_equals_a_fresh_encoding_whatever_changed(
+    steps: list[tuple[str, int]],
+) -> None:
+    provider = adapter(reasoning_field="reasoning_content")
+    messages = history()
+    sent(provider, messages)
+    for op, i in steps:
+        edit(messages, op, i)
+        sent(provider, messages)  # asserts the bytes equal a fresh adapter's
+        sent(provider, messages)  # and again, from the prefix just checked
+
+
+def test_two_histories_on_one_adapter_each_keep_their_prefix() -> None:
+    provider = adapter()
+    one, two = history(), history()
+    for _ in range(3):
+        sent(provider, one)
+        sent(provider, two)
+    one[0].content[0] = TextContent(text="only the first history changed")
+    assert sent(provider, one)[1]["content"] == "only the first history changed"
+    assert sent(provider, two)[1]["content"].startswith("What is 2 + 3?")
+
+
+def test_a_history_that_is_gone_leaves_nothing_behind() -> None:
+    provider = adapter()
+    messages = history()
+    sent(provider, messages)
+    sent(provider, messages)
+    assert provider._wire._prefixes
+    del messages
+    gc.collect()
+    assert not provider._wire._prefixes and len(provider._wire) == 0

@@ -13,7 +13,8 @@ from treadle import (
     UserMessage,
     repair_transcript,
 )
-from treadle.loop.state import _RequestView
+from treadle.context.transcript import MISSING_RESULT_TEXT
+from treadle.loop.context import RequestView as _RequestView
 from treadle.types import AgentMessage
 
 
@@ -55,3 +56,28 @@ def test_a_replaced_history_is_seen() -> None:
     view.update(history)
     history[:] = [UserMessage.of("summary")]  # compaction replaces the content in place
     assert view.update(history) == history
+
+
+def test_the_context_keeps_its_view_and_sees_edits_made_between_calls() -> None:
+    from treadle import AgentContext
+
+    context = AgentContext(
+        messages=[
+            UserMessage.of("q"),
+            AssistantMessage(content=[ToolCall(id="c1", name="t")]),
+            ToolResultMessage(tool_call_id="c1", tool_name="t", content="r"),
+            AssistantMessage(content="a"),
+        ]
+    )
+    assert context.request_history() == context.messages
+    result = context.messages[2]
+    assert isinstance(result, ToolResultMessage)
+    result.tool_call_id = "c2"  # an assignment: the call is now unanswered
+    expected = repair_transcript(context.messages)
+    assert shape(context.request_history()) == shape(expected)
+    assert shape(expected)[2] == ("tool_result", MISSING_RESULT_TEXT, "c1")
+    result.tool_call_id = "c1"
+    context.messages[3] = UserMessage.of("replaced")  # a replaced message
+    assert context.request_history() == context.messages
+    context.messages.append(AssistantMessage(content="b"))
+    assert context.request_history() == context.messages

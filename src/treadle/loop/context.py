@@ -3,15 +3,61 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from operator import is_
 from typing import Any, Union
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
+from ..context import repair_transcript
 from ..tools import Tool, Toolset, as_tool
-from ..types import AgentMessage, AssistantMessage, ContinuationKind
+from ..types import AgentMessage, AssistantMessage, ContinuationKind, ExtensionMessage
+from ..types._base import edit_count, watch
 from .decisions import Allow, Deny
 
 SystemPrompt = Union[str, Callable[[], str], None]
+
+
+class RequestView:
+    """The history as requests carry it (no extension messages, repaired), kept
+    incrementally: while the history only grew since the last call (the same message
+    objects first, none of them assigned a field since: see ``types._base.watch``) and was
+    valid, only the new tail is checked, so a request does not re-scan the history."""
+
+    __slots__ = ("_clean", "_edits", "_items", "_out")
+
+    def __init__(self) -> None:
+        self._items: list[AgentMessage] = []  # the history the view was built from
+        self._out: list[AgentMessage] = []
+        self._edits = -1
+        self._clean = False
+
+    def update(self, messages: list[AgentMessage]) -> list[AgentMessage]:
+        edits = edit_count()  # read first: an assignment made meanwhile shows next time
+        items = self._items
+        n = len(items)
+        last = items[-1] if items else None
+        grew = (
+            self._clean
+            and edits == self._edits
+            and len(messages) >= n
+            and all(map(is_, messages[:n], items))
+            # calls still open at the boundary need the full view to meet their results
+            and not (isinstance(last, AssistantMessage) and last.tool_calls)
+        )
+        start = n if grew else 0
+        tail = [m for m in messages[start:] if not isinstance(m, ExtensionMessage)]
+        fixed = repair_transcript(tail)
+        clean = len(fixed) == len(tail) and all(map(is_, fixed, tail))
+        for message in messages[start:]:
+            watch(message)
+            if isinstance(message, AssistantMessage):
+                for call in message.tool_calls:  # their ids pair results with calls
+                    watch(call)
+        out = [*self._out, *fixed] if grew else fixed
+        self._items, self._out = list(messages), out
+        self._edits = edits
+        self._clean = clean
+        return list(out)
 
 
 class AgentContext(BaseModel):
@@ -38,6 +84,7 @@ class AgentContext(BaseModel):
     continuation_kind: ContinuationKind = ContinuationKind.INITIAL
     approvals: dict[str, Union[Allow, Deny]] = Field(default_factory=dict)
     state: dict[str, Any] = Field(default_factory=dict)
+    _view: RequestView | None = PrivateAttr(default=None)
 
     @field_validator("tools", mode="after")
     @classmethod
@@ -54,6 +101,16 @@ class AgentContext(BaseModel):
     def resolve_system_prompt(self) -> str | None:
         prompt = self.system_prompt
         return prompt() if callable(prompt) else prompt
+
+    def request_history(self) -> list[AgentMessage]:
+        """``messages`` as a model request carries them: extension messages left out, a call
+        without a result answered with an error result and a result without a call dropped
+        (:func:`~treadle.repair_transcript`). Kept between calls, so while the history only
+        grows, each call checks only the new messages."""
+        view = self._view
+        if view is None:
+            view = self._view = RequestView()
+        return view.update(self.messages)
 
     def approve(self, tool_call_id: str, arguments: dict[str, Any] | None = None) -> None:
         """Allow a call a suspended run is waiting on (optionally with new arguments)."""

@@ -42,42 +42,6 @@ from .streaming import StreamState
 EventStream = MemoryObjectSendStream[AgentEvent]
 
 
-class _RequestView:
-    """The history as requests carry it (no extension messages, repaired), kept
-    incrementally: while the history only grows and was valid, only the new tail is checked,
-    so building a request does not re-scan the whole history every turn."""
-
-    __slots__ = ("_clean", "_last", "_n", "_out", "_source")
-
-    def __init__(self) -> None:
-        self._source: list[AgentMessage] | None = None
-        self._n = 0
-        self._last: AgentMessage | None = None
-        self._out: list[AgentMessage] = []
-        self._clean = False
-
-    def update(self, messages: list[AgentMessage]) -> list[AgentMessage]:
-        n = self._n
-        last = self._last
-        grew = (
-            self._clean
-            and messages is self._source
-            and len(messages) >= n
-            and (n == 0 or messages[n - 1] is last)
-            # calls still open at the boundary need the full view to meet their results
-            and not (isinstance(last, AssistantMessage) and last.tool_calls)
-        )
-        start = n if grew else 0
-        tail = [m for m in messages[start:] if not isinstance(m, ExtensionMessage)]
-        fixed = repair_transcript(tail)
-        clean = len(fixed) == len(tail) and all(a is b for a, b in zip(fixed, tail, strict=True))
-        out = [*self._out, *fixed] if grew else fixed
-        self._source, self._n, self._out = messages, len(messages), out
-        self._last = messages[-1] if messages else None
-        self._clean = clean
-        return list(out)
-
-
 async def _maybe_await(value: Any) -> Any:
     return await value if inspect.isawaitable(value) else value
 
@@ -186,7 +150,6 @@ class RunState:
         self.tools: dict[str, Tool] = {}
         self._overrides: dict[str, list[Hooks]] = {}
         self.tool_specs: list[ToolSpec] = []
-        self._view = _RequestView()
         self.end_sent = False
         self.before_end_ran = False
         self._tools_key: tuple[int, ...] = ()
@@ -327,7 +290,7 @@ class RunState:
         messages: list[AgentMessage] = self.context.messages
         config = self.config
         if config.transform_context is None and config.convert_to_llm is None:
-            return self._view.update(messages)
+            return self.context.request_history()
         for name in ("transform_context", "convert_to_llm"):
             fn = getattr(config, name)
             if fn is not None:

@@ -4,17 +4,20 @@ converted and encoded again on every turn.
 An adapter encodes each message of a history to its provider's JSON once and keeps the text
 in a :class:`WireCache`; a request body is the cached pieces joined (:func:`splice`) and
 sent as bytes. Messages are mutable pydantic models, so an entry is served only while the
-message is the same object (a weak reference, so the cache never keeps a message alive)
-*and* unchanged: each request compares the message's fields, and each content block's
-fields, with copies taken when it was encoded. Values compare by identity first, so an
-unchanged message costs a few C-level comparisons and no encoding; a reassigned field, a
-replaced, appended or removed block, a block's reassigned field or an edit inside a tool
-call's arguments (kept as a deep copy) makes that message encode again. What the check does
-not see is what never reaches a provider: an edit inside ``details`` or ``usage``.
+message is the same object (a weak reference: the cache keeps a history's messages only
+while its first message lives) *and* unchanged: each request compares the message's
+fields, and each content block's fields, with copies taken when it was encoded. Values
+compare by identity first, so an unchanged message costs a few C-level comparisons and no
+encoding; a reassigned field, a replaced, appended or removed block, a block's reassigned
+field or an edit inside a tool call's arguments (kept as a deep copy) makes that message
+encode again. What the check does not see is what never reaches a provider: an edit inside
+``details`` or ``usage``.
 
-The check still reads every message of the request, so a turn's cost keeps a small part
-that grows with the history (about 1-2 µs a message, mostly memory reads), where encoding
-it again cost about 10 µs.
+For the part of a history served last time, the check is cheaper still and does not
+read the messages: messages and blocks count attribute assignments once watched
+(``types._base.watch``), so while :func:`~treadle.types._base.edit_count` is unchanged the
+prefix only needs the same message objects in the same order, the same blocks in each
+content list and equal copies of the containers blocks hold (see :class:`_Prefix`).
 """
 
 from __future__ import annotations
@@ -23,9 +26,11 @@ import copy
 import json
 import weakref
 from collections.abc import Callable, Iterable, Sequence
-from itertools import chain, repeat
-from operator import attrgetter
+from itertools import chain, islice, repeat
+from operator import attrgetter, is_
 from typing import Any, Generic, TypeVar
+
+from ..types._base import Watched, edit_count, watch
 
 T = TypeVar("T")
 
@@ -71,6 +76,76 @@ _Entry = tuple["weakref.ref[Any]", dict[str, Any], list[dict[str, Any]], T]
 """A kept message: a weak reference to it, its fields, its blocks' fields, its encoding."""
 
 
+class _Prefix:
+    """The messages of one history as the cache last served them, checked as a whole on
+    the next request without reading the messages themselves: no attribute of a watched
+    message or block was assigned since (:func:`edit_count`), the same message objects
+    follow the first one, each content list holds the same blocks (by identity), and every
+    container a block holds (a call's arguments) equals its copy. Only the messages after
+    the prefix are then looked at one by one.
+
+    It holds the messages after the first one, and is dropped with the first one (the
+    cache's owner keys it by that message, weakly), so a history that is gone is not kept."""
+
+    __slots__ = ("blocks", "containers", "edits", "kept", "lens", "lists", "rest", "values")
+
+    def __init__(self, edits: int) -> None:
+        self.edits = edits
+        self.rest: list[Any] = []  # the messages after the first
+        self.values: list[Any] = []
+        self.lists: list[Any] = []  # each message's content list
+        self.lens: list[int] = []  # ... and its length
+        self.blocks: list[Any] = []  # every message's blocks, in order
+        self.containers: list[Any] = []  # dicts and lists blocks hold ...
+        self.kept: list[Any] = []  # ... and their copies
+
+    def valid(self, messages: list[Any], edits: int) -> int:
+        """How many leading messages this prefix covers unchanged (all of it, or 0); the
+        caller has checked that the first message is the prefix's first."""
+        k = len(self.values)
+        if self.edits != edits or k > len(messages):
+            return 0
+        if not all(map(is_, islice(messages, 1, k), self.rest)):
+            return 0
+        lists = self.lists
+        if list(map(len, lists)) != self.lens:
+            return 0
+        if not all(map(is_, chain.from_iterable(lists), self.blocks)):
+            return 0
+        try:
+            if self.containers != self.kept:
+                return 0
+        except Exception:  # a container whose == raises
+            return 0
+        return k
+
+    def extend(
+        self, messages: Iterable[Any], values: Iterable[Any], entries: dict[int, Any]
+    ) -> None:
+        """Cover ``messages`` (just encoded or checked, so their entries are current) too;
+        stops at the first one that cannot be covered (not kept, or not watched)."""
+        for message, value in zip(messages, values, strict=False):
+            entry = entries.get(id(message))
+            if entry is None or entry[0]() is not message or not isinstance(message, Watched):
+                return
+            content = _content(_fields(message))
+            if len(content) != len(entry[2]):
+                return
+            for block, kept in zip(content, entry[2], strict=False):
+                if not isinstance(block, Watched):
+                    return
+                for name, copied in kept.items():
+                    if isinstance(copied, (dict, list)):
+                        self.containers.append(_fields(block)[name])
+                        self.kept.append(copied)
+            if self.values:
+                self.rest.append(message)
+            self.values.append(value)
+            self.lists.append(content)
+            self.lens.append(len(content))
+            self.blocks.extend(content)
+
+
 class WireCache(Generic[T]):
     """Encoded messages by object, for one adapter (see the module docs).
 
@@ -78,11 +153,15 @@ class WireCache(Generic[T]):
     between calls, every entry is dropped.
     """
 
-    __slots__ = ("__weakref__", "_entries", "_key")
+    __slots__ = ("__weakref__", "_entries", "_key", "_prefixes")
+
+    MAX_HISTORIES = 64
+    """How many histories (told apart by their first message) keep a checked prefix."""
 
     def __init__(self) -> None:
         self._entries: dict[int, _Entry[T]] = {}
         self._key: Any = None
+        self._prefixes: dict[int, tuple[weakref.ref[Any], _Prefix]] = {}
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -91,19 +170,55 @@ class WireCache(Generic[T]):
         """Drop every entry when the adapter settings ``key`` differ from the last call's."""
         if key != self._key:
             self._entries.clear()
+            self._prefixes.clear()
             self._key = key
 
     def encode_all(self, messages: Sequence[Any], encode: Callable[[Any], T]) -> list[T]:
         """``[encode(m) for m in messages]``, each from the cache while that message is
         the same object with the same fields (and blocks with the same fields).
 
-        The messages cached already (usually all but the last few) are checked together,
-        with C-level comparisons only; any difference falls back to one by one."""
+        The history's prefix served last time is checked as a whole (see :class:`_Prefix`);
+        failing that, the messages cached already are compared field by field, and any
+        difference falls back to one by one."""
+        edits = edit_count()  # read first: an edit made while checking shows next time
+        items = messages if isinstance(messages, list) else list(messages)
+        if not items:
+            return []
+        key = id(items[0])
+        found = self._prefixes.get(key)
+        prefix = found[1] if found is not None and found[0]() is items[0] else None
+        k = prefix.valid(items, edits) if prefix is not None else 0
+        if prefix is not None and k:
+            out = prefix.values[:k]
+            out.extend(self._one_by_one(items[k:], encode))
+            prefix.edits = edits
+            prefix.extend(items[k:], out[k:], self._entries)
+            return out
+        out = self._checked(items, encode)
+        self._remember(key, items, out, edits)
+        return out
+
+    def _remember(self, key: int, items: list[Any], out: list[T], edits: int) -> None:
+        prefixes = self._prefixes
+        prefixes.pop(key, None)
+        try:
+            anchor = weakref.ref(items[0], _forgetter(prefixes, key))
+        except TypeError:
+            return  # not weak-referenceable: nothing to anchor the prefix to
+        prefix = _Prefix(edits)
+        prefix.extend(items, out, self._entries)
+        if not prefix.values:
+            return
+        prefixes[key] = (anchor, prefix)
+        while len(prefixes) > self.MAX_HISTORIES:
+            del prefixes[next(iter(prefixes))]
+
+    def _checked(self, messages: list[Any], encode: Callable[[Any], T]) -> list[T]:
         entries = self._entries
         found = list(map(entries.get, map(id, messages)))
         known = found.index(None) if None in found else len(found)
         if known:
-            head = messages[:known] if isinstance(messages, list) else list(messages[:known])
+            head = messages[:known]
             refs, kept, blocks, values = zip(*found[:known], strict=True)
             live = list(map(_fields, head))
             try:
@@ -152,7 +267,21 @@ class WireCache(Generic[T]):
         except (AttributeError, TypeError):
             return value  # not a pydantic model, or not weak-referenceable: not kept
         self._entries[key] = (ref, kept, blocks, value)
+        watch(message)
+        for block in _content(kept):
+            watch(block)
         return value
+
+
+def _forgetter(
+    prefixes: dict[int, tuple[weakref.ref[Any], _Prefix]], key: int
+) -> Callable[[weakref.ref[Any]], None]:
+    def forget(ref: weakref.ref[Any]) -> None:
+        found = prefixes.get(key)
+        if found is not None and found[0] is ref:
+            del prefixes[key]
+
+    return forget
 
 
 def _dropper(entries: dict[int, _Entry[Any]], key: int) -> Callable[[weakref.ref[Any]], None]:

@@ -30,6 +30,7 @@ import json
 import re
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from contextlib import aclosing
+from operator import itemgetter
 from typing import Any, Literal
 
 import httpx
@@ -59,6 +60,8 @@ from .openai_chat_stream import Assembler
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
 _Encoded = tuple[bytes | None, tuple[bytes, ...], bool]
+_TEXT = itemgetter(0)
+_IMAGES = itemgetter(1)
 """A message as this adapter sends it (see ``OpenAIChat._encode``)."""
 
 _SCHEMA_NAME = re.compile(r"[^A-Za-z0-9_-]")
@@ -191,8 +194,12 @@ class OpenAIChat(HTTPAdapter):
         cache.settings((self.name, self.reasoning_field))
         # Tool messages must directly follow their assistant message, so images returned by
         # tools wait here until the run of tool messages ends.
+        encoded = cache.encode_all(request.messages, self._encode)
+        if not any(map(_IMAGES, encoded)):  # the common case, without a Python-level loop
+            out.extend(filter(None, map(_TEXT, encoded)))
+            return out
         pending: list[bytes] = []
-        for text, images, tool in cache.encode_all(request.messages, self._encode):
+        for text, images, tool in encoded:
             if pending and not tool:
                 out.append(_user_parts(pending))
                 pending = []

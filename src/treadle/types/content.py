@@ -7,11 +7,11 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import Field, field_validator
 
-from ._base import Model
+from ._base import Watched
 from .text import clean_text
 
 
-class TextContent(Model):
+class TextContent(Watched):
     """Plain text. Lone surrogates (text that was not valid UTF-8, decoded with
     ``surrogateescape``) become U+FFFD here, so no message can poison JSON or a store."""
 
@@ -24,7 +24,7 @@ class TextContent(Model):
         return clean_text(value)
 
 
-class ImageContent(Model):
+class ImageContent(Watched):
     """An image, base64-encoded: ``ImageContent.from_bytes(path.read_bytes(), "image/png")``.
 
     Send it in a user message (``UserMessage.of("What is this?", image)``) or return it in a
@@ -45,7 +45,7 @@ class ImageContent(Model):
         return cls(data=base64.b64encode(data).decode("ascii"), mime_type=mime_type)
 
 
-class ThinkingContent(Model):
+class ThinkingContent(Watched):
     """Reasoning the model showed (or hid, when ``redacted``).
 
     ``signature`` is opaque and only meaningful to the provider that produced it; it is sent
@@ -58,7 +58,7 @@ class ThinkingContent(Model):
     redacted: bool = False
 
 
-class ToolCall(Model):
+class ToolCall(Watched):
     """A request from the model to run a tool.
 
     When the model's argument text was not valid JSON, ``arguments`` is ``{}`` and the text is

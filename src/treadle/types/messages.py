@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import Field, field_validator
 
-from ._base import Model, now_ms
+from ._base import Watched, now_ms
 from .content import (
     AssistantContent,
     ImageContent,
@@ -29,7 +29,7 @@ def joined_text(content: list[Any]) -> str:
     return "\n".join(block.text for block in content if isinstance(block, TextContent))
 
 
-class UserMessage(Model):
+class UserMessage(Watched):
     """What the user (or the application on the user's behalf) said."""
 
     role: Literal["user"] = "user"
@@ -48,7 +48,7 @@ class UserMessage(Model):
         return joined_text(self.content)
 
 
-class AssistantMessage(Model):
+class AssistantMessage(Watched):
     """One model response: text, thinking and tool calls, with why it stopped and its usage."""
 
     role: Literal["assistant"] = "assistant"
@@ -79,7 +79,7 @@ class AssistantMessage(Model):
         )
 
 
-class ToolResultMessage(Model):
+class ToolResultMessage(Watched):
     """The answer to one tool call. ``details`` is for applications and never sent to a model."""
 
     role: Literal["tool_result"] = "tool_result"
@@ -97,7 +97,7 @@ class ToolResultMessage(Model):
         return joined_text(self.content)
 
 
-class ExtensionMessage(Model):
+class ExtensionMessage(Watched):
     """Application data kept in the history but never sent to a provider."""
 
     role: Literal["extension"] = "extension"
