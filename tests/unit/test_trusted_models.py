@@ -37,3 +37,24 @@ def test_replaced_is_a_new_model_and_leaves_the_old_one() -> None:
         delta=TextDelta(index=0, text="ab"),
     )
     assert MessageUpdate.model_validate_json(update.model_dump_json()) == update
+
+
+def test_fast_zero_usage_and_sums_equal_validated_ones() -> None:
+    from treadle.types import Usage
+
+    zero = Usage()
+    assert zero == Usage.model_validate({}) and zero.model_fields_set == set()
+    zero.input = 5  # a fresh object each time: the shared zero values are not shared state
+    assert Usage().input == 0
+    total = Usage(input=3, cost_usd=0.5) + Usage(output=2)
+    expected = Usage(input=3, output=2, total_tokens=5, cost_usd=0.5)
+    assert total == expected and total.model_dump() == expected.model_dump()
+
+
+def test_the_fast_empty_reply_equals_a_validated_one() -> None:
+    from treadle.loop.streaming import _empty_reply
+
+    fast, slow = _empty_reply("m", "p"), AssistantMessage(model="m", provider="p")
+    assert fast.model_dump(exclude={"timestamp"}) == slow.model_dump(exclude={"timestamp"})
+    assert fast.model_fields_set == slow.model_fields_set
+    assert fast.content is not _empty_reply("m", "p").content

@@ -9,7 +9,7 @@ from typing import Any, Union
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
 from ..context import repair_transcript
-from ..tools import Tool, Toolset, as_tool
+from ..tools import FunctionTool, Tool, Toolset, as_tool
 from ..types import AgentMessage, AssistantMessage, ContinuationKind, ExtensionMessage
 from ..types._base import edit_count, watch
 from .decisions import Allow, Deny
@@ -90,7 +90,10 @@ class AgentContext(BaseModel):
     @classmethod
     def _wrap_tools(cls, value: list[Any]) -> list[Tool | Toolset]:
         items: list[Tool | Toolset] = [
-            t if isinstance(t, Toolset) and not isinstance(t, Tool) else as_tool(t) for t in value
+            as_tool(t)
+            if type(t) is FunctionTool or not isinstance(t, Toolset) or isinstance(t, Tool)
+            else t
+            for t in value
         ]
         names = [t.name for t in items if isinstance(t, Tool)]
         duplicates = sorted({n for n in names if names.count(n) > 1})

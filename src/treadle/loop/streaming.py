@@ -26,8 +26,10 @@ from ..types import (
     TextContent,
     ThinkingContent,
     ToolCall,
+    Usage,
+    now_ms,
 )
-from ..types._base import replaced
+from ..types._base import replaced, trusted
 from .config import RetryPolicy
 from .sink import EventSink
 
@@ -105,6 +107,25 @@ class _Watch:
         )
 
 
+def _empty_reply(model: Any, provider: Any) -> AssistantMessage:
+    """``AssistantMessage(model=model, provider=provider)``, without validation when the two
+    are plain strings (once per model call)."""
+    if type(model) is not str or type(provider) is not str:
+        return AssistantMessage(model=model, provider=provider)
+    values = {
+        "role": "assistant",
+        "content": [],
+        "stop_reason": "stop",
+        "model": model,
+        "provider": provider,
+        "usage": Usage(),
+        "timestamp": now_ms(),
+        "response_id": None,
+        "error": None,
+    }
+    return trusted(AssistantMessage, values, {"model", "provider"})
+
+
 class StreamState:
     """The message being streamed, kept outside the call so a cancelled stream leaves it.
 
@@ -126,7 +147,7 @@ class StreamState:
 
     def __init__(self, request: ModelRequest, provider: str, snapshots: bool = True) -> None:
         self.snapshots = snapshots  # False when nobody sees partial messages: mutate in place
-        self.partial = AssistantMessage(model=request.model, provider=provider)
+        self.partial = _empty_reply(request.model, provider)
         self.started = False
         self.ended = False
         self.complete_calls: set[int] = set()

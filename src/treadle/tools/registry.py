@@ -13,6 +13,8 @@ from .function_tool import FunctionTool
 
 def as_tool(obj: Tool | Callable[..., Any]) -> Tool:
     """A :class:`Tool` as it is, or a plain function wrapped with ``@tool``."""
+    if type(obj) is FunctionTool:  # the common case, without a protocol check (microseconds)
+        return obj
     if isinstance(obj, Tool):
         return obj
     if callable(obj):

@@ -7,9 +7,11 @@ from typing import Any, Literal
 
 from pydantic import model_validator
 
-from ._base import Model
+from ._base import Model, trusted
 
 _COUNTS = ("input", "output", "reasoning", "cache_read", "cache_write", "total_tokens")
+
+_ZERO = {name: 0 for name in _COUNTS} | {"cost_usd": None}
 
 StopReason = Literal["stop", "length", "tool_use", "error", "aborted"]
 """Why an assistant message ended."""
@@ -30,6 +32,15 @@ class Usage(Model):
     cache_write: int = 0
     total_tokens: int = 0
     cost_usd: float | None = None
+
+    def __init__(self, **data: Any) -> None:
+        if data:
+            super().__init__(**data)
+        else:  # all zero: nothing to check (a turn makes a few of these)
+            self.__dict__.update(_ZERO)
+            object.__setattr__(self, "__pydantic_fields_set__", set())
+            object.__setattr__(self, "__pydantic_extra__", None)
+            object.__setattr__(self, "__pydantic_private__", None)
 
     @model_validator(mode="before")
     @classmethod
@@ -64,15 +75,16 @@ class Usage(Model):
             cost = None
         else:
             cost = (self.cost_usd or 0.0) + (other.cost_usd or 0.0)
-        return Usage.model_construct(
-            input=self.input + other.input,
-            output=self.output + other.output,
-            reasoning=self.reasoning + other.reasoning,
-            cache_read=self.cache_read + other.cache_read,
-            cache_write=self.cache_write + other.cache_write,
-            total_tokens=self.total_tokens + other.total_tokens,
-            cost_usd=cost,
-        )
+        values = {
+            "input": self.input + other.input,
+            "output": self.output + other.output,
+            "reasoning": self.reasoning + other.reasoning,
+            "cache_read": self.cache_read + other.cache_read,
+            "cache_write": self.cache_write + other.cache_write,
+            "total_tokens": self.total_tokens + other.total_tokens,
+            "cost_usd": cost,
+        }
+        return trusted(Usage, values, set(values))
 
     @property
     def context_tokens(self) -> int:
