@@ -9,7 +9,6 @@ from collections.abc import Callable
 from typing import Literal
 
 import anyio
-import anyio.from_thread
 import anyio.lowlevel
 
 CancelMode = Literal["immediate", "after_turn"]
@@ -134,6 +133,8 @@ class CancelBridge:
         threading.Thread(target=self._hand_over, name="treadle-cancel", daemon=True).start()
 
     def _hand_over(self) -> None:
+        import anyio.from_thread  # here: it costs import time, and most runs never need it
+
         try:
             anyio.from_thread.run_sync(self._cancel_all, token=self._loop_token)
         except RuntimeError:
