@@ -95,7 +95,7 @@ class AgentContext(BaseModel):
             else t
             for t in value
         ]
-        names = [t.name for t in items if isinstance(t, Tool)]
+        names = [t.name for t in items if type(t) is FunctionTool or isinstance(t, Tool)]
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
             raise ValueError(f"tool names must be unique; repeated: {', '.join(duplicates)}")
@@ -110,7 +110,8 @@ class AgentContext(BaseModel):
         without a result answered with an error result and a result without a call dropped
         (:func:`~treadle.repair_transcript`). Kept between calls, so while the history only
         grows, each call checks only the new messages."""
-        view = self._view
+        private = self.__pydantic_private__  # direct: pydantic's __getattr__ costs more
+        view = private.get("_view") if private is not None else None
         if view is None:
             view = self._view = RequestView()
         return view.update(self.messages)
