@@ -241,8 +241,9 @@ def _child(base_url: str, opts: argparse.Namespace, compaction: bool) -> dict[st
     return result
 
 
-def _at(cpu: list[float], turn: int, width: int = 5) -> tuple[float, float]:
-    """CPU ms of turn ``turn`` (1-based) and the median of the turns around it."""
+def _at(cpu: list[float], turn: int, width: int = 10) -> tuple[float, float]:
+    """CPU ms of turn ``turn`` (1-based) and the median of the (up to 21) turns around it:
+    one turn's figure is noisy on a shared machine."""
     i = min(turn, len(cpu)) - 1
     window = cpu[max(0, i - width) : i + width + 1]
     return cpu[i] * 1000, statistics.median(window) * 1000
@@ -256,12 +257,19 @@ def report(result: dict[str, Any], window: int) -> list[str]:
     if result["compaction"]:
         name += f" (tokenizer: {result['tokenizer']})"
     out = [f"{name}: {result['turns']} turns, {result['wall_s']:.1f} s wall"]
+    arounds = {}
     for turn in (10, 100, 500):
         if turn <= len(cpu):
-            one, around = _at(cpu, turn)
+            one, around = arounds[turn] = _at(cpu, turn)
             out.append(
                 f"  turn {turn:>3}: {one:6.2f} ms CPU (median of turns around it {around:.2f})"
             )
+    if 10 in arounds and len(cpu) > 10:
+        last = max(arounds)
+        out.append(
+            f"  turn {last} / turn 10 (medians around them): "
+            f"{arounds[last][1] / arounds[10][1]:.2f}x"
+        )
     q = max(1, len(plain) // 10)
     out.append(
         f"  ordinary turns: first tenth median {statistics.median(plain[:q]) * 1000:.2f} ms,"
