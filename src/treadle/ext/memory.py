@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..loop import AgentContext
+from ..loop import AgentContext, Hooks
 from ..providers import ModelRequest
 from ..tools import FunctionTool
 from ..types import UserMessage
@@ -253,7 +253,7 @@ class MemoryRecall(RunTracker):
         return request.model_copy(update={"messages": messages})
 
 
-class UserMemory(RunTracker):
+class UserMemory(Hooks):
     """A hook that puts one "what I remember about the user" message — :data:`USER_MEMORY_HEADER`
     and the facts that match ``query`` (the newest ``limit`` facts with ``query=None``) — in
     front of every model request, like a system prompt built fresh for each call: it is
@@ -263,7 +263,6 @@ class UserMemory(RunTracker):
     """
 
     def __init__(self, store: MemoryStore, *, query: str | None = "user", limit: int = 10) -> None:
-        super().__init__()
         self.store = store
         self.query = query
         self.limit = limit
@@ -278,7 +277,7 @@ class UserMemory(RunTracker):
 
     async def before_loop(self, context: AgentContext) -> bool:
         self._checked = False
-        return await super().before_loop(context)
+        return True
 
     async def before_model_request(self, request: ModelRequest) -> ModelRequest:
         # Other processes' changes are looked for once per run; this process's own (a
