@@ -130,3 +130,25 @@ def test_cached_profile_matches_a_fresh_read(tmp_path: Path) -> None:
         assert known
         model.flush()
         assert cached == SqliteUserModel(tmp_path / "users.db", window=3).profile("ada")
+
+
+@pytest.mark.anyio
+async def test_auto_skills_counts_in_a_thread_only_runs_that_count(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from treadle.ext import auto_skills
+    from treadle.ext.auto_skills import AutoSkills
+
+    trips: list[str] = []
+
+    async def counted(fn):  # type: ignore[no-untyped-def]
+        trips.append(getattr(fn, "__qualname__", "?"))
+        return fn()
+
+    monkeypatch.setattr(auto_skills, "in_thread", counted)
+    auto = AutoSkills(tmp_path / "skills", db=tmp_path / "skills.db")
+    agent = Agent(ScriptedProvider(["ok"] * 2), hooks=[auto])
+    await agent.run("is it on?")  # no task signature: nothing to count
+    agent.reset()
+    await agent.run("convert the csv report")
+    assert len(trips) == 1 and auto.streak("convert-csv-report") == 1

@@ -155,5 +155,6 @@ class AutoSkills(RunTracker):
 
     async def after_loop(self, new_messages: list[AgentMessage], usage: Usage, reason: str) -> None:
         text = self.input
-        if text is not None:
-            await in_thread(lambda: self.observe(text, reason, new_messages))
+        if text is None or outcome_of(reason) == "neutral" or task_signature(text) is None:
+            return  # nothing to count (what observe would find): no thread trip
+        await in_thread(lambda: self.observe(text, reason, new_messages))

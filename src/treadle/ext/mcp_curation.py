@@ -81,9 +81,11 @@ class McpCuration(Hooks):
         return {n for n in names if mcp_name(n) is None or n in chosen}
 
     async def before_model_request(self, request: ModelRequest) -> ModelRequest:
+        if len(request.tools) <= self.top_k:
+            return request  # no more tools than top_k at all: nothing to trim (idle)
         names = [t.name for t in request.tools]
         if sum(1 for n in names if n.startswith("mcp__")) <= self.top_k:
-            return request  # nothing to trim: no thread, no query (the usual, idle case)
+            return request  # nothing to trim: no thread, no query
         kept = await in_thread(lambda: self.keep(names))
         if len(kept) == len(names):
             return request

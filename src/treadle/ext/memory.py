@@ -14,12 +14,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..loop import AgentContext
+from ..loop import AgentContext, Hooks
 from ..providers import ModelRequest
 from ..tools import FunctionTool
 from ..types import UserMessage
 from ._db import Database
-from ._run import RunTracker, in_thread, log
+from ._run import in_thread, log
 from ._text import keywords
 
 __all__ = [
@@ -201,7 +201,7 @@ def _escape(term: str) -> str:
     return term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
-class MemoryRecall(RunTracker):
+class MemoryRecall(Hooks):
     """A hook: before the first model call of a run that starts a conversation, search the
     store with the user's input and put the best ``limit`` facts in front of the request as
     one user message starting with :data:`RECALL_HEADER`.
@@ -213,26 +213,38 @@ class MemoryRecall(RunTracker):
     """
 
     def __init__(self, store: MemoryStore, *, limit: int = 3, min_score: float = 0.0) -> None:
-        super().__init__()
         self.store = store
         self.limit = limit
         self.min_score = min_score
         self.recalled: list[Fact] = []
+        self.context: AgentContext | None = None
+        self.fresh = False  # the run started the conversation
+        self.input: str | None = None  # its first user message, once searched with
         self._searched = False
         self._empty_at: tuple[int, int] | None = None  # the stamp at which the store was empty
 
     async def before_loop(self, context: AgentContext) -> bool:
+        self.context = context
+        self.fresh = not context.messages
+        self.input = None
         self._searched = False
-        return await super().before_loop(context)
+        return True
+
+    # No on_message (the loop calls only the hook methods a hook has): in a conversation
+    # this run started, the history is the run's own, so its first user message, read at
+    # the first request, is the input.
 
     async def before_model_request(self, request: ModelRequest) -> ModelRequest:
         context = self.context
         if context is None:
             return request
         block = context.state.get(STATE_KEY)
-        if block is None and self.fresh and self.input and not self._searched:
+        if block is None and self.fresh and not self._searched:
+            text = next((m.text for m in context.messages if isinstance(m, UserMessage)), None)
+            if not text:
+                return request  # no input yet: looked for again at the next request
             self._searched = True
-            text, limit = self.input, self.limit
+            self.input, limit = text, self.limit
             stamp = self.store.stamp()
             if stamp is not None and stamp == self._empty_at:
                 return request  # still no facts at all: no thread, no query
@@ -253,7 +265,7 @@ class MemoryRecall(RunTracker):
         return request.model_copy(update={"messages": messages})
 
 
-class UserMemory(RunTracker):
+class UserMemory(Hooks):
     """A hook that puts one "what I remember about the user" message — :data:`USER_MEMORY_HEADER`
     and the facts that match ``query`` (the newest ``limit`` facts with ``query=None``) — in
     front of every model request, like a system prompt built fresh for each call: it is
@@ -263,7 +275,6 @@ class UserMemory(RunTracker):
     """
 
     def __init__(self, store: MemoryStore, *, query: str | None = "user", limit: int = 10) -> None:
-        super().__init__()
         self.store = store
         self.query = query
         self.limit = limit
@@ -278,7 +289,7 @@ class UserMemory(RunTracker):
 
     async def before_loop(self, context: AgentContext) -> bool:
         self._checked = False
-        return await super().before_loop(context)
+        return True
 
     async def before_model_request(self, request: ModelRequest) -> ModelRequest:
         # Other processes' changes are looked for once per run; this process's own (a

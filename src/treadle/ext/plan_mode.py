@@ -93,12 +93,13 @@ class PlanMode(Hooks):
             return name == self.exit_name or (name in self._info and name != self.enter_name)
         return name != self.exit_name
 
-    async def before_turn(self, context: AgentContext, turn_index: int) -> bool:
-        if not self.active:
-            self._context = context  # the INFO tools are only needed in plan mode
-            self._info_stale = True
-            return True
-        await self._read_info(context)
+    # No before_turn (the loop calls only the hook methods a hook has): the context is
+    # taken in before_loop, and the INFO tools are read again on every model request made
+    # in plan mode (one a turn), or before a call when plan mode began since the last read.
+
+    async def before_loop(self, context: AgentContext) -> bool:
+        self._context = context
+        self._info_stale = True
         return True
 
     async def _read_info(self, context: AgentContext) -> None:
@@ -111,12 +112,17 @@ class PlanMode(Hooks):
         self._info = info
 
     async def before_model_request(self, request: ModelRequest) -> ModelRequest:
-        if self.active and self._info_stale and self._context is not None:
-            await self._read_info(self._context)  # entered plan mode during this turn
-        update: dict[str, Any] = {"tools": [t for t in request.tools if self.allowed(t.name)]}
-        if self.active:
-            update["system_prompt"] = add_to_system(request.system_prompt, self.instructions)
-        return request.model_copy(update=update)
+        if not self.active:
+            self._info_stale = True  # entering plan mode later in this turn reads them
+            tools = [t for t in request.tools if self.allowed(t.name)]
+            if len(tools) == len(request.tools):
+                return request
+            return request.model_copy(update={"tools": tools})
+        if self._context is not None:
+            await self._read_info(self._context)
+        tools = [t for t in request.tools if self.allowed(t.name)]
+        system = add_to_system(request.system_prompt, self.instructions)
+        return request.model_copy(update={"tools": tools, "system_prompt": system})
 
     async def before_tool_call(self, call: ToolCall, context: AgentContext) -> ToolDecision | None:
         if self.active and self._info_stale:

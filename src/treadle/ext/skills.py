@@ -138,6 +138,14 @@ CREATE TABLE IF NOT EXISTS arms (
 """
 
 
+_STEP = (
+    "INSERT INTO arms(skill, alpha, beta, updated) VALUES (?, {a}, {b}, ?) ON CONFLICT(skill) "
+    "DO UPDATE SET {column} = {column} + 1, updated = excluded.updated"
+)
+_CREDIT = _STEP.format(a=2, b=1, column="alpha")
+_DEBIT = _STEP.format(a=1, b=2, column="beta")
+
+
 class SkillArms:
     """Beta(alpha, beta) arms, one per skill, in SQLite (shared by processes using the same file).
     A skill never seen has the prior Beta(1, 1)."""
@@ -178,17 +186,8 @@ class SkillArms:
     def record_later(self, skill: str, outcome: Outcome) -> None:
         """Like :meth:`record`, written by the next :meth:`flush` (no I/O now) — or before
         anything reads the arms. An increment, so processes sharing the file add up."""
-        if outcome == "neutral":
-            return
-        column = "alpha" if outcome == "success" else "beta"
-        now = time.time()
-        self._db.defer(
-            "INSERT OR IGNORE INTO arms(skill, alpha, beta, updated) VALUES (?, 1, 1, ?)",
-            (skill, now),
-        )
-        self._db.defer(
-            f"UPDATE arms SET {column} = {column} + 1, updated = ? WHERE skill = ?", (now, skill)
-        )
+        if outcome != "neutral":  # one statement: the prior Beta(1, 1) plus this step
+            self._db.defer(_CREDIT if outcome == "success" else _DEBIT, (skill, time.time()))
 
     def flush(self) -> None:
         """Write what :meth:`record_later` queued (blocking)."""

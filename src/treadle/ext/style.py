@@ -334,11 +334,10 @@ class StyleHints(RunTracker):
         return await super().before_loop(context)
 
     async def on_message(self, message: AgentMessage) -> None:
-        first = self.input is None and isinstance(message, UserMessage)
-        await super().on_message(message)
-        if not first or self.input is None:
-            return
-        text, model = self.input, self.model
+        if self.input is not None or not isinstance(message, UserMessage):
+            return  # the run's input is seen already, or this is not it
+        text = self.input = message.text
+        model = self.model
         try:
             if isinstance(model, SqliteUserModel) and self._inline(text):
                 # The usual case costs no thread trip: the detector is quick on a short
