@@ -349,3 +349,36 @@ def test_a_history_that_is_gone_leaves_nothing_behind() -> None:
     del messages
     gc.collect()
     assert not provider._wire._prefixes and len(provider._wire) == 0
+
+
+def test_the_tools_list_is_encoded_once_and_again_when_a_schema_changes() -> None:
+    from treadle.tools import tool_spec
+
+    @tool
+    def lookup(city: str, days: int = 1) -> str:
+        """Look up the weather."""
+        return city
+
+    provider = adapter()
+    messages = history()
+    spec = tool_spec(lookup)
+    assert tool_spec(lookup) is spec  # an unchanged tool: the same spec, run after run
+    request = ModelRequest(messages=messages, tools=[spec, tool_spec(add)], tool_choice="auto")
+    body = json.loads(provider.encode_body(request))
+    assert [t["function"]["name"] for t in body["tools"]] == ["lookup", "add"]
+    assert list(body)[-1] == "tools" and body["tool_choice"] == "auto"
+    kept = provider._tools._encoded
+    assert json.loads(provider.encode_body(request))["tools"] == body["tools"]
+    assert provider._tools._encoded is kept  # not encoded again
+    spec.parameters["properties"]["days"]["maximum"] = 14  # an edit in place is seen
+    tools = json.loads(provider.encode_body(request))["tools"]
+    assert tools[0]["function"]["parameters"]["properties"]["days"]["maximum"] == 14
+    lookup.description = "Look up the forecast."  # a changed tool gets a new spec
+    assert tool_spec(lookup) is not spec
+    request = ModelRequest(messages=messages, tools=[tool_spec(lookup)])
+    assert json.loads(provider.encode_body(request))["tools"][0]["function"]["description"] == (
+        "Look up the forecast."
+    )
+    own = {"tools": [{"type": "function", "function": {"name": "x", "parameters": {}}}]}
+    request = ModelRequest(messages=messages, tools=[spec], extra_body=own)
+    assert json.loads(provider.encode_body(request))["tools"] == own["tools"]

@@ -293,16 +293,53 @@ def _dropper(entries: dict[int, _Entry[Any]], key: int) -> Callable[[weakref.ref
     return drop
 
 
-def splice(head: dict[str, Any], field: str, items: Sequence[bytes], tail: dict[str, Any]) -> bytes:
+def splice(
+    head: dict[str, Any],
+    field: str,
+    items: Sequence[bytes],
+    tail: dict[str, Any],
+    last: bytes = b"",
+) -> bytes:
     """The JSON object ``{**head, field: [items...], **tail}`` as bytes, keys in that
-    order, with ``items`` already encoded (``field`` must be in neither dict). The items are
-    copied once, into the result."""
+    order, with ``items`` already encoded (``field`` must be in neither dict), and ``last``
+    (an encoded ``"key":value`` member, or nothing) after them. The items are copied once,
+    into the result."""
     start = dumps(head)[:-1] + ("," if head else "") + json.dumps(field) + ":["
     rest = dumps(tail)
-    end = "]" + ("," + rest[1:] if rest != "{}" else "}")
+    end = ("]" + ("," + rest[1:] if rest != "{}" else "}")).encode()
+    if last:
+        end = end[:-1] + b"," + last + b"}"
     if not items:
-        return (start + end).encode()
+        return start.encode() + end
     pieces = list(items)
     pieces[0] = start.encode() + pieces[0]
-    pieces[-1] = pieces[-1] + end.encode()
+    pieces[-1] = pieces[-1] + end
     return b",".join(pieces)
+
+
+class ToolsJSON:
+    """The tools list of a request body, encoded once while the tool specs are the same
+    objects with equal parameters (``tool_spec`` returns the same spec for an unchanged
+    tool, run after run). ``build(specs)`` makes the JSON value from the specs."""
+
+    __slots__ = ("_build", "_encoded", "_kept", "_specs")
+
+    def __init__(self, build: Callable[[Sequence[Any]], Any]) -> None:
+        self._build = build
+        self._specs: tuple[Any, ...] = ()
+        self._kept: list[Any] = []  # name, description and a copy of the parameters, per spec
+        self._encoded = b""
+
+    def encode(self, specs: Sequence[Any]) -> bytes:
+        specs = tuple(specs)
+        kept = [(s.name, s.description, s.parameters) for s in specs]
+        try:
+            same = len(specs) == len(self._specs) and all(map(is_, specs, self._specs))
+            same = same and kept == self._kept
+        except Exception:  # parameters whose == raises
+            same = False
+        if not same:
+            self._encoded = dumpb(self._build(specs))
+            self._specs = specs
+            self._kept = copy.deepcopy(kept)
+        return self._encoded

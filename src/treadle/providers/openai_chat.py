@@ -28,7 +28,7 @@ import hashlib
 import ipaddress
 import json
 import re
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from contextlib import aclosing
 from operator import itemgetter
 from typing import Any, Literal
@@ -49,7 +49,7 @@ from ..types import (
 from ._convert import image_data_url, safe_tool_call_id, same_origin
 from ._http import HTTPAdapter, classify, env_key
 from ._sse import SSEDecoder, SSEEvent
-from ._wire import WireCache, dumpb, dumps, splice
+from ._wire import ToolsJSON, WireCache, dumpb, dumps, splice
 from .base import (
     ModelRequest,
     ProviderError,
@@ -128,6 +128,9 @@ class OpenAIChat(HTTPAdapter):
         self.reasoning_field = reasoning_field
         self._require_key = require_key if require_key is not None else not _is_local(host)
         self._wire: WireCache[_Encoded] = WireCache()
+        self._tools = ToolsJSON(
+            lambda specs: [_tool(s.name, s.description, s.parameters) for s in specs]
+        )
 
     def _headers(self) -> dict[str, str]:
         headers = super()._headers()
@@ -159,11 +162,11 @@ class OpenAIChat(HTTPAdapter):
                 rest["stream_options"] = {"include_usage": True}
         else:
             rest["stream"] = False
+        tools = b""
         if request.tools:
-            # Never an empty list: several servers reject ``"tools": []``.
-            rest["tools"] = [
-                _tool(spec.name, spec.description, spec.parameters) for spec in request.tools
-            ]
+            # Never an empty list: several servers reject ``"tools": []``. Encoded once for
+            # the same tools (it is most of a short request), and sent as the last key.
+            tools = b'"tools":' + self._tools.encode(request.tools)
             if request.tool_choice is not None:
                 rest["tool_choice"] = _tool_choice(request.tool_choice)
         if request.max_tokens is not None:
@@ -179,11 +182,16 @@ class OpenAIChat(HTTPAdapter):
         if request.response_format is not None:
             rest["response_format"] = _response_format(request.response_format)
         extra = request.extra_body
+        if "tools" in extra:  # the caller's own tools replace these
+            tools = b""
         if "messages" in extra:  # the caller's own messages replace the history
-            return dumps({**head, "messages": None, **rest, **extra}).encode()
+            body = {**head, "messages": None, **rest, **extra}
+            if tools:
+                body.setdefault("tools", json.loads(tools[len(b'"tools":') :]))
+            return dumps(body).encode()
         for name, value in extra.items():
             (head if name == "model" else rest)[name] = value
-        return splice(head, "messages", self._messages(request), rest)
+        return splice(head, "messages", self._messages(request), rest, tools)
 
     def _messages(self, request: ModelRequest) -> list[bytes]:
         """The history's messages as encoded JSON, in order."""
@@ -400,6 +408,10 @@ class OpenAIChat(HTTPAdapter):
         }
         yield from state.chunk(chunk)
         yield from state.end()
+
+
+def _tools(specs: Sequence[Any]) -> list[dict[str, Any]]:
+    return [_tool(spec.name, spec.description, spec.parameters) for spec in specs]
 
 
 def _tool(name: str, description: str, parameters: dict[str, Any]) -> dict[str, Any]:

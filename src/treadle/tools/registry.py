@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
@@ -25,8 +26,31 @@ def as_tool(obj: Tool | Callable[..., Any]) -> Tool:
     )
 
 
+_SPECS: weakref.WeakKeyDictionary[Any, tuple[str, str, Any, ToolSpec]] = weakref.WeakKeyDictionary()
+
+
 def tool_spec(t: Tool) -> ToolSpec:
-    return ToolSpec(name=t.name, description=t.description, parameters=t.parameters)
+    """What a model request says about ``t``. The same :class:`ToolSpec` object comes back
+    while the tool's name, description and parameters are the same (the parameters the same
+    object), so adapters can keep what they derive from it across runs."""
+    name, description, parameters = t.name, t.description, t.parameters
+    try:
+        found = _SPECS.get(t)
+    except TypeError:  # not hashable or not weak-referenceable: nothing kept
+        found = None
+    if (
+        found is not None
+        and found[0] == name
+        and found[1] == description
+        and found[2] is parameters
+    ):
+        return found[3]
+    spec = ToolSpec(name=name, description=description, parameters=parameters)
+    try:
+        _SPECS[t] = (name, description, parameters, spec)
+    except TypeError:
+        pass
+    return spec
 
 
 class ToolRegistry:
