@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -18,6 +19,19 @@ from treadle.ext.style import SqliteUserModel, StyleDetector, StyleHints
 from treadle.testing import ScriptedProvider
 
 SCHEMA = "CREATE TABLE IF NOT EXISTS t (v INTEGER);"
+
+
+def count_thread_trips(monkeypatch: pytest.MonkeyPatch, *modules: ModuleType) -> list[str]:
+    """Replace ``in_thread`` in ``modules`` with an inline call that records each trip."""
+    trips: list[str] = []
+
+    async def counted(fn):  # type: ignore[no-untyped-def]
+        trips.append(getattr(fn, "__qualname__", "?"))
+        return fn()
+
+    for module in modules:
+        monkeypatch.setattr(module, "in_thread", counted)
+    return trips
 
 
 def test_deferred_writes_are_seen_by_every_read(tmp_path: Path) -> None:
@@ -98,14 +112,7 @@ async def test_idle_runs_make_no_thread_trip(
 ) -> None:
     from treadle.ext import skills, style
 
-    trips: list[str] = []
-
-    async def counted(fn):  # type: ignore[no-untyped-def]
-        trips.append(getattr(fn, "__qualname__", "?"))
-        return fn()
-
-    monkeypatch.setattr(skills, "in_thread", counted)
-    monkeypatch.setattr(style, "in_thread", counted)
+    trips = count_thread_trips(monkeypatch, skills, style)
     arms = SkillArms(tmp_path / "arms.db")
     users = SqliteUserModel(tmp_path / "users.db")
     router = SkillRouter([Skill("a", "A"), Skill("b", "B")], arms, seed=2)
@@ -139,13 +146,7 @@ async def test_auto_skills_counts_in_a_thread_only_runs_that_count(
     from treadle.ext import auto_skills
     from treadle.ext.auto_skills import AutoSkills
 
-    trips: list[str] = []
-
-    async def counted(fn):  # type: ignore[no-untyped-def]
-        trips.append(getattr(fn, "__qualname__", "?"))
-        return fn()
-
-    monkeypatch.setattr(auto_skills, "in_thread", counted)
+    trips = count_thread_trips(monkeypatch, auto_skills)
     auto = AutoSkills(tmp_path / "skills", db=tmp_path / "skills.db")
     agent = Agent(ScriptedProvider(["ok"] * 2), hooks=[auto])
     await agent.run("is it on?")  # no task signature: nothing to count
