@@ -81,3 +81,28 @@ def test_the_context_keeps_its_view_and_sees_edits_made_between_calls() -> None:
     assert context.request_history() == context.messages
     context.messages.append(AssistantMessage(content="b"))
     assert context.request_history() == context.messages
+
+
+def test_a_tool_call_removed_or_replaced_in_place_between_calls_is_repaired() -> None:
+    from treadle import AgentContext
+
+    call = ToolCall(id="c1", name="t")
+    reply = AssistantMessage(content=[call])
+    context = AgentContext(
+        messages=[
+            UserMessage.of("q"),
+            reply,
+            ToolResultMessage(tool_call_id="c1", tool_name="t", content="r"),
+            AssistantMessage(content="a"),
+        ]
+    )
+    assert context.request_history() == context.messages
+    reply.content.pop()  # in place: the result is now a stray
+    assert shape(context.request_history()) == shape(repair_transcript(context.messages))
+    assert [m.role for m in context.request_history()] == ["user", "assistant", "assistant"]
+    reply.content.append(call)
+    assert context.request_history() == context.messages
+    reply.content[0] = ToolCall(id="c9", name="t")  # replaced in place: c9 unanswered, c1 stray
+    expected = repair_transcript(context.messages)
+    assert shape(context.request_history()) == shape(expected)
+    assert shape(expected)[2] == ("tool_result", MISSING_RESULT_TEXT, "c9")

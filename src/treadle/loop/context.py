@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from itertools import chain, islice
 from operator import is_
 from typing import Any, Union
 
@@ -20,37 +21,53 @@ SystemPrompt = Union[str, Callable[[], str], None]
 class RequestView:
     """The history as requests carry it (no extension messages, repaired), kept
     incrementally: while the history only grew since the last call (the same message
-    objects first, none of them assigned a field since: see ``types._base.watch``) and was
-    valid, only the new tail is checked, so a request does not re-scan the history."""
+    objects first, none of them assigned a field since — see ``types._base.watch`` — and
+    the assistant messages' content lists holding the same blocks) and was valid, only the
+    new tail is checked, so a request does not re-scan the history."""
 
-    __slots__ = ("_clean", "_edits", "_items", "_out")
+    __slots__ = ("_blocks", "_clean", "_edits", "_items", "_lens", "_lists", "_out")
 
     def __init__(self) -> None:
         self._items: list[AgentMessage] = []  # the history the view was built from
         self._out: list[AgentMessage] = []
+        self._lists: list[list[Any]] = []  # the assistant messages' content lists ...
+        self._lens: list[int] = []  # ... their lengths ...
+        self._blocks: list[Any] = []  # ... and their blocks (tool calls pair with results)
         self._edits = -1
         self._clean = False
 
-    def update(self, messages: list[AgentMessage]) -> list[AgentMessage]:
-        edits = edit_count()  # read first: an assignment made meanwhile shows next time
+    def _unchanged(self, messages: list[AgentMessage], edits: int) -> bool:
         items = self._items
         n = len(items)
         last = items[-1] if items else None
-        grew = (
+        lists = self._lists
+        return (
             self._clean
             and edits == self._edits
             and len(messages) >= n
-            and all(map(is_, messages[:n], items))
+            and all(map(is_, islice(messages, n), items))
+            and list(map(len, lists)) == self._lens
+            and all(map(is_, chain.from_iterable(lists), self._blocks))
             # calls still open at the boundary need the full view to meet their results
             and not (isinstance(last, AssistantMessage) and last.tool_calls)
         )
-        start = n if grew else 0
+
+    def update(self, messages: list[AgentMessage]) -> list[AgentMessage]:
+        edits = edit_count()  # read first: an assignment made meanwhile shows next time
+        grew = self._unchanged(messages, edits)
+        start = len(self._items) if grew else 0
+        if not grew:
+            self._lists, self._lens, self._blocks = [], [], []
         tail = [m for m in messages[start:] if not isinstance(m, ExtensionMessage)]
         fixed = repair_transcript(tail)
         clean = len(fixed) == len(tail) and all(map(is_, fixed, tail))
         for message in messages[start:]:
             watch(message)
             if isinstance(message, AssistantMessage):
+                content = message.content
+                self._lists.append(content)
+                self._lens.append(len(content))
+                self._blocks.extend(content)
                 for call in message.tool_calls:  # their ids pair results with calls
                     watch(call)
         out = [*self._out, *fixed] if grew else fixed
