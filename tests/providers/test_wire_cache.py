@@ -373,6 +373,12 @@ def test_the_tools_list_is_encoded_once_and_again_when_a_schema_changes() -> Non
     spec.parameters["properties"]["days"]["maximum"] = 14  # an edit in place is seen
     tools = json.loads(provider.encode_body(request))["tools"]
     assert tools[0]["function"]["parameters"]["properties"]["days"]["maximum"] == 14
+    lookup.parameters["required"] = ["city", "days"]  # the tool's own schema, in place
+    assert tool_spec(lookup) is not spec and tool_spec(lookup).parameters["required"] == [
+        "city",
+        "days",
+    ]
+    spec = tool_spec(lookup)
     lookup.description = "Look up the forecast."  # a changed tool gets a new spec
     assert tool_spec(lookup) is not spec
     request = ModelRequest(messages=messages, tools=[tool_spec(lookup)])

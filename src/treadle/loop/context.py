@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from itertools import chain, islice
+from itertools import islice
 from operator import is_
 from typing import Any, Union
 
@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 from ..context import repair_transcript
 from ..tools import FunctionTool, Tool, Toolset, as_tool
 from ..types import AgentMessage, AssistantMessage, ContinuationKind, ExtensionMessage
-from ..types._base import edit_count, watch
+from ..types._watch import ContentMark, edit_count
 from .decisions import Allow, Deny
 
 SystemPrompt = Union[str, Callable[[], str], None]
@@ -21,58 +21,42 @@ SystemPrompt = Union[str, Callable[[], str], None]
 class RequestView:
     """The history as requests carry it (no extension messages, repaired), kept
     incrementally: while the history only grew since the last call (the same message
-    objects first, none of them assigned a field since — see ``types._base.watch`` — and
-    the assistant messages' content lists holding the same blocks) and was valid, only the
-    new tail is checked, so a request does not re-scan the history."""
+    objects first, their content unchanged: see ``types._watch.ContentMark``) and was
+    valid, only the new tail is checked, so a request does not re-scan the history."""
 
-    __slots__ = ("_blocks", "_clean", "_edits", "_items", "_lens", "_lists", "_out")
+    __slots__ = ("_clean", "_items", "_mark", "_out")
 
     def __init__(self) -> None:
         self._items: list[AgentMessage] = []  # the history the view was built from
         self._out: list[AgentMessage] = []
-        self._lists: list[list[Any]] = []  # the assistant messages' content lists ...
-        self._lens: list[int] = []  # ... their lengths ...
-        self._blocks: list[Any] = []  # ... and their blocks (tool calls pair with results)
-        self._edits = -1
+        self._mark = ContentMark(-1, containers=False)  # tool arguments do not matter here
         self._clean = False
-
-    def _unchanged(self, messages: list[AgentMessage], edits: int) -> bool:
-        items = self._items
-        n = len(items)
-        last = items[-1] if items else None
-        lists = self._lists
-        return (
-            self._clean
-            and edits == self._edits
-            and len(messages) >= n
-            and all(map(is_, islice(messages, n), items))
-            and list(map(len, lists)) == self._lens
-            and all(map(is_, chain.from_iterable(lists), self._blocks))
-            # calls still open at the boundary need the full view to meet their results
-            and not (isinstance(last, AssistantMessage) and last.tool_calls)
-        )
 
     def update(self, messages: list[AgentMessage]) -> list[AgentMessage]:
         edits = edit_count()  # read first: an assignment made meanwhile shows next time
-        grew = self._unchanged(messages, edits)
-        start = len(self._items) if grew else 0
+        items = self._items
+        n = len(items)
+        last = items[-1] if items else None
+        grew = (
+            self._clean
+            and len(messages) >= n
+            and all(map(is_, islice(messages, n), items))
+            and self._mark.unchanged(edits)
+            # calls still open at the boundary need the full view to meet their results
+            and not (isinstance(last, AssistantMessage) and last.tool_calls)
+        )
+        start = n if grew else 0
         if not grew:
-            self._lists, self._lens, self._blocks = [], [], []
+            self._mark = ContentMark(edits, containers=False)
         tail = [m for m in messages[start:] if not isinstance(m, ExtensionMessage)]
         fixed = repair_transcript(tail)
         clean = len(fixed) == len(tail) and all(map(is_, fixed, tail))
+        mark = self._mark
+        mark.edits = edits
         for message in messages[start:]:
-            watch(message)
-            if isinstance(message, AssistantMessage):
-                content = message.content
-                self._lists.append(content)
-                self._lens.append(len(content))
-                self._blocks.extend(content)
-                for call in message.tool_calls:  # their ids pair results with calls
-                    watch(call)
+            clean = mark.add(message) and clean  # an unwatchable message: rebuild next time
         out = [*self._out, *fixed] if grew else fixed
         self._items, self._out = list(messages), out
-        self._edits = edits
         self._clean = clean
         return list(out)
 

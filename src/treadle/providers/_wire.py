@@ -15,7 +15,7 @@ encode again. What the check does not see is what never reaches a provider: an e
 
 For the part of a history served last time, the check is cheaper still and does not
 read the messages: messages and blocks count attribute assignments once watched
-(``types._base.watch``), so while :func:`~treadle.types._base.edit_count` is unchanged the
+(``types._watch``), so while :func:`~treadle.types._watch.edit_count` is unchanged the
 prefix only needs the same message objects in the same order, the same blocks in each
 content list and equal copies of the containers blocks hold (see :class:`_Prefix`).
 """
@@ -30,7 +30,7 @@ from itertools import chain, islice, repeat
 from operator import attrgetter, is_
 from typing import Any, Generic, TypeVar
 
-from ..types._base import Watched, edit_count, watch
+from ..types._watch import ContentMark, edit_count
 
 T = TypeVar("T")
 
@@ -77,73 +77,42 @@ _Entry = tuple["weakref.ref[Any]", dict[str, Any], list[dict[str, Any]], T]
 
 
 class _Prefix:
-    """The messages of one history as the cache last served them, checked as a whole on
-    the next request without reading the messages themselves: no attribute of a watched
-    message or block was assigned since (:func:`edit_count`), the same message objects
-    follow the first one, each content list holds the same blocks (by identity), and every
-    container a block holds (a call's arguments) equals its copy. Only the messages after
-    the prefix are then looked at one by one.
+    """The messages of one history as the cache last served them, with their encodings:
+    checked as a whole on the next request — the same message objects after the first one
+    and their content unchanged (:class:`~treadle.types._watch.ContentMark`) — so only the
+    messages after the prefix are looked at one by one.
 
     It holds the messages after the first one, and is dropped with the first one (the
     cache's owner keys it by that message, weakly), so a history that is gone is not kept."""
 
-    __slots__ = ("blocks", "containers", "edits", "kept", "lens", "lists", "rest", "values")
+    __slots__ = ("mark", "rest", "values")
 
     def __init__(self, edits: int) -> None:
-        self.edits = edits
         self.rest: list[Any] = []  # the messages after the first
         self.values: list[Any] = []
-        self.lists: list[Any] = []  # each message's content list
-        self.lens: list[int] = []  # ... and its length
-        self.blocks: list[Any] = []  # every message's blocks, in order
-        self.containers: list[Any] = []  # dicts and lists blocks hold ...
-        self.kept: list[Any] = []  # ... and their copies
+        self.mark = ContentMark(edits)
 
     def valid(self, messages: list[Any], edits: int) -> int:
         """How many leading messages this prefix covers unchanged (all of it, or 0); the
         caller has checked that the first message is the prefix's first."""
         k = len(self.values)
-        if self.edits != edits or k > len(messages):
+        if k > len(messages) or not all(map(is_, islice(messages, 1, k), self.rest)):
             return 0
-        if not all(map(is_, islice(messages, 1, k), self.rest)):
-            return 0
-        lists = self.lists
-        if list(map(len, lists)) != self.lens:
-            return 0
-        if not all(map(is_, chain.from_iterable(lists), self.blocks)):
-            return 0
-        try:
-            if self.containers != self.kept:
-                return 0
-        except Exception:  # a container whose == raises
-            return 0
-        return k
+        return k if self.mark.unchanged(edits) else 0
 
     def extend(
-        self, messages: Iterable[Any], values: Iterable[Any], entries: dict[int, Any]
+        self, messages: Iterable[Any], values: Iterable[Any], entries: dict[int, Any], edits: int
     ) -> None:
         """Cover ``messages`` (just encoded or checked, so their entries are current) too;
         stops at the first one that cannot be covered (not kept, or not watched)."""
+        self.mark.edits = edits
         for message, value in zip(messages, values, strict=False):
             entry = entries.get(id(message))
-            if entry is None or entry[0]() is not message or not isinstance(message, Watched):
+            if entry is None or entry[0]() is not message or not self.mark.add(message):
                 return
-            content = _content(_fields(message))
-            if len(content) != len(entry[2]):
-                return
-            for block, kept in zip(content, entry[2], strict=False):
-                if not isinstance(block, Watched):
-                    return
-                for name, copied in kept.items():
-                    if isinstance(copied, (dict, list)):
-                        self.containers.append(_fields(block)[name])
-                        self.kept.append(copied)
             if self.values:
                 self.rest.append(message)
             self.values.append(value)
-            self.lists.append(content)
-            self.lens.append(len(content))
-            self.blocks.extend(content)
 
 
 class WireCache(Generic[T]):
@@ -191,8 +160,7 @@ class WireCache(Generic[T]):
         if prefix is not None and k:
             out = prefix.values[:k]
             out.extend(self._one_by_one(items[k:], encode))
-            prefix.edits = edits
-            prefix.extend(items[k:], out[k:], self._entries)
+            prefix.extend(items[k:], out[k:], self._entries, edits)
             return out
         out = self._checked(items, encode)
         self._remember(key, items, out, edits)
@@ -206,7 +174,7 @@ class WireCache(Generic[T]):
         except TypeError:
             return  # not weak-referenceable: nothing to anchor the prefix to
         prefix = _Prefix(edits)
-        prefix.extend(items, out, self._entries)
+        prefix.extend(items, out, self._entries, edits)
         if not prefix.values:
             return
         prefixes[key] = (anchor, prefix)
@@ -267,9 +235,6 @@ class WireCache(Generic[T]):
         except (AttributeError, TypeError):
             return value  # not a pydantic model, or not weak-referenceable: not kept
         self._entries[key] = (ref, kept, blocks, value)
-        watch(message)
-        for block in _content(kept):
-            watch(block)
         return value
 
 

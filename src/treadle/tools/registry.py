@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import weakref
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -31,23 +32,19 @@ _SPECS: weakref.WeakKeyDictionary[Any, tuple[str, str, Any, ToolSpec]] = weakref
 
 def tool_spec(t: Tool) -> ToolSpec:
     """What a model request says about ``t``. The same :class:`ToolSpec` object comes back
-    while the tool's name, description and parameters are the same (the parameters the same
-    object), so adapters can keep what they derive from it across runs."""
+    while the tool's name, description and parameters are equal to what they were (a copy of
+    the parameters is kept, so an edit in place is seen), so adapters can keep what they
+    derive from it across runs."""
     name, description, parameters = t.name, t.description, t.parameters
     try:
         found = _SPECS.get(t)
     except TypeError:  # not hashable or not weak-referenceable: nothing kept
         found = None
-    if (
-        found is not None
-        and found[0] == name
-        and found[1] == description
-        and found[2] is parameters
-    ):
+    if found is not None and (found[0], found[1], found[2]) == (name, description, parameters):
         return found[3]
     spec = ToolSpec(name=name, description=description, parameters=parameters)
     try:
-        _SPECS[t] = (name, description, parameters, spec)
+        _SPECS[t] = (name, description, copy.deepcopy(parameters), spec)
     except TypeError:
         pass
     return spec

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-import weakref
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict
@@ -21,58 +20,6 @@ class Model(BaseModel):
     """
 
     model_config = ConfigDict(extra="forbid", defer_build=True)
-
-
-class _Ref(weakref.ref):  # type: ignore[type-arg]
-    __slots__ = ("key",)
-    key: int
-
-
-_watched: dict[int, _Ref] = {}
-_edits = 0
-
-
-def _forget(ref: _Ref) -> None:
-    if _watched.get(ref.key) is ref:
-        del _watched[ref.key]
-
-
-def watch(model: Any) -> None:
-    """Count assignments to ``model``'s attributes from now on (see :func:`edit_count`).
-
-    Caches that keep something derived from messages (their wire JSON, a repaired view)
-    watch the messages and their blocks: while :func:`edit_count` stays the same, no watched
-    object had an attribute assigned, so the cache need not compare fields. What assignment
-    does not show (an edit inside a list or a dict) the caches check themselves."""
-    key = id(model)
-    found = _watched.get(key)
-    if found is not None and found() is model:
-        return
-    ref = _Ref(model, _forget)
-    ref.key = key
-    _watched[key] = ref
-
-
-def edit_count() -> int:
-    """How many attribute assignments watched objects have had (it only grows)."""
-    return _edits
-
-
-class Watched(Model):
-    """A model whose attribute assignments bump :func:`edit_count` once it is watched:
-    messages and content blocks, the values caches keep derived data for."""
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if id(self) in _watched:
-            global _edits
-            _edits += 1
-        super().__setattr__(name, value)
-
-    def __delattr__(self, name: str) -> None:
-        if id(self) in _watched:
-            global _edits
-            _edits += 1
-        super().__delattr__(name)
 
 
 _M = TypeVar("_M", bound=BaseModel)

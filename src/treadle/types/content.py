@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import Field, field_validator
 
-from ._base import Watched
+from ._watch import Watched
 from .text import clean_text
 
 

@@ -6,7 +6,8 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import Field, field_validator
 
-from ._base import Watched, now_ms
+from ._base import now_ms
+from ._watch import Watched
 from .content import (
     AssistantContent,
     ImageContent,
