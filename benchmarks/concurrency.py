@@ -14,19 +14,9 @@ import argparse
 import gc
 import os
 import resource
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from fake_server import fake_server
 
 
 def rss_mb() -> float:
@@ -41,27 +31,8 @@ def main() -> int:
     parser.add_argument("--max-connections", type=int, default=None)
     opts = parser.parse_args()
 
-    port = free_port()
-    server = subprocess.Popen(
-        [sys.executable, os.path.join(HERE, "kit", "fake_llm.py"), "--port", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    root = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 15
-        while True:
-            try:
-                with urllib.request.urlopen(root + "/health", timeout=1):
-                    break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise SystemExit("the fake server did not start") from None
-                time.sleep(0.05)
+    with fake_server() as root:
         return run(root + "/v1", opts)
-    finally:
-        server.terminate()
-        server.wait(10)
 
 
 def run(base_url: str, opts: argparse.Namespace) -> int:

@@ -27,9 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -49,6 +47,7 @@ sys.path.insert(0, str(KIT))
 
 import anyio  # noqa: E402
 from fake_llm import final_text  # type: ignore[import-not-found]  # noqa: E402
+from fake_server import KIT_SERVER, fake_server  # noqa: E402  (benchmarks/, beside this script)
 
 from treadle import Agent, AssistantMessage, ToolCall, tool  # noqa: E402
 from treadle.ext.mcp_curation import McpCuration  # noqa: E402
@@ -146,13 +145,7 @@ async def time_pair(
     return times
 
 
-# ---- the fake server (as in loop_overhead.py) ----
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+# ---- the fake server ----
 
 
 def get_json(url: str) -> dict[str, Any]:
@@ -162,30 +155,14 @@ def get_json(url: str) -> dict[str, Any]:
 
 
 @contextmanager
-def fake_server() -> Iterator[str]:
-    """The kit's fake server on a free port; yields its root URL."""
-    port = free_port()
-    cmd = [sys.executable, str(KIT / "fake_llm.py"), "--port", str(port)]
-    cmd += ["--final-tokens", str(FINAL_TOKENS)]
-    server = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    root = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                with urllib.request.urlopen(root + "/health", timeout=1):
-                    break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise SystemExit(f"the fake server at {root} did not start") from None
-                time.sleep(0.05)
+def checked_server() -> Iterator[str]:
+    """The kit's fake server (``fake_server.py``); at the end, checks it saw no wrong
+    request."""
+    with fake_server(KIT_SERVER, "--final-tokens", str(FINAL_TOKENS)) as root:
         yield root
         stats = get_json(root + "/stats")
         if stats.get("final_bad") or stats.get("errors"):
             raise SystemExit(f"the fake server saw wrong requests: {stats}")
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
 
 
 def measure(setup: str, opts: argparse.Namespace, folder: Path, root: str) -> dict[str, Any]:
@@ -223,7 +200,7 @@ def main() -> int:
         prepare(folder)
         for setup in setups:
             if setup == "http":
-                with fake_server() as root:
+                with checked_server() as root:
                     results[setup] = measure(setup, opts, folder, root)
             else:
                 results[setup] = measure(setup, opts, folder, "http://unused")

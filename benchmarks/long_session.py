@@ -29,7 +29,6 @@ import itertools
 import json
 import os
 import resource
-import socket
 import statistics
 import subprocess
 import sys
@@ -38,6 +37,9 @@ import urllib.request
 from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from fake_server import fake_server  # noqa: E402
+
 BENCH = os.path.join(HERE, "kit")
 
 
@@ -78,23 +80,6 @@ def serve_fake(argv: list[str]) -> None:
     fake_llm.plan_turn = plan_turn
     fake_llm.Script.build = unique_ids
     fake_llm.main(argv)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def wait_healthy(url: str, seconds: float = 10.0) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(url + "/health", timeout=1):
-                return
-        except OSError:
-            time.sleep(0.05)
-    raise SystemExit(f"the fake server at {url} did not start")
 
 
 # ---- the session ----
@@ -324,16 +309,8 @@ def main() -> int:
         print(json.dumps(session(opts.session, opts, not opts.no_compaction)))
         return 0
 
-    port = free_port()
-    server = subprocess.Popen(
-        [sys.executable, os.path.abspath(__file__), "--serve-fake", "--port", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    root = f"http://127.0.0.1:{port}"
     ok = True
-    try:
-        wait_healthy(root)
+    with fake_server(os.path.abspath(__file__), "--serve-fake") as root:
         modes = [True] if opts.mode == "compaction" else [True, False]
         for compaction in modes:
             result = _child(root + "/v1", opts, compaction)
@@ -351,9 +328,6 @@ def main() -> int:
             stats = json.loads(response.read())
         print(f"server: {stats['requests']} requests, {stats['final_bad']} bad final answers")
         ok = ok and stats["final_bad"] == 0
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
     print("OK" if ok else "FAILED")
     return 0 if ok else 1
 

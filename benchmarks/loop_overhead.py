@@ -13,14 +13,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
-import time
-import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from fake_server import fake_server  # noqa: E402
+
 BENCH = os.path.join(HERE, "kit")
 TREADLE = os.path.join(HERE, "treadle_driver.py")
 DRIVERS = {  # name: (script, extra arguments)
@@ -28,23 +28,6 @@ DRIVERS = {  # name: (script, extra arguments)
     "treadle": (TREADLE, []),  # agent_loop with a task consuming every event
     "treadle_quiet": (TREADLE, ["--no-events"]),  # agent_loop with events=None
 }
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def wait_healthy(url: str, seconds: float = 10.0) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(url + "/health", timeout=1):
-                return
-        except OSError:
-            time.sleep(0.05)
-    raise SystemExit(f"the fake server at {url} did not start")
 
 
 def run_driver(
@@ -72,23 +55,12 @@ def main() -> int:
     parser.add_argument("--no-stream", dest="stream", action="store_false")
     opts = parser.parse_args()
 
-    port = free_port()
-    server = subprocess.Popen(
-        [sys.executable, os.path.join(BENCH, "fake_llm.py"), "--port", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    root = f"http://127.0.0.1:{port}"
-    try:
-        wait_healthy(root)
+    with fake_server() as root:
         results: dict[str, list[dict[str, object]]] = {name: [] for name in DRIVERS}
         for rep in range(opts.reps):
             for name, (path, extra) in DRIVERS.items():
                 results[name].append(run_driver(path, extra, root + "/v1", opts))
             print(f"repetition {rep + 1}/{opts.reps} done", file=sys.stderr)
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
 
     def median(name: str, key: str) -> float:
         return statistics.median(float(r[key]) for r in results[name])  # type: ignore[arg-type]

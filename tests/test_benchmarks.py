@@ -1,0 +1,35 @@
+"""The benchmark scripts run from the checkout (figures are not checked, only that each one
+completes, checks its own results and prints its report), so a refactor cannot leave one
+broken until someone wants the numbers."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
+
+CASES = {
+    "loop_overhead.py": (["--reps", "1", "--runs", "5"], "treadle_quiet / raw httpx"),
+    "long_session.py": (["--turns", "12"], "OK"),
+    "concurrency.py": (["--runs", "20"], "completed: 40"),
+    "ext_overhead.py": (["--reps", "1", "--runs", "3"], "overhead"),
+    "import_time.py": (["--runs", "1"], "import treadle:"),
+    "eager_tools.py": (["--runs", "1", "--tool-ms", "20", "--token-ms", "1"], "saved"),
+}
+
+
+@pytest.mark.parametrize("script", sorted(CASES))
+def test_the_benchmark_runs_and_reports(script: str) -> None:
+    args, expected = CASES[script]
+    done = subprocess.run(
+        [sys.executable, str(BENCH / script), *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    assert expected in done.stdout, done.stdout[-2000:]
