@@ -55,10 +55,13 @@ class RequestView:
         mark.edits = edits
         for message in messages[start:]:
             clean = mark.add(message) and clean  # an unwatchable message: rebuild next time
-        out = [*self._out, *fixed] if grew else fixed
-        self._items, self._out = list(messages), out
+        if grew:  # only the new part is copied: the kept lists grow in place
+            self._out.extend(fixed)
+            items.extend(messages[n:])
+        else:
+            self._out, self._items = fixed, list(messages)
         self._clean = clean
-        return list(out)
+        return list(self._out)  # the caller's own copy
 
 
 class AgentContext(BaseModel):
