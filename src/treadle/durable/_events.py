@@ -40,8 +40,8 @@ def signature(event: AgentEvent) -> str:
     for name in ("turn_index", "tool_call_id", "reason", "is_error"):
         if hasattr(event, name):
             data[name] = getattr(event, name)
-    message: Any = getattr(event, "message", None)
-    if hasattr(message, "role") and not isinstance(event, MessageUpdate):
+    message: Any = None if isinstance(event, MessageUpdate) else getattr(event, "message", None)
+    if hasattr(message, "role"):
         data["role"] = message.role
         data["text"] = getattr(message, "text", "")
         data["calls"] = [c.id for c in getattr(message, "tool_calls", [])]

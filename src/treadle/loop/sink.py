@@ -119,17 +119,17 @@ class EventSink:
         assert self._state is not None
         if event_type is MessageUpdate:
             # The hot path (one per streamed delta): its values come from the loop itself and
-            # are already valid models, so skip re-validation.
+            # are already valid, so no validation runs; the message is built when read.
             values = {
                 "seq": next(self._state.counter),
                 "loop_id": self.loop_id,
                 "depth": self.depth,
                 "timestamp": time_ns() // 1_000_000,  # now_ms(), inlined
                 "type": "message_update",
-                "message": fields["message"],
                 "delta": fields["delta"],
             }
-            return trusted(MessageUpdate, values, set(_UPDATE_FIELDS))
+            private = {"_snapshot": fields["snapshot"]}
+            return trusted(MessageUpdate, values, set(_UPDATE_FIELDS), private)
         return event_type(
             seq=next(self._state.counter),
             loop_id=self.loop_id,
@@ -210,7 +210,8 @@ class EventSink:
         else:
             merged = delta.model_copy(update={"text": delta.text + more.text})
         held.__dict__["delta"] = merged
-        held.__dict__["message"] = fields["message"]
+        held.__dict__.pop("message", None)  # read already: the newest snapshot replaces it
+        held.__pydantic_private__["_snapshot"] = fields["snapshot"]
         if self._too_big(stream, held):
             return None
         try:
@@ -240,14 +241,10 @@ class EventSink:
         if unread < 16:  # a few waiting copies are cheap: the bound is about many of them
             return False
         delta = update.delta
-        try:
-            block = update.message.content[delta.index]
-        except (IndexError, AttributeError):
-            return False
         if delta.type == "tool_call_delta":
-            size = len(getattr(block, "raw_arguments", None) or "") or len(delta.arguments)
+            size = len(delta.arguments)
         else:
-            size = len(getattr(block, "text", None) or getattr(block, "thinking", None) or "")
+            size = update.__pydantic_private__["_snapshot"].length
         return (unread + 1) * size > self.max_bytes
 
     def start_grace(self) -> None:

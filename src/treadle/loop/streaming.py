@@ -126,16 +126,56 @@ def _empty_reply(model: Any, provider: Any) -> AssistantMessage:
     return trusted(AssistantMessage, values, {"model", "provider"})
 
 
+class _Snapshot:
+    """The partial message as it stood after one delta, built only when read.
+
+    ``blocks`` is the content as it stood: no block in it changes again, except the one at
+    ``hot``, whose text (field ``key``) has only grown since: its first ``length``
+    characters are what it held. So a snapshot holds no text of its own."""
+
+    __slots__ = ("base", "blocks", "hot", "key", "length")
+
+    def __init__(
+        self,
+        base: tuple[dict[str, Any], frozenset[str]],
+        blocks: tuple[Any, ...],
+        hot: int,
+        key: str,
+        length: int,
+    ) -> None:
+        self.base = base  # the partial's other fields, and its fields set
+        self.blocks = blocks
+        self.hot = hot
+        self.key = key
+        self.length = length
+
+    def build(self) -> AssistantMessage:
+        content = list(self.blocks)
+        hot = self.hot
+        if hot >= 0:
+            block = content[hot]
+            content[hot] = replaced(block, self.key, block.__dict__[self.key][: self.length])
+        fields, fields_set = self.base
+        values = dict(fields)
+        values["content"] = content
+        return trusted(AssistantMessage, values, set(fields_set))
+
+
 class StreamState:
     """The message being streamed, kept outside the call so a cancelled stream leaves it.
 
-    Blocks are replaced, never mutated, so each ``view()`` handed to an event stays as it was
-    when it was sent: a consumer that reads a queued ``message_update`` later sees the
-    message as of that delta. A view costs one shallow copy, and only when content changed.
+    Every snapshot handed to an event (``view()``, ``snapshot()``) stays as it was when it
+    was sent: a consumer that reads a queued ``message_update`` later sees the message as of
+    that delta. The block receiving text (the *hot* block) is appended to in place; every
+    other block is replaced, never mutated. So a snapshot is the content's block tuple
+    (rebuilt only when a block is added or replaced) plus the hot block's text at the time:
+    no copy per delta, and the message is built only if someone reads it.
     """
 
     __slots__ = (
-        "_view",
+        "_base",
+        "_blocks",
+        "_hot",
         "complete_calls",
         "ended",
         "final",
@@ -146,30 +186,63 @@ class StreamState:
     )
 
     def __init__(self, request: ModelRequest, provider: str, snapshots: bool = True) -> None:
-        self.snapshots = snapshots  # False when nobody sees partial messages: mutate in place
+        self.snapshots = snapshots  # False when nobody sees partial messages
         self.partial = _empty_reply(request.model, provider)
         self.started = False
         self.ended = False
         self.complete_calls: set[int] = set()
-        self._view: AssistantMessage | None = None
+        self._hot = -1  # the block appended to in place (-1: none)
+        self._blocks: tuple[Any, ...] | None = None  # the content as a tuple, while unchanged
+        self._base: tuple[dict[str, Any], frozenset[str]] | None = None  # other fields
         self.final: AssistantMessage | None = None  # recorded in the history, end not yet sent
         self.limit_reason: str | None = None  # the run's limit stopped this stream
 
     def reset(self, request: ModelRequest, provider: str) -> None:
         self.__init__(request, provider, self.snapshots)  # type: ignore[misc]
 
-    def view(self) -> AssistantMessage:
-        """An unchanging snapshot of the partial message."""
-        if self._view is None:
-            self._view = replaced(self.partial, "content", list(self.partial.content))
-        return self._view
+    def snapshot(self) -> _Snapshot:
+        """The partial message as it stands now, to be built if read (see ``_Snapshot``)."""
+        if self._blocks is None:
+            self._blocks = tuple(self.partial.content)
+        base = self._base
+        if base is None:
+            fields = dict(self.partial.__dict__)  # "content" is replaced when built (in place)
+            base = self._base = (fields, frozenset(self.partial.__pydantic_fields_set__))
+        hot = self._hot
+        if hot < 0:
+            return _Snapshot(base, self._blocks, -1, "", "")
+        block = self._blocks[hot]
+        if type(block) is TextContent:
+            return _Snapshot(base, self._blocks, hot, "text", len(block.text))
+        return _Snapshot(base, self._blocks, hot, "thinking", len(block.thinking))
 
-    def _put(self, index: int, block: Any) -> None:
+    def view(self) -> AssistantMessage:
+        """An unchanging snapshot of the partial message, built now."""
+        return self.snapshot().build()
+
+    def _put(self, index: int, block: Any) -> int:
+        """Put ``block`` at ``index`` (or after the last block); returns where it went."""
         content = self.partial.content
         if index < len(content):
             content[index] = block
         else:
+            index = len(content)
             content.append(block)
+        if index == self._hot:
+            self._hot = -1  # a new object: earlier snapshots keep the one they had
+        self._blocks = None
+        return index
+
+    def _heat(self, index: int, block: Any) -> Any:
+        """Make ``block`` (at ``index``) the one appended to in place. It may be in a
+        snapshot's blocks already, as a block that does not change: so it is copied first.
+        The block that was hot is left as it is, never to be changed again."""
+        self._hot = index
+        if self.snapshots:
+            block = block.model_copy()
+            self.partial.content[index] = block
+            self._blocks = None
+        return block
 
     def apply(self, event: Any) -> None:
         """Fold one stream event into the partial message."""
@@ -178,18 +251,19 @@ class StreamState:
         index = getattr(event, "index", 0)
         block = content[index] if index < len(content) else None
         if kind == "text":
-            if isinstance(block, TextContent):
-                if self.snapshots:
-                    content[index] = replaced(block, "text", block.text + event.text)
-                else:  # no view was handed out: no validation to run on a str append
-                    block.__dict__["text"] += event.text
+            if type(block) is TextContent:
+                if index != self._hot:
+                    block = self._heat(index, block)
+                block.__dict__["text"] += event.text  # only ever appended to (see _Snapshot)
             else:
-                self._put(index, TextContent(text=event.text))
+                self._hot = self._put(index, TextContent(text=event.text))
         elif kind == "thinking":
-            if isinstance(block, ThinkingContent):
-                content[index] = replaced(block, "thinking", block.thinking + event.text)
+            if type(block) is ThinkingContent:
+                if index != self._hot:
+                    block = self._heat(index, block)
+                block.__dict__["thinking"] += event.text
             else:
-                self._put(index, ThinkingContent(thinking=event.text))
+                self._hot = self._put(index, ThinkingContent(thinking=event.text))
         elif kind == "tool_call_start":
             self._put(index, ToolCall(id=event.id, name=event.name))
         elif kind == "tool_call_end":
@@ -208,9 +282,7 @@ class StreamState:
             if event.model:
                 self.partial.model = event.model
             self.partial.response_id = event.response_id
-        else:
-            return  # tool_call_delta and the end markers change no block
-        self._view = None
+            self._base = None
 
     def closed(self, stop_reason: Any, error: ErrorInfo | None = None) -> AssistantMessage:
         """The partial message as a final one; tool calls whose arguments never completed
@@ -429,7 +501,7 @@ async def _consume(
                     state.started = True
                     await sink.emit(MessageStart, message=state.view())
                 if kind in _DELTAS:
-                    await sink.emit(MessageUpdate, message=state.view(), delta=event)
+                    await sink.emit(MessageUpdate, snapshot=state.snapshot(), delta=event)
             if on_call is not None and kind == "tool_call_end":
                 await on_call(event.tool_call)
     return final

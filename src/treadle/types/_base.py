@@ -27,15 +27,21 @@ _new = object.__new__
 _set = object.__setattr__
 
 
-def trusted(cls: type[_M], values: dict[str, Any], fields_set: set[str]) -> _M:
+def trusted(
+    cls: type[_M],
+    values: dict[str, Any],
+    fields_set: set[str],
+    private: dict[str, Any] | None = None,
+) -> _M:
     """An instance of ``cls`` holding ``values`` (every field, already valid) without
     running validation: for the per-delta hot path, where a validator costs more than the
-    work around it. ``fields_set`` is what the same keyword construction would have set."""
+    work around it. ``fields_set`` is what the same keyword construction would have set;
+    ``private`` the private attributes, for a model that has some."""
     model = _new(cls)
     _set(model, "__dict__", values)
     _set(model, "__pydantic_fields_set__", fields_set)
     _set(model, "__pydantic_extra__", None)
-    _set(model, "__pydantic_private__", None)
+    _set(model, "__pydantic_private__", private)
     return model
 
 

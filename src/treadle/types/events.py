@@ -7,9 +7,9 @@ Every event carries ``seq`` (strictly increasing on the stream it was sent to), 
 from __future__ import annotations
 
 from enum import Enum
-from typing import Annotated, Any, Literal, Union
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 
-from pydantic import Field
+from pydantic import Field, PrivateAttr, SerializerFunctionWrapHandler, model_serializer
 
 from ._base import Model
 from .content import TextContent, ToolCall, UserContent
@@ -160,9 +160,75 @@ class MessageStart(_Event):
 
 
 class MessageUpdate(_Event):
+    """One streamed delta, with the partial assistant message as it stood after it.
+
+    ``message`` is a snapshot: it never changes once the event exists, however far the
+    stream has moved on. The loop builds it on first use (``event.message``, a dump, a copy,
+    a comparison), so a consumer that reads only ``delta`` never pays for a message per
+    delta; what it returns is the same either way.
+    """
+
     type: Literal["message_update"] = "message_update"
     message: AssistantMessage
     delta: Delta
+    _snapshot: Any = PrivateAttr(default=None)  # builds `message` when it is first read
+
+    def _built(self) -> None:
+        """Put the snapshot's message into the fields (once; later calls do nothing)."""
+        values = self.__dict__
+        if "message" not in values:
+            private = self.__pydantic_private__
+            snapshot = private.get("_snapshot") if private else None
+            if private is None or snapshot is None:
+                raise AttributeError("message")
+            message = snapshot.build()
+            if "message" not in values:  # in field order, as validation would have put it
+                delta = values.pop("delta")
+                values["message"] = message
+                values["delta"] = delta
+            private["_snapshot"] = None  # built: the event is now like any other
+
+    if not TYPE_CHECKING:
+
+        def __getattr__(self, name: str) -> Any:
+            if name == "message":
+                self._built()
+                return self.__dict__["message"]
+            return super().__getattr__(name)
+
+    @model_serializer(mode="wrap")
+    def _serialize(self, handler: SerializerFunctionWrapHandler):  # type: ignore[no-untyped-def]
+        # No return annotation: pydantic then keeps the fields' serialization schema.
+        self._built()
+        return handler(self)
+
+    def __eq__(self, other: object) -> bool:
+        self._built()
+        if isinstance(other, MessageUpdate):
+            other._built()
+        return super().__eq__(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr_args__(self) -> Any:
+        self._built()
+        return super().__repr_args__()
+
+    def __iter__(self) -> Any:
+        self._built()
+        return super().__iter__()
+
+    def __copy__(self) -> Any:
+        self._built()
+        return super().__copy__()
+
+    def __deepcopy__(self, memo: dict[int, Any] | None = None) -> Any:
+        self._built()
+        return super().__deepcopy__(memo)
+
+    def __getstate__(self) -> dict[Any, Any]:
+        self._built()
+        return super().__getstate__()
 
 
 class MessageEnd(_Event):
