@@ -210,7 +210,7 @@ class StreamState:
             base = self._base = (fields, frozenset(self.partial.__pydantic_fields_set__))
         hot = self._hot
         if hot < 0:
-            return _Snapshot(base, self._blocks, -1, "", "")
+            return _Snapshot(base, self._blocks, -1, "", 0)
         block = self._blocks[hot]
         if type(block) is TextContent:
             return _Snapshot(base, self._blocks, hot, "text", len(block.text))
