@@ -127,6 +127,7 @@ async def test_updates_read_after_the_run_hold_the_text_up_to_their_delta() -> N
         events = [event async for event in receive]
     updates = [e for e in events if isinstance(e, MessageUpdate)]
     assert len(updates) == 6
+    assert not any("message" in vars(u) for u in updates)  # nothing built while unread
     seen = ""
     for update in updates:  # read only now, long after the stream went on
         seen += update.delta.text  # type: ignore[union-attr]
