@@ -182,10 +182,9 @@ class MessageUpdate(_Event):
             if private is None or snapshot is None:
                 raise AttributeError("message")
             message = snapshot.build()
-            if "message" not in values:  # in field order, as validation would have put it
-                delta = values.pop("delta")
-                values["message"] = message
-                values["delta"] = delta
+            delta = values.pop("delta")  # in field order, as validation would have put it
+            values["message"] = message
+            values["delta"] = delta
             private["_snapshot"] = None  # built: the event is now like any other
 
     if not TYPE_CHECKING:
@@ -207,8 +206,6 @@ class MessageUpdate(_Event):
         if isinstance(other, MessageUpdate):
             other._built()
         return super().__eq__(other)
-
-    __hash__ = None  # type: ignore[assignment]
 
     def __repr_args__(self) -> Any:
         self._built()
