@@ -11,6 +11,7 @@ from harness import call, calls_message, check, results_of, run_recorded
 from treadle import (
     AgentContext,
     AgentLoopConfig,
+    ExecutionLimits,
     Hooks,
     ToolExecution,
     ToolResult,
@@ -121,3 +122,59 @@ async def test_prompts_of_a_first_turn_veto_are_not_taken() -> None:
     )
     check(rec)
     assert rec.end.reason == "vetoed" and rec.end.messages == [] and context.messages == []
+
+
+# ---- the forced final-answer turn at a limit: before_turn / after_turn in pairs ----
+
+
+class TurnPairs(Hooks):
+    def __init__(self, veto_at: int | None = None) -> None:
+        self.calls: list[str] = []
+        self.veto_at = veto_at
+
+    async def before_turn(self, context: Any, turn_index: int) -> bool:
+        self.calls.append(f"before:{turn_index}")
+        return turn_index != self.veto_at
+
+    async def after_turn(self, context: Any, event: Any) -> None:
+        self.calls.append(f"after:{event.turn_index}")
+
+
+async def test_the_final_answer_turn_at_a_limit_calls_before_and_after_turn() -> None:
+    @tool
+    async def add(a: int, b: int) -> int:
+        """Add."""
+        return a + b
+
+    hooks = TurnPairs()
+    provider = ScriptedProvider(
+        [calls_message(call("c1", "add", a=1, b=2)), "the final answer from what I have"]
+    )
+    config = AgentLoopConfig(
+        provider=provider,
+        hooks=[hooks],
+        limits=ExecutionLimits(max_turns=1, on_limit="final_answer"),
+    )
+    context = AgentContext(tools=[add])
+    rec = await run_recorded(["go"], context, config)
+    check(rec)
+    assert rec.end.reason == "limit"
+    assert hooks.calls == ["before:0", "after:0", "before:1", "after:1"]
+    assert context.messages[-1].text == "the final answer from what I have"  # type: ignore[union-attr]
+
+
+async def test_a_vetoed_final_answer_turn_stops_with_the_note() -> None:
+    hooks = TurnPairs(veto_at=1)
+    provider = ScriptedProvider([calls_message(call("c1", "nope")), "never"])
+    config = AgentLoopConfig(
+        provider=provider,
+        hooks=[hooks],
+        limits=ExecutionLimits(max_turns=1, on_limit="final_answer"),
+    )
+    context = AgentContext()
+    rec = await run_recorded(["go"], context, config)
+    check(rec)
+    assert rec.end.reason == "limit"
+    assert hooks.calls == ["before:0", "after:0", "before:1"]
+    assert len(provider.requests) == 1  # no final-answer call after the veto
+    assert context.messages[-1].text.startswith("[Agent stopped: reached max_turns=1")  # type: ignore[union-attr]
