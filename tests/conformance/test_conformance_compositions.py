@@ -13,12 +13,15 @@ from treadle import (
     AgentLoopConfig,
     ExecutionLimits,
     Hooks,
+    InputFilter,
     ToolExecution,
     ToolResult,
     TurnStart,
     UserMessage,
+    Warn,
     tool,
 )
+from treadle.loop import FilterResult
 from treadle.testing import ScriptedProvider
 
 pytestmark = pytest.mark.anyio
@@ -178,3 +181,44 @@ async def test_a_vetoed_final_answer_turn_stops_with_the_note() -> None:
     assert hooks.calls == ["before:0", "after:0", "before:1"]
     assert len(provider.requests) == 1  # no final-answer call after the veto
     assert context.messages[-1].text.startswith("[Agent stopped: reached max_turns=1")  # type: ignore[union-attr]
+
+
+# ---- an input filter's warning: nothing the caller passed is edited (§3) ----
+
+
+class WarnAlways(InputFilter):
+    async def filter(self, text: str) -> FilterResult:
+        return Warn("be careful")
+
+
+@pytest.mark.parametrize("where", ["prompt", "steering"])
+async def test_a_filter_warning_leaves_the_callers_message_alone(where: str) -> None:
+    mine = UserMessage.of("please do it")
+    before = mine.model_copy(deep=True)
+    steering = [[], [mine]] if where == "steering" else []
+
+    def steer() -> list[Any]:
+        return steering.pop(0) if steering else []
+
+    @tool
+    async def noop() -> str:
+        """Nothing."""
+        return "ok"
+
+    script: list[Any] = ["done"]
+    if where == "steering":
+        script = [calls_message(call("c1", "noop")), "done"]
+    provider = ScriptedProvider(script)
+    config = AgentLoopConfig(
+        provider=provider, input_filters=[WarnAlways()], get_steering_messages=steer
+    )
+    context = AgentContext(tools=[noop])
+    prompts: list[Any] = [mine] if where == "prompt" else ["go"]
+    rec = await run_recorded(prompts, context, config)
+    check(rec)
+    assert rec.end.reason == "completed"
+    assert mine == before and len(mine.content) == 1, "the caller's message was edited"
+    stored = [m for m in context.messages if getattr(m, "text", "").startswith("please do it")]
+    assert len(stored) == 1 and stored[0] is not mine
+    assert stored[0].content[-1].text == "[Warning: be careful]"  # type: ignore[union-attr]
+    assert provider.requests[-1].messages[-1].text.endswith("[Warning: be careful]")

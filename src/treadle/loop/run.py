@@ -292,9 +292,8 @@ class _Run(RunState):
                 await self.on_limit(hit)
                 return LoopResult(reason="limit", error=ErrorInfo(kind="limit", message=hit))
             self.inject.extend(await self._poll(self.config.get_steering_messages))
-            fresh = [m for m in self.inject if id(m) not in prompt_ids]
-            if fresh:
-                rejected = await self.filter_input(fresh)
+            if any(id(m) not in prompt_ids for m in self.inject):
+                rejected = await self.filter_input(self.inject, frozenset(prompt_ids))
                 if rejected is not None:
                     await self.sink.emit(InputRejected, reason=rejected.reason)
                     return LoopResult(reason="rejected")
@@ -425,6 +424,7 @@ async def _execute(
             if not started:
                 result.reason = "vetoed"
             elif prompts and (rejected := await run.filter_input(prompts)) is not None:
+                # (a warning replaces a prompt in ``prompts`` by an edited copy)
                 await run.sink.emit(InputRejected, reason=rejected.reason)
                 result.reason = "rejected"
             else:
