@@ -4,6 +4,7 @@ combined. Each test names the rule of docs/contract.md it holds."""
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 import anyio
@@ -291,3 +292,30 @@ def test_stored_results_from_before_the_mark_still_load() -> None:
     assert isinstance(loaded, ToolResultMessage) and loaded.cancelled  # read as it was meant
     ran = {**old, "content": [{"type": "text", "text": "paid"}], "is_error": False}
     assert not message_from_json(json.dumps(ran)).cancelled  # type: ignore[union-attr]
+
+
+# ---- after_loop raising: logged, never swallowed silently (§3) ----
+
+
+async def test_an_after_loop_error_is_logged_and_the_next_hook_still_runs(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    seen: list[str] = []
+
+    class Broken(Hooks):
+        async def after_loop(self, new_messages: Any, usage: Any, reason: Any) -> None:
+            raise RuntimeError("the session table is gone")
+
+    class Later(Hooks):
+        async def after_loop(self, new_messages: Any, usage: Any, reason: Any) -> None:
+            seen.append(reason)
+
+    config = AgentLoopConfig(provider=ScriptedProvider(["hi"]), hooks=[Broken(), Later()])
+    with caplog.at_level(logging.ERROR, logger="treadle.loop"):
+        rec = await run_recorded(["go"], AgentContext(), config)
+    check(rec)
+    assert rec.end.reason == "completed" and seen == ["completed"]
+    failed = [r for r in caplog.records if "after_loop" in r.getMessage()]
+    assert failed, "the after_loop error was swallowed without a trace"
+    assert "Broken.after_loop" in failed[0].getMessage()
+    assert failed[0].exc_info is not None and "session table is gone" in str(failed[0].exc_info[1])

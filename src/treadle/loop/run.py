@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from collections.abc import Sequence
@@ -51,6 +52,9 @@ class LoopResult:
     reason: AgentEndReason = "completed"
     error: ErrorInfo | None = None
     pending_tool_calls: list[str] = field(default_factory=list)
+
+
+logger = logging.getLogger("treadle.loop")
 
 
 class _Run(RunState):
@@ -461,11 +465,20 @@ async def _end(run: _Run, result: LoopResult) -> None:
 
 
 async def _after_loop(run: _Run, result: LoopResult) -> None:
+    """The after_loop hooks, each once, after agent_end. agent_end is sent, so a hook that
+    raises cannot change how the run ended: its error is logged (logger ``treadle.loop``,
+    with the traceback and the hook's name) and the next hook still runs (§3)."""
     for hook in run.config.hooks:
         try:
             await _maybe_await(hook.after_loop(list(run.new_messages), run.usage, result.reason))
         except Exception:
-            pass
+            name = getattr(hook.after_loop, "__qualname__", type(hook).__name__)
+            logger.exception(
+                "an after_loop hook failed (%s, run %s ended %s); the run's result stands",
+                name,
+                run.sink.loop_id,
+                result.reason,
+            )
 
 
 def _ensure_ids(context: AgentContext) -> None:
