@@ -21,11 +21,9 @@ from ..types import (
     AssistantMessage,
     ContinuationKind,
     ErrorInfo,
-    ExtensionMessage,
     InputRejected,
     MessageEnd,
     MessageStart,
-    ToolResultMessage,
     TurnEnd,
     TurnStart,
     TurnTrigger,
@@ -40,7 +38,7 @@ from .eager import EagerCalls, eager_turn
 from .ending import before_end
 from .errors import HookFailed
 from .sink import OBSERVERS
-from .state import EventStream, RunState, _as_message, _maybe_await
+from .state import EventStream, RunState, _maybe_await, _prompts
 from .streaming import StreamBounds, StreamState, close_message, stream_message
 from .tool_exec import ToolBatch, ToolRaised
 
@@ -79,20 +77,6 @@ def _check_call(
             f"{function}(): argument {first + index} ({name}) must be {wanted}, not "
             f"{type(value).__name__}.{hint}"
         )
-
-
-def _prompts(prompts: Any) -> list[AgentMessage]:
-    if isinstance(prompts, str) or isinstance(
-        prompts, (UserMessage, AssistantMessage, ToolResultMessage, ExtensionMessage)
-    ):
-        return [_as_message(prompts)]  # one prompt, never one message per character
-    if isinstance(prompts, (AgentContext, AgentLoopConfig)):
-        raise TypeError(
-            f"agent_loop(): the first argument, prompts, must be the new messages (a str, a "
-            f"message or a list of them), not {type(prompts).__name__}: the order is "
-            "agent_loop(prompts, context, config, events)."
-        )
-    return [_as_message(p) for p in prompts]
 
 
 class _Run(RunState):
@@ -462,6 +446,7 @@ async def _execute(
     finally:
         OBSERVERS.reset(observing)
         run.bridge.close()
+        run.sink.after_run()
 
 
 async def _safe_close(run: _Run) -> None:

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import inspect
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from anyio.streams.memory import MemoryObjectSendStream
 
 from ..cancellation import CancelBridge, CancellationToken
 from ..context.transcript import repair_transcript
+from ..errors import UsageError
 from ..providers.base import ModelRequest
 from ..tools import Tool, Toolset, as_tool, tool_spec
 from ..types import (
@@ -46,15 +47,51 @@ async def _maybe_await(value: Any) -> Any:
     return await value if inspect.isawaitable(value) else value
 
 
+def dict_prompt_error(value: Mapping[Any, Any]) -> UsageError:
+    """The error for a dict given where a prompt or a message goes (the OpenAI message
+    shape, ``{"role": "user", "content": "hi"}``): iterating it would send its keys."""
+    content = value.get("content")
+    if isinstance(content, str):
+        shown = content if len(content) <= 40 else content[:37] + "..."
+        example = f"UserMessage.of({shown!r})"
+        if value.get("role") == "assistant":
+            example = f"AssistantMessage(content={shown!r})"
+    else:
+        example = "UserMessage.of('hi')"
+    return UsageError(
+        "a dict is not a prompt or a message: treadle takes a str (one user message), a "
+        f"message or a list of them. Pass the text itself, or build the message: {example} "
+        "(see treadle.types for the message classes)."
+    )
+
+
 def _as_message(item: Any) -> AgentMessage:
     if isinstance(item, str):
         return UserMessage.of(item)
     if isinstance(item, (UserMessage, AssistantMessage, ToolResultMessage, ExtensionMessage)):
         return item
+    if isinstance(item, Mapping):
+        raise dict_prompt_error(item)
     raise TypeError(
         f"expected a message (UserMessage, ...) or a str, got {type(item).__name__}; "
         "build user input with UserMessage.of('text')"
     )
+
+
+def _prompts(prompts: Any) -> list[AgentMessage]:
+    if isinstance(prompts, str) or isinstance(
+        prompts, (UserMessage, AssistantMessage, ToolResultMessage, ExtensionMessage)
+    ):
+        return [_as_message(prompts)]  # one prompt, never one message per character
+    if isinstance(prompts, Mapping):
+        raise dict_prompt_error(prompts)  # iterating it would make one message per key
+    if isinstance(prompts, (AgentContext, AgentLoopConfig)):
+        raise TypeError(
+            f"agent_loop(): the first argument, prompts, must be the new messages (a str, a "
+            f"message or a list of them), not {type(prompts).__name__}: the order is "
+            "agent_loop(prompts, context, config, events)."
+        )
+    return [_as_message(p) for p in prompts]
 
 
 def _unique_call_ids(message: AssistantMessage) -> None:
