@@ -206,9 +206,15 @@ class FunctionTool:
             kwargs[self._context_param] = ctx
         if self._is_async:
             return await self.func(**kwargs)
-        value = await anyio.to_thread.run_sync(
-            functools.partial(self.func, **kwargs), abandon_on_cancel=True
+        return await anyio.to_thread.run_sync(
+            functools.partial(self._call_sync, kwargs), abandon_on_cancel=True
         )
+
+    def _call_sync(self, kwargs: dict[str, Any]) -> Any:
+        """The plain function, in its worker thread; an awaitable it returns (``async``
+        forgotten) fails here, named, before the thread hands it back (trio would refuse
+        it with an error about its own wrapper)."""
+        value = self.func(**kwargs)
         if inspect.isawaitable(value):
             error = unawaited_error(self.name, value)
             logger.warning("%s", error)  # a bug to fix: said where the developer looks too
