@@ -54,7 +54,7 @@ from .stream import AgentStream
 from .sync import run_blocking
 
 if TYPE_CHECKING:
-    from ..context.compact import CompactionResult
+    from ..context.compacting import CompactionResult
     from ..sessions import SessionRecorder, SessionStore
 
 SteerMode = Literal["after_batch", "next_tool", "interrupt"]

@@ -7,6 +7,7 @@ from typing import Any, Generic
 from pydantic import BaseModel, ConfigDict, Field
 from typing_extensions import TypeVar
 
+from ..errors import TreadleError
 from ..types import AgentEndReason, AgentMessage, AssistantMessage, ErrorInfo, Usage
 
 OutputT = TypeVar("OutputT")
@@ -55,7 +56,7 @@ class RunResult(BaseModel, Generic[OutputT]):
         return self
 
 
-class RunFailed(Exception):
+class RunFailed(TreadleError):
     """A run did not complete; ``result`` holds everything it produced."""
 
     def __init__(self, result: RunResult[Any]) -> None:
@@ -64,7 +65,7 @@ class RunFailed(Exception):
         self.result = result
 
 
-class AgentBusy(RuntimeError):
+class AgentBusy(TreadleError, RuntimeError):
     """A second run was started while one is in progress on the same Agent."""
 
 

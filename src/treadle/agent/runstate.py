@@ -7,7 +7,7 @@ sub-agents' usage), so neither reaches into the other.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel, ValidationError, create_model
@@ -15,6 +15,7 @@ from pydantic import BaseModel, ValidationError, create_model
 from ..loop import AgentContext, Hooks
 from ..loop.run import LAST_ERROR_KEY
 from ..loop.sink import EventSink
+from ..loop.state import dict_prompt_error
 from ..tools import TaskComplete, ToolContext
 from ..tools.function_tool import strip_titles
 from ..types import (
@@ -183,4 +184,6 @@ def prompts_of(prompt: Any) -> list[AgentMessage]:
         return [UserMessage.of(prompt)]
     if isinstance(prompt, BaseModel):
         return [prompt]  # type: ignore[list-item]
+    if isinstance(prompt, Mapping):
+        raise dict_prompt_error(prompt)  # iterating it would make one message per key
     return list(prompt)

@@ -25,6 +25,7 @@ from typing import Any, Protocol, Union, runtime_checkable
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..cancellation import CancellationToken
+from ..errors import TreadleError
 from ..providers.base import ModelRequest, Provider, ProviderError, StreamDone
 from ..types import (
     AgentMessage,
@@ -62,7 +63,7 @@ TRIM_MARKER = (
 )
 
 
-class CompactionCancelled(Exception):
+class CompactionCancelled(TreadleError):
     """The run was cancelled while a compaction was in progress."""
 
 

@@ -3,6 +3,7 @@ a config for the prompts), found before any event, with what to do about them.""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from anyio.streams.memory import MemoryObjectSendStream
@@ -17,7 +18,7 @@ from ..types import (
 )
 from .config import AgentLoopConfig
 from .context import AgentContext
-from .state import _as_message
+from .state import _as_message, dict_prompt_error
 
 
 def _check_call(
@@ -51,6 +52,8 @@ def _prompts(prompts: Any) -> list[AgentMessage]:
         prompts, (UserMessage, AssistantMessage, ToolResultMessage, ExtensionMessage)
     ):
         return [_as_message(prompts)]  # one prompt, never one message per character
+    if isinstance(prompts, Mapping):
+        raise dict_prompt_error(prompts)  # iterating it would make one message per key
     if isinstance(prompts, (AgentContext, AgentLoopConfig)):
         raise TypeError(
             f"agent_loop(): the first argument, prompts, must be the new messages (a str, a "

@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 
     from ..cancellation import CancellationToken
     from ..context.catalog import ModelInfo
-    from ..context.compact import CompactionResult
+    from ..context.compacting import CompactionResult
     from ..context.compaction import CompactionPolicy, SummaryCall
     from ..context.tokens import ContextEstimate, ContextTracker, TokenCounter
     from ..types import AgentEvent
@@ -278,7 +278,7 @@ class ContextGuard:
     async def compact(self, estimate: int, reason: str, target: int | None = None) -> int:
         """Run the hooks, the events and the policy's strategies; replace the history.
         Returns the estimate afterwards."""
-        from ..context.compact import compact
+        from ..context.compacting import compact
 
         run = self.run
         policy = self.policy
@@ -416,7 +416,7 @@ async def compact_context(
     it is under the target. ``context.messages`` is replaced in place; the summary calls'
     usage is in ``result.usage`` (there is no turn to count it in).
     """
-    from ..context.compact import compact
+    from ..context.compacting import compact
     from ..context.compaction import CompactionPolicy
     from ..context.tokens import ContextTracker
 

@@ -436,6 +436,7 @@ async def _execute(
     finally:
         OBSERVERS.reset(observing)
         run.bridge.close()
+        run.sink.after_run()
 
 
 async def _safe_close(run: _Run) -> None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextvars
 import logging
+import sys
+import weakref
 from collections.abc import AsyncIterator, Callable, Sequence
 from time import time_ns
 from typing import Any
@@ -30,10 +32,12 @@ the tool's task), so a tracer on the parent sees the whole tree."""
 class _Sequencer:
     """The next ``seq`` of one stream, shared by every loop that sends to it."""
 
-    __slots__ = ("next",)
+    __slots__ = ("next", "runs", "watching")
 
     def __init__(self) -> None:
         self.next = 0
+        self.runs = 0  # loops that have sent to it (counted once each, when they start)
+        self.watching = False  # a check for a stream left open is scheduled
 
 
 _SEQUENCER_ATTR = "_treadle_seq"
@@ -58,6 +62,11 @@ CANCEL_GRACE_S = 5.0
 """How long a cancelled loop waits for a consumer that stopped reading before it stops
 reporting (it never hangs on a stuck consumer once cancelled from outside)."""
 
+STALL_WARNING_S = 5.0
+"""How long a loop waits for room in a full event stream before it logs, once, that
+nobody seems to read the stream; and how long after a run returns a reader may wait on a
+stream still open before it is logged that the send end was probably never closed."""
+
 
 class EventSink:
     """Sends a loop's events. Never closes the stream it was given.
@@ -80,6 +89,7 @@ class EventSink:
         "_lock",
         "_observers",
         "_seq",
+        "_stall_warned",
         "_stream",
         "depth",
         "grace",
@@ -107,6 +117,8 @@ class EventSink:
         self._observers = tuple(observers)
         # observers only: seq counts this loop's events
         self._seq = _sequencer_for(stream) if stream is not None else _Sequencer()
+        self._seq.runs += 1
+        self._stall_warned = False
         self._lock: anyio.Lock | None = None  # this loop's events waiting for room, in order
         self.grace: float | None = None  # set once the run is being cancelled from outside
         self.own_cancel: Callable[[], bool] | None = None  # True: a cancellation is the loop's
@@ -262,6 +274,12 @@ class EventSink:
             size = update.__pydantic_private__["_snapshot"].length
         return (unread + 1) * size > self.max_bytes
 
+    def after_run(self) -> None:
+        """The run is over: for a top-level run whose stream is still open, check a few
+        seconds on that its reader is not left waiting (see :func:`watch_unclosed`)."""
+        if self._stream is not None and self.depth == 0:
+            watch_unclosed(self._stream)
+
     def start_grace(self) -> None:
         """From now on, wait at most ``CANCEL_GRACE_S`` for a consumer that stopped reading."""
         if self.grace is None:
@@ -284,6 +302,16 @@ class EventSink:
                 self._stream = None  # the consumer is gone or stuck: stop, never hang
                 self._stamp(event)  # observers still hear of it
                 return
+            if waited >= STALL_WARNING_S and not self._stall_warned:
+                self._stall_warned = True
+                logger.warning(
+                    "the run %s has waited %g s for room in its event stream: nobody reads "
+                    "it. Start the reader in another task before awaiting the loop (for "
+                    "example tg.start_soon(render, receive)), or pass events=None to run "
+                    "without a stream",
+                    self.loop_id,
+                    STALL_WARNING_S,
+                )
             try:
                 await anyio.sleep(delay)
             except anyio.get_cancelled_exc_class():
@@ -294,6 +322,67 @@ class EventSink:
                 return  # the scope stays cancelled: the next checkpoint raises it again
             waited += delay
             delay = min(delay * 2, 0.005)
+
+
+def watch_unclosed(stream: MemoryObjectSendStream[AgentEvent]) -> None:
+    """After a top-level run returns: if, ``STALL_WARNING_S`` later, the stream is still
+    open, empty, a task waits to receive from it and no run has used it since, log that its
+    send end was probably never closed (the reader would wait forever). One timer per run at
+    most (none while one is pending for the stream), nothing per event."""
+    state = _sequencer_for(stream)
+    if state.watching:
+        return
+    runs = state.runs
+    ref = weakref.ref(stream)
+
+    def check() -> None:
+        state.watching = False
+        found = ref()
+        if found is None or state.runs != runs:
+            return
+        stats = found.statistics()
+        if (
+            stats.open_send_streams
+            and stats.tasks_waiting_receive
+            and not stats.current_buffer_used
+        ):
+            logger.warning(
+                "agent_loop returned %g s ago, but its event stream is still open and a "
+                "task is waiting to read from it: close the send end when the loop returns "
+                "(`async with send:` around the call, or `await send.aclose()`), or the "
+                "reader waits forever. If you keep the stream open for another run, ignore "
+                "this",
+                STALL_WARNING_S,
+            )
+
+    state.watching = _call_later(STALL_WARNING_S, check)
+
+
+def _call_later(delay: float, callback: Callable[[], None]) -> bool:
+    """Run ``callback`` on this event loop ``delay`` seconds from now, outside any task
+    group: a diagnostic timer that must not keep the caller's task group (or the loop)
+    waiting, which anyio has no call for, so it uses the backend's own (a timer handle on
+    asyncio, a system task on trio). Returns False when neither is available."""
+    try:
+        import asyncio
+
+        asyncio.get_running_loop().call_later(delay, callback)
+        return True
+    except RuntimeError:
+        pass
+    trio = sys.modules.get("trio")
+    if trio is None:
+        return False
+
+    async def later() -> None:
+        await trio.sleep(delay)
+        callback()
+
+    try:
+        trio.lowlevel.spawn_system_task(later, name="treadle: event stream check")
+    except RuntimeError:
+        return False
+    return True
 
 
 _MERGEABLE = frozenset({"text", "thinking", "tool_call_delta"})

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import inspect
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from anyio.streams.memory import MemoryObjectSendStream
 
 from ..cancellation import CancelBridge, CancellationToken
 from ..context.transcript import repair_transcript
+from ..errors import UsageError
 from ..providers.base import ModelRequest
 from ..tools import Tool, Toolset, as_tool, tool_spec
 from ..types import (
@@ -46,11 +47,31 @@ async def _maybe_await(value: Any) -> Any:
     return await value if inspect.isawaitable(value) else value
 
 
+def dict_prompt_error(value: Mapping[Any, Any]) -> UsageError:
+    """The error for a dict given where a prompt or a message goes (the OpenAI message
+    shape, ``{"role": "user", "content": "hi"}``): iterating it would send its keys."""
+    content = value.get("content")
+    if isinstance(content, str):
+        shown = content if len(content) <= 40 else content[:37] + "..."
+        example = f"UserMessage.of({shown!r})"
+        if value.get("role") == "assistant":
+            example = f"AssistantMessage(content={shown!r})"
+    else:
+        example = "UserMessage.of('hi')"
+    return UsageError(
+        "a dict is not a prompt or a message: treadle takes a str (one user message), a "
+        f"message or a list of them. Pass the text itself, or build the message: {example} "
+        "(see treadle.types for the message classes)."
+    )
+
+
 def _as_message(item: Any) -> AgentMessage:
     if isinstance(item, str):
         return UserMessage.of(item)
     if isinstance(item, (UserMessage, AssistantMessage, ToolResultMessage, ExtensionMessage)):
         return item
+    if isinstance(item, Mapping):
+        raise dict_prompt_error(item)
     raise TypeError(
         f"expected a message (UserMessage, ...) or a str, got {type(item).__name__}; "
         "build user input with UserMessage.of('text')"

@@ -15,6 +15,7 @@ import anyio
 import anyio.lowlevel
 
 from ..cancellation import CancellationToken
+from ..errors import TreadleError
 from ..providers.base import ModelRequest, Provider, ProviderError, StreamDone
 from ..types import (
     AssistantMessage,
@@ -48,7 +49,7 @@ class StreamBounds:
     call_s: float | None = None
 
 
-class RunLimitHit(Exception):
+class RunLimitHit(TreadleError):
     """The run's duration or token limit was reached while the model was still streaming."""
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -9,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from pydantic_core import from_json
 
+from ..errors import TreadleError
 from ..tools import (
     FunctionTool,
     TaskComplete,
@@ -18,6 +21,7 @@ from ..tools import (
     ToolContext,
 )
 from ..tools.base import to_tool_result
+from ..tools.function_tool import unawaited_error
 from ..types import (
     TextContent,
     ToolCall,
@@ -34,12 +38,14 @@ from .errors import HookFailed
 if TYPE_CHECKING:
     from .state import RunState
 
+logger = logging.getLogger("treadle.loop")
+
 CANCELLED_TEXT = "Cancelled"
 SKIPPED_TEXT = "Skipped: a user message arrived"
 DISCARDED_TEXT = "Discarded: the model's answer this call came from was not kept"
 
 
-class ToolRaised(Exception):
+class ToolRaised(TreadleError):
     def __init__(self, original: BaseException) -> None:
         super().__init__(str(original))
         self.original = original
@@ -467,7 +473,10 @@ def _describe(exc: BaseException) -> str:
 
 def _converted(name: str, value: Any) -> ToolResult:
     """What the tool returned as a ToolResult; a value that cannot be converted (its
-    ``__str__`` raises, it nests too deep, a serializer fails) is an error result."""
+    ``__str__`` raises, it nests too deep, a serializer fails) is an error result, and so is
+    an awaitable (a plain ``def`` that returned a coroutine: ``async`` forgotten)."""
+    if inspect.isawaitable(value):
+        return _unawaited(name, value)
     try:
         return to_tool_result(value)
     except Exception as exc:
@@ -475,6 +484,14 @@ def _converted(name: str, value: Any) -> ToolResult:
             f"Tool '{name}' returned a {type(value).__name__} that could not be turned into "
             f"a result: {_describe(exc)}"
         )
+
+
+def _unawaited(name: str, value: Any) -> ToolResult:
+    """A tool returned an awaitable instead of its result: an error the model is told and
+    the developer sees in the log (``async`` forgotten on a tool's function)."""
+    message = str(unawaited_error(name, value))
+    logger.warning("%s", message)
+    return ToolResult.error(message)
 
 
 def _bounded(result: ToolResult, limit: int | None) -> ToolResult:

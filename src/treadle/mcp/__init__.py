@@ -15,10 +15,12 @@ Tools are named ``mcp__{server}__{tool}``; see docs/mcp.md.
 
 from __future__ import annotations
 
+from ..errors import MissingExtra
+
 try:
     import mcp as _mcp  # noqa: F401
 except ImportError as exc:  # pragma: no cover - the extra is not installed
-    raise ImportError("treadle.mcp needs the MCP SDK: pip install 'treadle[mcp]'") from exc
+    raise MissingExtra("treadle.mcp needs the MCP SDK: pip install 'treadle[mcp]'") from exc
 
 from .convert import tool_result
 from .servers import (

@@ -21,6 +21,7 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
 
+from ..errors import TreadleError
 from ..providers import ModelRequest, Provider, StreamDone, redact_url
 from ..tools import ToolCategory, ToolContext
 from ..types import AssistantMessage, TextContent, ToolResult, UserMessage
@@ -35,7 +36,7 @@ ElicitationHandler = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any] | 
 """``(message, requested_schema) -> answer`` (a dict) or ``None`` to decline."""
 
 
-class MCPError(Exception):
+class MCPError(TreadleError):
     """An MCP server could not be started or used; the message names the server."""
 
 

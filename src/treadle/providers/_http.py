@@ -17,6 +17,7 @@ from pydantic_core import from_json
 
 from .._redact import redact_http_logs, redact_url
 from ..cancellation import CancellationToken
+from ..errors import ConfigurationError
 from ._sse import MAX_LINE_CHARS, SSEJSONDecoder, StreamLineTooLong
 from .base import ErrorKind, ProviderError
 
@@ -144,8 +145,32 @@ def _refused(exc: BaseException, depth: int = 0) -> bool:
     return False
 
 
+def check_base_url(base_url: str) -> None:
+    """Fail at construction, naming the fix, for a ``base_url`` no request could go to (no
+    ``http://`` or ``https://``, no host): otherwise the first call would fail instead — a
+    configuration error, which no retry can mend."""
+    try:
+        url = httpx.URL(base_url)
+        ok = url.scheme in ("http", "https") and bool(url.host)
+    except httpx.InvalidURL:
+        ok = False
+    if ok:
+        return
+    shown = redact_url(base_url)
+    guess = f"; did you mean 'http://{shown}'?" if "://" not in base_url and shown else ""
+    raise ConfigurationError(
+        f"base_url {shown!r} is not an http:// or https:// URL with a host: give the full "
+        f"address, e.g. 'https://api.openai.com/v1' or 'http://localhost:8000/v1'{guess}"
+    )
+
+
+_UNSENDABLE = (httpx.UnsupportedProtocol, httpx.InvalidURL, httpx.LocalProtocolError)
+"""Failures of the request itself (its URL, a header value): configuration errors, never
+retried."""
+
+
 def transport_error(
-    exc: httpx.TransportError, provider: str, base_url: str = "", hint: str = ""
+    exc: httpx.TransportError | httpx.InvalidURL, provider: str, base_url: str = "", hint: str = ""
 ) -> ProviderError:
     """A connection-level failure, naming the server and what to check. Only the exception's
     own text is kept, never the request.
@@ -153,9 +178,16 @@ def transport_error(
     A refused connection to this machine (``localhost``, ``127.0.0.1``) means nothing is
     listening there: it is ``unreachable`` and not retried, so the caller hears of it at once
     instead of after the retries' back-off."""
+    where = redact_url(base_url) if base_url else "the server"
+    if isinstance(exc, _UNSENDABLE):  # the text may quote a header (the key): not kept
+        message = (
+            f"the request to {where} could not be sent ({type(exc).__name__}): a configuration "
+            "error, not retried; check base_url (http:// or https://) and the api_key and "
+            "headers for stray characters such as a newline"
+        )
+        return ProviderError("bad_request", message, provider=provider)
     kind: ErrorKind = "timeout" if isinstance(exc, httpx.TimeoutException) else "network"
     detail = str(exc) or type(exc).__name__
-    where = redact_url(base_url) if base_url else "the server"
     host = httpx.URL(base_url).host if base_url else ""
     if isinstance(exc, httpx.ConnectError) and host in _LOOPBACK and _refused(exc):
         kind = "unreachable"
@@ -260,6 +292,7 @@ class HTTPAdapter:
         client: httpx.AsyncClient | None = None,
         timeout: float | httpx.Timeout | None = None,
     ) -> None:
+        check_base_url(base_url)
         self.model = model
         self.base_url = base_url.rstrip("/")
         self.__api_key = api_key
@@ -342,7 +375,7 @@ class HTTPAdapter:
                     raise self.scrub(self._http_error(response, raw))
                 async for chunk in response.aiter_bytes():
                     yield chunk
-        except httpx.TransportError as exc:
+        except (httpx.TransportError, httpx.InvalidURL) as exc:
             raise self.scrub(
                 transport_error(exc, self.name, self.base_url, self.connect_hint)
             ) from None
@@ -412,7 +445,7 @@ class HTTPAdapter:
                 response = await self.client.post(
                     url, **_payload(body), headers=merged, follow_redirects=False
                 )
-        except httpx.TransportError as exc:
+        except (httpx.TransportError, httpx.InvalidURL) as exc:
             raise self.scrub(
                 transport_error(exc, self.name, self.base_url, self.connect_hint)
             ) from None

@@ -11,6 +11,7 @@ from typing import Any, Literal, Protocol, Union, runtime_checkable
 from pydantic import Field
 
 from ..cancellation import CancellationToken
+from ..errors import TreadleError
 from ..types import (
     AgentMessage,
     AssistantMessage,
@@ -132,7 +133,7 @@ Start and end events are optional for consumers: a delta for a new index opens i
 """
 
 
-class ProviderError(Exception):
+class ProviderError(TreadleError):
     """A model call failed. ``kind`` says how, and whether trying again can help.
 
     The message is the provider's own (never the request's headers or key).

@@ -17,6 +17,7 @@ from typing import Any, Protocol, runtime_checkable
 from pydantic import Field
 
 from ..context.transcript import repair_transcript
+from ..errors import TreadleError
 from ..types import (
     AgentMessage,
     AssistantMessage,
@@ -38,7 +39,7 @@ _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 # ---- errors ----
 
 
-class SessionError(Exception):
+class SessionError(TreadleError):
     """Base of every session store error."""
 
 

@@ -22,6 +22,7 @@ import anyio
 from anyio.abc import SocketAttribute, SocketStream
 from anyio.streams.buffered import BufferedByteReceiveStream
 
+from ..errors import TreadleError
 from .exchange import RecordedRequest, Reply
 
 __all__ = ["serve"]
@@ -39,7 +40,7 @@ class Answerer(Protocol):
     async def respond(self, request: RecordedRequest) -> Reply: ...
 
 
-class _BadRequest(Exception):
+class _BadRequest(TreadleError):
     pass
 
 

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Union
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 
 from pydantic import Field, field_validator, model_validator
 
+from ..errors import UsageError
 from ._base import now_ms
 from ._watch import Watched
 from .content import (
@@ -30,7 +31,30 @@ def joined_text(content: list[Any]) -> str:
     return "\n".join(block.text for block in content if isinstance(block, TextContent))
 
 
-class UserMessage(Watched):
+class _Message(Watched):
+    """Messages take keyword arguments only; a positional one (``UserMessage("hi")``) gets
+    an error that shows the keyword form, not pydantic's bare count of arguments."""
+
+    if not TYPE_CHECKING:  # type checkers keep the keyword-only signature pydantic makes
+
+        def __init__(self, *args: Any, **data: Any) -> None:
+            if args:
+                raise _positional(type(self), args)
+            super().__init__(**data)
+
+
+def _positional(cls: type[_Message], args: tuple[Any, ...]) -> UsageError:
+    name = cls.__name__
+    if cls is UserMessage and len(args) == 1 and isinstance(args[0], str):
+        how = f"UserMessage.of({args[0]!r}) or UserMessage(content={args[0]!r})"
+    else:
+        required = [f for f, info in cls.model_fields.items() if info.is_required()]
+        required = required or ["content"]
+        how = f"{name}({', '.join(f'{f}=...' for f in required)})"
+    return UsageError(f"{name} takes keyword arguments only, not positional ones: write {how}")
+
+
+class UserMessage(_Message):
     """What the user (or the application on the user's behalf) said."""
 
     role: Literal["user"] = "user"
@@ -49,7 +73,7 @@ class UserMessage(Watched):
         return joined_text(self.content)
 
 
-class AssistantMessage(Watched):
+class AssistantMessage(_Message):
     """One model response: text, thinking and tool calls, with why it stopped and its usage."""
 
     role: Literal["assistant"] = "assistant"
@@ -108,7 +132,7 @@ def _only_text(content: Any) -> str | None:
     return None
 
 
-class ToolResultMessage(Watched):
+class ToolResultMessage(_Message):
     """The answer to one tool call. ``details`` is for applications and never sent to a model."""
 
     role: Literal["tool_result"] = "tool_result"
@@ -132,7 +156,7 @@ class ToolResultMessage(Watched):
         return joined_text(self.content)
 
 
-class ExtensionMessage(Watched):
+class ExtensionMessage(_Message):
     """Application data kept in the history but never sent to a provider."""
 
     role: Literal["extension"] = "extension"
