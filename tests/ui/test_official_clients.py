@@ -67,6 +67,17 @@ def test_ag_ui_tool_round_trip(clients: dict[str, Any]) -> None:
     assert messages[-1]["content"] == WEATHER
 
 
+def test_ag_ui_text_and_tool_call_are_one_assistant_message(clients: dict[str, Any]) -> None:
+    messages = clients["agui"]["textAndTool"]["messages"]
+    assert [m["role"] for m in messages] == ["user", "assistant", "tool", "assistant"]
+    first = messages[1]
+    assert first["content"] == "Let me look that up."
+    (call,) = first["toolCalls"]
+    assert call["function"]["name"] == "weather"
+    assert messages[2]["toolCallId"] == call["id"]
+    assert messages[3]["content"] == WEATHER
+
+
 def test_ag_ui_front_end_tool(clients: dict[str, Any]) -> None:
     frontend = clients["agui"]["frontend"]
     assert frontend["call"]["function"]["name"] == "pick_colour"
@@ -94,6 +105,8 @@ def test_ag_ui_state(clients: dict[str, Any]) -> None:
     state = clients["agui"]["state"]
     assert state["state"] == {"todos": ["call mum", "buy milk"]}
     assert state["kinds"] == ["STATE_SNAPSHOT", "STATE_DELTA"]
+    # HttpAgent sends `state: {}` when the page has none: no snapshot of nothing
+    assert "STATE_SNAPSHOT" not in clients["agui"]["text"]["events"]
 
 
 def parts(message: dict[str, Any], kind: str) -> list[dict[str, Any]]:

@@ -68,7 +68,11 @@ const pickColour = {
 async function agui() {
   const result = {};
   // Text, and a server tool round trip.
-  for (const [key, text] of [["text", "hello there"], ["tool", "what is the weather"]]) {
+  for (const [key, text] of [
+    ["text", "hello there"],
+    ["tool", "what is the weather"],
+    ["textAndTool", "the forecast please"],
+  ]) {
     const agent = aguiAgent(`agui-${key}`, text);
     const events = [];
     await agent.runAgent({}, { onEvent: ({ event }) => { events.push(event.type); } });
