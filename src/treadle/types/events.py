@@ -234,10 +234,15 @@ class MessageEnd(_Event):
 
 
 class ToolExecutionStart(_Event):
+    """A tool call starts. ``tool_category``: the tool's ``category`` (a
+    :class:`~treadle.tools.ToolCategory` value: ``"mcp"`` for a tool behind an MCP server),
+    ``None`` when no tool has the call's name."""
+
     type: Literal["tool_execution_start"] = "tool_execution_start"
     tool_call_id: str
     tool_name: str
     args: dict[str, Any] = Field(default_factory=dict)
+    tool_category: str | None = None
 
 
 class ToolExecutionUpdate(_Event):
@@ -248,6 +253,11 @@ class ToolExecutionUpdate(_Event):
 
 
 class ToolExecutionEnd(_Event):
+    """A tool call ends. ``error_type``: the class name of the exception the tool raised
+    (its ``result`` then reads ``"Type: message"``), ``None`` when it did not raise or an
+    ``after_tool_call`` hook turned the error into a success — so an observer can report
+    the failure's kind without its text (see :mod:`treadle.otel`)."""
+
     type: Literal["tool_execution_end"] = "tool_execution_end"
     tool_call_id: str
     tool_name: str
@@ -255,6 +265,7 @@ class ToolExecutionEnd(_Event):
     is_error: bool = False
     duration_ms: float = 0.0
     child_loop_id: str | None = None
+    error_type: str | None = None
 
 
 class InputRejected(_Event):
