@@ -23,7 +23,7 @@ from .decisions import Allow, Ask, Deny, ToolDecision
 from .eventlog import EventLog, EventLogGap, last_event_id, sse_frame
 from .keyedlog import KeyedLog
 from .run import LoopResult, agent_loop, agent_loop_continue, run_loop
-from .sink import iter_events
+from .sink import emit_custom_event, iter_events
 
 __all__ = [
     "AgentContext",
@@ -55,6 +55,7 @@ __all__ = [
     "agent_loop",
     "agent_loop_continue",
     "compact_context",
+    "emit_custom_event",
     "iter_events",
     "last_event_id",
     "run_loop",

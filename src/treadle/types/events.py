@@ -322,9 +322,11 @@ class PlanCreated(_Event):
 
 class CustomEvent(_Event):
     """An event of an extension or an app, not of the loop itself: ``name`` says what it
-    is (for example ``"treadle.ext.summary"``), ``value`` is any JSON. The loop sends these
-    only from ``before_end`` hooks (``RunEnding.emit``), between the last ``turn_end`` and
-    ``agent_end``."""
+    is (for example ``"treadle.ext.summary"``), ``value`` is any JSON. ``before_end`` hooks
+    send them between the last ``turn_end`` and ``agent_end`` (``RunEnding.emit``); hooks,
+    tools and providers send them during the run with
+    :func:`treadle.loop.emit_custom_event`, at the moment they call it (a provider that
+    sends one before it streams: just before that answer's ``message_start``)."""
 
     type: Literal["custom"] = "custom"
     name: str
