@@ -19,6 +19,7 @@ PUBLIC = [
     "treadle.agent",
     "treadle.context",
     "treadle.durable",
+    "treadle.ext",
     "treadle.ext.auto_skills",
     "treadle.ext.mcp_curation",
     "treadle.ext.memory",
