@@ -202,3 +202,17 @@ async def test_the_whole_engine_carries_over_on_one_database(tmp_path: Path) -> 
     assert len(strong.requests) == 1  # the cheap model only wrote the post-run summaries
     assert [(r.system_prompt or "")[:9] for r in cheap.requests] == ["Summarise"] * 2
     second.close()
+
+
+async def test_the_long_cache_tier_is_decided_on_the_request_as_sent(tmp_path: Path) -> None:
+    """The memory block alone takes the request past LongCache's 1,024 tokens: the tier is
+    chosen after the request editors ran, so it is the long one."""
+    parts = engine(tmp_path / "e.db", plan_mode=False, summarise=False)
+    assert parts.memory is not None
+    for n in range(10):
+        parts.memory.remember(f"The user note {n}: " + "likes long detailed answers " * 20)
+    model = ScriptedProvider(["Hi."])
+    await parts.agent(model, system_prompt="Be brief.").run("hello")
+    (request,) = model.requests
+    assert any(getattr(m, "text", "").startswith(USER_MEMORY_HEADER) for m in request.messages)
+    assert request.prompt_cache == "long"
