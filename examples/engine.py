@@ -1,7 +1,7 @@
 """Engine features from ``treadle.ext``, all at once, carried over between two processes.
 
 Run it with ``python examples/engine.py``. It starts two processes one after the other,
-sharing a folder of skills and one SQLite file. Each builds the same agent with
+sharing a folder of skills and a folder of SQLite files. Each builds the same agent with
 ``treadle.ext.engine(db=...)``, which makes every extension in one call — memory recall and
 the user-memory message, the skill router and auto-skills, plan mode, MCP tool curation,
 style hints, request-shape routing and the long cache tier, the workflow gate, a post-run
@@ -89,7 +89,7 @@ async def child(folder: Path, step: int) -> None:
 
     model = model_or_script([offline_model] * 6)  # type: ignore[list-item]
     parts = engine(
-        db=folder / "engine.db",
+        db=folder / "engine",
         skills=folder / "skills",
         user_id="ada",
         cheap=model,  # a real app: a cheaper model for short tool-free requests

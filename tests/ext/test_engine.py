@@ -1,4 +1,4 @@
-"""treadle.ext.engine: every extension from one call, on one SQLite file, hooks in the
+"""treadle.ext.engine: every extension from one call, its SQLite files in one folder, hooks in the
 documented order — and the order's reasons hold: a veto stops the run before the router
 draws, plan mode refuses a call before an approval hook is asked, the long cache tier sees
 the request after recall and hints were added — on asyncio and trio."""
@@ -82,7 +82,7 @@ def call(name: str, **args: Any) -> AssistantMessage:
 def test_the_hooks_come_in_the_documented_order(tmp_path: Path) -> None:
     policy, watch, ended = AskEverything(), Watch(), []
     parts = engine(
-        db=tmp_path / "engine.db",
+        db=tmp_path / "engine",
         skills=skill_folder(tmp_path),
         user_id="ada",
         cheap=ScriptedProvider([]),
@@ -116,7 +116,7 @@ def test_the_hooks_come_in_the_documented_order(tmp_path: Path) -> None:
 
 def test_what_is_left_out_is_not_built(tmp_path: Path) -> None:
     parts = engine(
-        tmp_path / "e.db", memory=False, plan_mode=False, mcp_top_k=None, long_cache=False
+        tmp_path / "engine", memory=False, plan_mode=False, mcp_top_k=None, long_cache=False
     )
     assert parts.hooks == [] and parts.tools == []
     model = ScriptedProvider([])
@@ -126,7 +126,7 @@ def test_what_is_left_out_is_not_built(tmp_path: Path) -> None:
 
 
 async def test_a_policy_veto_stops_the_run_before_the_router_draws(tmp_path: Path) -> None:
-    parts = engine(tmp_path / "e.db", skills=skill_folder(tmp_path), policy=[Veto()], seed=1)
+    parts = engine(tmp_path / "engine", skills=skill_folder(tmp_path), policy=[Veto()], seed=1)
     assert parts.router is not None
     state = parts.router.rng.getstate()
     model = ScriptedProvider(["never"])
@@ -138,7 +138,7 @@ async def test_a_policy_veto_stops_the_run_before_the_router_draws(tmp_path: Pat
 
 async def test_plan_mode_refuses_before_an_approval_hook_is_asked(tmp_path: Path) -> None:
     policy = AskEverything()
-    parts = engine(tmp_path / "e.db", policy=[policy])
+    parts = engine(tmp_path / "engine", policy=[policy])
     model = ScriptedProvider([call("enter_plan_mode"), call("write_file", path="a"), "Planned."])
     agent = parts.agent(model, tools=[write_file])
     result = await agent.run("change a")
@@ -149,8 +149,8 @@ async def test_plan_mode_refuses_before_an_approval_hook_is_asked(tmp_path: Path
     assert "enter_plan_mode" not in [t.name for t in model.requests[1].tools]
 
 
-async def test_the_whole_engine_carries_over_on_one_database(tmp_path: Path) -> None:
-    db, skills = tmp_path / "engine.db", skill_folder(tmp_path)
+async def test_the_whole_engine_carries_over_in_its_folder(tmp_path: Path) -> None:
+    db, skills = tmp_path / "engine", skill_folder(tmp_path)
     ended: list[str] = []
 
     def build(answers: list[Any], cheap_answers: list[Any]) -> tuple[Engine, Any, Any]:
@@ -207,7 +207,7 @@ async def test_the_whole_engine_carries_over_on_one_database(tmp_path: Path) -> 
 async def test_the_long_cache_tier_is_decided_on_the_request_as_sent(tmp_path: Path) -> None:
     """The memory block alone takes the request past LongCache's 1,024 tokens: the tier is
     chosen after the request editors ran, so it is the long one."""
-    parts = engine(tmp_path / "e.db", plan_mode=False, summarise=False)
+    parts = engine(tmp_path / "engine", plan_mode=False, summarise=False)
     assert parts.memory is not None
     for n in range(10):
         parts.memory.remember(f"The user note {n}: " + "likes long detailed answers " * 20)

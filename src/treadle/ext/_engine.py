@@ -1,11 +1,11 @@
-"""The whole engine in one call: every extension of ``treadle.ext`` built on one SQLite
-file, its hooks in the order they must run, its tools, and the provider wrappers.
+"""The whole engine in one call: every extension of ``treadle.ext`` with its SQLite files in
+one folder, its hooks in the order they must run, its tools, and the provider wrappers.
 
 ::
 
     from treadle.ext import engine
 
-    parts = engine(db="engine.db", skills="skills", user_id="ada")
+    parts = engine(db="engine-data", skills="skills", user_id="ada")
     agent = parts.agent("openai:gpt-4o-mini", system_prompt="Be brief.")
 
 See docs/ext.md ("The engine in one call") for the order and why.
@@ -113,9 +113,12 @@ def engine(
     observers: Sequence[Hooks] = (),
     seed: int | None = None,
 ) -> Engine:
-    """Build every engine extension on one SQLite file ``db`` (the tables do not clash; a
-    file shared by processes carries memory, skill arms, streaks, the user model and the
-    MCP audit over) and return them as an :class:`Engine`.
+    """Build every engine extension with its SQLite files in the folder ``db`` (created if
+    missing; ``":memory:"`` keeps everything in memory) and return them as an
+    :class:`Engine`. The files — ``memory.db``, ``skills.db`` (the router's arms),
+    ``streaks.db`` (auto-skills), ``users.db``, ``audit.db`` — carry everything over to the next
+    process that opens the folder; one file per store, so one store's writes do not
+    invalidate another's caches (each store notices other connections' commits).
 
     - ``memory``: a :class:`~treadle.ext.memory.MemoryStore` with :class:`MemoryRecall`,
       :class:`UserMemory` and the ``remember`` / ``search_memory`` tools; ``summarise``
@@ -140,7 +143,12 @@ def engine(
     MCP curation, memory recall, user memory, the skill router, auto-skills, style hints,
     the long cache tier, the post-run workers, your ``observers``, session end.
     """
-    path = Path(db) if str(db) != ":memory:" else db
+
+    def file(name: str) -> str | Path:
+        return db if str(db) == ":memory:" else Path(db) / name
+
+    if str(db) != ":memory:":
+        Path(db).mkdir(parents=True, exist_ok=True)
     stores: list[Any] = []
     tools: list[Tool] = []
     hooks: list[Hooks] = []
@@ -151,25 +159,25 @@ def engine(
         hooks.append(parts.plan)
     hooks.extend(policy)
     if mcp_top_k is not None:
-        parts.curation = McpCuration(path, top_k=mcp_top_k)
+        parts.curation = McpCuration(file("audit.db"), top_k=mcp_top_k)
         hooks.append(parts.curation)
         stores.append(parts.curation)
     if memory:
-        parts.memory = store = MemoryStore(path)
+        parts.memory = store = MemoryStore(file("memory.db"))
         stores.append(store)
         hooks += [MemoryRecall(store), UserMemory(store)]
         tools += [store.remember_tool(), store.search_tool()]
     if skills is not None:
         Path(skills).mkdir(parents=True, exist_ok=True)
-        arms = SkillArms(path)
+        arms = SkillArms(file("skills.db"))
         stores.append(arms)
         parts.router = SkillRouter(skills, arms, seed=seed)
-        parts.auto_skills = AutoSkills(skills, parts.router, db=path)
+        parts.auto_skills = AutoSkills(skills, parts.router, db=file("streaks.db"))
         stores.append(parts.auto_skills)
         hooks += [parts.router, parts.auto_skills]
         tools.append(parts.router.read_skill_tool())
     if user_id is not None:
-        parts.users = SqliteUserModel(path)
+        parts.users = SqliteUserModel(file("users.db"))
         stores.append(parts.users)
         hooks.append(StyleHints(parts.users, user_id=user_id))
     if long_cache:
