@@ -8,7 +8,8 @@ import { pathToFileURL } from "node:url";
 
 const unhandled = []; // the process's unhandled rejections, once runRecipes has started
 
-// Forwards to `base`; the first `drops` responses lose their socket after `keep` frames.
+// Forwards to `base`; the first `drops` streams lose their socket after `keep` frames
+// (`server.drops` counts the connections it cut).
 function droppingProxy(base, { keep, drops }) {
   let left = drops;
   const server = http.createServer((request, response) => {
@@ -23,22 +24,32 @@ function droppingProxy(base, { keep, drops }) {
         body: request.method === "POST" ? Buffer.concat(body) : undefined,
       });
       const drop = upstream.status === 200 && left > 0;
-      if (drop) {
-        left -= 1;
-        server.drops += 1;
-      }
+      if (drop) left -= 1;
       response.writeHead(upstream.status, Object.fromEntries(upstream.headers));
       if (!upstream.body) return response.end();
       let frames = 0;
+      let buffer = "";
+      const decoder = new TextDecoder();
       for await (const chunk of upstream.body) {
-        frames += (Buffer.from(chunk).toString("utf8").match(/\n\n/g) || []).length;
-        if (drop && frames >= keep) {
-          // What was written reaches the client; then the connection is just gone (no
-          // end of the chunked body): what a network failure looks like to fetch.
-          response.write(chunk, () => response.socket.destroy());
-          return;
+        if (!drop) {
+          response.write(chunk);
+          continue;
         }
-        response.write(chunk);
+        buffer += decoder.decode(chunk, { stream: true });
+        let cut;
+        while ((cut = buffer.indexOf("\n\n")) >= 0) {
+          const frame = buffer.slice(0, cut + 2);
+          buffer = buffer.slice(cut + 2);
+          frames += 1;
+          if (frames === keep) {
+            // This frame reaches the client; then the connection is just gone (no end of
+            // the chunked body): what a network failure looks like to fetch.
+            server.drops += 1;
+            response.write(frame, () => response.socket.destroy());
+            return;
+          }
+          response.write(frame);
+        }
       }
       response.end();
     });
