@@ -108,3 +108,18 @@ async def test_usage_and_cost_per_model_in_the_run_result() -> None:
 
 def tool_call() -> AssistantMessage:
     return AssistantMessage(content=[ToolCall(id="1", name="lookup", arguments={"q": "x"})])
+
+
+async def test_the_routers_token_estimate_follows_a_growing_history() -> None:
+    """The router measures each message once (the history's messages are the same objects
+    request after request); its estimates equal estimate_request_tokens on every request."""
+    calls = [tool_call() for _ in range(3)]
+    strong = ScriptedProvider([*calls, "done"], model="big-1")
+    router = ShapeRouter(strong, cheap=ScriptedProvider([]))
+    agent = Agent(router, tools=[lookup])
+    for prompt in ("first", "second " * 100):
+        async with agent.stream(prompt) as events:
+            routes = [e.value async for e in events if isinstance(e, CustomEvent)]
+        sent = strong.requests[-len(routes) :]
+        assert [r["tokens"] for r in routes] == [estimate_request_tokens(r) for r in sent]
+        strong = router.strong = ScriptedProvider(["done again"], model="big-1")

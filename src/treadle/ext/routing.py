@@ -33,12 +33,41 @@ ROUTE_EVENT = "treadle.ext.route"
 
 def estimate_request_tokens(request: ModelRequest) -> int:
     """A quick estimate of a request's input tokens: about four characters per token."""
-    chars = len(request.system_prompt or "")
-    chars += sum(len(m.model_dump_json(exclude={"usage", "timestamp"})) for m in request.messages)
-    chars += sum(
-        len(t.name) + len(t.description) + len(json.dumps(t.parameters)) for t in request.tools
-    )
-    return chars // 4
+    return _SizeCache().estimate(request)
+
+
+class _SizeCache:
+    """:func:`estimate_request_tokens` for a stream of requests: the size of each message and
+    tool (the same objects request after request, as the history grows) is measured once
+    and kept while the next request still holds it — identity-checked, so a new object is
+    always measured."""
+
+    def __init__(self) -> None:
+        self._sizes: dict[int, tuple[Any, int]] = {}
+
+    def _size(self, item: Any, fresh: dict[int, tuple[Any, int]], measure: Any) -> int:
+        known = self._sizes.get(id(item))
+        size = known[1] if known is not None and known[0] is item else measure(item)
+        fresh[id(item)] = (item, size)
+        return size
+
+    def estimate(self, request: ModelRequest) -> int:
+        fresh: dict[int, tuple[Any, int]] = {}
+        chars = len(request.system_prompt or "")
+        for message in request.messages:
+            chars += self._size(message, fresh, _message_chars)
+        for spec in request.tools:
+            chars += self._size(spec, fresh, _tool_chars)
+        self._sizes = fresh
+        return chars // 4
+
+
+def _message_chars(message: Any) -> int:
+    return len(message.model_dump_json(exclude={"usage", "timestamp"}))
+
+
+def _tool_chars(spec: Any) -> int:
+    return len(spec.name) + len(spec.description) + len(json.dumps(spec.parameters))
 
 
 @dataclass(frozen=True)
@@ -84,12 +113,13 @@ class ShapeRouter:
         self.base_url: Any = getattr(strong, "base_url", None)
         self.last_route: Literal["cheap", "strong"] | None = None
         self.last_shape: RequestShape | None = None
+        self._sizes = _SizeCache()  # a growing history is measured once per message
 
     def shape(self, request: ModelRequest) -> RequestShape:
         """What the router looks at in a request."""
         return RequestShape(
             tools=len(request.tools),
-            tokens=estimate_request_tokens(request),
+            tokens=self._sizes.estimate(request),
             tool_history=any(m.role == "tool_result" for m in request.messages)
             or any(isinstance(m, AssistantMessage) and m.tool_calls for m in request.messages),
             response_format=request.response_format is not None,
