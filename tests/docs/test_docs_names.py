@@ -20,6 +20,7 @@ PUBLIC = [
     "treadle.context",
     "treadle.durable",
     "treadle.errors",
+    "treadle.ext",
     "treadle.ext.auto_skills",
     "treadle.ext.mcp_curation",
     "treadle.ext.memory",

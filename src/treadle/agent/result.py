@@ -19,12 +19,19 @@ variable: pydantic would otherwise validate an unparametrised result against the
 
 class RunResult(BaseModel, Generic[OutputT]):
     """The outcome of one run: final text, new messages, usage, why it ended, and the
-    structured ``output`` when the agent has an ``output_type``."""
+    structured ``output`` when the agent has an ``output_type``.
+
+    ``usage`` is the run's total. ``usage_by_model`` splits the run's model answers by the
+    model that gave them (``AssistantMessage.model``), each :class:`~treadle.Usage` with its
+    ``cost_usd`` where the model catalog knows the price — for a run routed between models
+    (``treadle.ext.routing``) or falling back from one to another. Calls made for
+    compaction, planning and sub-agents count in ``usage`` only."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
     messages: list[AgentMessage] = Field(default_factory=list)
     usage: Usage = Field(default_factory=Usage)
+    usage_by_model: dict[str, Usage] = Field(default_factory=dict)
     reason: AgentEndReason = "completed"
     error: ErrorInfo | None = None
     output: OutputT | None = None

@@ -135,6 +135,17 @@ def usage_of(messages: Sequence[AgentMessage]) -> Usage:
     return total
 
 
+def usage_by_model(messages: Sequence[AgentMessage]) -> dict[str, Usage]:
+    """The usage of the assistant messages, added up per answering model (its ``model``,
+    else its ``provider``), in the order the models first answered."""
+    out: dict[str, Usage] = {}
+    for message in messages:
+        if isinstance(message, AssistantMessage):
+            key = message.model or message.provider
+            out[key] = out[key] + message.usage if key in out else message.usage
+    return out
+
+
 def run_result(
     new: list[AgentMessage],
     usage: Usage,
@@ -169,6 +180,7 @@ def run_result(
     return RunResult(
         messages=new,
         usage=usage,
+        usage_by_model=usage_by_model(new),
         reason=reason,
         error=error,
         output=state.output if state.has_output else None,

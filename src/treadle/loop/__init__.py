@@ -24,7 +24,7 @@ from .eventlog import EventLog, EventLogGap, last_event_id, sse_frame
 from .keyedlog import KeyedLog
 from .run import LoopResult, agent_loop, agent_loop_continue, run_loop
 from .sidecall import call_model, side_request
-from .sink import iter_events
+from .sink import emit_custom_event, iter_events
 
 __all__ = [
     "AgentContext",
@@ -57,6 +57,7 @@ __all__ = [
     "agent_loop_continue",
     "call_model",
     "compact_context",
+    "emit_custom_event",
     "iter_events",
     "last_event_id",
     "run_loop",

@@ -38,7 +38,7 @@ from .context import AgentContext
 from .eager import EagerCalls, eager_turn
 from .ending import before_end
 from .errors import HookFailed
-from .sink import OBSERVERS
+from .sink import CURRENT_SINK, OBSERVERS
 from .state import EventStream, RunState, _maybe_await
 from .streaming import StreamBounds, StreamState, close_message, stream_message
 from .tool_exec import ToolBatch, ToolRaised
@@ -380,9 +380,12 @@ async def _execute(
     result = LoopResult()
     started = False
     observing = OBSERVERS.set(run.observers)  # sub-agents started by tools inherit them
+    sinking = CURRENT_SINK.set(None)  # emit_custom_event: from agent_start to agent_end
     try:
         try:
             started = await _start(run, context, config, context.parent_loop_id, kind)
+            if started:
+                CURRENT_SINK.set(run.sink)
             if not started:
                 result.reason = "vetoed"
             elif prompts and (rejected := await run.filter_input(prompts)) is not None:
@@ -434,6 +437,7 @@ async def _execute(
                     await _end(run, LoopResult(reason="cancelled"))
         raise
     finally:
+        CURRENT_SINK.reset(sinking)
         OBSERVERS.reset(observing)
         run.bridge.close()
         run.sink.after_run()
@@ -453,6 +457,7 @@ LAST_ERROR_KEY = "treadle.last_error"
 async def _end(run: _Run, result: LoopResult) -> None:
     await before_end(run, result.reason, result.error, result.pending_tool_calls)
     run.end_sent = True
+    CURRENT_SINK.set(None)  # nothing after agent_end (after_loop hooks)
     run.context.state[LAST_ERROR_KEY] = result.error
     await run.sink.emit(
         AgentEnd,

@@ -13,7 +13,7 @@ from typing import Any
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from ..types import AgentEvent, MessageUpdate, now_ms
+from ..types import AgentEvent, CustomEvent, MessageUpdate, now_ms
 from ..types._base import trusted
 
 _UPDATE_FIELDS = frozenset({"seq", "loop_id", "depth", "timestamp", "message", "delta"})
@@ -27,6 +27,25 @@ OBSERVERS: contextvars.ContextVar[tuple[Observer, ...]] = contextvars.ContextVar
 """The ``Hooks.on_event`` observers of the runs this task is inside: a sub-agent's loop,
 started by a tool of a run, inherits its parent's observers (the context is copied into
 the tool's task), so a tracer on the parent sees the whole tree."""
+
+
+CURRENT_SINK: contextvars.ContextVar[EventSink | None] = contextvars.ContextVar(
+    "treadle_sink", default=None
+)
+"""The event sink of the run this task is inside (see :func:`emit_custom_event`)."""
+
+
+async def emit_custom_event(name: str, value: Any = None) -> CustomEvent | None:
+    """Send ``CustomEvent(name, value)`` on the stream of the run the caller runs in — from
+    a hook, a tool, or a provider (or provider wrapper) the loop is calling — at once,
+    between the run's other events. Returns the event; ``None`` outside a run or when
+    nobody listens. ``name`` should be namespaced (``"myapp.cache_hit"``); ``value`` is any
+    JSON. A sub-agent's code sends on the sub-agent's run."""
+    sink = CURRENT_SINK.get()
+    if sink is None:
+        return None
+    event: CustomEvent | None = await sink.emit(CustomEvent, name=name, value=value)
+    return event
 
 
 class _Sequencer:

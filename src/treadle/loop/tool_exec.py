@@ -61,6 +61,7 @@ class CallState:
         "decision",
         "done",
         "ended",
+        "error_type",
         "pending",
         "result",
         "scope",
@@ -80,6 +81,7 @@ class CallState:
         self.ended = False
         self.result: ToolResult | None = None
         self.started_at = 0.0
+        self.error_type: str | None = None  # the class name of an exception the tool raised
 
 
 def _json_error(raw: str) -> str:
@@ -295,7 +297,11 @@ class ToolBatch:
         state.started = True
         state.started_at = time.perf_counter()
         await self.run.sink.emit(
-            ToolExecutionStart, tool_call_id=call.id, tool_name=call.name, args=args
+            ToolExecutionStart,
+            tool_call_id=call.id,
+            tool_name=call.name,
+            args=args,
+            tool_category=_category_of(self.run.tools.get(call.name)),
         )
 
     async def _invoke_and_end(self, state: CallState) -> None:
@@ -337,6 +343,7 @@ class ToolBatch:
             is_error=result.is_error,
             duration_ms=round(elapsed, 3),
             child_loop_id=child if isinstance(child, str) else None,
+            error_type=state.error_type if result.is_error else None,
         )
         state.ended = True
 
@@ -387,6 +394,7 @@ class ToolBatch:
             except BaseException as exc:
                 # KeyboardInterrupt, SystemExit and other BaseExceptions end the run cleanly
                 # (every call answered, agent_end sent) and are raised again afterwards.
+                state.error_type = type(exc).__name__
                 if run.config.raise_tool_errors or not isinstance(exc, Exception):
                     self.raised = exc
                     state.result = ToolResult.error(_describe(exc))
@@ -536,6 +544,14 @@ def _shape_problem(args: dict[str, Any], schema: Any) -> str:
             f"{name}: Extra inputs are not permitted" for name in args if name not in properties
         ]
     return "; ".join(problems)
+
+
+def _category_of(tool: Tool | None) -> str | None:
+    """A tool's category as its plain value (``"exec"`` when it names none)."""
+    if tool is None:
+        return None
+    category = getattr(tool, "category", ToolCategory.EXEC)
+    return str(category.value if isinstance(category, ToolCategory) else category)
 
 
 def _timeout_for(tool: Tool, config_timeout: float | None) -> float:
