@@ -33,6 +33,7 @@ from ..types import (
     Usage,
     UserMessage,
 )
+from ..types._base import replaced
 from .config import AgentLoopConfig, Hooks, Pass, Reject, Warn
 from .context import AgentContext
 from .errors import HookFailed
@@ -333,4 +334,6 @@ class RunState:
             edited = await self.call_hook(hook.before_model_request, request)
             if isinstance(edited, ModelRequest):
                 request = edited
+        if isinstance(request.stop, str):  # a hook's model_copy is not validated
+            request = replaced(request, "stop", [request.stop])
         return request

@@ -6,9 +6,9 @@ Adapters live in their own modules; the loop knows providers only through this f
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any, Literal, Protocol, Union, runtime_checkable
+from typing import Annotated, Any, Literal, Protocol, Union, runtime_checkable
 
-from pydantic import Field
+from pydantic import BeforeValidator, Field
 
 from ..cancellation import CancellationToken
 from ..types import (
@@ -42,6 +42,15 @@ RETRYABLE_KINDS: frozenset[str] = frozenset(
 )
 
 
+def one_stop_sequence(value: Any) -> Any:
+    """A string given as stop sequences is one sequence, never a list of its characters."""
+    return [value] if isinstance(value, str) else value
+
+
+StopSequences = Annotated[Union[list[str], None], BeforeValidator(one_stop_sequence)]
+"""Stop sequences: a list of strings, or one string meaning one sequence."""
+
+
 class ModelRequest(Model):
     """Everything one model call needs, independent of any provider's wire format."""
 
@@ -55,8 +64,8 @@ class ModelRequest(Model):
     seed: int | None = None
     """For reproducible sampling, where the provider supports it (OpenAI-compatible servers,
     Gemini, Ollama)."""
-    stop: list[str] | None = None
-    """Stop sequences."""
+    stop: StopSequences = None
+    """Stop sequences (a string is one sequence)."""
     presence_penalty: float | None = None
     frequency_penalty: float | None = None
     thinking_level: ThinkingLevel = "off"
