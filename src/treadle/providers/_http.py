@@ -20,10 +20,21 @@ from ..cancellation import CancellationToken
 from ._sse import MAX_LINE_CHARS, SSEJSONDecoder, StreamLineTooLong
 from .base import ErrorKind, ProviderError
 
+# A request larger than the model's context, as the servers people run word it (from their
+# documented error bodies): OpenAI ("maximum context length", code context_length_exceeded),
+# Anthropic ("prompt is too long", "exceed context limit"), Gemini ("input token count ...
+# exceeds the maximum number of tokens"), llama.cpp (type exceed_context_size_error, "exceeds
+# the available context size"), vLLM ("maximum context length", "longer than the maximum
+# model length"), Ollama ("the input length exceeds the context length"), LM Studio ("tokens
+# to keep from the initial prompt is greater than the context length", "context the
+# overflows", "Context size has been exceeded").
 _CONTEXT_OVERFLOW = re.compile(
     r"context[ _-]?(length|window)|maximum context|prompt is too long|too many tokens"
-    r"|context_length_exceeded|exceeds? the (maximum )?(context|token)|input is too long"
-    r"|reduce the length|token count .* exceeds|request too large for model",
+    r"|context_length_exceeded|exceed\w* (the )?(available |maximum |max )?(context|token)"
+    r"|input is too long|reduce the length|token count .* exceeds|request too large for model"
+    r"|longer than the maximum model length|greater than the context length"
+    r"|context (the )?overflows|context size has been exceeded"
+    r"|exceed_context_size|context_exceeded",
     re.IGNORECASE,
 )
 _TRY_AGAIN = re.compile(r"(?:try again|retry) in (\d+(?:\.\d+)?)\s*(ms|s|sec|seconds?)\b", re.I)
@@ -112,7 +123,7 @@ def classify(
         kind = "auth"
     elif status == 408 or status == 504:
         kind = "timeout"
-    elif _CONTEXT_OVERFLOW.search(message) or status == 413:
+    elif _CONTEXT_OVERFLOW.search(message) or _CONTEXT_OVERFLOW.search(code) or status == 413:
         kind = "context_overflow"
     elif status >= 500 or any(c in lowered for c in ("api_error", "server_error", "internal")):
         kind = "server"
