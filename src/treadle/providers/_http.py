@@ -137,6 +137,11 @@ def classify(
     )
 
 
+_STALE_CONNECTION = (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)
+"""What a request sent on a kept-alive connection the server had already closed fails with,
+before any response byte: "Server disconnected without sending a response", a reset, a
+broken pipe."""
+
 _LOOPBACK = {"localhost", "127.0.0.1", "::1", "[::1]", "0.0.0.0"}
 
 
@@ -333,26 +338,43 @@ class HTTPAdapter:
         """Request headers, auth included. Subclasses add their own scheme."""
         return {"content-type": "application/json", **self._extra_headers}
 
+    async def _send(
+        self, url: str, body: Body, headers: Mapping[str, str] | None
+    ) -> httpx.Response:
+        """POST and return the response once its headers are in (the body not read yet).
+
+        A request that fails before any byte of a response came back, on a connection the
+        pool kept alive, is sent again at once, once: a server that closes idle connections
+        (llama.cpp's closes each one after its response, while advertising keep-alive) races
+        the client reusing one, and such a request never reached its handler. No backoff and
+        no retry event: to the caller it is one request. A failure to connect, a timeout, or
+        a second failure is reported as usual."""
+        merged = {**self._headers(), **(headers or {})}
+        client = self.client
+        request = client.build_request("POST", url, **_payload(body), headers=merged)
+        try:
+            return await client.send(request, stream=True, follow_redirects=False)
+        except _STALE_CONNECTION:
+            return await client.send(request, stream=True, follow_redirects=False)
+
     async def _post_stream(
         self, url: str, body: Body, headers: Mapping[str, str] | None = None
     ) -> AsyncGenerator[bytes, None]:
         """POST ``body`` (a JSON value, or JSON already encoded) and yield the response
         bytes; HTTP and transport failures raise :class:`ProviderError`."""
         try:
-            merged = {**self._headers(), **(headers or {})}
-            async with (
-                self.slots,
-                self.client.stream(
-                    "POST", url, **_payload(body), headers=merged, follow_redirects=False
-                ) as response,
-            ):
-                if 300 <= response.status_code < 400:
-                    raise self._redirected(response)
-                if response.status_code >= 400:
-                    raw = await response.aread()
-                    raise self.scrub(self._http_error(response, raw))
-                async for chunk in response.aiter_bytes():
-                    yield chunk
+            async with self.slots:
+                response = await self._send(url, body, headers)
+                try:
+                    if 300 <= response.status_code < 400:
+                        raise self._redirected(response)
+                    if response.status_code >= 400:
+                        raw = await response.aread()
+                        raise self.scrub(self._http_error(response, raw))
+                    async for chunk in response.aiter_bytes():
+                        yield chunk
+                finally:
+                    await response.aclose()
         except httpx.TransportError as exc:
             raise self.scrub(
                 transport_error(exc, self.name, self.base_url, self.connect_hint)
@@ -418,11 +440,12 @@ class HTTPAdapter:
         self, url: str, body: Body, headers: Mapping[str, str] | None = None
     ) -> Any:
         try:
-            merged = {**self._headers(), **(headers or {})}
             async with self.slots:
-                response = await self.client.post(
-                    url, **_payload(body), headers=merged, follow_redirects=False
-                )
+                response = await self._send(url, body, headers)
+                try:
+                    await response.aread()
+                finally:
+                    await response.aclose()
         except httpx.TransportError as exc:
             raise self.scrub(
                 transport_error(exc, self.name, self.base_url, self.connect_hint)
