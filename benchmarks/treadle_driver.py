@@ -28,6 +28,13 @@ def _extra(parser):  # type: ignore[no-untyped-def]
         action="store_false",
         help="pass events=None (no consumer); the final text comes from the returned messages",
     )
+    parser.add_argument(
+        "--plain-consumer",
+        dest="plain",
+        action="store_true",
+        help="consume as the README teaches: `async for event in receive` over the memory "
+        "stream (not iter_events)",
+    )
 
 
 args = common.parse_args(extra=_extra)
@@ -54,7 +61,7 @@ async def setup():  # type: ignore[no-untyped-def]
 
         async def consume() -> None:
             async with receive:
-                async for event in treadle.iter_events(receive):
+                async for event in receive if args.plain else treadle.iter_events(receive):
                     if event.type == "message_update" and event.delta.type == "text":
                         parts.append(event.delta.text)
                     elif event.type == "turn_start":
