@@ -17,6 +17,7 @@ from pydantic_core import from_json
 
 from .._redact import redact_http_logs, redact_url
 from ..cancellation import CancellationToken
+from ._assemble import check_cancel
 from ._sse import MAX_LINE_CHARS, SSEJSONDecoder, StreamLineTooLong
 from .base import ErrorKind, ProviderError
 
@@ -393,8 +394,7 @@ class HTTPAdapter:
         dropped mid-way (``truncated_stream``)."""
         async with aclosing(self._post_stream(url, body, headers)) as chunks:
             async for chunk in chunks:
-                if cancel is not None and cancel.immediate:
-                    raise ProviderError("cancelled", "cancelled by the caller", provider=self.name)
+                check_cancel(cancel, self.name)
                 try:
                     values = decoder.feed(chunk)
                 except StreamLineTooLong as exc:

@@ -39,12 +39,12 @@ from ..types import (
     ToolSpec,
     UserMessage,
 )
+from ._assemble import check_cancel
 from ._convert import safe_tool_call_id, same_origin, thinking_as_text
 from ._http import HTTPAdapter, env_key
 from .base import (
     ModelRequest,
     ProviderError,
-    StreamDone,
     StreamEvent,
     ThinkingLevel,
 )
@@ -184,11 +184,10 @@ class Gemini(HTTPAdapter):
                 "variable or pass api_key=",
                 provider=self.name,
             )
-        if cancel is not None and cancel.immediate:
-            raise ProviderError("cancelled", "cancelled by the caller", provider=self.name)
+        check_cancel(cancel, self.name)
         model = request.model or self.model
         body = self.build_body(request)
-        state = Response(model)
+        state = Response(self.name, model)
         if self.streaming:
             values = self._json_stream(self.url(model, stream=True), body, cancel, ChunkDecoder())
             async with aclosing(values) as chunks:
@@ -206,9 +205,8 @@ class Gemini(HTTPAdapter):
                 "the Gemini stream ended before a candidate reported its finishReason",
                 provider=self.name,
             )
-        for event in state.close():
+        for event in state.end():
             yield event
-        yield StreamDone(message=state.message())
 
     def _http_error(self, response: httpx.Response, raw: bytes) -> ProviderError:
         error = super()._http_error(response, raw)
