@@ -112,6 +112,7 @@ class Agent(Generic[OutputT]):
         description: str = "",
         max_depth: int = 3,
         event_buffer: int = 256,
+        coalesce_deltas: bool = True,
         store: SessionStore | None = None,
         session_id: str | None = None,
         resume_tool_calls: Literal["cancel", "rerun_idempotent"] = "cancel",
@@ -151,6 +152,7 @@ class Agent(Generic[OutputT]):
             ),
             "approval_handler": approval_handler,
             "compaction": compaction,
+            "coalesce_deltas": coalesce_deltas,
         }
         self.context = AgentContext(system_prompt=system_prompt, tools=list(tools))
         self.context.agent_id = str(uuid.uuid4())

@@ -311,6 +311,11 @@ class AgentLoopConfig(BaseModel):
     ``message_update`` (their text concatenated, the newest snapshot) so the model call is
     not held up; lifecycle events are never merged or dropped and order is kept. ``"wait"``
     sends every delta, waiting for the consumer."""
+    coalesce_deltas: bool = True
+    """Deltas of one content block that an adapter parses from the same network read become
+    one ``message_update`` (their text concatenated): the number of updates is not fixed,
+    their concatenation is the text. ``False`` gives one update per provider wire event (for
+    tests that count them, replay tools)."""
     slow_consumer_max_bytes: int = Field(default=8 * 1024 * 1024, gt=0)
     """With ``"merge"``: the most the updates waiting in the stream's buffer may hold, in
     bytes of message text (each carries the message so far, so a long answer to a lagging

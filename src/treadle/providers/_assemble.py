@@ -10,7 +10,7 @@ events with :meth:`Assembler.take`. Tool arguments follow one rule everywhere (s
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -34,6 +34,7 @@ from ..types import (
 from ..types._base import trusted
 from ..types.usage import StopReason
 from .base import (
+    COALESCE_DELTAS,
     ProviderError,
     StreamDone,
     StreamEvent,
@@ -293,6 +294,68 @@ class Assembler:
         self.start()
         message = self.message(stop_reason, usage, error)
         return [*self.take(), StreamDone(message=message)]
+
+
+def read_events(
+    values: Iterable[Any], handle: Callable[[Any], Iterable[StreamEvent]]
+) -> Iterator[StreamEvent]:
+    """The stream events of one network read: ``handle`` (an adapter's mapping) applied to
+    each wire event the read completed, then :func:`coalesce`. An error a wire event
+    raises comes after the events before it."""
+    events: list[StreamEvent] = []
+    error: ProviderError | None = None
+    try:
+        for value in values:
+            events.extend(handle(value))
+    except ProviderError as exc:
+        error = exc
+    yield from coalesce(events)
+    if error is not None:
+        raise error
+
+
+def coalesce(events: list[StreamEvent]) -> list[StreamEvent]:
+    """``events`` (what one network read made) with each run of deltas to one block merged
+    into one delta, unless the loop asked for one event per wire event
+    (:data:`~treadle.providers.base.COALESCE_DELTAS`)."""
+    if len(events) < 2 or not COALESCE_DELTAS.get():
+        return events
+    out: list[StreamEvent] = []
+    run: list[str] = []  # the texts of the run of deltas ending at out[-1]
+    for event in events:
+        last = out[-1] if out else None
+        kind = type(event)
+        if (
+            last is not None
+            and type(last) is kind
+            and kind in _MERGEABLE
+            and last.index == event.index  # type: ignore[union-attr]
+        ):
+            run.append(_piece(event))
+            continue
+        if len(run) > 1:
+            out[-1] = _merged(out[-1], "".join(run))
+        out.append(event)
+        run = [_piece(event)] if kind in _MERGEABLE else []
+    if len(run) > 1:
+        out[-1] = _merged(out[-1], "".join(run))
+    return out
+
+
+_MERGEABLE = (TextDelta, ThinkingDelta, ToolCallDelta)
+
+
+def _piece(event: Any) -> str:
+    return event.arguments if type(event) is ToolCallDelta else event.text  # type: ignore[no-any-return]
+
+
+def _merged(event: Any, text: str) -> StreamEvent:
+    if type(event) is TextDelta:
+        return text_delta(event.index, text)
+    if type(event) is ThinkingDelta:
+        values = {"type": "thinking", "index": event.index, "text": text}
+        return trusted(ThinkingDelta, values, {"index", "text"})
+    return ToolCallDelta(index=event.index, arguments=text)
 
 
 def text_delta(at: int, text: str) -> TextDelta:

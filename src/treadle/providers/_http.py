@@ -381,17 +381,18 @@ class HTTPAdapter:
                 transport_error(exc, self.name, self.base_url, self.connect_hint)
             ) from None
 
-    async def _json_stream(
+    async def _json_reads(
         self,
         url: str,
         body: Body,
         cancel: CancellationToken | None,
         decoder: JSONStreamDecoder,
         headers: Mapping[str, str] | None = None,
-    ) -> AsyncGenerator[Any, None]:
-        """POST and yield each JSON value ``decoder`` finds in the body, reading it to the
-        end. Malformed data is a ``server`` error; a partial last value means the connection
-        dropped mid-way (``truncated_stream``)."""
+    ) -> AsyncGenerator[list[Any], None]:
+        """POST and yield, for each network read, the JSON values ``decoder`` completes with
+        it (never an empty list), reading the body to the end. Malformed data is a
+        ``server`` error; a partial last value means the connection dropped mid-way
+        (``truncated_stream``)."""
         async with aclosing(self._post_stream(url, body, headers)) as chunks:
             async for chunk in chunks:
                 check_cancel(cancel, self.name)
@@ -405,36 +406,37 @@ class HTTPAdapter:
                         f"{self.name} sent data that is not JSON: {exc}",
                         provider=self.name,
                     ) from None
-                for value in values:
-                    yield value
+                if values:
+                    yield values
         try:
             values = decoder.close()
         except ValueError:
             raise ProviderError(
                 "truncated_stream", "the stream ended inside an event", provider=self.name
             ) from None
-        for value in values:
-            yield value
+        if values:
+            yield values
 
-    async def _sse_json(
+    async def _sse_reads(
         self,
         url: str,
         body: Body,
         cancel: CancellationToken | None,
         headers: Mapping[str, str] | None = None,
-    ) -> AsyncGenerator[dict[str, Any], None]:
-        """Server-sent events whose data are JSON objects (Anthropic, Responses)."""
+    ) -> AsyncGenerator[list[dict[str, Any]], None]:
+        """Server-sent events whose data are JSON objects (Anthropic, Responses), by read."""
         decoder = SSEJSONDecoder(self.max_line_chars)
-        values = self._json_stream(url, body, cancel, decoder, headers)
-        async with aclosing(values) as values:
-            async for value in values:
-                if not isinstance(value, dict):
-                    raise ProviderError(
-                        "server",
-                        f"unexpected stream event: {str(value)[:200]!r}",
-                        provider=self.name,
-                    )
-                yield value
+        reads = self._json_reads(url, body, cancel, decoder, headers)
+        async with aclosing(reads) as reads:
+            async for values in reads:
+                for value in values:
+                    if not isinstance(value, dict):
+                        raise ProviderError(
+                            "server",
+                            f"unexpected stream event: {str(value)[:200]!r}",
+                            provider=self.name,
+                        )
+                yield values
 
     async def _post_json(
         self, url: str, body: Body, headers: Mapping[str, str] | None = None

@@ -38,7 +38,7 @@ from ..types import (
     UserMessage,
 )
 from ..types.messages import AgentMessage
-from ._assemble import check_cancel
+from ._assemble import check_cancel, read_events
 from ._convert import safe_tool_call_id, same_origin, thinking_as_text
 from ._http import HTTPAdapter, env_key
 from .anthropic_stream import StreamState, events_from_message
@@ -140,9 +140,9 @@ class Anthropic(HTTPAdapter):
                 for out in state.handle(event):
                     yield out
         else:
-            async with aclosing(self._sse_json(url, body, cancel, extra)) as events:
-                async for event in events:
-                    for out in state.handle(event):
+            async with aclosing(self._sse_reads(url, body, cancel, extra)) as reads:
+                async for values in reads:
+                    for out in read_events(values, state.handle):
                         yield out
         if not state.finished:
             raise ProviderError(

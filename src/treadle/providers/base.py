@@ -6,6 +6,7 @@ Adapters live in their own modules; the loop knows providers only through this f
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from contextvars import ContextVar
 from typing import Annotated, Any, Literal, Protocol, Union, runtime_checkable
 
 from pydantic import BeforeValidator, Field
@@ -134,6 +135,12 @@ StreamEvent = Union[
 
 Start and end events are optional for consumers: a delta for a new index opens its block.
 """
+
+COALESCE_DELTAS: ContextVar[bool] = ContextVar("treadle_coalesce_deltas", default=False)
+"""Whether an adapter merges the deltas of one content block that arrive in one network read
+into one event (their text concatenated). Off by default — an adapter's ``stream`` used on
+its own yields one event per wire event — and set by the loop for each model call from
+``AgentLoopConfig.coalesce_deltas`` (on by default)."""
 
 
 class ProviderError(Exception):

@@ -39,7 +39,7 @@ from ..types import (
     ToolSpec,
     UserMessage,
 )
-from ._assemble import check_cancel
+from ._assemble import check_cancel, read_events
 from ._convert import safe_tool_call_id, same_origin, thinking_as_text
 from ._http import HTTPAdapter, env_key
 from .base import (
@@ -189,10 +189,10 @@ class Gemini(HTTPAdapter):
         body = self.build_body(request)
         state = Response(self.name, model)
         if self.streaming:
-            values = self._json_stream(self.url(model, stream=True), body, cancel, ChunkDecoder())
-            async with aclosing(values) as chunks:
-                async for chunk in chunks:
-                    for event in state.feed(chunk):
+            reads = self._json_reads(self.url(model, stream=True), body, cancel, ChunkDecoder())
+            async with aclosing(reads) as reads:
+                async for chunks in reads:
+                    for event in read_events(chunks, state.feed):
                         yield event
         else:
             payload = await self._post_json(self.url(model, stream=False), body)

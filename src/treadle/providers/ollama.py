@@ -29,7 +29,7 @@ from ..types import (
     UserMessage,
 )
 from ..types.usage import StopReason
-from ._assemble import Assembler, check_cancel, count, usage
+from ._assemble import Assembler, check_cancel, count, read_events, usage
 from ._http import HTTPAdapter, classify, env_key
 from ._sse import NDJSONDecoder
 from .base import ModelRequest, ProviderError, StreamEvent, ThinkingLevel
@@ -162,10 +162,10 @@ class Ollama(HTTPAdapter):
         url = f"{self.base_url}/api/chat"
         state = _Response(self.name, body["model"])
         if self.streaming:
-            values = self._json_stream(url, body, cancel, NDJSONDecoder(self.max_line_chars))
-            async with aclosing(values) as lines:
-                async for line in lines:
-                    for event in state.feed(line):
+            reads = self._json_reads(url, body, cancel, NDJSONDecoder(self.max_line_chars))
+            async with aclosing(reads) as reads:
+                async for lines in reads:
+                    for event in read_events(lines, state.feed):
                         yield event
         else:
             for event in state.feed(await self._post_json(url, body)):

@@ -30,6 +30,7 @@ import json
 import re
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from contextlib import aclosing
+from functools import partial
 from operator import itemgetter
 from typing import Any, Literal
 
@@ -46,7 +47,7 @@ from ..types import (
     ToolResultMessage,
     UserMessage,
 )
-from ._assemble import check_cancel
+from ._assemble import check_cancel, read_events
 from ._convert import image_data_url, safe_tool_call_id, same_origin
 from ._http import HTTPAdapter, classify, env_key
 from ._sse import SSEDecoder, SSEEvent
@@ -318,11 +319,8 @@ class OpenAIChat(HTTPAdapter):
                 if state.done:
                     continue  # read to EOF after [DONE] so the connection is reused
                 check_cancel(cancel, self.name)
-                for sse in decoder.feed(chunk):
-                    for event in self._event(sse, state, final=False):
-                        yield event
-                    if state.done:
-                        break
+                for event in read_events(decoder.feed(chunk), partial(self._event, state=state)):
+                    yield event
         if not state.done:
             for sse in decoder.close():
                 for event in self._event(sse, state, final=True):
@@ -336,11 +334,13 @@ class OpenAIChat(HTTPAdapter):
         for event in state.end():
             yield event
 
-    def _event(self, sse: SSEEvent, state: ChatStream, *, final: bool) -> Iterable[StreamEvent]:
+    def _event(
+        self, sse: SSEEvent, state: ChatStream, *, final: bool = False
+    ) -> Iterable[StreamEvent]:
         """The stream events one SSE event makes (a plain function, not a generator: the
         common text chunk is one call and a tuple)."""
         data = sse.data.strip()
-        if sse.event not in ("message", "error") or not data:
+        if state.done or sse.event not in ("message", "error") or not data:
             return ()  # keep-alives and event types this API does not define
         if data == "[DONE]":
             state.done = True
