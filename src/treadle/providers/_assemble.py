@@ -346,7 +346,8 @@ _MERGEABLE = (TextDelta, ThinkingDelta, ToolCallDelta)
 
 
 def _piece(event: Any) -> str:
-    return event.arguments if type(event) is ToolCallDelta else event.text  # type: ignore[no-any-return]
+    text: str = event.arguments if type(event) is ToolCallDelta else event.text
+    return text
 
 
 def _merged(event: Any, text: str) -> StreamEvent:
