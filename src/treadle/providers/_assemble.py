@@ -68,6 +68,13 @@ def parse_arguments(text: str) -> tuple[dict[str, Any], str | None]:
     return {}, text
 
 
+def json_object(payload: Any, provider: str) -> dict[str, Any]:
+    """A whole (non-streamed) response that must be a JSON object."""
+    if not isinstance(payload, dict):
+        raise ProviderError("server", "response was not a JSON object", provider=provider)
+    return payload
+
+
 def check_cancel(cancel: CancellationToken | None, provider: str) -> None:
     """Raise ``cancelled`` when the caller asked to stop now."""
     if cancel is not None and cancel.immediate:
@@ -135,6 +142,7 @@ class Assembler:
         self.blocks: list[Block] = []
         self.current: int | None = None  # the text / thinking block ``text`` feeds
         self.out: list[StreamEvent] = []
+        self.complete = False  # the API's end marker came: the response is whole
 
     def take(self) -> list[StreamEvent]:
         """The events made since the last call."""

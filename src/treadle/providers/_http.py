@@ -7,7 +7,7 @@ import functools
 import os
 import re
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Mapping
 from contextlib import aclosing
 from typing import Any, Protocol, TypeVar
 
@@ -17,9 +17,9 @@ from pydantic_core import from_json
 
 from .._redact import redact_http_logs, redact_url
 from ..cancellation import CancellationToken
-from ._assemble import check_cancel
+from ._assemble import check_cancel, read_events
 from ._sse import MAX_LINE_CHARS, SSEJSONDecoder, StreamLineTooLong
-from .base import ErrorKind, ProviderError
+from .base import ErrorKind, ProviderError, StreamEvent
 
 # A request larger than the model's context, as the servers people run word it (from their
 # documented error bodies): OpenAI ("maximum context length", code context_length_exceeded),
@@ -437,6 +437,42 @@ class HTTPAdapter:
                             provider=self.name,
                         )
                 yield values
+
+    async def _events(
+        self,
+        state: Any,
+        url: str,
+        body: Body,
+        cancel: CancellationToken | None,
+        *,
+        whole: Callable[[Any], Iterable[Any]],
+        unfinished: str,
+        decoder: JSONStreamDecoder | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> AsyncGenerator[StreamEvent, None]:
+        """One model call's stream events: ``state`` (an :class:`Assembler` with the
+        adapter's ``feed(wire_event)`` mapping) fed every wire event — by network read from
+        ``decoder`` (SSE JSON objects when None), or, for a non-streamed call, from
+        ``whole(response)`` — then its ``end()``. A response without the API's end marker
+        (``state.complete``) is ``truncated_stream``, said with ``unfinished``."""
+        if not getattr(self, "streaming", True):
+            payload = await self._post_json(url, body, headers)
+            check_cancel(cancel, self.name)
+            for event in read_events(whole(payload), state.feed):
+                yield event
+        else:
+            if decoder is None:
+                reads: AsyncGenerator[list[Any], None] = self._sse_reads(url, body, cancel, headers)
+            else:
+                reads = self._json_reads(url, body, cancel, decoder, headers)
+            async with aclosing(reads) as reads:
+                async for values in reads:
+                    for event in read_events(values, state.feed):
+                        yield event
+        if not state.complete:
+            raise ProviderError("truncated_stream", unfinished, provider=self.name)
+        for event in state.end():
+            yield event
 
     async def _post_json(
         self, url: str, body: Body, headers: Mapping[str, str] | None = None

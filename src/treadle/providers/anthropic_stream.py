@@ -41,12 +41,11 @@ class StreamState(Assembler):
 
     def __init__(self, provider: str, model: str) -> None:
         super().__init__(provider, model)
-        self.finished = False
         self.stop_reason: str | None = None
         self.usage: dict[str, int] = {}
         self.index_map: dict[int, int] = {}  # Anthropic block index -> treadle content index
 
-    def handle(self, event: dict[str, Any]) -> list[StreamEvent]:
+    def feed(self, event: dict[str, Any]) -> list[StreamEvent]:
         kind = event.get("type")
         if kind == "error":
             raise classify(0, event, provider=self.provider, fallback="stream error")
@@ -72,7 +71,7 @@ class StreamState(Assembler):
             self._usage(event.get("usage"))
         elif kind == "message_stop":
             self.end_all()
-            self.finished = True
+            self.complete = True
         return self.take()
 
     def _usage(self, usage: Any) -> None:

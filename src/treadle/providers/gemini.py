@@ -39,7 +39,7 @@ from ..types import (
     ToolSpec,
     UserMessage,
 )
-from ._assemble import check_cancel, read_events
+from ._assemble import check_cancel
 from ._convert import safe_tool_call_id, same_origin, thinking_as_text
 from ._http import HTTPAdapter, env_key
 from .base import (
@@ -188,25 +188,18 @@ class Gemini(HTTPAdapter):
         model = request.model or self.model
         body = self.build_body(request)
         state = Response(self.name, model)
-        if self.streaming:
-            reads = self._json_reads(self.url(model, stream=True), body, cancel, ChunkDecoder())
-            async with aclosing(reads) as reads:
-                async for chunks in reads:
-                    for event in read_events(chunks, state.feed):
-                        yield event
-        else:
-            payload = await self._post_json(self.url(model, stream=False), body)
-            for chunk in payload if isinstance(payload, list) else [payload]:
-                for event in state.feed(chunk):
-                    yield event
-        if state.finish is None:
-            raise ProviderError(
-                "truncated_stream",
-                "the Gemini stream ended before a candidate reported its finishReason",
-                provider=self.name,
-            )
-        for event in state.end():
-            yield event
+        events = self._events(
+            state,
+            self.url(model, stream=self.streaming),
+            body,
+            cancel,
+            whole=lambda payload: payload if isinstance(payload, list) else [payload],
+            unfinished="the Gemini stream ended before a candidate reported its finishReason",
+            decoder=ChunkDecoder(),
+        )
+        async with aclosing(events) as events:
+            async for event in events:
+                yield event
 
     def _http_error(self, response: httpx.Response, raw: bytes) -> ProviderError:
         error = super()._http_error(response, raw)

@@ -166,6 +166,7 @@ class Response(Assembler):
         if isinstance(feedback, dict) and feedback.get("blockReason"):
             self.blocked = str(feedback["blockReason"])
             self.finish = self.finish or self.blocked
+            self.complete = True
         candidates = chunk.get("candidates") or []
         candidate = next(
             (c for c in candidates if isinstance(c, dict) and c.get("index", 0) == 0), None
@@ -179,6 +180,7 @@ class Response(Assembler):
         reason = candidate.get("finishReason")
         if reason not in (None, 0, "FINISH_REASON_UNSPECIFIED"):
             self.finish = _finish_name(reason)
+            self.complete = True
             if isinstance(candidate.get("finishMessage"), str):
                 self.finish_message = candidate["finishMessage"]
         return self.take()

@@ -29,7 +29,7 @@ from ..types import (
     UserMessage,
 )
 from ..types.usage import StopReason
-from ._assemble import Assembler, check_cancel, count, read_events, usage
+from ._assemble import Assembler, check_cancel, count, usage
 from ._http import HTTPAdapter, classify, env_key
 from ._sse import NDJSONDecoder
 from .base import ModelRequest, ProviderError, StreamEvent, ThinkingLevel
@@ -159,25 +159,19 @@ class Ollama(HTTPAdapter):
             )
         check_cancel(cancel, self.name)
         body = self.build_body(request)
-        url = f"{self.base_url}/api/chat"
         state = _Response(self.name, body["model"])
-        if self.streaming:
-            reads = self._json_reads(url, body, cancel, NDJSONDecoder(self.max_line_chars))
-            async with aclosing(reads) as reads:
-                async for lines in reads:
-                    for event in read_events(lines, state.feed):
-                        yield event
-        else:
-            for event in state.feed(await self._post_json(url, body)):
+        events = self._events(
+            state,
+            f"{self.base_url}/api/chat",
+            body,
+            cancel,
+            whole=lambda payload: [payload],
+            unfinished="the Ollama stream ended without its final done:true line",
+            decoder=NDJSONDecoder(self.max_line_chars),
+        )
+        async with aclosing(events) as events:
+            async for event in events:
                 yield event
-        if not state.done:
-            raise ProviderError(
-                "truncated_stream",
-                "the Ollama stream ended without its final done:true line",
-                provider=self.name,
-            )
-        for event in state.end():
-            yield event
 
 
 def think_value(model: str, level: ThinkingLevel) -> bool | str:
@@ -259,7 +253,6 @@ class _Response(Assembler):
 
     def __init__(self, provider: str, model: str) -> None:
         super().__init__(provider, model)
-        self.done = False
         self.done_reason: str | None = None
         self.usage: Usage | None = None
 
@@ -290,7 +283,7 @@ class _Response(Assembler):
                     call_id = f"call_{uuid.uuid4().hex[:24]}"
                 self.whole_tool(call_id, str(function.get("name", "")), function.get("arguments"))
         if line.get("done"):
-            self.done = True
+            self.complete = True
             reason = line.get("done_reason")
             self.done_reason = reason if isinstance(reason, str) else None
             prompt = count(line, "prompt_eval_count")

@@ -38,7 +38,7 @@ from ..types import (
     UserMessage,
 )
 from ..types.messages import AgentMessage
-from ._assemble import check_cancel, read_events
+from ._assemble import check_cancel, json_object
 from ._convert import image_data_url, safe_tool_call_id, same_origin, thinking_as_text
 from ._http import HTTPAdapter, env_key
 from .base import (
@@ -115,27 +115,17 @@ class OpenAIResponses(HTTPAdapter):
         check_cancel(cancel, self.name)
         url = f"{self.base_url}/responses"
         state = StreamState(self.name, body["model"])
-        if not self.streaming:
-            payload = await self._post_json(url, body)
-            check_cancel(cancel, self.name)
-            if not isinstance(payload, dict):
-                raise ProviderError("server", "response was not a JSON object", provider=self.name)
-            for event in events_from_response(payload):
-                for out in state.handle(event):
-                    yield out
-        else:
-            async with aclosing(self._sse_reads(url, body, cancel)) as reads:
-                async for values in reads:
-                    for out in read_events(values, state.handle):
-                        yield out
-        if not state.finished:
-            raise ProviderError(
-                "truncated_stream",
-                "the stream ended before response.completed",
-                provider=self.name,
-            )
-        for out in state.end():
-            yield out
+        events = self._events(
+            state,
+            url,
+            body,
+            cancel,
+            whole=lambda payload: events_from_response(json_object(payload, self.name)),
+            unfinished="the stream ended before response.completed",
+        )
+        async with aclosing(events) as events:
+            async for event in events:
+                yield event
 
     # ---- request ----
 

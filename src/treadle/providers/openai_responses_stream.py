@@ -42,7 +42,6 @@ class StreamState(Assembler):
 
     def __init__(self, provider: str, model: str) -> None:
         super().__init__(provider, model)
-        self.finished = False
         self.incomplete_reason: str | None = None
         self.usage: dict[str, Any] = {}
         self.items: dict[int, int] = {}  # output_index -> content index (reasoning, calls)
@@ -50,7 +49,7 @@ class StreamState(Assembler):
         self.parts: dict[tuple[int, int], int] = {}  # (output_index, content_index) -> text
         self.summary_index: dict[int, int] = {}  # content index -> reasoning summary part
 
-    def handle(self, event: dict[str, Any]) -> list[StreamEvent]:
+    def feed(self, event: dict[str, Any]) -> list[StreamEvent]:
         kind = event.get("type")
         if kind == "error":
             raise _stream_error(event, self.provider)
@@ -92,7 +91,7 @@ class StreamState(Assembler):
                     details = response.get("incomplete_details") or {}
                     self.incomplete_reason = details.get("reason") or "incomplete"
             self.end_all()
-            self.finished = True
+            self.complete = True
         return self.take()
 
     def _text_done(self, key: dict[str, Any], final: Any) -> None:
