@@ -107,6 +107,7 @@ class _Run(RunState):
                 bounds=self._bounds(),
                 on_call=eager.offer if eager is not None else None,
                 on_retry=eager.discard_attempt if eager is not None else None,
+                coalesce=self.config.coalesce_deltas,
             )
         if message is None:  # cancelled mid-stream
             message = await close_message(

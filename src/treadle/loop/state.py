@@ -34,6 +34,7 @@ from ..types import (
     Usage,
     UserMessage,
 )
+from ..types._base import replaced
 from .config import AgentLoopConfig, Hooks, Pass, Reject, Warn, settings_of
 from .context import AgentContext
 from .errors import HookFailed
@@ -354,4 +355,6 @@ class RunState:
             edited = await self.call_hook(hook.before_model_request, request)
             if isinstance(edited, ModelRequest):
                 request = edited
+        if isinstance(request.stop, str):  # a hook's model_copy is not validated
+            request = replaced(request, "stop", [request.stop])
         return request
