@@ -247,6 +247,32 @@ class Agent(Generic[OutputT]):
             clone.usage = usage_of(clone.context.messages)
         return clone
 
+    def fork(
+        self, session_id: str | None = None, *, store: SessionStore | None = None
+    ) -> Agent[OutputT]:
+        """A new Agent with this one's model, tools and settings and a conversation of its
+        own (one per user or chat, in a server). With a store (``store``, else this agent's)
+        it holds the stored session ``session_id``, resumed when it exists and created
+        otherwise; without one it starts empty (with that id, if given)."""
+        clone = self._clone()
+        clone.context = self.context.model_copy(
+            update={"messages": [], "approvals": {}, "state": {}, "agent_id": str(uuid.uuid4())}
+        )
+        clone.context.loop_id = clone.context.parent_loop_id = None
+        clone.context.continuation_kind = ContinuationKind.INITIAL
+        clone.context.session_id = session_id or str(uuid.uuid4())
+        clone.store = store = store or self.store
+        if store is not None:
+            clone._open_session(store, session_id)
+        return clone
+
+    def to_web(self, **options: Any) -> Any:
+        """This agent as a local web app (an ASGI app: chat, run inspector, sessions); needs
+        the ``web`` extra. ``options`` go to :func:`treadle.ui.web.web_app`."""
+        from ..ui.web import web_app
+
+        return web_app(self, **options)
+
     def close(self) -> None:
         """Release the stored session's write lock (another Agent may then resume it). Runs
         after this raise. Nothing to do without a store. Idempotent."""
