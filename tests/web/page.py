@@ -87,16 +87,25 @@ class WebPage(Page):
         )
 
     def running(self) -> bool:
-        return bool(self.js("!document.querySelector('[data-testid=stop]').disabled"))
+        return bool(self.js("document.body.classList.contains('running')"))
+
+    def idle(self) -> None:
+        self.wait(lambda: not self.running(), "the run's end")
 
     def wait(self, check: Any, what: str, timeout: float = 30) -> Any:
-        return wait_until(check, timeout, what)
+        try:
+            return wait_until(check, timeout, what)
+        except AssertionError as exc:  # say what the page showed
+            raise AssertionError(f"{exc}; the page shows {self.messages()}") from None
 
 
 @contextmanager
 def open_tab(browser: str, url: str) -> Iterator[WebPage]:
     target = httpx.put(f"{browser}/json/new?about:blank", timeout=10).json()
-    with websockets_sync.connect(target["webSocketDebuggerUrl"], max_size=None) as ws:
-        page = WebPage(ws)
-        page.goto(url)
-        yield page
+    try:
+        with websockets_sync.connect(target["webSocketDebuggerUrl"], max_size=None) as ws:
+            page = WebPage(ws)
+            page.goto(url)
+            yield page
+    finally:
+        httpx.get(f"{browser}/json/close/{target['id']}", timeout=10)
