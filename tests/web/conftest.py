@@ -29,14 +29,14 @@ def free_port() -> int:
 
 
 @contextmanager
-def serve_ui(*args: str, env: dict[str, str] | None = None, probe: bool = True) -> Iterator[str]:
+def serve_ui(*args: str, env: dict[str, str] | None = None, cwd: Path = ROOT) -> Iterator[str]:
     """Run ``treadle ui ARGS --port P`` from the repository root; yield its base URL."""
     port = free_port()
     full = {**os.environ, "WEB_TEST_DELAY": "0.04", "OPENAI_API_KEY": SECRET, **(env or {})}
     full.pop("TREADLE_MODEL", None)
     process = subprocess.Popen(
         [sys.executable, "-m", "treadle", "ui", *args, "--port", str(port)],
-        cwd=ROOT,
+        cwd=cwd,
         env=full,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -45,9 +45,9 @@ def serve_ui(*args: str, env: dict[str, str] | None = None, probe: bool = True) 
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
     try:
-        while probe:
+        while True:
             try:
-                httpx.get(url + "/api/info", timeout=1)
+                httpx.get(url + "/static/app.css", timeout=1)
                 break
             except httpx.TransportError:
                 if process.poll() is not None or time.monotonic() > deadline:

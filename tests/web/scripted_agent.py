@@ -89,6 +89,8 @@ def answer(request: ModelRequest) -> AssistantMessage:
                 TextContent(text="Thought."),
             ]
         )
+    if "envkey" in low:  # a model (or a tool) that leaks the server's environment
+        return AssistantMessage(content=f"The key is {os.environ.get('OPENAI_API_KEY')}.")
     if "short" in low:
         return AssistantMessage(content=f"Short answer to: {text}")
     return AssistantMessage(content=f"You said: {text}. {LONG}")

@@ -118,7 +118,9 @@ def default_agent(args: argparse.Namespace) -> Any:
     spec = args.model or os.environ.get("TREADLE_MODEL")
     if spec and spec != "offline":
         provider, _ = resolve_model(spec, api_key=args.api_key, base_url=args.base_url)
-        return Agent(provider, tools=[add, weather, *load_tools(args.tool)], system_prompt=args.system)
+        return Agent(
+            provider, tools=[add, weather, *load_tools(args.tool)], system_prompt=args.system
+        )
     print("(offline: a labelled offline model answers; set TREADLE_MODEL to use a real one)")
     tools = [add, weather, *load_tools(args.tool)]
     return Agent(DemoModel(), tools=tools, system_prompt=args.system, name="treadle")
@@ -133,13 +135,25 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def choose_token(host: str, given: str | None) -> str | None:
+    """The token the server asks for: ``given``, else a new one when ``host`` is not a
+    loopback address (as Jupyter does), else none."""
+    if given:
+        return given
+    if is_loopback(host):
+        return None
+    from ..ui.web import new_token
+
+    return new_token()
+
+
 def cmd_ui(args: argparse.Namespace) -> int:
     try:
         import uvicorn
     except ImportError:
         print("treadle ui needs the web extra: pip install 'treadle[web]'", file=sys.stderr)
         return 2
-    from ..ui.web import new_token, web_app
+    from ..ui.web import web_app
 
     agent = load_agent(args.target) if args.target else default_agent(args)
     store = None
@@ -147,9 +161,7 @@ def cmd_ui(args: argparse.Namespace) -> int:
         from ..sessions import open_store
 
         store = open_store(args.store)
-    token = args.token or os.environ.get("TREADLE_UI_TOKEN") or None
-    if token is None and not is_loopback(args.host):
-        token = new_token()
+    token = choose_token(args.host, args.token or os.environ.get("TREADLE_UI_TOKEN"))
     app = web_app(agent, store=store, token=token)
     shown = f"[{args.host}]" if ":" in args.host else args.host
     url = f"http://{shown}:{args.port}/"
