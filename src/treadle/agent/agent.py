@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
@@ -35,6 +36,7 @@ from ..types import (
     Usage,
     UserMessage,
 )
+from .forks import clone_agent, fork_agent
 from .planning import make_plan
 from .profile import Profile, run_ephemeral
 from .result import AgentBusy, AgentSnapshot, RunResult
@@ -251,27 +253,14 @@ class Agent(Generic[OutputT]):
         self, session_id: str | None = None, *, store: SessionStore | None = None
     ) -> Agent[OutputT]:
         """A new Agent with this one's model, tools and settings and a conversation of its
-        own (one per user or chat, in a server). With a store (``store``, else this agent's)
-        it holds the stored session ``session_id``, resumed when it exists and created
-        otherwise; without one it starts empty (with that id, if given)."""
-        clone = self._clone()
-        clone.context = self.context.model_copy(
-            update={"messages": [], "approvals": {}, "state": {}, "agent_id": str(uuid.uuid4())}
-        )
-        clone.context.loop_id = clone.context.parent_loop_id = None
-        clone.context.continuation_kind = ContinuationKind.INITIAL
-        clone.context.session_id = session_id or str(uuid.uuid4())
-        clone.store = store = store or self.store
-        if store is not None:
-            clone._open_session(store, session_id)
-        return clone
+        own (one per user or chat, in a server): with a store (``store``, else this agent's)
+        the session ``session_id``, resumed or created; without one, an empty history."""
+        return fork_agent(self, session_id, store)
 
     def to_web(self, **options: Any) -> Any:
-        """This agent as a local web app (an ASGI app: chat, run inspector, sessions); needs
-        the ``web`` extra. ``options`` go to :func:`treadle.ui.web.web_app`."""
-        from ..ui.web import web_app
-
-        return web_app(self, **options)
+        """This agent as a local web app (an ASGI app; extra ``web``): options as for
+        :func:`treadle.ui.web.web_app`. The extension is reached by name, lazily."""
+        return importlib.import_module("treadle.ui.web").web_app(self, **options)
 
     def close(self) -> None:
         """Release the stored session's write lock (another Agent may then resume it). Runs
@@ -475,17 +464,8 @@ class Agent(Generic[OutputT]):
     # ---- internals ----
 
     def _clone(self) -> Agent[OutputT]:
-        """A copy sharing settings, with no run state and no session (the caller gives it a
-        context)."""
-        clone: Agent[OutputT] = Agent.__new__(Agent)
-        clone.__dict__.update(self.__dict__)
-        clone.usage = Usage()
-        clone._running = False
-        clone._token = None
-        clone._steer_after, clone._steer_next, clone._interrupts, clone._follow_ups = [], [], [], []
-        clone._sink = None
-        clone._recorder = None
-        return clone
+        """A copy sharing settings, with no run state and no session (give it a context)."""
+        return clone_agent(self)
 
     def _open_session(self, store: SessionStore, session_id: str | None) -> None:
         from ..sessions import SessionRecorder

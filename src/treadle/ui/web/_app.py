@@ -62,16 +62,6 @@ class WebState:
         return list(agent.messages), list(agent.context.pending_tool_calls), None
 
 
-def _json(data: Any, status: int = 200) -> Any:
-    from starlette.responses import JSONResponse
-
-    return JSONResponse(data, status_code=status, headers={"cache-control": "no-store"})
-
-
-def _error(message: str, status: int) -> Any:
-    return _json({"error": message}, status)
-
-
 def build_web_app(
     agent: Agent[Any],
     *,
@@ -83,12 +73,18 @@ def build_web_app(
     try:
         from starlette.applications import Starlette
         from starlette.requests import Request
-        from starlette.responses import Response, StreamingResponse
+        from starlette.responses import JSONResponse, Response, StreamingResponse
         from starlette.routing import Route
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise ImportError(
             "the treadle web app needs Starlette: pip install 'treadle[web]'"
         ) from exc
+
+    def _json(data: Any, status: int = 200) -> Response:
+        return JSONResponse(data, status_code=status, headers={"cache-control": "no-store"})
+
+    def _error(message: str, status: int) -> Response:
+        return _json({"error": message}, status)
 
     state = WebState(agent, store, title or agent.name)
     runs = state.runs

@@ -55,7 +55,7 @@ def messages_to_ui(
                 elif isinstance(block, TextContent) and block.text:
                     parts.append({"type": "text", "text": block.text, "state": "done"})
                 elif isinstance(block, ToolCall):
-                    part = {
+                    part: dict[str, Any] = {
                         "type": f"tool-{block.name}",
                         "toolCallId": block.id,
                         "toolName": block.name,
@@ -71,15 +71,15 @@ def messages_to_ui(
             if message.error is not None and message.stop_reason == "error":
                 parts.append({"type": "error", "errorText": message.error.message})
         elif isinstance(message, ToolResultMessage):
-            part = tools.get(message.tool_call_id)
-            if part is None:
+            called = tools.get(message.tool_call_id)
+            if called is None:
                 continue
             if message.is_error:
-                part["state"] = "output-error"
-                part["errorText"] = message.text
+                called["state"] = "output-error"
+                called["errorText"] = message.text
             else:
-                part["state"] = "output-available"
-                part["output"] = message.text
+                called["state"] = "output-available"
+                called["output"] = message.text
             if out and out[-1]["role"] == "assistant":
                 out[-1]["index"] = index
     return out
