@@ -51,6 +51,13 @@ async def slow_lookup(topic: str) -> str:
     return f"{topic}: found"
 
 
+helper = Agent(
+    ScriptedProvider(["Helper says hi."] * 50, name="scripted", model="helper"),
+    name="helper",
+    description="A helper agent.",
+)
+
+
 class ApproveDeletes(Hooks):
     async def before_tool_call(self, call: ToolCall, context: AgentContext) -> Ask | None:
         return Ask("Delete this file?") if call.name == "delete_file" else None
@@ -79,6 +86,10 @@ def answer(request: ModelRequest) -> AssistantMessage:
                 ToolCall(id="call-a", name="slow_lookup", arguments={"topic": "alpha"}),
                 ToolCall(id="call-b", name="slow_lookup", arguments={"topic": "beta"}),
             ]
+        )
+    if "delegate" in low:
+        return AssistantMessage(
+            content=[ToolCall(id="call-helper", name="helper", arguments={"task": "say hi"})]
         )
     if "hostile" in low:
         return AssistantMessage(content=HOSTILE)
@@ -116,7 +127,7 @@ def make_agent() -> Agent[None]:
         store = SqliteStore(os.environ["WEB_TEST_STORE"])
     return Agent(
         WebTestModel(float(os.environ.get("WEB_TEST_DELAY", "0.04"))),
-        tools=[weather, delete_file, slow_lookup],
+        tools=[weather, delete_file, slow_lookup, helper.as_tool()],
         hooks=[ApproveDeletes()],
         name="web-test",
         store=store,

@@ -174,3 +174,23 @@ def test_thinking_is_collapsed_and_parallel_tools_overlap(page: WebPage) -> None
     )
     (a0, a1), (b0, b1) = spans
     assert max(a0, b0) < min(a1, b1), f"the two tools' bars do not overlap: {spans}"
+
+
+def test_a_sub_agent_is_nested_in_the_timeline(page: WebPage) -> None:
+    page.send("delegate this")
+    page.wait(lambda: page.last_text().endswith("Done: Helper says hi."), "the answer")
+    page.idle()
+    script = (
+        "[...document.querySelectorAll('[data-testid=timeline-item]')].map(i => "
+        "({kind: i.dataset.kind, label: i.querySelector('.label').textContent,"
+        " indent: parseFloat(i.style.paddingLeft)}))"
+    )
+    page.wait(lambda: any(i["label"].startswith("sub-agent") for i in page.js(script)), "it")
+    items = page.js(script)
+    tool = next(i for i in items if i["label"] == "tool helper")
+    sub = next(i for i in items if i["label"].startswith("sub-agent"))
+    top = next(i for i in items if i["kind"] == "run")
+    assert top["indent"] < tool["indent"] < sub["indent"]
+    assert "helper" in sub["label"]
+    after = items[items.index(sub) + 1 :]
+    assert any(i["kind"] == "model" and i["indent"] > sub["indent"] for i in after)

@@ -123,7 +123,7 @@ def default_agent(args: argparse.Namespace) -> Any:
         )
     print("(offline: a labelled offline model answers; set TREADLE_MODEL to use a real one)")
     tools = [add, weather, *load_tools(args.tool)]
-    return Agent(DemoModel(), tools=tools, system_prompt=args.system, name="treadle")
+    return Agent(DemoModel(), tools=tools, system_prompt=args.system, name="demo")
 
 
 def is_loopback(host: str) -> bool:

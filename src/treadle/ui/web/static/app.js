@@ -578,7 +578,7 @@ function digest(run, ev) {
   run.last = Math.max(run.last || 0, ev.timestamp);
   const open = (run.open ||= {});
   const key = (k) => `${ev.loop_id}:${k}`;
-  const depth = ev.depth || 0;
+  const depth = (ev.depth || 0) * 2; // a sub-agent sits under the tool call that runs it
   switch (ev.type) {
     case "agent_start":
       open[key("run")] = item(run, "run", depth ? `sub-agent · ${ev.config?.model || ""}` : `run ${run.n} · ${ev.config?.model || ""}`, ev, depth);
