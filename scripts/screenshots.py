@@ -19,6 +19,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -62,11 +64,9 @@ class Tab:
         print(f"wrote {path.relative_to(ROOT)} ({path.stat().st_size // 1024} KB)")
 
 
-def main() -> int:
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    if chromium is None:
-        print("chromium is not installed (scripts/install-system-deps.sh)", file=sys.stderr)
-        return 2
+@contextmanager
+def serve_demo() -> Iterator[str]:
+    """``treadle ui`` (the offline demo) on a free loopback port; yields its URL."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -76,6 +76,18 @@ def main() -> int:
         env=env,
         stdout=subprocess.DEVNULL,
     )
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        wait(lambda: _answers(url + "api/info"), "treadle ui to start")
+        yield url
+    finally:
+        server.terminate()
+        server.wait(10)
+
+
+@contextmanager
+def chromium_tab(chromium: str) -> Iterator[tuple[Tab, str]]:
+    """A headless chromium and one tab on it; yields the tab and the DevTools endpoint."""
     profile = tempfile.mkdtemp()
     browser = subprocess.Popen(
         [
@@ -92,52 +104,59 @@ def main() -> int:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    url = f"http://127.0.0.1:{port}/"
     try:
-        wait(lambda: _answers(url + "api/info"), "treadle ui to start")
         port_file = Path(profile) / "DevToolsActivePort"
-        wait(port_file.exists, "chromium to start")
+        wait(lambda: port_file.exists() and port_file.read_text().split(), "chromium to start")
         devtools = f"http://127.0.0.1:{port_file.read_text().split()[0]}"
         target = httpx.put(f"{devtools}/json/new?about:blank", timeout=10).json()
         with connect(target["webSocketDebuggerUrl"], max_size=None) as ws:
-            tab = Tab(ws)
-            tab.call(
-                "Emulation.setDeviceMetricsOverride",
-                width=1360,
-                height=820,
-                deviceScaleFactor=1,
-                mobile=False,
-            )
-            tab.call("Page.navigate", url=url)
-            wait(lambda: tab.js("document.body?.dataset.ready === 'true'"), "the page")
-            tab.js(
-                "document.querySelector('[data-testid=message-input]').value = "
-                f"{json.dumps(QUESTION)}; document.querySelector('[data-testid=send]').click()"
-            )
-            wait(lambda: tab.js("document.body.classList.contains('running')"), "the run")
-            wait(lambda: not tab.js("document.body.classList.contains('running')"), "the answer")
-            tab.js(
-                "document.querySelector('[data-testid=message-input]').value = "
-                "'Tell me about yourself'; document.querySelector('[data-testid=send]').click()"
-            )
-            wait(lambda: tab.js("document.body.classList.contains('running')"), "the run")
-            wait(lambda: not tab.js("document.body.classList.contains('running')"), "the answer")
-            time.sleep(0.3)
-            tab.js("document.querySelectorAll('[data-kind=model]')[0].click()")
-            tab.js("document.querySelector('[data-testid=message-input]').blur()")
-            for scheme in ("light", "dark"):
-                tab.call(
-                    "Emulation.setEmulatedMedia",
-                    features=[{"name": "prefers-color-scheme", "value": scheme}],
-                )
-                time.sleep(0.3)
-                tab.shoot(OUT / f"web-{scheme}.png")
+            yield Tab(ws), devtools
     finally:
         browser.terminate()
-        server.terminate()
         browser.wait(10)
-        server.wait(10)
         shutil.rmtree(profile, ignore_errors=True)
+
+
+def find_chromium() -> str | None:
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def ask(tab: Tab, text: str) -> None:
+    tab.js(
+        "document.querySelector('[data-testid=message-input]').value = "
+        f"{json.dumps(text)}; document.querySelector('[data-testid=send]').click()"
+    )
+    wait(lambda: tab.js("document.body.classList.contains('running')"), "the run")
+    wait(lambda: not tab.js("document.body.classList.contains('running')"), "the answer")
+
+
+def main() -> int:
+    chromium = find_chromium()
+    if chromium is None:
+        print("chromium is not installed (scripts/install-system-deps.sh)", file=sys.stderr)
+        return 2
+    with serve_demo() as url, chromium_tab(chromium) as (tab, _):
+        tab.call(
+            "Emulation.setDeviceMetricsOverride",
+            width=1360,
+            height=820,
+            deviceScaleFactor=1,
+            mobile=False,
+        )
+        tab.call("Page.navigate", url=url)
+        wait(lambda: tab.js("document.body?.dataset.ready === 'true'"), "the page")
+        ask(tab, QUESTION)
+        ask(tab, "Tell me about yourself")
+        time.sleep(0.3)
+        tab.js("document.querySelectorAll('[data-kind=model]')[0].click()")
+        tab.js("document.querySelector('[data-testid=message-input]').blur()")
+        for scheme in ("light", "dark"):
+            tab.call(
+                "Emulation.setEmulatedMedia",
+                features=[{"name": "prefers-color-scheme", "value": scheme}],
+            )
+            time.sleep(0.3)
+            tab.shoot(OUT / f"web-{scheme}.png")
     return 0
 
 

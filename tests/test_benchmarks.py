@@ -19,6 +19,7 @@ CASES = {
     "ext_overhead.py": (["--reps", "1", "--runs", "3"], "overhead"),
     "import_time.py": (["--runs", "1"], "import treadle:"),
     "eager_tools.py": (["--runs", "1", "--tool-ms", "20", "--token-ms", "1"], "saved"),
+    "web_first_paint.py": (["--runs", "1"], "first paint:"),
 }
 
 
