@@ -55,7 +55,7 @@ def test_a_tool_call_shows_as_a_card_with_its_result(page: WebPage) -> None:
     page.wait(lambda: page.last_text().endswith("Done: Sunny and 21 °C in Porto."), "the answer")
     (card,) = page.tools()
     assert card["tool"] == "weather" and card["state"] == "output-available"
-    assert '"city": "Porto"' in card["text"] and "Sunny and 21 °C in Porto." in card["text"]
+    assert '{"city":"Porto"}' in card["text"] and "Sunny and 21 °C in Porto." in card["text"]
     assert " ms" in card["text"]  # its duration
     # the inspector has the tool's execution; a click shows its raw events
     page.wait(

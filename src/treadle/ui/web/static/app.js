@@ -38,6 +38,11 @@ function fmtMs(ms) {
   return ms < 1000 ? `${Math.round(ms)} ms` : `${(ms / 1000).toFixed(2)} s`;
 }
 
+function compactJSON(value) {
+  const flat = JSON.stringify(value);
+  return flat.length <= 72 ? flat : JSON.stringify(value, null, 2);
+}
+
 function setStatus(text) { $("status").textContent = text; }
 
 // ---------- Markdown, safely: every piece of text becomes a text node ----------
@@ -212,7 +217,7 @@ function updateTool(part) {
     "approval-responded": "answered",
   };
   e.status.textContent = labels[part.state] || part.state;
-  const args = part.input !== undefined ? JSON.stringify(part.input, null, 2) : part.inputText || "";
+  const args = part.input !== undefined ? compactJSON(part.input) : part.inputText || "";
   e.args.textContent = args;
   e.args.hidden = !args;
   let out = "";
