@@ -10,11 +10,13 @@ to stop or reload mid-answer. ``WEB_TEST_STORE``: a SQLite file for the sessions
 from __future__ import annotations
 
 import os
+from collections.abc import AsyncIterator
+from typing import Any
 
 import anyio
 
-from treadle import Agent, AgentContext, Ask, Hooks, ToolCall, tool
-from treadle.providers import ModelRequest
+from treadle import Agent, AgentContext, Ask, Hooks, RetryPolicy, ToolCall, tool
+from treadle.providers import ModelRequest, ProviderError, StreamEvent
 from treadle.testing import ScriptedProvider
 from treadle.testing.scripted import ScriptItem
 from treadle.types import (
@@ -108,8 +110,21 @@ def answer(request: ModelRequest) -> AssistantMessage:
 
 
 class WebTestModel(ScriptedProvider):
+    """Answers by :func:`answer`; a message saying "flaky" is refused once (a 429) first."""
+
     def __init__(self, delay: float) -> None:
         super().__init__([], name="scripted", model="web-test", chunks=60, delay=delay)
+        self.refused: set[str] = set()
+
+    async def stream(
+        self, request: ModelRequest, *, cancel: Any = None
+    ) -> AsyncIterator[StreamEvent]:
+        last = request.messages[-1] if request.messages else None
+        if isinstance(last, UserMessage) and "flaky" in last.text and last.text not in self.refused:
+            self.refused.add(last.text)
+            raise ProviderError("rate_limit", "slow down (scripted)", status_code=429)
+        async for event in super().stream(request, cancel=cancel):
+            yield event
 
     @property
     def remaining(self) -> int:
@@ -129,6 +144,7 @@ def make_agent() -> Agent[None]:
         WebTestModel(float(os.environ.get("WEB_TEST_DELAY", "0.04"))),
         tools=[weather, delete_file, slow_lookup, helper.as_tool()],
         hooks=[ApproveDeletes()],
+        retry=RetryPolicy(initial_delay_s=0.2, jitter=0),
         name="web-test",
         store=store,
     )

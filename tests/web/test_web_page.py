@@ -9,6 +9,7 @@ import pytest
 from tests.browser import needs_chromium
 
 from .page import WebPage, open_tab
+from .proxy import cutting_proxy
 from .scripted_agent import LONG
 
 pytestmark = needs_chromium
@@ -194,3 +195,35 @@ def test_a_sub_agent_is_nested_in_the_timeline(page: WebPage) -> None:
     assert "helper" in sub["label"]
     after = items[items.index(sub) + 1 :]
     assert any(i["kind"] == "model" and i["indent"] > sub["indent"] for i in after)
+
+
+def test_a_retried_model_request_shows_in_the_timeline(page: WebPage) -> None:
+    page.send("flaky but short")
+    page.wait(lambda: page.last_text() == "Short answer to: flaky but short", "the answer")
+    page.idle()
+    labels = "[...document.querySelectorAll('[data-kind=retry]')].map(i => i.innerText)"
+    page.wait(lambda: page.js(labels), "the retry item")
+    (retry,) = page.js(labels)
+    assert "retry 1/3" in retry and "rate_limit" in retry
+    page.js("document.querySelector('[data-kind=retry]').click()")
+    raw = page.js("JSON.parse(document.querySelector('[data-testid=raw-events]').textContent)")
+    assert raw[0]["type"] == "provider_retry" and raw[0]["status_code"] == 429
+
+
+def test_a_dropped_connection_resumes_with_no_gap_and_no_duplicate(
+    web_server: str, chromium: str
+) -> None:
+    with cutting_proxy(web_server) as proxy:
+        with open_tab(chromium, f"http://127.0.0.1:{proxy.port}/") as page:
+            page.send("a connection that drops")
+            page.wait(lambda: len(page.last_text()) > 30, "the answer to start")
+            proxy.cut()  # the stream's connection is gone mid-answer
+            page.wait(lambda: page.js("state.reconnects") > 0, "the page to notice the drop")
+            page.idle()
+            assert page.last_text() == full_answer("a connection that drops")
+            assert [m["role"] for m in page.messages()] == ["user", "assistant"]
+            # the inspector's event stream (an EventSource) came back after its last seq too
+            seqs = "[...state.runs.values()][0].events.map(e => e.seq)"
+            page.wait(lambda: page.js("[...state.runs.values()][0].done"), "the events' end")
+            got = page.js(seqs)
+            assert got == sorted(set(got)) and got[0] == 0

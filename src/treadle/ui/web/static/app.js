@@ -16,6 +16,7 @@ const state = {
   lastEventId: null,
   runs: new Map(), // run id -> inspector run
   selected: null,
+  reconnects: 0, // how often a dropped stream was resumed (shown to tests)
 };
 
 // ---------- small DOM helpers ----------
@@ -365,6 +366,7 @@ async function consume(response) {
   let tries = 0;
   while (!finished && tries < 50) {
     tries += 1;
+    state.reconnects += 1;
     setStatus("reconnecting…");
     await new Promise((r) => setTimeout(r, Math.min(2000, 200 * tries)));
     try {
