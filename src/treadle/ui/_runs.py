@@ -41,9 +41,13 @@ def parse_cursor(value: str | None) -> Cursor | None:
     if not value:
         return None
     head, _, tail = value.strip().partition(".")
-    if not head.isdigit() or (tail and not tail.isdigit()):
+    if not _digits(head) or (tail and not _digits(tail)):
         return None
     return int(head), int(tail or 0)
+
+
+def _digits(text: str) -> bool:
+    return text.isascii() and text.isdigit()  # "²".isdigit() is true, and int() refuses it
 
 
 def format_cursor(cursor: Cursor) -> str:

@@ -204,7 +204,7 @@ def build_web_app(
             return _error("no such run", 404)
         log = live.events
         cursor = request.headers.get("last-event-id") or request.query_params.get("after")
-        after = int(cursor) if cursor and cursor.isdigit() else None
+        after = int(cursor) if cursor and cursor.isascii() and cursor.isdigit() else None
 
         async def body() -> AsyncIterator[bytes]:
             try:
