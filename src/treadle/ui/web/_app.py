@@ -148,6 +148,8 @@ def build_web_app(
             text = "".join(str(p.get("text", "")) for p in parts if p.get("type") == "text")
             prompt = [UserMessage.of(text)]
         state.prompts[live.run_id] = (start, list(prompt))
+        for gone in [r for r in state.prompts if r not in runs.runs]:  # runs forgotten
+            del state.prompts[gone]
         return StreamingResponse(
             stream_run(live, request.headers.get("last-event-id")),
             media_type="text/event-stream",

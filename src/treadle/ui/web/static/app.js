@@ -39,6 +39,12 @@ function fmtMs(ms) {
   return ms < 1000 ? `${Math.round(ms)} ms` : `${(ms / 1000).toFixed(2)} s`;
 }
 
+// crypto.randomUUID exists in secure contexts only (not on http://192.168.x.y): this works
+// everywhere
+function uid() {
+  return [...crypto.getRandomValues(new Uint8Array(16))].map((b) => b.toString(16).padStart(2, "0")).join("");
+}
+
 function compactJSON(value) {
   const flat = JSON.stringify(value);
   return flat.length <= 72 ? flat : JSON.stringify(value, null, 2);
@@ -252,7 +258,7 @@ function ownerOf(part) {
 // ---------- the UI message stream ----------
 
 function newAssistant(id) {
-  state.current = addMessage({ id: id || crypto.randomUUID(), role: "assistant", parts: [] });
+  state.current = addMessage({ id: id || uid(), role: "assistant", parts: [] });
   return state.current;
 }
 
@@ -429,14 +435,14 @@ function send() {
   if (!text) return;
   input.value = "";
   if (state.running) { steer(text); return; }
-  if (!state.chatId) openChat(crypto.randomUUID());
-  const message = { id: crypto.randomUUID(), role: "user", parts: [{ type: "text", text }] };
+  if (!state.chatId) openChat(uid());
+  const message = { id: uid(), role: "user", parts: [{ type: "text", text }] };
   addMessage(message);
   runRequest([{ id: message.id, role: "user", parts: [{ type: "text", text }] }]);
 }
 
 async function steer(text) {
-  addMessage({ id: crypto.randomUUID(), role: "user", parts: [{ type: "text", text }], steering: true }).el.classList.add("steering");
+  addMessage({ id: uid(), role: "user", parts: [{ type: "text", text }], steering: true }).el.classList.add("steering");
   state.splitNext = true;
   const r = await post(`api/chat/${encodeURIComponent(state.chatId)}/steer`, { text });
   if (!r.ok) setStatus("the run had ended: send it again");
