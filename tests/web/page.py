@@ -30,7 +30,7 @@ class WebPage(Page):
 
     def goto(self, url: str) -> None:
         self.call("Page.navigate", url=url)
-        wait_until(lambda: self.js("location.href") == url, 30, f"navigating to {url}")
+        wait_until(lambda: self.js("location.href") != "about:blank", 30, f"navigating to {url}")
         self.ready()
 
     def reload(self) -> None:

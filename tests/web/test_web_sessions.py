@@ -101,3 +101,15 @@ def test_an_approval_still_waits_after_a_reload(store_server: str, chromium: str
             lambda: page.last_text().endswith("Done: Deleted notes.txt."), "the approved call"
         )
         assert page.tools()[-1]["state"] == "output-available"
+
+
+def test_the_token_url_opens_a_working_page(chromium: str) -> None:
+    with serve_ui("tests.web.scripted_agent:agent", "--token", "browser-token-123") as url:
+        with open_tab(chromium, url + "/?token=browser-token-123") as page:
+            assert page.js("location.href") == url + "/"  # the token left the address
+            assert "token" not in page.js("document.cookie")  # HttpOnly: not readable
+            page.send("short hello")
+            page.wait(lambda: page.last_text() == "Short answer to: short hello", "the answer")
+            page.idle()
+            model = "document.querySelector('[data-kind=model]') !== null"
+            page.wait(lambda: page.js(model), "the inspector's events")
