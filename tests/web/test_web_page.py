@@ -227,3 +227,19 @@ def test_a_dropped_connection_resumes_with_no_gap_and_no_duplicate(
             page.wait(lambda: page.js("[...state.runs.values()][0].done"), "the events' end")
             got = page.js(seqs)
             assert got == sorted(set(got)) and got[0] == 0
+
+
+def test_a_tool_cards_arguments_stream_in(page: WebPage) -> None:
+    page.js(
+        "window.argsSeen = []; new MutationObserver(() => {"
+        " const card = document.querySelector('[data-testid=tool-call]');"
+        " if (card && card.dataset.state === 'input-streaming')"
+        "   window.argsSeen.push(card.querySelector('.args').textContent);"
+        "}).observe(document.getElementById('messages'),"
+        " {subtree: true, childList: true, characterData: true, attributes: true})"
+    )
+    page.send("the weather, please")
+    page.wait(lambda: page.last_text().endswith("Done: Sunny and 21 °C in Porto."), "the answer")
+    partial = [a for a in dict.fromkeys(page.js("window.argsSeen")) if a]
+    assert len(partial) >= 2, partial  # the arguments grew while the model wrote them
+    assert all('{"city": "Porto"}'.startswith(a) for a in partial), partial
