@@ -1,4 +1,4 @@
-"""The agent the web-app tests serve (``treadle ui tests.web.scripted_agent:agent``): a
+"""The agent the web-app tests serve (``treadle ui tests.webapp.scripted_agent:agent``): a
 scripted model answering by keyword, so every part of the page shows.
 
 "weather" calls a tool, "delete" a tool that asks for approval, "parallel" two slow tools

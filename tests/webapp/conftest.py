@@ -1,4 +1,4 @@
-"""``treadle ui tests.web.scripted_agent:agent`` started on 127.0.0.1 (through the CLI, from
+"""``treadle ui tests.webapp.scripted_agent:agent`` started on 127.0.0.1 (through the CLI, from
 the repository root, as a user would) for the web-app tests, and a chromium tab on it."""
 
 from __future__ import annotations
@@ -75,5 +75,5 @@ def chromium() -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def web_server() -> Iterator[str]:
-    with serve_ui("tests.web.scripted_agent:agent") as url:
+    with serve_ui("tests.webapp.scripted_agent:agent") as url:
         yield url

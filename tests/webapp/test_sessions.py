@@ -33,7 +33,7 @@ def stored(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def store_server(stored: Path) -> Iterator[str]:
-    with serve_ui("tests.web.scripted_agent:agent", env={"WEB_TEST_STORE": str(stored)}) as url:
+    with serve_ui("tests.webapp.scripted_agent:agent", env={"WEB_TEST_STORE": str(stored)}) as url:
         yield url
 
 
@@ -104,7 +104,7 @@ def test_an_approval_still_waits_after_a_reload(store_server: str, chromium: str
 
 
 def test_the_token_url_opens_a_working_page(chromium: str) -> None:
-    with serve_ui("tests.web.scripted_agent:agent", "--token", "browser-token-123") as url:
+    with serve_ui("tests.webapp.scripted_agent:agent", "--token", "browser-token-123") as url:
         with open_tab(chromium, url + "/?token=browser-token-123") as page:
             assert page.js("location.href") == url + "/"  # the token left the address
             assert "token" not in page.js("document.cookie")  # HttpOnly: not readable

@@ -68,7 +68,7 @@ def test_an_agent_module_is_found_in_the_current_directory(tmp_path: Path) -> No
 
 
 def test_a_token_set_on_the_command_line_is_asked_for() -> None:
-    with serve_ui("tests.web.scripted_agent:agent", "--token", "tok-from-cli-123") as url:
+    with serve_ui("tests.webapp.scripted_agent:agent", "--token", "tok-from-cli-123") as url:
         assert httpx.get(url + "/").status_code == 401
         headers = {"authorization": "Bearer tok-from-cli-123"}
         assert httpx.get(url + "/api/info", headers=headers).status_code == 200

@@ -125,7 +125,7 @@ def test_the_page_assets_are_small_and_local() -> None:
 
 @pytest.fixture(scope="module")
 def served() -> Iterator[str]:
-    with serve_ui("tests.web.scripted_agent:agent") as url:
+    with serve_ui("tests.webapp.scripted_agent:agent") as url:
         yield url
 
 
