@@ -107,6 +107,7 @@ class EventSink:
         "_held",
         "_lock",
         "_observers",
+        "_room",
         "_seq",
         "_stall_warned",
         "_stream",
@@ -139,6 +140,8 @@ class EventSink:
         self._seq.runs += 1
         self._stall_warned = False
         self._lock: anyio.Lock | None = None  # this loop's events waiting for room, in order
+        room = stream.statistics().max_buffer_size if stream is not None else 0
+        self._room = room  # the buffer's size: no more updates than this can wait unread
         self.grace: float | None = None  # set once the run is being cancelled from outside
         self.own_cancel: Callable[[], bool] | None = None  # True: a cancellation is the loop's
 
@@ -175,6 +178,10 @@ class EventSink:
         sequencer = self._seq
         event.__dict__["seq"] = sequencer.next
         sequencer.next += 1
+        if self._observers:
+            self._observe(event)
+
+    def _observe(self, event: Any) -> None:
         for observe in self._observers:
             try:
                 observe(event)
@@ -185,12 +192,15 @@ class EventSink:
         """Hand ``event`` over now, stamped with the stream's next seq: the stamp and the send
         happen with no checkpoint between them, so buffer order is seq order. Raises
         ``WouldBlock`` (nothing taken) when the buffer is full."""
-        event.__dict__["seq"] = self._seq.next
+        sequencer = self._seq
+        event.__dict__["seq"] = sequencer.next
         try:
             stream.send_nowait(event)
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):
             self._stream = None  # the consumer is gone: the run goes on, observers still hear
-        self._stamp(event)
+        sequencer.next += 1
+        if self._observers:
+            self._observe(event)
 
     async def emit(self, event_type: type[Any], **fields: Any) -> Any:
         """Build, stamp and send one event; returns it (None when nobody listens; a merged
@@ -283,14 +293,16 @@ class EventSink:
     def _too_big(self, stream: MemoryObjectSendStream[AgentEvent], update: Any) -> bool:
         """Whether the unread updates, with this one, would pass ``max_bytes``: estimated as
         their count times the size of this update's block (the largest so far)."""
-        unread = stream.statistics().current_buffer_used
-        if unread < 16:  # a few waiting copies are cheap: the bound is about many of them
-            return False
         delta = update.delta
         if delta.type == "tool_call_delta":
             size = len(delta.arguments)
         else:
             size = update.__pydantic_private__["_snapshot"].length
+        if (self._room + 1) * size <= self.max_bytes:
+            return False  # even a full buffer of these would be under the bound
+        unread = stream.statistics().current_buffer_used
+        if unread < 16:  # a few waiting copies are cheap: the bound is about many of them
+            return False
         return (unread + 1) * size > self.max_bytes
 
     def after_run(self) -> None:
