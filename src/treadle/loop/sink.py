@@ -289,9 +289,10 @@ class EventSink:
                 self._stall_warned = True
                 logger.warning(
                     "the run %s has waited %g s for room in its event stream: nobody reads "
-                    "it. Start the reader in another task before awaiting the loop (for "
-                    "example tg.start_soon(render, receive)), or pass events=None to run "
-                    "without a stream",
+                    "it (or its reader is stuck), and the run waits, dropping nothing. Start "
+                    "the reader in another task before awaiting the loop (for example "
+                    "tg.start_soon(render, receive)), or pass events=None to run without a "
+                    "stream",
                     self.loop_id,
                     STALL_WARNING_S,
                 )
