@@ -324,7 +324,10 @@ def watch_unclosed(stream: MemoryObjectSendStream[AgentEvent]) -> None:
         found = ref()
         if found is None or state.runs != runs:
             return
-        stats = found.statistics()
+        try:
+            stats = found.statistics()
+        except Exception:  # a diagnostic never fails the event loop it runs on
+            return
         if (
             stats.open_send_streams
             and stats.tasks_waiting_receive
