@@ -392,6 +392,7 @@ async def _execute(
     result = LoopResult()
     started = False
     observing = OBSERVERS.set(run.observers)  # sub-agents started by tools inherit them
+    run.sink.run_started()
     try:
         try:
             started = await _start(run, context, config, context.parent_loop_id, kind)

@@ -35,12 +35,13 @@ class _StreamState:
     """Per stream: the seq counter and a FIFO lock that keeps seq order = delivery order
     when several loops share the stream and its buffer is full."""
 
-    __slots__ = ("counter", "lock", "runs", "watching")
+    __slots__ = ("active", "counter", "lock", "runs", "watching")
 
     def __init__(self) -> None:
         self.counter = itertools.count()
         self.lock = anyio.Lock()
         self.runs = 0  # loops that have sent to it (counted once each, when they start)
+        self.active = 0  # top-level loop runs in progress on it (between run_started/after_run)
         self.watching = False  # a check for a stream left open is scheduled
 
 
@@ -81,6 +82,7 @@ class EventSink:
     __slots__ = (
         "_held",
         "_observers",
+        "_running",
         "_stall_warned",
         "_state",
         "_stream",
@@ -109,6 +111,7 @@ class EventSink:
         self.depth = depth
         self._observers = tuple(observers)
         self._stall_warned = False
+        self._running = False
         if stream is not None:
             self._state: _StreamState | None = _state_for(stream)
             self._state.runs += 1
@@ -258,10 +261,21 @@ class EventSink:
             size = update.__pydantic_private__["_snapshot"].length
         return (unread + 1) * size > self.max_bytes
 
+    def run_started(self) -> None:
+        """A top-level run starts on this stream (no check for a stream left open fires
+        while it runs)."""
+        if self._stream is not None and self._state is not None and self.depth == 0:
+            self._state.active += 1
+            self._running = True
+
     def after_run(self) -> None:
         """The run is over: for a top-level run whose stream is still open, check a few
         seconds on that its reader is not left waiting (see :func:`watch_unclosed`)."""
-        if self._stream is not None and self.depth == 0:
+        if not self._running or self._state is None:
+            return
+        self._running = False
+        self._state.active -= 1
+        if self._stream is not None:
             watch_unclosed(self._stream)
 
     def start_grace(self) -> None:
@@ -322,7 +336,10 @@ def watch_unclosed(stream: MemoryObjectSendStream[AgentEvent]) -> None:
     def check() -> None:
         state.watching = False
         found = ref()
-        if found is None or state.runs != runs:
+        if found is None or state.active:
+            return  # gone, or a run is in progress: it checks again when it ends
+        if state.runs != runs:
+            watch_unclosed(found)  # used again since: look again later
             return
         try:
             stats = found.statistics()
