@@ -6,12 +6,17 @@ the next worker (or the same one restarted) without repeating what completed. Se
 docs/durable.md.
 """
 
-from ._agent import DurableAgent, DurableRun, connect, enqueue, launch, shutdown
+from ._agent import DurableAgent
+from ._database import DEFAULT_CONNECT_TIMEOUT_S, DatabaseError
+from ._run import DurableRun
+from ._runtime import connect, enqueue, launch, shutdown
 from ._steps import UNKNOWN_OUTCOME
 from ._workers import recover_orphans, worker
 
 __all__ = [
+    "DEFAULT_CONNECT_TIMEOUT_S",
     "UNKNOWN_OUTCOME",
+    "DatabaseError",
     "DurableAgent",
     "DurableRun",
     "connect",
