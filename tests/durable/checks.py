@@ -61,6 +61,9 @@ def check_run_events(events: Sequence[AgentEvent], *, stretch_count: int = 1) ->
     tool call started and ended once in the whole run."""
     seqs = [e.seq for e in events]
     assert seqs == list(range(len(events))), f"seq not 0, 1, 2 ...: {seqs}"
+    for kind in ("tool_execution_start", "tool_execution_end"):
+        counts = Counter(getattr(e, "tool_call_id", "") for e in events if e.type == kind)
+        assert all(c == 1 for c in counts.values()), (kind, counts)
     parts = stretches(events)
     assert len(parts) == stretch_count, [p[0].type for p in parts]
     for n, part in enumerate(parts):
@@ -71,9 +74,6 @@ def check_run_events(events: Sequence[AgentEvent], *, stretch_count: int = 1) ->
             assert reason == "suspended", reason
         else:
             assert reason != "suspended", reason
-    for kind in ("tool_execution_start", "tool_execution_end"):
-        counts = Counter(getattr(e, "tool_call_id", "") for e in events if e.type == kind)
-        assert all(c == 1 for c in counts.values()), (kind, counts)
     turns = Counter(
         (n, getattr(e, "turn_index", -1))
         for n, part in enumerate(parts)

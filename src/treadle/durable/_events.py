@@ -223,6 +223,7 @@ class Replay:
         self.known: set[tuple[Any, ...]] = set()
         self.answers: dict[int, _Answer] = {}
         self.stretch_loops: dict[int, str] = {}
+        self.opened: dict[tuple[Any, ...], MessageStart] = {}
         keys = _Keys()
         for event in stored:
             key = keys.key(event)
@@ -240,6 +241,8 @@ class Replay:
                             answer.state = "discarded"
                 if isinstance(event, AgentStart) and event.depth == 0:
                     self.stretch_loops[keys.stretch] = event.loop_id
+                if isinstance(event, MessageStart) and event.depth == 0:
+                    self.opened[key[1:]] = event  # its end, if new, says the same message
                 self.known.add(key)
         self.keys = _Keys()
         self.loops: dict[str, str] = {}  # this execution's loop ids -> the stored ones
@@ -297,6 +300,8 @@ class Replay:
             self.mode = ("live", -1)
         if key in self.known:
             return []
+        if isinstance(event, MessageEnd) and key[1:] in self.opened:  # started before a crash
+            event = event.model_copy(update={"message": self.opened[key[1:]].message})
         return self._emit([event])
 
     def _emit(self, events: list[AgentEvent]) -> list[AgentEvent]:
