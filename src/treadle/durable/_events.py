@@ -19,10 +19,10 @@ stored part and the answer comes again from its ``message_start``. A model answe
 checkpointed before its ``message_end`` is sent, and a tool result before its
 ``tool_execution_end``, so what a reader saw end is replayed the same.
 
-Events are written by a background flusher: at once (a few ms) after a lifecycle event
-(anything but ``message_update`` / ``tool_execution_update``), and every ``batch_s`` while
-only deltas arrive — readers in other processes see a tool start as it happens, without a
-write per streamed token.
+Events are written by a background flusher: ``gather_s`` (10 ms) after a lifecycle event
+(anything but ``message_update`` / ``tool_execution_update``) with what follows it at once,
+and every ``batch_s`` (50 ms) while only deltas arrive — readers in other processes see a
+tool start as it happens, without a write per streamed token.
 """
 
 from __future__ import annotations
@@ -214,11 +214,17 @@ class Replay:
     """Turns one execution's events into the run's stored events (see the module doc)."""
 
     def __init__(
-        self, store: EventStore, workflow_id: str, stored: list[AgentEvent], batch_s: float = 0.05
+        self,
+        store: EventStore,
+        workflow_id: str,
+        stored: list[AgentEvent],
+        batch_s: float = 0.05,
+        gather_s: float = 0.01,
     ) -> None:
         self.store = store
         self.workflow_id = workflow_id
         self.batch_s = batch_s
+        self.gather_s = gather_s
         self.next_seq = (stored[-1].seq + 1) if stored else 0
         self.known: set[tuple[Any, ...]] = set()
         self.answers: dict[int, _Answer] = {}
@@ -335,6 +341,7 @@ class Replay:
             await self._any.wait()
             with anyio.move_on_after(self.batch_s):
                 await self._urgent.wait()
+                await anyio.sleep(self.gather_s)  # the events that follow at once go along
             self._any, self._urgent = anyio.Event(), anyio.Event()
             await self.flush()
 

@@ -97,7 +97,14 @@ async def launch(
     if not STATE.get("configured"):
         if executor_id is None and not url.startswith("sqlite"):
             executor_id = uuid.uuid4().hex  # one per worker on a shared database
-        config: Any = {"name": app_name, "system_database_url": url, "log_level": "WARNING"}
+        config: Any = {
+            "name": app_name,
+            "system_database_url": url,
+            "log_level": "WARNING",
+            # how soon a waiting run (approvals) hears of a decision on SQLite, and how long
+            # shutdown() waits for the listener thread (DBOS's default is 1 s)
+            "notification_listener_polling_interval_sec": 0.1,
+        }
         if executor_id is not None:
             config["executor_id"] = executor_id
         DBOS(config=config)
