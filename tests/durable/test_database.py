@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -106,3 +108,12 @@ def test_a_database_the_user_may_not_create_says_to_create_it(postgres_server: s
     message = str(caught.value)
     assert f"the database 't_missing_{role}' does not exist" in message
     assert f"CREATE DATABASE t_missing_{role}" in message
+
+
+def test_importing_treadle_durable_loads_neither_dbos_nor_sqlalchemy() -> None:
+    code = (
+        "import sys, treadle.durable; "
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'dbos', 'sqlalchemy'}))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -37,7 +37,6 @@ import anyio.to_thread
 from pydantic import TypeAdapter
 
 from ..types import (
-    AgentEnd,
     AgentEvent,
     AgentStart,
     MessageEnd,
@@ -345,7 +344,3 @@ class Replay:
             self._any, self._urgent = anyio.Event(), anyio.Event()
             await self.flush()
 
-
-def is_final(event: AgentEvent) -> bool:
-    """The ``agent_end`` that ends a run (not one that ends a stretch before a wait)."""
-    return isinstance(event, AgentEnd) and event.depth == 0 and event.reason != "suspended"
