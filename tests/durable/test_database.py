@@ -68,7 +68,7 @@ def test_an_unsupported_database_says_which_are_supported(url: str) -> None:
 
 def test_a_bad_sqlite_path_is_named(tmp_path: Path) -> None:
     missing = tmp_path / "no-such-folder" / "runs.sqlite"
-    with pytest.raises(durable.DatabaseError, match="the folder .* does not exist") as caught:
+    with pytest.raises(durable.DatabaseError, match=r"the folder .* does not exist") as caught:
         durable.connect(f"sqlite:///{missing}")
     assert str(missing) in str(caught.value)
     with pytest.raises(durable.DatabaseError) as caught:
