@@ -343,4 +343,3 @@ class Replay:
                 await anyio.sleep(self.gather_s)  # the events that follow at once go along
             self._any, self._urgent = anyio.Event(), anyio.Event()
             await self.flush()
-
