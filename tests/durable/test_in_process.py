@@ -68,6 +68,7 @@ def test_result_events_and_session(launched: dict[str, object]) -> None:
         result = await run.result()
         every = [e async for e in run.events()]
         later = [e async for e in run.events(after=5)]
+        assert [e.seq async for e in run.events(from_seq=6)] == [e.seq for e in later]
         return result, every, later
 
     result, every, later = loop.run_until_complete(go())

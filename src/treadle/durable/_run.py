@@ -46,14 +46,17 @@ class DurableRun:
         return RunResult.model_validate(await handle.get_result())
 
     async def events(
-        self, after: int | None = None, *, poll_s: float = 0.05
+        self, after: int | None = None, *, from_seq: int | None = None, poll_s: float = 0.05
     ) -> AsyncIterator[AgentEvent]:
-        """The run's events with ``seq`` above ``after`` (all when ``None``), then new ones as
-        they are stored, until the run ends — across crashes and workers, each once, in
-        order. A run that waited for approvals has one ``agent_start`` … ``agent_end`` pair
-        per stretch (see docs/durable.md, "Events across crashes and waits")."""
+        """The run's events with ``seq`` above ``after`` (or from ``from_seq`` on; all when
+        neither is given), then new ones as they are stored, until the run ends — across
+        crashes and workers, each once, in order. A run that waited for approvals has one
+        ``agent_start`` … ``agent_end`` pair per stretch (see docs/durable.md, "Events
+        across crashes and waits")."""
+        if after is not None and from_seq is not None:
+            raise ValueError("give after= (the last seq seen) or from_seq= (the first wanted)")
         store: EventStore = require("events")
-        cursor = -1 if after is None else after
+        cursor = from_seq - 1 if from_seq is not None else -1 if after is None else after
         while True:
             batch = await store.read(self.run_id, cursor)
             for event in batch:
