@@ -102,7 +102,8 @@ async def worker(
     """``async with treadle.durable.worker(url):`` — this process serves the queues of its
     DurableAgents (create them first) until the block ends: it launches DBOS, keeps a
     heartbeat, and takes over the runs of workers that died. Leaving the block shuts DBOS
-    down; runs still going are recovered by another worker (or by this one restarted)."""
+    down; runs still going are recovered by another worker (or by this one restarted).
+    ``connect_timeout_s``: as for :func:`launch`."""
     from dbos import DBOS
 
     await launch(database_url, app_name=app_name, connect_timeout_s=connect_timeout_s)
