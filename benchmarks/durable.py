@@ -8,8 +8,12 @@
    against the project's fake model server (paced: 10 ms per streamed event; each tool
    20 ms); prints wall time and runs/s, and the same 60 runs as plain ``Agent.run`` in one
    process, 6 at a time (the workers' total concurrency).
+3. Fixed costs and live events (SQLite): ``import treadle.durable`` (a fresh interpreter,
+   median of 5), ``launch()`` and ``shutdown()``; the event-table writes (transactions) per
+   run of 1.; how long after a ``tool_execution_start`` (its timestamp) the event is in the
+   database for other processes, while a 1 s tool runs (median of 5 runs).
 
-    python benchmarks/durable.py [--runs 30] [--queued 60]
+    python benchmarks/durable.py [--runs 30] [--queued 60] [--costs-only]
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 from statistics import median
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests" / "durable"))
@@ -53,15 +58,47 @@ def offline_agent() -> Agent[None]:
     return Agent(ScriptedProvider([answer] * 100_000, chunks=8), tools=[step])
 
 
+WRITES = [0]
+
+
+def _event_store() -> Any:
+    """This process's event store (treadle.durable's internals, to count its writes)."""
+    import treadle.durable as package
+
+    state = getattr(getattr(package, "_runtime", None), "STATE", None)
+    if state is None:  # the layout before the event flusher (for before/after figures)
+        state = package._agent._STATE  # type: ignore[attr-defined]
+    return state["events"]
+
+
+def _count_writes() -> None:
+    cls = type(_event_store())
+    original = cls._write
+    if getattr(original, "counted", False):
+        return
+
+    def counted(self: Any, *args: Any) -> Any:
+        WRITES[0] += 1
+        return original(self, *args)
+
+    counted.counted = True  # type: ignore[attr-defined]
+    cls._write = counted
+
+
 async def overhead(runs: int) -> None:
     plain = offline_agent()
     tmp = tempfile.mkdtemp(prefix="treadle-bench-")
     runner = durable.DurableAgent(offline_agent(), name="bench")
+    started = time.perf_counter()
     await durable.launch(f"sqlite:///{tmp}/durable.sqlite")
+    launch_s = time.perf_counter() - started
+    _count_writes()
+    await _latency()
     for _ in range(3):  # warm up
         await plain.run_ephemeral("go")
         await (await runner.start("go")).result()
     times: dict[str, list[float]] = {"plain Agent.run": [], "durable (SQLite)": []}
+    writes_before = WRITES[0]
     for _ in range(runs):
         t = time.perf_counter()
         await plain.run_ephemeral("go")
@@ -69,7 +106,12 @@ async def overhead(runs: int) -> None:
         t = time.perf_counter()
         await (await runner.start("go")).result()
         times["durable (SQLite)"].append(time.perf_counter() - t)
+    writes = (WRITES[0] - writes_before) / max(runs, 1)
+    started = time.perf_counter()
     durable.shutdown()
+    shutdown_s = time.perf_counter() - started
+    print(f"fixed costs: launch() {launch_s * 1000:.0f} ms, shutdown() {shutdown_s * 1000:.0f} ms")
+    print(f"event-table writes per run: {writes:.1f}")
     base = median(times["plain Agent.run"])
     print(f"per-run, 4 model requests + 3 tool calls, median of {runs}:")
     for name, values in times.items():
@@ -77,6 +119,51 @@ async def overhead(runs: int) -> None:
     print(
         f"  durability costs   {(median(times['durable (SQLite)']) - base) * 1000:8.1f} ms a run "
         "(10 steps written, events stored)"
+    )
+
+
+@tool
+async def slow_tool() -> str:
+    """A slow tool."""
+    await asyncio.sleep(1.0)
+    return "done"
+
+
+async def _latency() -> None:
+    """How long after its timestamp a tool start is stored, while the tool runs."""
+    call = ToolCall(id="t1", name="slow_tool", arguments={})
+    script = [AssistantMessage(content=[call]), "Done."] * 5
+    agent = durable.DurableAgent(
+        Agent(ScriptedProvider(script, chunks=8), tools=[slow_tool]), name="bench-latency"
+    )
+    store = _event_store()
+    found: list[float] = []
+    for _ in range(5):
+        run = await agent.start("go")
+        while True:
+            stored = await asyncio.to_thread(store._read, run.run_id, -1, 1000)
+            starts = [e for e in stored if e.type == "tool_execution_start"]
+            if starts:
+                found.append(time.time() * 1000 - starts[0].timestamp)
+                break
+            await asyncio.sleep(0.002)
+        await run.result()
+    print(f"tool_execution_start stored {median(found):.0f} ms after it (median of 5; 1 s tool)")
+
+
+def import_cost() -> None:
+    code = "import time; t = time.perf_counter(); import treadle.durable; "
+    code += "print(time.perf_counter() - t)"
+    found = [
+        float(
+            subprocess.run(
+                [sys.executable, "-c", code], capture_output=True, text=True, check=True
+            ).stdout
+        )
+        for _ in range(5)
+    ]
+    print(
+        f"import treadle.durable: {median(found) * 1000:.0f} ms (median of 5, fresh interpreters)"
     )
 
 
@@ -175,9 +262,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--queued", type=int, default=60)
+    parser.add_argument("--costs-only", action="store_true", help="parts 1 (10 runs) and 3")
     args = parser.parse_args()
-    asyncio.run(overhead(args.runs))
-    scale_out(args.queued)
+    import_cost()
+    asyncio.run(overhead(10 if args.costs_only else args.runs))
+    if not args.costs_only:
+        scale_out(args.queued)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,10 @@
 """A durable run on DBOS (SQLite, no server): it survives the process that started it.
 
-The first process starts a run and dies mid-way (os._exit, as a crash would); the second
-launches, finds the unfinished run, finishes it from its checkpoints — the tool call that
-had completed is not repeated — and prints every event from seq 0, with no gap or duplicate.
+The first process starts a run and dies inside its second tool call (os._exit, as a crash
+would); the second launches, finds the unfinished run and finishes it from its checkpoints:
+the booking that had completed is not repeated, the one cut by the crash runs again (the
+tool is idempotent). It prints the whole run's result and every event from seq 0, each
+step's once, with no gap.
 
     pip install 'treadle[dbos]'
     python examples/durable_run.py
@@ -32,6 +34,10 @@ LOG = Path(tempfile.gettempdir()) / "treadle-durable-example.log"
 @tool(idempotent=True)
 def book_table(restaurant: str, people: int) -> str:
     """Book a table."""
+    if os.environ.get("CRASH_IN_BOOKING") == restaurant:
+        print(f"process 1: crashes while booking {restaurant}")
+        sys.stdout.flush()
+        os._exit(1)
     with LOG.open("a") as f:
         f.write(f"booked {restaurant} for {people}\n")
     return f"Booked {restaurant} for {people}."
@@ -59,10 +65,7 @@ agent = durable.DurableAgent(
 async def first() -> None:
     await durable.launch(DB)
     run = await agent.start("Book Cantinho for 2 and Taberna for 4.", run_id="example-run")
-    async for event in run.events():
-        if event.type == "tool_execution_end":
-            print(f"process 1: {event.result.text}  -- and now it crashes")  # type: ignore[union-attr]
-            os._exit(1)
+    await run.result()  # never returns: book_table("Taberna") ends this process
 
 
 async def second() -> None:
@@ -70,8 +73,10 @@ async def second() -> None:
     run = durable.DurableRun("example-run")
     result = await run.result()
     events = [e async for e in run.events()]
-    print(f"process 2: {result.text}")
+    print(f"process 2: {result.text} ({len(result.messages)} messages in the whole run)")
     print(f"events: seq {events[0].seq}..{events[-1].seq}, {len(events)} in all (no gap)")
+    ends = [e.tool_call_id for e in events if e.type == "tool_execution_end"]  # type: ignore[union-attr]
+    print(f"tool calls ended: {ends} (each once)")
     print("bookings made:", LOG.read_text().splitlines())
     durable.shutdown()
 
@@ -82,5 +87,6 @@ if __name__ == "__main__":
     else:
         for path in (Path(DB.removeprefix("sqlite:///")), LOG):
             path.unlink(missing_ok=True)
-        subprocess.run([sys.executable, __file__, "first"], check=False)
+        crash = {**os.environ, "CRASH_IN_BOOKING": "Taberna"}
+        subprocess.run([sys.executable, __file__, "first"], check=False, env=crash)
         subprocess.run([sys.executable, __file__, "second"], check=True)

@@ -7,12 +7,15 @@ import json
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 pytest.importorskip("dbos", reason="the dbos extra is not installed: pip install -e '.[dbos]'")
+
+from .postgres import cluster
 
 HERE = Path(__file__).resolve().parent
 
@@ -35,3 +38,38 @@ def model_server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     finally:
         process.kill()
         process.wait(10)
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[str]:
+    """A throwaway PostgreSQL cluster (its URL), shared by the tests of one process."""
+    try:
+        with cluster() as url:
+            yield url
+    except FileNotFoundError as exc:
+        pytest.skip(str(exc))
+
+
+@pytest.fixture
+def pg_db(postgres_server: str) -> str:
+    """A fresh database of its own on the cluster."""
+    import sqlalchemy as sa
+
+    name = f"t_{uuid.uuid4().hex[:10]}"
+    engine = sa.create_engine(
+        postgres_server.replace("postgresql://", "postgresql+psycopg://"),
+        isolation_level="AUTOCOMMIT",
+    )
+    with engine.connect() as conn:
+        conn.execute(sa.text(f"CREATE DATABASE {name}"))
+    engine.dispose()
+    return postgres_server.rsplit("/", 1)[0] + f"/{name}"
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """The durable runs' database URL: a SQLite file, then a PostgreSQL database."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'durable.sqlite'}"
+    url: str = request.getfixturevalue("pg_db")
+    return url

@@ -33,9 +33,25 @@ def tag_of(body: Any) -> str:
 
 
 def answer(request: RecordedRequest) -> AssistantMessage:
+    """A run whose tag starts with ``par`` gets two parallel calls per turn (``call-Ka``,
+    slow, and ``call-Kb``, fast: they finish in another order when replayed)."""
     done = sum(1 for m in request.json["messages"] if m.get("role") == "tool")
+    tag = tag_of(request.json)
+    if tag.startswith("par"):
+        turn = done // 2
+        if turn < TURNS:
+            calls = [
+                ToolCall(
+                    id=f"call-{turn}{part}",
+                    name="record",
+                    arguments={"step": turn, "run": tag, "part": part},
+                )
+                for part in "ab"
+            ]
+            return AssistantMessage(content=[TextContent(text=f"Steps {turn}a, {turn}b."), *calls])
+        return AssistantMessage(content=FINAL)
     if done < TURNS:
-        args = {"step": done, "run": tag_of(request.json)}
+        args = {"step": done, "run": tag}
         call = ToolCall(id=f"call-{done}", name="record", arguments=args)
         return AssistantMessage(content=[TextContent(text=f"Step {done}."), call])
     return AssistantMessage(content=FINAL)

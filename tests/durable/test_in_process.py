@@ -68,6 +68,7 @@ def test_result_events_and_session(launched: dict[str, object]) -> None:
         result = await run.result()
         every = [e async for e in run.events()]
         later = [e async for e in run.events(after=5)]
+        assert [e.seq async for e in run.events(from_seq=6)] == [e.seq for e in later]
         return result, every, later
 
     result, every, later = loop.run_until_complete(go())
@@ -105,9 +106,18 @@ def test_approval_waits_then_a_denial_answers_the_call(launched: dict[str, objec
     assert denied[0].is_error and "not now" in denied[0].text
 
 
-def test_a_second_agent_with_the_same_name_is_refused(launched: dict[str, object]) -> None:
-    with pytest.raises(ValueError, match="exists already"):
-        durable.DurableAgent(Agent(ScriptedProvider("x")), name="t-plain")
+def test_an_agent_made_again_with_the_same_name_replaces_the_first(
+    launched: dict[str, object],
+) -> None:
+    """A notebook cell run twice: the newest definition serves the name, no error."""
+    loop: asyncio.AbstractEventLoop = launched["loop"]  # type: ignore[assignment]
+    durable.DurableAgent(Agent(ScriptedProvider("First version.")), name="t-again")
+    second = durable.DurableAgent(Agent(ScriptedProvider("Second version.")), name="t-again")
+
+    async def go() -> object:
+        return await (await second.start("Which version?")).result()
+
+    assert loop.run_until_complete(go()).text == "Second version."  # type: ignore[attr-defined]
 
 
 def test_an_agent_with_its_own_store_is_refused(tmp_path: Path) -> None:

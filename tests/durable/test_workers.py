@@ -10,42 +10,14 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
-import sqlalchemy as sa
 
 from treadle import durable
 
 from .fake_model import FINAL
-from .postgres import cluster
 
 WORKER = Path(__file__).with_name("worker.py")
-
-
-@pytest.fixture(scope="module")
-def postgres_server() -> Iterator[str]:
-    try:
-        with cluster() as url:
-            yield url
-    except FileNotFoundError as exc:
-        pytest.skip(str(exc))
-
-
-@pytest.fixture
-def pg_db(postgres_server: str) -> str:
-    name = f"t_{uuid.uuid4().hex[:10]}"
-    engine = sa.create_engine(
-        postgres_server.replace("postgresql://", "postgresql+psycopg://"),
-        isolation_level="AUTOCOMMIT",
-    )
-    with engine.connect() as conn:
-        conn.execute(sa.text(f"CREATE DATABASE {name}"))
-    engine.dispose()
-    return postgres_server.rsplit("/", 1)[0] + f"/{name}"
 
 
 def serve(

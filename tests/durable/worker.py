@@ -1,5 +1,10 @@
 """A durable-execution worker for the crash tests: `python worker.py DB MODEL_URL TOOLS_LOG
-(start RUN_ID | recover RUN_ID | serve)`. It prints the run's result as JSON."""
+MODE RUN_ID`. Modes: ``start`` (start the run and wait for it), ``recover`` (launch, which
+recovers it, and wait), ``serve`` (a queue worker), ``approve`` (only connected: approve each
+call the ``careful`` run waits on until it ends), ``plain`` (the ``careful`` agent as a plain
+uninterrupted ``Agent.run`` that approves every call, no DBOS). It prints the run's result
+as JSON. ``EXECUTOR_ID`` sets the DBOS executor id (a restarted worker on PostgreSQL
+recovers the runs of its id)."""
 
 from __future__ import annotations
 
@@ -19,19 +24,34 @@ TOOL_SLEEP = float(os.environ.get("TOOL_SLEEP", "0.3"))
 
 
 @tool(idempotent=os.environ.get("TOOL_IDEMPOTENT", "1") == "1")
-def record(step: int, run: str = "") -> str:
+def record(step: int, run: str = "", part: str = "") -> str:
     """Record that a step ran."""
     with TOOLS_LOG.open("a") as f:
-        f.write(f"start {run}/call-{step}\n")
-    time.sleep(TOOL_SLEEP)  # a slow side effect: a kill can land inside it
+        f.write(f"start {run}/call-{step}{part}\n")
+    # a slow side effect: a kill can land inside it (part "a" is slower than part "b")
+    time.sleep(TOOL_SLEEP * (2 if part == "a" else 1))
     with TOOLS_LOG.open("a") as f:
-        f.write(f"end {run}/call-{step}\n")
-    return f"step {step} recorded"
+        f.write(f"end {run}/call-{step}{part}\n")
+    return f"step {step}{part} recorded"
 
 
 class AskFirst(Hooks):
     async def before_tool_call(self, call: ToolCall, context: AgentContext) -> Ask:
         return Ask(f"Run {call.name}?")
+
+
+async def approve_all(call: ToolCall, context: AgentContext, ask: Ask) -> bool:
+    return True
+
+
+async def approve(run: durable.DurableRun) -> None:
+    """Approve each call ``run`` waits on, as it comes, until the run ends."""
+    approved: set[str] = set()
+    while await run.status() not in ("SUCCESS", "ERROR", "CANCELLED"):
+        for call_id in set(await run.waiting()) - approved:
+            approved.add(call_id)
+            await run.approve(call_id)
+        await asyncio.sleep(0.02)
 
 
 agent = Agent(
@@ -44,17 +64,25 @@ careful = durable.DurableAgent(
 
 
 async def main() -> None:
-    mode = sys.argv[4]
+    mode, run_id = sys.argv[4], sys.argv[5]
+    prompt = f"Run the three steps. [{run_id}]"
+    if mode == "plain":
+        plain = Agent(
+            agent.provider, tools=[record], hooks=[AskFirst()], approval_handler=approve_all
+        )
+        print((await plain.run(prompt)).model_dump_json(), flush=True)
+        return
+    if mode == "approve":
+        durable.connect(DB)
+        await approve(durable.DurableRun(run_id))
+        return
     if mode == "serve":  # a queue worker: take runs until killed
         async with durable.worker(DB, heartbeat_s=0.5, dead_after_s=3):
             print("ready", flush=True)
             await asyncio.Event().wait()
-    await durable.launch(DB)
-    run_id = sys.argv[5]
+    await durable.launch(DB, executor_id=os.environ.get("EXECUTOR_ID"))
     run = (
-        await runner.start(f"Run the three steps. [{run_id}]", run_id=run_id)
-        if mode == "start"
-        else durable.DurableRun(run_id)
+        await runner.start(prompt, run_id=run_id) if mode == "start" else durable.DurableRun(run_id)
     )
     result = await run.result()
     print(result.model_dump_json(), flush=True)

@@ -6,25 +6,33 @@ the next worker (or the same one restarted) without repeating what completed. Se
 docs/durable.md.
 """
 
+# ruff: noqa: E402  (the extra is checked before the modules that need it load)
 from __future__ import annotations
+
+from importlib.util import find_spec
 
 from ..errors import MissingExtra
 
-try:
-    import dbos as _dbos  # noqa: F401
-    import sqlalchemy as _sqlalchemy  # noqa: F401
-except ImportError as exc:  # pragma: no cover - the extra is not installed
-    raise MissingExtra(
-        f"treadle.durable needs DBOS ({exc.name or exc} is missing): pip install 'treadle[dbos]'"
-    ) from exc
+# Checked without importing them: DBOS and SQLAlchemy load at connect()/launch().
+for _name in ("dbos", "sqlalchemy"):
+    if find_spec(_name) is None:  # pragma: no cover - the extra is not installed
+        raise MissingExtra(
+            f"treadle.durable needs DBOS ({_name} is missing): pip install 'treadle[dbos]'"
+        )
 
-from ._agent import DurableAgent, DurableRun, connect, enqueue, launch, shutdown
+from ._agent import DurableAgent
+from ._database import DEFAULT_CONNECT_TIMEOUT_S, DatabaseError, DurableError
+from ._run import DurableRun
+from ._runtime import connect, enqueue, launch, shutdown
 from ._steps import UNKNOWN_OUTCOME
 from ._workers import recover_orphans, worker
 
 __all__ = [
+    "DEFAULT_CONNECT_TIMEOUT_S",
     "UNKNOWN_OUTCOME",
+    "DatabaseError",
     "DurableAgent",
+    "DurableError",
     "DurableRun",
     "connect",
     "enqueue",

@@ -3,125 +3,28 @@
 from __future__ import annotations
 
 import copy
-import os
+import logging
 import uuid
-from collections.abc import AsyncIterator, Sequence
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
-import sqlalchemy as sa
-from dbos import DBOS, DBOSClient, Queue, SetWorkflowID
 
 from ..agent import TASK_PARAMETERS, Agent, RunResult
 from ..sessions import SessionStore
 from ..tools import Tool, ToolContext, ToolResult, Toolset
-from ..types import AgentEnd, AgentEvent, AgentStart
-from ._events import EventStore, Replay
+from ._connection import require
+from ._database import DurableError
+from ._events import Replay
+from ._run import DurableRun
+from ._runtime import AGENTS, workflow
 from ._steps import DurableProvider, DurableTool, RunSteps
 
-DEFAULT_DATABASE = "sqlite:///treadle_durable.sqlite"
-_AGENTS: dict[str, DurableAgent] = {}
-_STATE: dict[str, Any] = {}
-TERMINAL = {"SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"}
+if TYPE_CHECKING:
+    from dbos import Queue
 
-
-def _engine_url(url: str) -> str:
-    if url.startswith("postgresql://") or url.startswith("postgres://"):
-        return "postgresql+psycopg://" + url.split("://", 1)[1]
-    return url
-
-
-def connect(database_url: str | None = None) -> None:
-    """Connect this process to the durable runs' database without running any (to read
-    their events and results, approve calls or cancel runs from another program)."""
-    url = database_url or os.environ.get("TREADLE_DURABLE_DB") or DEFAULT_DATABASE
-    if _STATE.get("url") == url:
-        return
-    _STATE["url"] = url
-    engine = sa.create_engine(_engine_url(url), connect_args=_connect_args(url))
-    _STATE["events"] = EventStore(engine)
-    _STATE["client"] = DBOSClient(system_database_url=url)
-
-
-async def launch(
-    database_url: str | None = None,
-    *,
-    app_name: str = "treadle",
-    executor_id: str | None = None,
-) -> None:
-    """Start DBOS for this process: recover the runs a dead worker left, serve the queues.
-
-    ``database_url``: where DBOS keeps its state — a SQLite file by default
-    (``sqlite:///treadle_durable.sqlite``, or ``$TREADLE_DURABLE_DB``), or a PostgreSQL URL
-    shared by many workers. Create every :class:`DurableAgent` first (recovery needs them).
-    If your application configures DBOS itself, call ``DBOS(config=...)`` before this and
-    pass the same URL."""
-    url = database_url or os.environ.get("TREADLE_DURABLE_DB") or DEFAULT_DATABASE
-    connect(url)
-    if not _STATE.get("configured"):
-        if executor_id is None and not url.startswith("sqlite"):
-            executor_id = uuid.uuid4().hex  # one per worker on a shared database
-        config: Any = {"name": app_name, "system_database_url": url, "log_level": "WARNING"}
-        if executor_id is not None:
-            config["executor_id"] = executor_id
-        DBOS(config=config)
-        _STATE["configured"] = True
-    DBOS.launch()
-    for durable in _AGENTS.values():
-        if durable.queue_concurrency is not None:
-            durable.queue = await DBOS.register_queue_async(
-                f"treadle.{durable.name}",
-                worker_concurrency=durable.queue_concurrency,
-                polling_interval_sec=0.2,
-            )
-
-
-async def enqueue(agent_name: str, prompt: str, *, run_id: str | None = None) -> DurableRun:
-    """Queue a run of the DurableAgent named ``agent_name`` from any process connected to
-    the database (:func:`connect` is enough): a worker serving that agent's queue takes it."""
-    client: DBOSClient = _require("client")
-    run_id = run_id or uuid.uuid4().hex
-    await client.enqueue_async(
-        {
-            "workflow_name": "treadle.durable.run",
-            "queue_name": f"treadle.{agent_name}",
-            "workflow_id": run_id,
-        },
-        agent_name,
-        prompt,
-    )
-    return DurableRun(run_id)
-
-
-def shutdown() -> None:
-    """Stop DBOS in this process (runs in flight are recovered by the next worker)."""
-    client = _STATE.pop("client", None)
-    if client is not None:
-        client.destroy()
-    _STATE.pop("url", None)
-    if _STATE.pop("configured", None):
-        DBOS.destroy(destroy_registry=False)
-
-
-def _connect_args(url: str) -> dict[str, Any]:
-    return {"timeout": 30} if url.startswith("sqlite") else {}
-
-
-def _require(key: str) -> Any:
-    if key not in _STATE:
-        raise RuntimeError("treadle.durable is not launched: call treadle.durable.launch() first")
-    return _STATE[key]
-
-
-@DBOS.workflow(name="treadle.durable.run")
-async def _run_workflow(agent_name: str, prompt: str) -> dict[str, Any]:
-    durable = _AGENTS.get(agent_name)
-    if durable is None:
-        raise RuntimeError(
-            f"no DurableAgent named {agent_name!r} in this worker: create it before launch()"
-        )
-    return await durable._execute(prompt)
+logger = logging.getLogger("treadle.durable")
 
 
 class DurableAgent:
@@ -147,15 +50,29 @@ class DurableAgent:
                 "give the session store to DurableAgent(store=...), not to the Agent: each "
                 "durable run is kept as the session named by its run id"
             )
-        if name in _AGENTS:
-            raise ValueError(f"a DurableAgent named {name!r} exists already in this process")
+        previous = AGENTS.get(name)
+        if previous is not None:  # a notebook cell run again: the newest definition serves
+            logger.info("treadle.durable: DurableAgent %r replaces the previous one", name)
         self.agent = agent
         self.name = name
         self.approval_timeout_s = approval_timeout_s
         self.store = store
         self.queue_concurrency = queue_concurrency
         self.queue: Queue | None = None  # registered by launch()
-        _AGENTS[name] = self
+        if previous is not None and previous.queue_concurrency == queue_concurrency:
+            self.queue = previous.queue
+        AGENTS[name] = self
+
+    async def _register_queue(self) -> None:
+        if self.queue_concurrency is None or self.queue is not None:
+            return
+        from dbos import DBOS
+
+        self.queue = await DBOS.register_queue_async(
+            f"treadle.{self.name}",
+            worker_concurrency=self.queue_concurrency,
+            polling_interval_sec=0.2,
+        )
 
     def __repr__(self) -> str:
         return f"DurableAgent({self.name!r})"
@@ -163,26 +80,31 @@ class DurableAgent:
     async def start(self, prompt: str, *, run_id: str | None = None) -> DurableRun:
         """Start a run now in this process (it survives the process: another worker, or
         this one restarted, finishes it). ``run_id`` makes starting idempotent."""
+        from dbos import DBOS, SetWorkflowID
+
+        require("configured")
         run_id = run_id or uuid.uuid4().hex
         with SetWorkflowID(run_id):
-            await DBOS.start_workflow_async(_run_workflow, self.name, prompt)
+            await DBOS.start_workflow_async(workflow(), self.name, prompt)
         return DurableRun(run_id)
 
     async def enqueue(self, prompt: str, *, run_id: str | None = None) -> DurableRun:
         """Put a run on this agent's queue: any worker serving it takes it."""
         if self.queue is None:
-            raise RuntimeError(
+            raise DurableError(
                 f"DurableAgent {self.name!r} has no queue: pass queue_concurrency= and "
                 "await treadle.durable.launch() first"
             )
+        from dbos import SetWorkflowID
+
         run_id = run_id or uuid.uuid4().hex
         with SetWorkflowID(run_id):
-            await self.queue.enqueue_async(_run_workflow, self.name, prompt)
+            await self.queue.enqueue_async(workflow(), self.name, prompt)
         return DurableRun(run_id)
 
     async def runs(self, *, limit: int = 100) -> list[dict[str, Any]]:
         """Recent runs: ``{"run_id", "status", "created_at"}``, newest first."""
-        client: DBOSClient = _require("client")
+        client = require("client")
         found = await client.list_workflows_async(
             name="treadle.durable.run",
             limit=limit,
@@ -203,16 +125,17 @@ class DurableAgent:
 
     # ---- inside the workflow ----
 
-    async def _execute(self, prompt: str) -> dict[str, Any]:
-        workflow_id = DBOS.workflow_id
-        assert workflow_id is not None
-        store: EventStore = _require("events")
-        steps = RunSteps(workflow_id, _require("client"))
+    async def _execute(self, workflow_id: str, prompt: str) -> dict[str, Any]:
+        from dbos import DBOS
+
+        store = require("events")
+        steps = RunSteps(workflow_id, require("client"))
         agent = self.agent.branch(0)
         agent.provider = DurableProvider(agent.provider, steps)
         agent.context.tools = [_durable(t, steps) for t in agent.context.tools]
-        replay = Replay(store, workflow_id, await store.signatures(workflow_id))
+        replay = Replay(store, workflow_id, await store.read(workflow_id, -1, None))
         result = await self._stream(agent, [prompt], replay)
+        usage = result.usage
         await self._save(workflow_id, agent)
         while result.reason == "suspended":
             for call_id in result.pending_tool_calls:
@@ -225,8 +148,11 @@ class DurableAgent:
                     reason = answer.get("reason") if isinstance(answer, dict) else None
                     agent.context.deny(call_id, reason or "No decision was given in time.")
             result = await self._stream(agent, [], replay)
+            usage = usage + result.usage
             await self._save(workflow_id, agent)
-        return result.model_dump(mode="json", exclude={"output"})
+        # the whole run, not its last stretch: every message since the prompt, every request
+        whole = result.model_copy(update={"messages": list(agent.messages), "usage": usage})
+        return whole.model_dump(mode="json", exclude={"output"})
 
     async def _save(self, run_id: str, agent: Agent[Any]) -> None:
         """The run's history into the session store (a step: once per stretch of the run;
@@ -250,19 +176,21 @@ class DurableAgent:
         async def step() -> int:
             return await anyio.to_thread.run_sync(write)
 
+        from dbos import DBOS
+
         await DBOS.run_step_async({"name": "treadle.session"}, step)
 
     async def _stream(
         self, agent: Agent[Any], prompt: Sequence[Any], replay: Replay
     ) -> RunResult[Any]:
-        async with agent.stream(list(prompt) if prompt else []) as events:
-            last_flush = anyio.current_time()
-            async for event in events:
-                replay.add(event)
-                now = anyio.current_time()
-                if len(replay.pending) >= 64 or now - last_flush > 0.05:
-                    await replay.flush()
-                    last_flush = now
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(replay.flusher)  # writes as events come (see _events.Replay)
+            try:
+                async with agent.stream(list(prompt) if prompt else []) as events:
+                    async for event in events:
+                        replay.add(event)
+            finally:
+                tg.cancel_scope.cancel()
         await replay.flush()
         assert events.result is not None
         return events.result
@@ -281,15 +209,17 @@ class _ChildRunTool:
         self.parameters: dict[str, Any] = copy.deepcopy(TASK_PARAMETERS)
 
     async def run(self, arguments: dict[str, Any], ctx: ToolContext[Any]) -> ToolResult:
+        from dbos import DBOS, SetWorkflowID
+
         parent = DBOS.workflow_id
         if parent is None:
-            raise RuntimeError(
+            raise DurableError(
                 f"tool {self.name!r} runs a durable sub-agent: use it in a DurableAgent's run"
             )
         task = str(arguments.get("task") or "")
         run_id = f"{parent}-{ctx.tool_call_id}"
         with SetWorkflowID(run_id):
-            handle = await DBOS.start_workflow_async(_run_workflow, self.child.name, task)
+            handle = await DBOS.start_workflow_async(workflow(), self.child.name, task)
         result: RunResult[Any] = RunResult.model_validate(await handle.get_result())
         details = {"run_id": run_id, "reason": result.reason, "usage": result.usage.model_dump()}
         if result.reason != "completed":
@@ -315,89 +245,3 @@ class _DurableToolset:
 
     async def get_tools(self) -> Sequence[Tool]:
         return [DurableTool(t, self.steps) for t in await self.inner.get_tools()]  # type: ignore[misc]
-
-
-class DurableRun:
-    """A handle on a durable run, from any process connected to the same database."""
-
-    def __init__(self, run_id: str) -> None:
-        self.run_id = run_id
-
-    def __repr__(self) -> str:
-        return f"DurableRun({self.run_id!r})"
-
-    async def status(self) -> str:
-        client: DBOSClient = _require("client")
-        found = await client.list_workflows_async(
-            workflow_ids=[self.run_id], load_input=False, load_output=False
-        )
-        return found[0].status if found else "UNKNOWN"
-
-    async def result(self) -> RunResult[Any]:
-        """Wait for the run to end and return its result."""
-        client: DBOSClient = _require("client")
-        pause = 0.005
-        while (status := await self.status()) not in TERMINAL:  # DBOS's own wait polls 1/s
-            if status == "UNKNOWN":
-                raise LookupError(f"there is no durable run {self.run_id!r} in this database")
-            await anyio.sleep(pause)
-            pause = min(pause * 2, 0.25)
-        handle: Any = await client.retrieve_workflow_async(self.run_id)
-        return RunResult.model_validate(await handle.get_result())
-
-    async def events(
-        self, after: int | None = None, *, poll_s: float = 0.05
-    ) -> AsyncIterator[AgentEvent]:
-        """The run's events with ``seq`` above ``after`` (all when ``None``), then new ones as
-        they are stored, until the run ends — across crashes and workers, without gaps or
-        duplicates."""
-        store: EventStore = _require("events")
-        cursor = -1 if after is None else after
-        while True:
-            batch = await store.read(self.run_id, cursor)
-            for event in batch:
-                yield event
-                cursor = event.seq
-            if batch:
-                continue
-            status = await self.status()
-            if status == "UNKNOWN":
-                raise LookupError(f"there is no durable run {self.run_id!r} in this database")
-            if status in TERMINAL:
-                for event in await store.read(self.run_id, cursor):
-                    yield event
-                return
-            await anyio.sleep(poll_s)
-
-    async def waiting(self) -> list[str]:
-        """The tool calls the run waits on for a decision (empty when it is not waiting)."""
-        store: EventStore = _require("events")
-        waiting: list[str] = []
-        cursor = -1
-        while batch := await store.read(self.run_id, cursor):
-            for event in batch:
-                if isinstance(event, AgentEnd):
-                    waiting = list(event.pending_tool_calls) if event.reason == "suspended" else []
-                elif isinstance(event, AgentStart):
-                    waiting = []
-            cursor = batch[-1].seq
-        return waiting
-
-    async def approve(self, tool_call_id: str, arguments: dict[str, Any] | None = None) -> None:
-        """Allow a call the run waits on (from any process)."""
-        await self._decide(tool_call_id, {"approved": True, "arguments": arguments})
-
-    async def deny(
-        self, tool_call_id: str, reason: str = "The user denied this tool call."
-    ) -> None:
-        """Refuse a call the run waits on (from any process); the model gets ``reason``."""
-        await self._decide(tool_call_id, {"approved": False, "reason": reason})
-
-    async def _decide(self, tool_call_id: str, answer: dict[str, Any]) -> None:
-        client: DBOSClient = _require("client")
-        await client.send_async(self.run_id, answer, topic=f"treadle.approval:{tool_call_id}")
-
-    async def cancel(self) -> None:
-        """Stop the run (its workflow is cancelled; a step in progress is not interrupted)."""
-        client: DBOSClient = _require("client")
-        await client.cancel_workflow_async(self.run_id)

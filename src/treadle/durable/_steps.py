@@ -15,14 +15,16 @@ starts, so parallel tool calls replay to the same ids.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from dbos import DBOS, DBOSClient, StepReservation
 from pydantic import TypeAdapter
 
 from ..providers import ModelRequest, StreamEvent
 from ..tools import Tool, ToolContext, ToolResult, to_tool_result
 from ..types import AssistantMessage
+
+if TYPE_CHECKING:
+    from dbos import DBOSClient, StepReservation
 
 _EVENTS: TypeAdapter[list[StreamEvent]] = TypeAdapter(list[StreamEvent])
 
@@ -51,6 +53,8 @@ class RunSteps:
     def tool_steps(
         self, call_id: str, calls: Sequence[str]
     ) -> tuple[StepReservation, StepReservation]:
+        from dbos import DBOS
+
         if call_id not in self._tool_steps:
             for cid in calls:  # the whole turn's calls at once, in call order
                 if cid not in self._tool_steps:
@@ -72,6 +76,8 @@ class DurableProvider:
     async def stream(
         self, request: ModelRequest, *, cancel: Any = None
     ) -> AsyncIterator[StreamEvent]:
+        from dbos import DBOS
+
         self.steps.model_calls += 1
         step = DBOS.reserve_step()
         if await self.steps.recorded(step.step_id):

@@ -14,38 +14,56 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
-import sqlalchemy as sa
-from dbos import DBOS, DBOSClient
 
-from ._agent import _STATE, launch, shutdown
+from ._connection import STATE
+from ._runtime import launch, shutdown
+
+if TYPE_CHECKING:
+    import sqlalchemy as sa
 
 logger = logging.getLogger("treadle.durable")
-_META = sa.MetaData()
-WORKERS = sa.Table(
-    "treadle_durable_workers",
-    _META,
-    sa.Column("executor_id", sa.String(128), primary_key=True),
-    sa.Column("seen_at", sa.Float, nullable=False),
-)
+_TABLES: dict[str, Any] = {}
+
+
+def _workers() -> sa.Table:
+    """The heartbeat table (SQLAlchemy is imported on first use)."""
+    if "workers" not in _TABLES:
+        import sqlalchemy as sa
+
+        meta = sa.MetaData()
+        _TABLES["meta"] = meta
+        _TABLES["workers"] = sa.Table(
+            "treadle_durable_workers",
+            meta,
+            sa.Column("executor_id", sa.String(128), primary_key=True),
+            sa.Column("seen_at", sa.Float, nullable=False),
+        )
+    table: sa.Table = _TABLES["workers"]
+    return table
 
 
 def _beat(engine: sa.Engine, executor_id: str) -> None:
     now = time.time()
+    workers = _workers()
     with engine.begin() as conn:
         updated = conn.execute(
-            WORKERS.update().where(WORKERS.c.executor_id == executor_id).values(seen_at=now)
+            workers.update().where(workers.c.executor_id == executor_id).values(seen_at=now)
         )
         if updated.rowcount == 0:
-            conn.execute(WORKERS.insert().values(executor_id=executor_id, seen_at=now))
+            conn.execute(workers.insert().values(executor_id=executor_id, seen_at=now))
 
 
 def _live(engine: sa.Engine, dead_after_s: float) -> set[str]:
+    import sqlalchemy as sa
+
+    workers = _workers()
     with engine.connect() as conn:
         rows = conn.execute(
-            sa.select(WORKERS.c.executor_id).where(WORKERS.c.seen_at > time.time() - dead_after_s)
+            sa.select(workers.c.executor_id).where(workers.c.seen_at > time.time() - dead_after_s)
         )
         return {row[0] for row in rows}
 
@@ -53,8 +71,10 @@ def _live(engine: sa.Engine, dead_after_s: float) -> set[str]:
 async def recover_orphans(*, dead_after_s: float = 5.0) -> list[str]:
     """Put back on their queues the pending runs of workers not heard from for
     ``dead_after_s`` seconds; returns their run ids. :func:`worker` calls this for you."""
-    client: DBOSClient = _STATE["client"]
-    engine: sa.Engine = _STATE["events"].engine
+    from dbos import DBOS
+
+    client = STATE["client"]
+    engine: sa.Engine = STATE["events"].engine
     live = await anyio.to_thread.run_sync(_live, engine, dead_after_s)
     live.add(DBOS.executor_id)
     pending = await client.list_workflows_async(
@@ -78,14 +98,19 @@ async def worker(
     heartbeat_s: float = 1.0,
     dead_after_s: float = 5.0,
     app_name: str = "treadle",
+    connect_timeout_s: float | None = None,
 ) -> AsyncIterator[None]:
     """``async with treadle.durable.worker(url):`` — this process serves the queues of its
     DurableAgents (create them first) until the block ends: it launches DBOS, keeps a
     heartbeat, and takes over the runs of workers that died. Leaving the block shuts DBOS
-    down; runs still going are recovered by another worker (or by this one restarted)."""
-    await launch(database_url, app_name=app_name)
-    engine: sa.Engine = _STATE["events"].engine
-    await anyio.to_thread.run_sync(_META.create_all, engine)
+    down; runs still going are recovered by another worker (or by this one restarted).
+    ``connect_timeout_s``: as for :func:`launch`."""
+    from dbos import DBOS
+
+    await launch(database_url, app_name=app_name, connect_timeout_s=connect_timeout_s)
+    engine: sa.Engine = STATE["events"].engine
+    _workers()
+    await anyio.to_thread.run_sync(_TABLES["meta"].create_all, engine)
     me = DBOS.executor_id
 
     async def keep_alive() -> None:

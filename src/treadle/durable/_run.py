@@ -1,0 +1,106 @@
+"""DurableRun: a handle on a durable run from any process connected to its database."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+
+from ..agent import RunResult
+from ..types import AgentEnd, AgentEvent, AgentStart
+from ._connection import require
+from ._events import EventStore
+
+TERMINAL = {"SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"}
+
+
+class DurableRun:
+    """A handle on a durable run, from any process connected to the same database."""
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+
+    def __repr__(self) -> str:
+        return f"DurableRun({self.run_id!r})"
+
+    async def status(self) -> str:
+        client = require("client")
+        found = await client.list_workflows_async(
+            workflow_ids=[self.run_id], load_input=False, load_output=False
+        )
+        return str(found[0].status) if found else "UNKNOWN"
+
+    async def result(self) -> RunResult[Any]:
+        """Wait for the run to end and return its result: the whole run, however many
+        times it waited for approvals or was recovered — every message since the prompt,
+        the usage of every model request, the final reason (as ``Agent.run`` returns)."""
+        client = require("client")
+        pause = 0.005
+        while (status := await self.status()) not in TERMINAL:  # DBOS's own wait polls 1/s
+            if status == "UNKNOWN":
+                raise LookupError(f"there is no durable run {self.run_id!r} in this database")
+            await anyio.sleep(pause)
+            pause = min(pause * 2, 0.25)
+        handle: Any = await client.retrieve_workflow_async(self.run_id)
+        return RunResult.model_validate(await handle.get_result())
+
+    async def events(
+        self, after: int | None = None, *, from_seq: int | None = None, poll_s: float = 0.05
+    ) -> AsyncIterator[AgentEvent]:
+        """The run's events with ``seq`` above ``after`` (or from ``from_seq`` on; all when
+        neither is given), then new ones as they are stored, until the run ends — across
+        crashes and workers, each once, in order. A run that waited for approvals has one
+        ``agent_start`` … ``agent_end`` pair per stretch (see docs/durable.md, "Events
+        across crashes and waits")."""
+        if after is not None and from_seq is not None:
+            raise ValueError("give after= (the last seq seen) or from_seq= (the first wanted)")
+        store: EventStore = require("events")
+        cursor = from_seq - 1 if from_seq is not None else -1 if after is None else after
+        while True:
+            batch = await store.read(self.run_id, cursor)
+            for event in batch:
+                yield event
+                cursor = event.seq
+            if batch:
+                continue
+            status = await self.status()
+            if status == "UNKNOWN":
+                raise LookupError(f"there is no durable run {self.run_id!r} in this database")
+            if status in TERMINAL:
+                for event in await store.read(self.run_id, cursor, None):
+                    yield event
+                return
+            await anyio.sleep(poll_s)
+
+    async def waiting(self) -> list[str]:
+        """The tool calls the run waits on for a decision (empty when it is not waiting)."""
+        store: EventStore = require("events")
+        waiting: list[str] = []
+        for event in await store.read(self.run_id, -1, None):
+            if event.depth != 0:
+                continue
+            if isinstance(event, AgentEnd):
+                waiting = list(event.pending_tool_calls) if event.reason == "suspended" else []
+            elif isinstance(event, AgentStart):
+                waiting = []
+        return waiting
+
+    async def approve(self, tool_call_id: str, arguments: dict[str, Any] | None = None) -> None:
+        """Allow a call the run waits on (from any process)."""
+        await self._decide(tool_call_id, {"approved": True, "arguments": arguments})
+
+    async def deny(
+        self, tool_call_id: str, reason: str = "The user denied this tool call."
+    ) -> None:
+        """Refuse a call the run waits on (from any process); the model gets ``reason``."""
+        await self._decide(tool_call_id, {"approved": False, "reason": reason})
+
+    async def _decide(self, tool_call_id: str, answer: dict[str, Any]) -> None:
+        client = require("client")
+        await client.send_async(self.run_id, answer, topic=f"treadle.approval:{tool_call_id}")
+
+    async def cancel(self) -> None:
+        """Stop the run (its workflow is cancelled; a step in progress is not interrupted)."""
+        client = require("client")
+        await client.cancel_workflow_async(self.run_id)

@@ -1,0 +1,97 @@
+"""Recovery reconciles a run's events by identity, not position (``durable._events.Replay``,
+no database): the first execution's events are cut at every point — once, then a second
+time in the middle of what the recovered execution wrote — and the next execution, whose
+parallel tool calls end in the other order and whose loop has another id, adds only what is
+new. The stored stream always reads as one valid run: the contract's invariants, each call
+started and ended once, ``seq`` 0, 1, 2 ..."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import pytest
+
+from treadle import Agent, AgentEvent, AssistantMessage, TextContent, ToolCall, tool
+from treadle.durable._events import _EVENT, Replay
+from treadle.testing import ScriptedProvider
+
+from .checks import check_run_events
+
+pytestmark = pytest.mark.anyio
+
+SLOW: dict[str, float] = {}
+
+
+@tool
+async def work(name: str) -> str:
+    """Do some work."""
+    await anyio.sleep(SLOW.get(name, 0.0))
+    return f"{name} done"
+
+
+def script(final: str) -> list[Any]:
+    calls = [ToolCall(id=f"c-{n}", name="work", arguments={"name": n}) for n in "ab"]
+    return [AssistantMessage(content=[TextContent(text="Both at once."), *calls]), final]
+
+
+async def execution(slow: str, final: str = "Both are done, in the end.") -> list[AgentEvent]:
+    """One execution's events: the call named ``slow`` ends last."""
+    SLOW.clear()
+    SLOW[slow] = 0.05
+    agent = Agent(ScriptedProvider(script(final), chunks=5), tools=[work])
+    async with agent.stream("Do a and b.") as events:
+        return [e async for e in events]
+
+
+def replayed(stored: list[AgentEvent], events: list[AgentEvent]) -> list[AgentEvent]:
+    """What an execution producing ``events`` adds to the ``stored`` ones."""
+    replay = Replay(None, "run", stored)  # type: ignore[arg-type]  # add() never writes
+    for event in events:
+        replay.add(event)
+    return [_EVENT.validate_json(row[2]) for row in replay.pending]
+
+
+async def test_every_cut_of_a_run_with_parallel_calls_recovers_to_one_valid_run() -> None:
+    first = replayed([], await execution(slow="a"))  # b ends first
+    again = await execution(slow="b")  # after a restart a ends first, in another loop
+    assert first[0].loop_id != again[0].loop_id
+    ends = [e.tool_call_id for e in first if e.type == "tool_execution_end"]  # type: ignore[attr-defined]
+    assert ends == ["c-b", "c-a"]
+    assert [e.tool_call_id for e in again if e.type == "tool_execution_end"] == ["c-a", "c-b"]  # type: ignore[attr-defined]
+    for cut in range(len(first) + 1):
+        stored = first[:cut]
+        whole = stored + replayed(stored, again)
+        check_run_events(whole)
+        assert len(whole) == len(first)  # each event once
+        # a second crash while the recovered execution writes: a third one finishes
+        added = replayed(stored, again)
+        for second_cut in range(0, len(added) + 1, 3):
+            twice = stored + added[:second_cut]
+            check_run_events(twice + replayed(twice, again))
+
+
+async def test_an_answer_cut_mid_stream_is_continued_or_discarded_once() -> None:
+    first = replayed([], await execution(slow="a"))
+    final_starts = [i for i, e in enumerate(first) if e.type == "message_start"]
+    cut = final_starts[-1] + 3  # inside the final answer's stream
+    stored = first[:cut]
+    # the request sent again streams the same answer: it goes on where the stored part ends
+    same = stored + replayed(stored, await execution(slow="b"))
+    check_run_events(same)
+    assert [e.type for e in same].count("provider_retry") == 0
+    # it streams another answer: the stored part is discarded once, then the new one
+    other = await execution(slow="b", final="Done, both of them.")
+    added = replayed(stored, other)
+    changed = stored + added
+    check_run_events(changed)
+    retries = [e for e in changed if e.type == "provider_retry"]
+    assert len(retries) == 1 and retries[0].discard_partial  # type: ignore[attr-defined]
+    assert retries[0].error_kind == "worker_restarted"  # type: ignore[attr-defined]
+    assert changed[-1].messages[-1].text == "Done, both of them."  # type: ignore[attr-defined]
+    # and killed again after that retry: the retry is not repeated, nor the answer doubled
+    for second_cut in range(len(added) + 1):
+        twice = changed[: len(stored) + second_cut]
+        whole = twice + replayed(twice, other)
+        check_run_events(whole)
+        assert [e.type for e in whole].count("provider_retry") == 1
