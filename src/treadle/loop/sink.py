@@ -179,6 +179,9 @@ class EventSink:
         if stream is None:
             if not self._observers:
                 return None
+            held, self._held = self._held, None
+            if held is not None:  # held when the consumer went away: observers still hear
+                self._stamp(held)
             event = self._make(event_type, fields)
             self._stamp(event)
             return event
