@@ -127,3 +127,27 @@ async def test_eager_tool_running_a_sub_agent_keeps_seq_order(buffer: int) -> No
     )
     events = await _read(parent, 3)
     _assert_ordered(events)
+
+
+async def test_observers_without_a_stream_see_seq_increase_across_sub_agents() -> None:
+    class Observed(Hooks):
+        def __init__(self) -> None:
+            self.seqs: list[int] = []
+
+        def on_event(self, event: AgentEvent) -> None:
+            self.seqs.append(event.seq)
+
+    observed = Observed()
+    a, b = _child("a", 1), _child("b", 2)
+    parent = Agent(
+        ScriptedProvider(
+            [_calls(("pa", "a", {"task": "one"}), ("pb", "b", {"task": "two"})), _say("done")]
+        ),
+        tools=[a.as_tool(), b.as_tool()],
+        hooks=[observed],
+    )
+    result = await parent.run("go")  # no stream: the observers are the only listeners
+    assert result.reason == "completed"
+    seqs = observed.seqs
+    assert len(seqs) > 20
+    assert all(y > x for x, y in itertools.pairwise(seqs)), "observers saw seq out of order"

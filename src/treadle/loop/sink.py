@@ -26,6 +26,13 @@ OBSERVERS: contextvars.ContextVar[tuple[Observer, ...]] = contextvars.ContextVar
 started by a tool of a run, inherits its parent's observers (the context is copied into
 the tool's task), so a tracer on the parent sees the whole tree."""
 
+OBSERVED_SEQ: contextvars.ContextVar[_Sequencer | None] = contextvars.ContextVar(
+    "treadle_observed_seq", default=None
+)
+"""The seq counter of the run this task is inside when that run has no stream (its
+``on_event`` observers are its only listeners): a sub-agent without a stream counts on it
+too, so the observers see ``seq`` increase across the whole tree."""
+
 
 class _Sequencer:
     """The next ``seq`` of one stream, shared by every loop that sends to it."""
@@ -106,8 +113,10 @@ class EventSink:
         self.loop_id = loop_id
         self.depth = depth
         self._observers = tuple(observers)
-        # observers only: seq counts this loop's events
-        self._seq = _sequencer_for(stream) if stream is not None else _Sequencer()
+        if stream is not None:
+            self._seq = _sequencer_for(stream)
+        else:  # observers only: one count for the runs nested in one another without a stream
+            self._seq = OBSERVED_SEQ.get() or _Sequencer()
         self._lock: anyio.Lock | None = None  # this loop's events waiting for room, in order
         room = stream.statistics().max_buffer_size if stream is not None else 0
         self._room = room  # the buffer's size: no more updates than this can wait unread
@@ -117,6 +126,11 @@ class EventSink:
     @property
     def stream(self) -> MemoryObjectSendStream[AgentEvent] | None:
         return self._stream
+
+    @property
+    def observed_seq(self) -> _Sequencer | None:
+        """The counter sub-agents without a stream share with this loop (None: it has one)."""
+        return self._seq if self._stream is None else None
 
     @property
     def active(self) -> bool:
