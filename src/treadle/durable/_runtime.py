@@ -29,6 +29,7 @@ class _Registered(Protocol):
 
     async def _register_queue(self) -> None: ...
 
+
 WORKFLOW_NAME = "treadle.durable.run"
 AGENTS: dict[str, _Registered] = {}  # DurableAgent by name
 _REGISTERED: dict[str, Any] = {}  # kept across shutdown(): DBOS's registry outlives it

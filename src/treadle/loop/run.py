@@ -39,7 +39,7 @@ from .context import AgentContext
 from .eager import EagerCalls, eager_turn
 from .ending import before_end
 from .errors import HookFailed
-from .sink import CURRENT_SINK, OBSERVERS
+from .sink import CURRENT_SINK, OBSERVED_SEQ, OBSERVERS
 from .state import EventStream, RunState, _maybe_await
 from .streaming import StreamBounds, StreamState, close_message, stream_message
 from .tool_exec import ToolBatch, ToolRaised
@@ -384,6 +384,7 @@ async def _execute(
     observing = OBSERVERS.set(run.observers)  # sub-agents started by tools inherit them
     sinking = CURRENT_SINK.set(None)  # emit_custom_event: from agent_start to agent_end
     run.sink.run_started()
+    counting = OBSERVED_SEQ.set(run.sink.observed_seq)  # ... and, without a stream, its seq
     try:
         try:
             started = await _start(run, context, config, context.parent_loop_id, kind)
@@ -441,6 +442,7 @@ async def _execute(
         raise
     finally:
         CURRENT_SINK.reset(sinking)
+        OBSERVED_SEQ.reset(counting)
         OBSERVERS.reset(observing)
         run.bridge.close()
         run.sink.after_run()

@@ -28,6 +28,13 @@ OBSERVERS: contextvars.ContextVar[tuple[Observer, ...]] = contextvars.ContextVar
 started by a tool of a run, inherits its parent's observers (the context is copied into
 the tool's task), so a tracer on the parent sees the whole tree."""
 
+OBSERVED_SEQ: contextvars.ContextVar[_Sequencer | None] = contextvars.ContextVar(
+    "treadle_observed_seq", default=None
+)
+"""The seq counter of the run this task is inside when that run has no stream (its
+``on_event`` observers are its only listeners): a sub-agent without a stream counts on it
+too, so the observers see ``seq`` increase across the whole tree."""
+
 
 CURRENT_SINK: contextvars.ContextVar[EventSink | None] = contextvars.ContextVar(
     "treadle_sink", default=None
@@ -137,8 +144,10 @@ class EventSink:
         self.loop_id = loop_id
         self.depth = depth
         self._observers = tuple(observers)
-        # observers only: seq counts this loop's events
-        self._seq = _sequencer_for(stream) if stream is not None else _Sequencer()
+        if stream is not None:
+            self._seq = _sequencer_for(stream)
+        else:  # observers only: one count for the runs nested in one another without a stream
+            self._seq = OBSERVED_SEQ.get() or _Sequencer()
         self._seq.runs += 1
         self._stall_warned = False
         self._running = False
@@ -151,6 +160,11 @@ class EventSink:
     @property
     def stream(self) -> MemoryObjectSendStream[AgentEvent] | None:
         return self._stream
+
+    @property
+    def observed_seq(self) -> _Sequencer | None:
+        """The counter sub-agents without a stream share with this loop (None: it has one)."""
+        return self._seq if self._stream is None else None
 
     @property
     def active(self) -> bool:
@@ -213,6 +227,9 @@ class EventSink:
         if stream is None:
             if not self._observers:
                 return None
+            held, self._held = self._held, None
+            if held is not None:  # held when the consumer went away: observers still hear
+                self._stamp(held)
             event = self._make(event_type, fields)
             self._stamp(event)
             return event
