@@ -9,7 +9,7 @@ import re
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Mapping
 from contextlib import aclosing
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypedDict, TypeVar
 
 import anyio.lowlevel
 import httpx
@@ -220,6 +220,20 @@ def env_key(*names: str) -> str | None:
 _AdapterT = TypeVar("_AdapterT", bound="HTTPAdapter")
 
 
+class HTTPOptions(TypedDict, total=False):
+    """The keyword options every HTTP adapter takes after the model: ``api_key`` (else the
+    adapter's environment variable), ``base_url`` (else the API's own), ``client`` (a shared
+    ``httpx.AsyncClient``; else the adapter owns one), ``timeout``, ``headers`` (sent with
+    every request, kept out of errors) and ``stream`` (``False``: whole JSON responses)."""
+
+    api_key: str | None
+    base_url: str | None
+    client: httpx.AsyncClient | None
+    timeout: float | httpx.Timeout | None
+    headers: Mapping[str, str] | None
+    stream: bool
+
+
 def _scrubbing(stream: Any) -> Any:
     """``stream`` (an adapter's async generator) with every ProviderError it raises — an
     HTTP error, a transport failure, or an error event in the middle of a 200 stream —
@@ -266,20 +280,27 @@ class HTTPAdapter:
     connect_hint: str = ""
     """What to check when the server cannot be reached (adapters for local servers say how
     to start theirs); empty for a generic hint."""
+    default_base_url: str = ""
+    """The API's address, used when ``base_url`` is not given."""
+    key_variables: tuple[str, ...] = ()
+    """Environment variables the key is read from at construction, when ``api_key`` is not
+    given (empty: the adapter reads its key itself)."""
 
     def __init__(
         self,
         model: str,
         *,
-        base_url: str,
-        api_key: str | None,
-        headers: Mapping[str, str] | None = None,
+        api_key: str | None = None,
+        base_url: str | None = None,
         client: httpx.AsyncClient | None = None,
         timeout: float | httpx.Timeout | None = None,
+        headers: Mapping[str, str] | None = None,
+        stream: bool = True,
     ) -> None:
         self.model = model
-        self.base_url = base_url.rstrip("/")
-        self.__api_key = api_key
+        self.base_url = (base_url or self.default_base_url).rstrip("/")
+        self.__api_key = api_key or env_key(*self.key_variables)
+        self.streaming = stream
         self._extra_headers = dict(headers or {})
         self._owns_client = client is None
         self._client = client
@@ -477,26 +498,15 @@ class HTTPAdapter:
     async def _post_json(
         self, url: str, body: Body, headers: Mapping[str, str] | None = None
     ) -> Any:
+        """POST and return the whole response's JSON (a non-streamed call)."""
+        async with aclosing(self._post_stream(url, body, headers)) as chunks:
+            content = b"".join([chunk async for chunk in chunks])
         try:
-            async with self.slots:
-                response = await self._send(url, body, headers)
-                try:
-                    await response.aread()
-                finally:
-                    await response.aclose()
-        except httpx.TransportError as exc:
-            raise self.scrub(
-                transport_error(exc, self.name, self.base_url, self.connect_hint)
-            ) from None
-        if 300 <= response.status_code < 400:
-            raise self._redirected(response)
-        if response.status_code >= 400:
-            raise self.scrub(self._http_error(response, response.content))
-        try:
-            return from_json(response.content)
+            return from_json(content)
         except ValueError:
+            text = content.decode("utf-8", "replace")[:200]
             raise ProviderError(
-                "server", f"response was not JSON: {response.text[:200]!r}", provider=self.name
+                "server", f"response was not JSON: {text!r}", provider=self.name
             ) from None
 
     def scrub(self, error: ProviderError) -> ProviderError:

@@ -23,9 +23,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
 from contextlib import aclosing
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from ..cancellation import CancellationToken
 from ..types import (
@@ -40,13 +38,16 @@ from ..types import (
 from ..types.messages import AgentMessage
 from ._assemble import check_cancel, json_object
 from ._convert import safe_tool_call_id, same_origin, thinking_as_text
-from ._http import HTTPAdapter, env_key
+from ._http import HTTPAdapter, HTTPOptions, env_key
 from .anthropic_stream import StreamState, events_from_message
 from .base import (
     ModelRequest,
     ProviderError,
     StreamEvent,
 )
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 API_VERSION = "2023-06-01"
@@ -71,29 +72,19 @@ class Anthropic(HTTPAdapter):
     """
 
     name = "anthropic"
+    default_base_url = DEFAULT_BASE_URL
 
     def __init__(
         self,
         model: str,
         *,
-        api_key: str | None = None,
-        base_url: str | None = None,
-        client: httpx.AsyncClient | None = None,
-        timeout: float | httpx.Timeout | None = None,
-        headers: Mapping[str, str] | None = None,
-        stream: bool = True,
         max_tokens: int = 8192,
         thinking_budgets: Mapping[str, int] | None = None,
+        **options: Unpack[HTTPOptions],
     ) -> None:
-        super().__init__(
-            model,
-            base_url=base_url or DEFAULT_BASE_URL,
-            api_key=api_key,
-            headers=headers,
-            client=client,
-            timeout=timeout,
-        )
-        self.streaming = stream
+        """``options``: ``api_key``, ``base_url``, ``client``, ``timeout``, ``headers``,
+        ``stream`` (see :class:`~treadle.providers._http.HTTPOptions`)."""
+        super().__init__(model, **options)
         self.max_tokens = max_tokens
         self.thinking_budgets = {**DEFAULT_THINKING_BUDGETS, **(thinking_budgets or {})}
 

@@ -41,7 +41,7 @@ from ..types import (
 )
 from ._assemble import check_cancel
 from ._convert import safe_tool_call_id, same_origin, thinking_as_text
-from ._http import HTTPAdapter, env_key
+from ._http import HTTPAdapter
 from .base import (
     ModelRequest,
     ProviderError,
@@ -105,27 +105,8 @@ class Gemini(HTTPAdapter):
     ``x-goog-api-key`` header, never in the URL."""
 
     name = "gemini"
-
-    def __init__(
-        self,
-        model: str,
-        *,
-        api_key: str | None = None,
-        base_url: str | None = None,
-        client: httpx.AsyncClient | None = None,
-        timeout: float | httpx.Timeout | None = None,
-        headers: Mapping[str, str] | None = None,
-        stream: bool = True,
-    ) -> None:
-        super().__init__(
-            model,
-            base_url=base_url or DEFAULT_BASE_URL,
-            api_key=api_key or env_key(*KEY_VARIABLES),
-            headers=headers,
-            client=client,
-            timeout=timeout,
-        )
-        self.streaming = stream
+    default_base_url = DEFAULT_BASE_URL
+    key_variables = KEY_VARIABLES
 
     def _headers(self) -> dict[str, str]:
         headers = super()._headers()
