@@ -243,7 +243,10 @@ def _scrubbing(stream: Any) -> Any:
     async def scrubbed(
         self: HTTPAdapter, request: Any, *, cancel: CancellationToken | None = None
     ) -> AsyncIterator[Any]:
-        events = stream(self, request, cancel=cancel)
+        try:
+            events = stream(self, request, cancel=cancel)  # an adapter may check before I/O
+        except ProviderError as exc:
+            raise self.scrub(exc) from None
         try:
             async for event in events:
                 yield event
@@ -355,6 +358,18 @@ class HTTPAdapter:
         return (
             f"{type(self).__name__}(model={self.model!r}, base_url={redact_url(self.base_url)!r})"
         )
+
+    def _required_key(self, variable: str, label: str) -> str:
+        """The key given, else the one in ``variable`` (read at call time); a clear ``auth``
+        error before any I/O when there is none."""
+        key = self._api_key or env_key(variable)
+        if not key:
+            raise ProviderError(
+                "auth",
+                f"no {label} API key: set the {variable} environment variable or pass api_key=",
+                provider=self.name,
+            )
+        return key
 
     def _headers(self) -> dict[str, str]:
         """Request headers, auth included. Subclasses add their own scheme."""

@@ -22,7 +22,6 @@ Mapping notes:
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
-from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
 
 from ..cancellation import CancellationToken
@@ -38,11 +37,10 @@ from ..types import (
 from ..types.messages import AgentMessage
 from ._assemble import check_cancel, json_object
 from ._convert import safe_tool_call_id, same_origin, thinking_as_text
-from ._http import HTTPAdapter, HTTPOptions, env_key
+from ._http import HTTPAdapter, HTTPOptions
 from .anthropic_stream import StreamState, events_from_message
 from .base import (
     ModelRequest,
-    ProviderError,
     StreamEvent,
 )
 
@@ -91,15 +89,7 @@ class Anthropic(HTTPAdapter):
     # ---- HTTP ----
 
     def _key(self) -> str:
-        key = self._api_key or env_key("ANTHROPIC_API_KEY")
-        if not key:
-            raise ProviderError(
-                "auth",
-                "no Anthropic API key: set the ANTHROPIC_API_KEY environment variable "
-                "or pass api_key=",
-                provider=self.name,
-            )
-        return key
+        return self._required_key("ANTHROPIC_API_KEY", "Anthropic")
 
     def _headers(self) -> dict[str, str]:
         return {
@@ -109,7 +99,7 @@ class Anthropic(HTTPAdapter):
             **self._extra_headers,
         }
 
-    async def stream(
+    def stream(
         self, request: ModelRequest, *, cancel: CancellationToken | None = None
     ) -> AsyncIterator[StreamEvent]:
         """Call the model; yield :data:`StreamEvent` values ending with one StreamDone."""
@@ -122,7 +112,7 @@ class Anthropic(HTTPAdapter):
         extra = {"anthropic-beta": EXTENDED_CACHE_BETA} if request.prompt_cache == "long" else {}
         if "anthropic-beta" in self._extra_headers:
             extra = {}  # the caller's own beta header wins
-        events = self._events(
+        return self._events(
             state,
             url,
             body,
@@ -131,9 +121,6 @@ class Anthropic(HTTPAdapter):
             unfinished="the stream ended before message_stop",
             headers=extra,
         )
-        async with aclosing(events) as events:
-            async for event in events:
-                yield event
 
     # ---- request ----
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import AsyncIterator, Iterable, Mapping
-from contextlib import aclosing
 from typing import Any
 
 import httpx
@@ -155,7 +154,7 @@ class Gemini(HTTPAdapter):
 
     # ---- response ----
 
-    async def stream(
+    def stream(
         self, request: ModelRequest, *, cancel: CancellationToken | None = None
     ) -> AsyncIterator[StreamEvent]:
         if not self._api_key:
@@ -169,7 +168,7 @@ class Gemini(HTTPAdapter):
         model = request.model or self.model
         body = self.build_body(request)
         state = Response(self.name, model)
-        events = self._events(
+        return self._events(
             state,
             self.url(model, stream=self.streaming),
             body,
@@ -178,9 +177,6 @@ class Gemini(HTTPAdapter):
             unfinished="the Gemini stream ended before a candidate reported its finishReason",
             decoder=ChunkDecoder(),
         )
-        async with aclosing(events) as events:
-            async for event in events:
-                yield event
 
     def _http_error(self, response: httpx.Response, raw: bytes) -> ProviderError:
         error = super()._http_error(response, raw)

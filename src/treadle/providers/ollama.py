@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import AsyncIterator, Iterable, Mapping
-from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -139,7 +138,7 @@ class Ollama(HTTPAdapter):
 
     # ---- response ----
 
-    async def stream(
+    def stream(
         self, request: ModelRequest, *, cancel: CancellationToken | None = None
     ) -> AsyncIterator[StreamEvent]:
         host = httpx.URL(self.base_url).host
@@ -153,7 +152,7 @@ class Ollama(HTTPAdapter):
         check_cancel(cancel, self.name)
         body = self.build_body(request)
         state = _Response(self.name, body["model"])
-        events = self._events(
+        return self._events(
             state,
             f"{self.base_url}/api/chat",
             body,
@@ -162,9 +161,6 @@ class Ollama(HTTPAdapter):
             unfinished="the Ollama stream ended without its final done:true line",
             decoder=NDJSONDecoder(self.max_line_chars),
         )
-        async with aclosing(events) as events:
-            async for event in events:
-                yield event
 
 
 def think_value(model: str, level: ThinkingLevel) -> bool | str:

@@ -21,7 +21,6 @@ Mapping notes:
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
 
 from pydantic_core import from_json, to_json
@@ -39,10 +38,9 @@ from ..types import (
 from ..types.messages import AgentMessage
 from ._assemble import check_cancel, json_object
 from ._convert import image_data_url, safe_tool_call_id, same_origin, thinking_as_text
-from ._http import HTTPAdapter, HTTPOptions, env_key
+from ._http import HTTPAdapter, HTTPOptions
 from .base import (
     ModelRequest,
-    ProviderError,
     StreamEvent,
 )
 from .openai_responses_stream import StreamState, events_from_response
@@ -82,14 +80,7 @@ class OpenAIResponses(HTTPAdapter):
     # ---- HTTP ----
 
     def _key(self) -> str:
-        key = self._api_key or env_key("OPENAI_API_KEY")
-        if not key:
-            raise ProviderError(
-                "auth",
-                "no OpenAI API key: set the OPENAI_API_KEY environment variable or pass api_key=",
-                provider=self.name,
-            )
-        return key
+        return self._required_key("OPENAI_API_KEY", "OpenAI")
 
     def _headers(self) -> dict[str, str]:
         return {
@@ -98,7 +89,7 @@ class OpenAIResponses(HTTPAdapter):
             **self._extra_headers,
         }
 
-    async def stream(
+    def stream(
         self, request: ModelRequest, *, cancel: CancellationToken | None = None
     ) -> AsyncIterator[StreamEvent]:
         """Call the model; yield :data:`StreamEvent` values ending with one StreamDone."""
@@ -107,7 +98,7 @@ class OpenAIResponses(HTTPAdapter):
         check_cancel(cancel, self.name)
         url = f"{self.base_url}/responses"
         state = StreamState(self.name, body["model"])
-        events = self._events(
+        return self._events(
             state,
             url,
             body,
@@ -115,9 +106,6 @@ class OpenAIResponses(HTTPAdapter):
             whole=lambda payload: events_from_response(json_object(payload, self.name)),
             unfinished="the stream ended before response.completed",
         )
-        async with aclosing(events) as events:
-            async for event in events:
-                yield event
 
     # ---- request ----
 
