@@ -425,7 +425,7 @@ class HTTPAdapter:
         decoder: JSONStreamDecoder,
         headers: Mapping[str, str] | None = None,
     ) -> AsyncGenerator[list[Any], None]:
-        """POST and yield, for each network read, the JSON values ``decoder`` completes with
+        """POST and yield, for each read, the JSON values ``decoder`` completes with
         it (never an empty list), reading the body to the end. Malformed data is a
         ``server`` error; a partial last value means the connection dropped mid-way
         (``truncated_stream``)."""
@@ -487,7 +487,7 @@ class HTTPAdapter:
         headers: Mapping[str, str] | None = None,
     ) -> AsyncGenerator[StreamEvent, None]:
         """One model call's stream events: ``state`` (an :class:`Assembler` with the
-        adapter's ``feed(wire_event)`` mapping) fed every wire event — by network read from
+        adapter's ``feed(wire_event)`` mapping) fed every wire event — by read from
         ``decoder`` (SSE JSON objects when None), or, for a non-streamed call, from
         ``whole(response)`` — then its ``end()``. A response without the API's end marker
         (``state.complete``) is ``truncated_stream``, said with ``unfinished``."""
