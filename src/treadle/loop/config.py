@@ -312,7 +312,7 @@ class AgentLoopConfig(BaseModel):
     not held up; lifecycle events are never merged or dropped and order is kept. ``"wait"``
     sends every delta, waiting for the consumer."""
     coalesce_deltas: bool = True
-    """Deltas of one content block that an adapter parses from the same network read become
+    """Deltas of one content block that an adapter parses from the same read become
     one ``message_update`` (their text concatenated): the number of updates is not fixed,
     their concatenation is the text. ``False`` gives one update per provider wire event (for
     tests that count them, replay tools)."""

@@ -307,7 +307,7 @@ class Assembler:
 def read_events(
     values: Iterable[Any], handle: Callable[[Any], Iterable[StreamEvent]]
 ) -> Iterator[StreamEvent]:
-    """The stream events of one network read: ``handle`` (an adapter's mapping) applied to
+    """The stream events of one read: ``handle`` (an adapter's mapping) applied to
     each wire event the read completed, then :func:`coalesce`. An error a wire event
     raises comes after the events before it."""
     events: list[StreamEvent] = []
@@ -323,7 +323,7 @@ def read_events(
 
 
 def coalesce(events: list[StreamEvent]) -> list[StreamEvent]:
-    """``events`` (what one network read made) with each run of deltas to one block merged
+    """``events`` (what one read made) with each run of deltas to one block merged
     into one delta, unless the loop asked for one event per wire event
     (:data:`~treadle.providers.base.COALESCE_DELTAS`)."""
     if len(events) < 2 or not COALESCE_DELTAS.get():

@@ -9,7 +9,7 @@ import re
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Mapping
 from contextlib import aclosing
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypedDict, TypeVar
 
 import anyio.lowlevel
 import httpx
@@ -252,6 +252,20 @@ def env_key(*names: str) -> str | None:
 _AdapterT = TypeVar("_AdapterT", bound="HTTPAdapter")
 
 
+class HTTPOptions(TypedDict, total=False):
+    """The keyword options every HTTP adapter takes after the model: ``api_key`` (else the
+    adapter's environment variable), ``base_url`` (else the API's own), ``client`` (a shared
+    ``httpx.AsyncClient``; else the adapter owns one), ``timeout``, ``headers`` (sent with
+    every request, kept out of errors) and ``stream`` (``False``: whole JSON responses)."""
+
+    api_key: str | None
+    base_url: str | None
+    client: httpx.AsyncClient | None
+    timeout: float | httpx.Timeout | None
+    headers: Mapping[str, str] | None
+    stream: bool
+
+
 def _scrubbing(stream: Any) -> Any:
     """``stream`` (an adapter's async generator) with every ProviderError it raises — an
     HTTP error, a transport failure, or an error event in the middle of a 200 stream —
@@ -261,7 +275,10 @@ def _scrubbing(stream: Any) -> Any:
     async def scrubbed(
         self: HTTPAdapter, request: Any, *, cancel: CancellationToken | None = None
     ) -> AsyncIterator[Any]:
-        events = stream(self, request, cancel=cancel)
+        try:
+            events = stream(self, request, cancel=cancel)  # an adapter may check before I/O
+        except ProviderError as exc:
+            raise self.scrub(exc) from None
         try:
             async for event in events:
                 yield event
@@ -298,21 +315,28 @@ class HTTPAdapter:
     connect_hint: str = ""
     """What to check when the server cannot be reached (adapters for local servers say how
     to start theirs); empty for a generic hint."""
+    default_base_url: str = ""
+    """The API's address, used when ``base_url`` is not given."""
+    key_variables: tuple[str, ...] = ()
+    """Environment variables the key is read from at construction, when ``api_key`` is not
+    given (empty: the adapter reads its key itself)."""
 
     def __init__(
         self,
         model: str,
         *,
-        base_url: str,
-        api_key: str | None,
-        headers: Mapping[str, str] | None = None,
+        api_key: str | None = None,
+        base_url: str | None = None,
         client: httpx.AsyncClient | None = None,
         timeout: float | httpx.Timeout | None = None,
+        headers: Mapping[str, str] | None = None,
+        stream: bool = True,
     ) -> None:
-        check_base_url(base_url)
         self.model = model
-        self.base_url = base_url.rstrip("/")
-        self.__api_key = api_key
+        self.base_url = (base_url or self.default_base_url).rstrip("/")
+        check_base_url(self.base_url)
+        self.__api_key = api_key or env_key(*self.key_variables)
+        self.streaming = stream
         self._extra_headers = dict(headers or {})
         self._owns_client = client is None
         self._client = client
@@ -368,6 +392,18 @@ class HTTPAdapter:
             f"{type(self).__name__}(model={self.model!r}, base_url={redact_url(self.base_url)!r})"
         )
 
+    def _required_key(self, variable: str, label: str) -> str:
+        """The key given, else the one in ``variable`` (read at call time); a clear ``auth``
+        error before any I/O when there is none."""
+        key = self._api_key or env_key(variable)
+        if not key:
+            raise ProviderError(
+                "auth",
+                f"no {label} API key: set the {variable} environment variable or pass api_key=",
+                provider=self.name,
+            )
+        return key
+
     def _headers(self) -> dict[str, str]:
         """Request headers, auth included. Subclasses add their own scheme."""
         return {"content-type": "application/json", **self._extra_headers}
@@ -422,7 +458,7 @@ class HTTPAdapter:
         decoder: JSONStreamDecoder,
         headers: Mapping[str, str] | None = None,
     ) -> AsyncGenerator[list[Any], None]:
-        """POST and yield, for each network read, the JSON values ``decoder`` completes with
+        """POST and yield, for each read, the JSON values ``decoder`` completes with
         it (never an empty list), reading the body to the end. Malformed data is a
         ``server`` error; a partial last value means the connection dropped mid-way
         (``truncated_stream``)."""
@@ -484,7 +520,7 @@ class HTTPAdapter:
         headers: Mapping[str, str] | None = None,
     ) -> AsyncGenerator[StreamEvent, None]:
         """One model call's stream events: ``state`` (an :class:`Assembler` with the
-        adapter's ``feed(wire_event)`` mapping) fed every wire event — by network read from
+        adapter's ``feed(wire_event)`` mapping) fed every wire event — by read from
         ``decoder`` (SSE JSON objects when None), or, for a non-streamed call, from
         ``whole(response)`` — then its ``end()``. A response without the API's end marker
         (``state.complete``) is ``truncated_stream``, said with ``unfinished``."""
@@ -510,26 +546,15 @@ class HTTPAdapter:
     async def _post_json(
         self, url: str, body: Body, headers: Mapping[str, str] | None = None
     ) -> Any:
+        """POST and return the whole response's JSON (a non-streamed call)."""
+        async with aclosing(self._post_stream(url, body, headers)) as chunks:
+            content = b"".join([chunk async for chunk in chunks])
         try:
-            async with self.slots:
-                response = await self._send(url, body, headers)
-                try:
-                    await response.aread()
-                finally:
-                    await response.aclose()
-        except (httpx.TransportError, httpx.InvalidURL) as exc:
-            raise self.scrub(
-                transport_error(exc, self.name, self.base_url, self.connect_hint)
-            ) from None
-        if 300 <= response.status_code < 400:
-            raise self._redirected(response)
-        if response.status_code >= 400:
-            raise self.scrub(self._http_error(response, response.content))
-        try:
-            return from_json(response.content)
+            return from_json(content)
         except ValueError:
+            text = content.decode("utf-8", "replace")[:200]
             raise ProviderError(
-                "server", f"response was not JSON: {response.text[:200]!r}", provider=self.name
+                "server", f"response was not JSON: {text!r}", provider=self.name
             ) from None
 
     def scrub(self, error: ProviderError) -> ProviderError:

@@ -22,10 +22,7 @@ Mapping notes:
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
-from contextlib import aclosing
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from ..cancellation import CancellationToken
 from ..types import (
@@ -40,13 +37,15 @@ from ..types import (
 from ..types.messages import AgentMessage
 from ._assemble import check_cancel, json_object
 from ._convert import safe_tool_call_id, same_origin, thinking_as_text
-from ._http import HTTPAdapter, env_key
+from ._http import HTTPAdapter, HTTPOptions
 from .anthropic_stream import StreamState, events_from_message
 from .base import (
     ModelRequest,
-    ProviderError,
     StreamEvent,
 )
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 API_VERSION = "2023-06-01"
@@ -71,44 +70,26 @@ class Anthropic(HTTPAdapter):
     """
 
     name = "anthropic"
+    default_base_url = DEFAULT_BASE_URL
 
     def __init__(
         self,
         model: str,
         *,
-        api_key: str | None = None,
-        base_url: str | None = None,
-        client: httpx.AsyncClient | None = None,
-        timeout: float | httpx.Timeout | None = None,
-        headers: Mapping[str, str] | None = None,
-        stream: bool = True,
         max_tokens: int = 8192,
         thinking_budgets: Mapping[str, int] | None = None,
+        **options: Unpack[HTTPOptions],
     ) -> None:
-        super().__init__(
-            model,
-            base_url=base_url or DEFAULT_BASE_URL,
-            api_key=api_key,
-            headers=headers,
-            client=client,
-            timeout=timeout,
-        )
-        self.streaming = stream
+        """``options``: ``api_key``, ``base_url``, ``client``, ``timeout``, ``headers``,
+        ``stream`` (see :class:`~treadle.providers._http.HTTPOptions`)."""
+        super().__init__(model, **options)
         self.max_tokens = max_tokens
         self.thinking_budgets = {**DEFAULT_THINKING_BUDGETS, **(thinking_budgets or {})}
 
     # ---- HTTP ----
 
     def _key(self) -> str:
-        key = self._api_key or env_key("ANTHROPIC_API_KEY")
-        if not key:
-            raise ProviderError(
-                "auth",
-                "no Anthropic API key: set the ANTHROPIC_API_KEY environment variable "
-                "or pass api_key=",
-                provider=self.name,
-            )
-        return key
+        return self._required_key("ANTHROPIC_API_KEY", "Anthropic")
 
     def _headers(self) -> dict[str, str]:
         return {
@@ -118,7 +99,7 @@ class Anthropic(HTTPAdapter):
             **self._extra_headers,
         }
 
-    async def stream(
+    def stream(
         self, request: ModelRequest, *, cancel: CancellationToken | None = None
     ) -> AsyncIterator[StreamEvent]:
         """Call the model; yield :data:`StreamEvent` values ending with one StreamDone."""
@@ -131,7 +112,7 @@ class Anthropic(HTTPAdapter):
         extra = {"anthropic-beta": EXTENDED_CACHE_BETA} if request.prompt_cache == "long" else {}
         if "anthropic-beta" in self._extra_headers:
             extra = {}  # the caller's own beta header wins
-        events = self._events(
+        return self._events(
             state,
             url,
             body,
@@ -140,9 +121,6 @@ class Anthropic(HTTPAdapter):
             unfinished="the stream ended before message_stop",
             headers=extra,
         )
-        async with aclosing(events) as events:
-            async for event in events:
-                yield event
 
     # ---- request ----
 

@@ -143,7 +143,7 @@ Start and end events are optional for consumers: a delta for a new index opens i
 """
 
 COALESCE_DELTAS: ContextVar[bool] = ContextVar("treadle_coalesce_deltas", default=False)
-"""Whether an adapter merges the deltas of one content block that arrive in one network read
+"""Whether an adapter merges the deltas of one content block that arrive in one read
 into one event (their text concatenated). Off by default — an adapter's ``stream`` used on
 its own yields one event per wire event — and set by the loop for each model call from
 ``AgentLoopConfig.coalesce_deltas`` (on by default)."""

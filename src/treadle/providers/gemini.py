@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import AsyncIterator, Iterable, Mapping
-from contextlib import aclosing
 from typing import Any
 
 import httpx
@@ -41,7 +40,7 @@ from ..types import (
 )
 from ._assemble import check_cancel
 from ._convert import safe_tool_call_id, same_origin, thinking_as_text
-from ._http import HTTPAdapter, env_key
+from ._http import HTTPAdapter
 from .base import (
     ModelRequest,
     ProviderError,
@@ -105,27 +104,8 @@ class Gemini(HTTPAdapter):
     ``x-goog-api-key`` header, never in the URL."""
 
     name = "gemini"
-
-    def __init__(
-        self,
-        model: str,
-        *,
-        api_key: str | None = None,
-        base_url: str | None = None,
-        client: httpx.AsyncClient | None = None,
-        timeout: float | httpx.Timeout | None = None,
-        headers: Mapping[str, str] | None = None,
-        stream: bool = True,
-    ) -> None:
-        super().__init__(
-            model,
-            base_url=base_url or DEFAULT_BASE_URL,
-            api_key=api_key or env_key(*KEY_VARIABLES),
-            headers=headers,
-            client=client,
-            timeout=timeout,
-        )
-        self.streaming = stream
+    default_base_url = DEFAULT_BASE_URL
+    key_variables = KEY_VARIABLES
 
     def _headers(self) -> dict[str, str]:
         headers = super()._headers()
@@ -174,7 +154,7 @@ class Gemini(HTTPAdapter):
 
     # ---- response ----
 
-    async def stream(
+    def stream(
         self, request: ModelRequest, *, cancel: CancellationToken | None = None
     ) -> AsyncIterator[StreamEvent]:
         if not self._api_key:
@@ -188,7 +168,7 @@ class Gemini(HTTPAdapter):
         model = request.model or self.model
         body = self.build_body(request)
         state = Response(self.name, model)
-        events = self._events(
+        return self._events(
             state,
             self.url(model, stream=self.streaming),
             body,
@@ -197,9 +177,6 @@ class Gemini(HTTPAdapter):
             unfinished="the Gemini stream ended before a candidate reported its finishReason",
             decoder=ChunkDecoder(),
         )
-        async with aclosing(events) as events:
-            async for event in events:
-                yield event
 
     def _http_error(self, response: httpx.Response, raw: bytes) -> ProviderError:
         error = super()._http_error(response, raw)

@@ -11,8 +11,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import AsyncIterator, Iterable, Mapping
-from contextlib import aclosing
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
@@ -30,9 +29,12 @@ from ..types import (
 )
 from ..types.usage import StopReason
 from ._assemble import Assembler, check_cancel, count, usage
-from ._http import HTTPAdapter, classify, env_key
+from ._http import HTTPAdapter, HTTPOptions, classify
 from ._sse import NDJSONDecoder
 from .base import ModelRequest, ProviderError, StreamEvent, ThinkingLevel
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 DEFAULT_BASE_URL = "http://localhost:11434"
 DEFAULT_PORT = 11434
@@ -55,35 +57,25 @@ class Ollama(HTTPAdapter):
     when set, is sent as a bearer token (Ollama's cloud requires it)."""
 
     name = "ollama"
+    key_variables = ("OLLAMA_API_KEY",)
     connect_hint = "is Ollama running? Start it with `ollama serve`, or point OLLAMA_HOST at it"
 
     def __init__(
         self,
         model: str,
         *,
-        api_key: str | None = None,
-        base_url: str | None = None,
-        client: httpx.AsyncClient | None = None,
-        timeout: float | httpx.Timeout | None = None,
-        headers: Mapping[str, str] | None = None,
-        stream: bool = True,
         options: Mapping[str, Any] | None = None,
         keep_alive: str | int | None = None,
+        **http: Unpack[HTTPOptions],
     ) -> None:
         """``options`` are Ollama model options sent with every request (``num_ctx`` is the
-        one most often needed: Ollama's default context is small and truncates silently)."""
-        if base_url is None:
+        one most often needed: Ollama's default context is small and truncates silently).
+        ``http``: ``api_key``, ``base_url`` (else ``OLLAMA_HOST``), ``client``, ``timeout``,
+        ``headers``, ``stream`` (see :class:`~treadle.providers._http.HTTPOptions`)."""
+        if http.get("base_url") is None:
             env_host = os.environ.get("OLLAMA_HOST")
-            base_url = host_url(env_host) if env_host else DEFAULT_BASE_URL
-        super().__init__(
-            model,
-            base_url=base_url,
-            api_key=api_key or env_key("OLLAMA_API_KEY"),
-            headers=headers,
-            client=client,
-            timeout=timeout,
-        )
-        self.streaming = stream
+            http["base_url"] = host_url(env_host) if env_host else DEFAULT_BASE_URL
+        super().__init__(model, **http)
         self.options = dict(options or {})
         self.keep_alive = keep_alive
 
@@ -146,7 +138,7 @@ class Ollama(HTTPAdapter):
 
     # ---- response ----
 
-    async def stream(
+    def stream(
         self, request: ModelRequest, *, cancel: CancellationToken | None = None
     ) -> AsyncIterator[StreamEvent]:
         host = httpx.URL(self.base_url).host
@@ -160,7 +152,7 @@ class Ollama(HTTPAdapter):
         check_cancel(cancel, self.name)
         body = self.build_body(request)
         state = _Response(self.name, body["model"])
-        events = self._events(
+        return self._events(
             state,
             f"{self.base_url}/api/chat",
             body,
@@ -169,9 +161,6 @@ class Ollama(HTTPAdapter):
             unfinished="the Ollama stream ended without its final done:true line",
             decoder=NDJSONDecoder(self.max_line_chars),
         )
-        async with aclosing(events) as events:
-            async for event in events:
-                yield event
 
 
 def think_value(model: str, level: ThinkingLevel) -> bool | str:

@@ -28,11 +28,11 @@ import hashlib
 import ipaddress
 import json
 import re
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from contextlib import aclosing
 from functools import partial
 from operator import itemgetter
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import httpx
 from pydantic_core import from_json
@@ -49,7 +49,7 @@ from ..types import (
 )
 from ._assemble import check_cancel, read_events
 from ._convert import image_data_url, safe_tool_call_id, same_origin
-from ._http import HTTPAdapter, classify, env_key
+from ._http import HTTPAdapter, HTTPOptions, classify
 from ._sse import SSEDecoder, SSEEvent
 from ._wire import ToolsJSON, WireCache, dumpb, dumps, splice
 from .base import (
@@ -58,6 +58,9 @@ from .base import (
     StreamEvent,
 )
 from .openai_chat_stream import ChatStream
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
@@ -85,17 +88,12 @@ class OpenAIChat(HTTPAdapter):
     """
 
     name = "openai"
+    default_base_url = DEFAULT_BASE_URL
 
     def __init__(
         self,
         model: str,
         *,
-        api_key: str | None = None,
-        base_url: str | None = None,
-        client: httpx.AsyncClient | None = None,
-        timeout: float | httpx.Timeout | None = None,
-        headers: Mapping[str, str] | None = None,
-        stream: bool = True,
         provider_name: str = "openai",
         organization: str | None = None,
         project: str | None = None,
@@ -105,18 +103,14 @@ class OpenAIChat(HTTPAdapter):
         reasoning_field: str | None = None,
         api_key_env: str | None = None,
         require_key: bool | None = None,
+        **options: Unpack[HTTPOptions],
     ) -> None:
+        """``options``: ``api_key``, ``base_url``, ``client``, ``timeout``, ``headers``,
+        ``stream`` (see :class:`~treadle.providers._http.HTTPOptions`)."""
         self.name = provider_name
         self._key_env = api_key_env or _env_name(provider_name)
-        super().__init__(
-            model,
-            base_url=base_url or DEFAULT_BASE_URL,
-            api_key=api_key or env_key(self._key_env),
-            headers=headers,
-            client=client,
-            timeout=timeout,
-        )
-        self.streaming = stream
+        self.key_variables = (self._key_env,)
+        super().__init__(model, **options)
         self.include_usage = include_usage
         self.system_role = system_role
         self.organization = organization

@@ -20,11 +20,9 @@ Mapping notes:
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
-from contextlib import aclosing
-from typing import Any
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
 
-import httpx
 from pydantic_core import from_json, to_json
 
 from ..cancellation import CancellationToken
@@ -40,13 +38,15 @@ from ..types import (
 from ..types.messages import AgentMessage
 from ._assemble import check_cancel, json_object
 from ._convert import image_data_url, safe_tool_call_id, same_origin, thinking_as_text
-from ._http import HTTPAdapter, env_key
+from ._http import HTTPAdapter, HTTPOptions
 from .base import (
     ModelRequest,
-    ProviderError,
     StreamEvent,
 )
 from .openai_responses_stream import StreamState, events_from_response
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 _EFFORTS = {"minimal": "minimal", "low": "low", "medium": "medium", "high": "high"}
@@ -61,43 +61,26 @@ class OpenAIResponses(HTTPAdapter):
     """
 
     name = "openai"
+    default_base_url = DEFAULT_BASE_URL
 
     def __init__(
         self,
         model: str,
         *,
-        api_key: str | None = None,
-        base_url: str | None = None,
-        client: httpx.AsyncClient | None = None,
-        timeout: float | httpx.Timeout | None = None,
-        headers: Mapping[str, str] | None = None,
-        stream: bool = True,
         store: bool = False,
         reasoning_summary: str | None = "auto",
+        **options: Unpack[HTTPOptions],
     ) -> None:
-        super().__init__(
-            model,
-            base_url=base_url or DEFAULT_BASE_URL,
-            api_key=api_key,
-            headers=headers,
-            client=client,
-            timeout=timeout,
-        )
-        self.streaming = stream
+        """``options``: ``api_key``, ``base_url``, ``client``, ``timeout``, ``headers``,
+        ``stream`` (see :class:`~treadle.providers._http.HTTPOptions`)."""
+        super().__init__(model, **options)
         self.store = store
         self.reasoning_summary = reasoning_summary
 
     # ---- HTTP ----
 
     def _key(self) -> str:
-        key = self._api_key or env_key("OPENAI_API_KEY")
-        if not key:
-            raise ProviderError(
-                "auth",
-                "no OpenAI API key: set the OPENAI_API_KEY environment variable or pass api_key=",
-                provider=self.name,
-            )
-        return key
+        return self._required_key("OPENAI_API_KEY", "OpenAI")
 
     def _headers(self) -> dict[str, str]:
         return {
@@ -106,7 +89,7 @@ class OpenAIResponses(HTTPAdapter):
             **self._extra_headers,
         }
 
-    async def stream(
+    def stream(
         self, request: ModelRequest, *, cancel: CancellationToken | None = None
     ) -> AsyncIterator[StreamEvent]:
         """Call the model; yield :data:`StreamEvent` values ending with one StreamDone."""
@@ -115,7 +98,7 @@ class OpenAIResponses(HTTPAdapter):
         check_cancel(cancel, self.name)
         url = f"{self.base_url}/responses"
         state = StreamState(self.name, body["model"])
-        events = self._events(
+        return self._events(
             state,
             url,
             body,
@@ -123,9 +106,6 @@ class OpenAIResponses(HTTPAdapter):
             whole=lambda payload: events_from_response(json_object(payload, self.name)),
             unfinished="the stream ended before response.completed",
         )
-        async with aclosing(events) as events:
-            async for event in events:
-                yield event
 
     # ---- request ----
 
