@@ -8,6 +8,8 @@ compaction load on first use of one of their names (importing treadle stays fast
 from __future__ import annotations
 
 import importlib
+import sys
+import types
 from typing import TYPE_CHECKING, Any
 
 from .transcript import (
@@ -89,6 +91,21 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted({*globals(), *_WHERE})
+
+
+class _Package(types.ModuleType):
+    """Importing the submodule ``compact`` binds it on this package under its name, which
+    the function ``compact`` exported here already has: ``from treadle.context import
+    compact`` would give the module once anything imported the submodule. The function
+    keeps the name."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "compact" and isinstance(value, types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
 
 
 __all__ = [

@@ -37,12 +37,17 @@ class RequestError(TreadleError, ValueError):
         self.status = status
 
 
+def _digits(text: str) -> bool:
+    """ASCII digits only: ``str.isdigit`` also accepts ``"¹"``, which ``int`` refuses."""
+    return text.isascii() and text.isdigit()
+
+
 def parse_cursor(value: str | None) -> Cursor | None:
     """``"12"`` → (12, 0), ``"12.3"`` → (12, 3); ``None`` for anything else."""
     if not value:
         return None
     head, _, tail = value.strip().partition(".")
-    if not head.isdigit() or (tail and not tail.isdigit()):
+    if not _digits(head) or (tail and not _digits(tail)):
         return None
     return int(head), int(tail or 0)
 
