@@ -61,24 +61,3 @@ def test_a_changed_signature_is_reported_with_a_diff(monkeypatch: pytest.MonkeyP
     committed = api.sections(api.SNAPSHOT.read_text(encoding="utf-8"))["treadle"]
     changes = api.diff(committed, now)
     assert "-async def agent_loop(" in changes and "+def agent_loop(prompts: str" in changes
-
-
-def test_no_package_exports_a_name_its_submodule_shadows() -> None:
-    """A lazily exported name equal to a submodule's name is replaced by the module once
-    anything imports that submodule (``from treadle.context import compact`` once returned
-    the module ``treadle.context.compact``, depending on import order)."""
-    import pkgutil
-
-    import treadle
-
-    clashes = []
-    for info in pkgutil.walk_packages(treadle.__path__, "treadle."):
-        if not info.ispkg:
-            continue
-        try:
-            package = importlib.import_module(info.name)
-        except ImportError:  # an extra that is not installed
-            continue
-        submodules = {sub.name for sub in pkgutil.iter_modules(package.__path__)}
-        clashes += [f"{info.name}.{n}" for n in getattr(package, "__all__", ()) if n in submodules]
-    assert not clashes, f"exported names that are also submodules: {clashes}"

@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from treadle import AssistantMessage, ToolCall, ToolResultMessage, UserMessage
@@ -276,6 +276,8 @@ def test_cursor_round_trips(seq: int, index: int) -> None:
 
 
 @given(st.text(max_size=12))
+@example("¹")  # a digit to str.isdigit, not to int()
+@example("1.²")
 def test_cursor_parser_never_raises(text: str) -> None:
     cursor = parse_cursor(text)
     assert cursor is None or (cursor[0] >= 0 and cursor[1] >= 0)

@@ -37,6 +37,11 @@ class RequestError(TreadleError, ValueError):
         self.status = status
 
 
+def _digits(text: str) -> bool:
+    """ASCII digits only: ``str.isdigit`` also accepts ``"¹"``, which ``int`` refuses."""
+    return text.isascii() and text.isdigit()
+
+
 def parse_cursor(value: str | None) -> Cursor | None:
     """``"12"`` → (12, 0), ``"12.3"`` → (12, 3); ``None`` for anything else."""
     if not value:
@@ -45,10 +50,6 @@ def parse_cursor(value: str | None) -> Cursor | None:
     if not _digits(head) or (tail and not _digits(tail)):
         return None
     return int(head), int(tail or 0)
-
-
-def _digits(text: str) -> bool:
-    return text.isascii() and text.isdigit()  # "²".isdigit() is true, and int() refuses it
 
 
 def format_cursor(cursor: Cursor) -> str:
