@@ -14,13 +14,13 @@ import anyio
 from _model import model_or_script
 
 from treadle import Agent, AssistantMessage, ToolCall
-from treadle.mcp import MCPServerStdio
+from treadle.mcp import MCPStdioClient
 
 SERVER = Path(__file__).with_name("_mcp_server.py")
 
 
 async def main() -> None:
-    notes = MCPServerStdio("notes", command=sys.executable, args=[str(SERVER)])
+    notes = MCPStdioClient("notes", command=sys.executable, args=[str(SERVER)])
     provider = model_or_script(
         [
             AssistantMessage(content=[ToolCall(id="c1", name="mcp__notes__list_notes")]),
