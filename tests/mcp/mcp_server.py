@@ -7,9 +7,10 @@
 
 Tools: add, echo, fail (an isError result), slow (sleeps), picture (an image), doc (an
 embedded resource), weather (structured content), grow (adds a tool, then says the list
-changed), crash (the process dies mid-call), headers (what the request carried), whoami
-(the client's name, version and capabilities), rotate (http-auth: the token in use stops
-working; the next one is TOKEN-2, then TOKEN-3 ...).
+changed), crash (the process dies mid-call), pid (its process id), headers (what the
+request carried), whoami (the client's name, version and capabilities), profile (an
+elicitation with defaults), rotate (http-auth: the token in use stops working; the next one
+is TOKEN-2, then TOKEN-3 ...).
 """
 
 from __future__ import annotations
@@ -110,6 +111,12 @@ async def grow(ctx: Context) -> str:
 def crash() -> str:
     """The server process dies mid-call."""
     os._exit(3)
+
+
+@server.tool()
+def pid() -> int:
+    """This server's process id."""
+    return os.getpid()
 
 
 @server.tool()

@@ -238,6 +238,31 @@ async def test_a_borrower_in_another_task_never_closes_the_owners_connection() -
     assert not client.running
 
 
+# ---- a stdio server's process ----
+
+
+async def test_a_stdio_servers_process_is_known_and_followed() -> None:
+    import os
+
+    client = stdio(timeout=20)
+    assert client.pid is None and not client.alive and client.returncode is None
+    async with client:
+        first = client.pid
+        assert first is not None and client.alive
+        assert (await client.call_tool("pid", {})).text == str(first)  # that very process
+        await client.call_tool("crash", {})  # it exits with status 3
+        with anyio.fail_after(10):
+            while client.alive:  # noqa: ASYNC110 (another process's exit)
+                await anyio.sleep(0.02)
+        assert client.returncode == 3 and client.pid == first
+        again = await client.call_tool("pid", {})  # restarted: a new process
+        assert client.pid != first and again.text == str(client.pid) and client.alive
+        last = client.pid
+    assert not client.alive and client.returncode is not None
+    with pytest.raises(ProcessLookupError):
+        os.kill(last, 0)  # stopped and reaped
+
+
 # ---- the former names ----
 
 

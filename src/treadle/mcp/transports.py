@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
+from anyio.abc import Process
+
 from ..providers import redact_url
 from .client import MCPClient
 
@@ -18,7 +20,8 @@ class MCPStdioClient(MCPClient):
 
     ``MCPStdioClient("files", command="npx", args=["-y", "@mcp/server-files", "."])``;
     ``env`` is merged over a safe default environment; ``cwd`` is its working folder.
-    The server's stderr goes to this process's stderr (``errlog`` to change it)."""
+    The server's stderr goes to this process's stderr (``errlog`` to change it).
+    :attr:`pid`, :attr:`alive` and :attr:`returncode` tell about its process."""
 
     _opening = "could not start"
 
@@ -39,16 +42,34 @@ class MCPStdioClient(MCPClient):
         self._env = dict(env) if env is not None else None
         self.cwd = cwd
         self.errlog = errlog or sys.stderr
+        self._process: Process | None = None
+
+    @property
+    def pid(self) -> int | None:
+        """The server process's id: the latest one (a restart starts a new process), or
+        ``None`` before the first start (and on Windows, where the SDK starts it)."""
+        return self._process.pid if self._process is not None else None
+
+    @property
+    def alive(self) -> bool:
+        """Whether that process is running now (it has not exited)."""
+        return self._process is not None and self._process.returncode is None
+
+    @property
+    def returncode(self) -> int | None:
+        """The process's exit status once it has exited (negative: killed by that
+        signal), ``None`` while it runs or before it started."""
+        return self._process.returncode if self._process is not None else None
+
+    def _started(self, process: Process | None) -> None:
+        self._process = process
 
     def _transport(self) -> contextlib.AbstractAsyncContextManager[Any]:
-        from mcp.client.stdio import stdio_client
+        from .stdio import stdio_transport
 
-        from mcp import StdioServerParameters
-
-        params = StdioServerParameters(
-            command=self.command, args=self.args, env=self._env, cwd=self.cwd
+        return stdio_transport(
+            self.command, self.args, self._env, self.cwd, self.errlog, self._started
         )
-        return stdio_client(params, errlog=self.errlog)
 
     def _secrets(self) -> list[str]:
         return list((self._env or {}).values())
