@@ -134,22 +134,31 @@ class MCPClient:
 
     # ---- errors ----
 
-    def _error(self, doing: str, exc: BaseException | None = None, detail: str = "") -> MCPError:
-        """An :class:`MCPError` for a failure while ``doing``: the server, where it is, the
-        HTTP status of the request that failed (if one did) and the cause."""
+    def _reason(self, exc: BaseException | None, detail: str = "") -> str:
+        """The HTTP status of the request that failed (if one did) and the cause."""
         status = self._http_status
         cause = describe(exc, self._secrets()) if exc is not None else detail
         parts = [f"HTTP {status[0]} {status[1]}".rstrip()] if status else []
         parts += [cause] if cause else []
+        current = exc is not None or self._tg is not None  # not a closed client's past
+        parts += [note] if current and (note := self._state_note()) else []
+        return " — ".join(parts)
+
+    def _state_note(self) -> str:
+        """What the transport adds to an error (a stdio server's exit status)."""
+        return ""
+
+    def _error(self, doing: str, exc: BaseException | None = None, detail: str = "") -> MCPError:
+        """An :class:`MCPError` for a failure while ``doing``: the server, where it is, the
+        HTTP status of the request that failed (if one did) and the cause."""
+        reason = self._reason(exc, detail)
         message = f"MCP server {self.name!r} ({self._where()}): {doing}"
-        if parts:
-            message += ": " + " — ".join(parts)
         return MCPError(
-            message,
+            f"{message}: {reason}" if reason else message,
             server=self.name,
             where=self._where(),
-            status=status[0] if status else None,
-            cause=cause,
+            status=self._http_status[0] if self._http_status else None,
+            cause=describe(exc, self._secrets()) if exc is not None else detail,
         )
 
     # ---- lifecycle ----
@@ -226,8 +235,8 @@ class MCPClient:
                     await self._drop.wait()
             except Exception as exc:
                 error = self._error(self._opening if first else "connection lost", exc)
-                self._failure = str(error)
-                logger.warning("%s", self._failure)
+                self._failure = self._reason(exc)
+                logger.warning("%s", error)
                 if first:
                     raise error from None
             self._mark_down()
@@ -295,17 +304,21 @@ class MCPClient:
 
     async def _request(self, doing: str, send: Callable[[Any], Awaitable[Any]]) -> Any:
         """``await send(session)``; any failure (but cancellation) as an :class:`MCPError`."""
-        session = await self._ready()
+        return await self._send(await self._ready(), doing, send)
+
+    async def _send(self, session: Any, doing: str, send: Callable[[Any], Awaitable[Any]]) -> Any:
         self._http_status = None
         try:
             return await send(session)
         except anyio.get_cancelled_exc_class():
             raise
         except Exception as exc:
+            error = self._error(doing, exc)
             if self._session is session and _connection_lost(exc):
+                self._failure = self._reason(exc)
                 self._drop.set()  # the connection is gone: close it; restart on demand
                 self._mark_down()
-            raise self._error(doing, exc) from None
+            raise error from None
 
     # ---- tools ----
 
@@ -350,11 +363,15 @@ class MCPClient:
         a hang; cancellation propagates (the SDK tells the server the request was
         cancelled)."""
         try:
-            result = await self._request(
-                f"tools/call {name!r} failed", lambda session: session.call_tool(name, arguments)
+            session = await self._ready()
+        except MCPError as exc:
+            return ToolResult.error(str(exc))
+        try:
+            result = await self._send(
+                session, f"tools/call {name!r} failed", lambda s: s.call_tool(name, arguments)
             )
         except MCPError as exc:
-            if self._tg is not None and self._session is None:
+            if self._tg is not None and self._session is None:  # this call lost it
                 then = "restarted on the next call" if self.restart else "restart=False"
                 return ToolResult.error(f"{exc} ({then})")
             return ToolResult.error(str(exc))

@@ -61,6 +61,10 @@ class MCPStdioClient(MCPClient):
         signal), ``None`` while it runs or before it started."""
         return self._process.returncode if self._process is not None else None
 
+    def _state_note(self) -> str:
+        code = self.returncode
+        return "" if code is None else f"the server process exited with status {code}"
+
     def _started(self, process: Process | None) -> None:
         self._process = process
 
@@ -79,6 +83,8 @@ class MCPStdioClient(MCPClient):
 
 
 class _HTTPClient(MCPClient):
+    _noted = frozenset({"POST"})  # the requests whose failure an error reports
+
     def __init__(
         self,
         name: str,
@@ -123,22 +129,25 @@ class _HTTPClient(MCPClient):
         auth = f", auth={type(self.__auth).__name__}" if self.__auth is not None else ""
         return f"url={redact_url(self.url)!r}{names}{auth}"
 
-    def _client(self) -> Any:
-        """The HTTP client the SDK's transport uses: our headers, timeouts and ``auth``,
-        and a hook noting a failed request's status for the error messages."""
+    def _client(
+        self, headers: dict[str, str] | None = None, timeout: Any = None, auth: Any = None
+    ) -> Any:
+        """The HTTP client the SDK's transport uses: our headers, timeouts and ``auth``
+        (or those the SDK passes), and a hook noting a failed request's status for the
+        error messages."""
         import httpx2
 
         async def note_status(response: httpx2.Response) -> None:
-            if response.request.method == "POST":
+            if response.request.method in self._noted:
                 failed = response.status_code >= 400
                 self._http_status = (
                     (response.status_code, response.reason_phrase) if failed else None
                 )
 
         return httpx2.AsyncClient(
-            headers=self._headers(),
-            timeout=httpx2.Timeout(self.http_timeout, read=max(self.timeout, 300.0)),
-            auth=self._auth(),
+            headers=self._headers() if headers is None else headers,
+            timeout=timeout or httpx2.Timeout(self.http_timeout, read=max(self.timeout, 300.0)),
+            auth=self._auth() if auth is None else auth,
             event_hooks={"response": [note_status]},
         )
 
@@ -164,6 +173,8 @@ class MCPSSEClient(_HTTPClient):
     for servers that have not moved to streamable HTTP). Same options as
     :class:`MCPHTTPClient`."""
 
+    _noted = frozenset({"GET", "POST"})  # the GET is its connection
+
     def _transport(self) -> contextlib.AbstractAsyncContextManager[Any]:
         from mcp.client.sse import sse_client
 
@@ -172,6 +183,7 @@ class MCPSSEClient(_HTTPClient):
             headers=self._headers(),
             timeout=self.http_timeout,
             sse_read_timeout=max(self.timeout, 300.0),
+            httpx_client_factory=self._client,
             auth=self._auth(),
         )
 
