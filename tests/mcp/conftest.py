@@ -71,3 +71,12 @@ def start_mcp_server() -> Iterator[Callable[..., str]]:
     for process in started:
         process.terminate()
         process.wait(10)
+
+
+@pytest.fixture
+def mcp_http_process() -> Iterator[tuple[subprocess.Popen[bytes], str]]:
+    """A streamable HTTP test server of the test's own (it may kill it), and its URL."""
+    process, port = start_server("http")
+    yield process, f"http://127.0.0.1:{port}/mcp"
+    process.kill()
+    process.wait(10)

@@ -77,6 +77,23 @@ async def test_an_unreachable_server_names_the_cause_and_the_url_without_secrets
             pass
 
 
+async def test_a_server_gone_mid_session_is_named_with_its_cause(
+    mcp_http_process: tuple[subprocess.Popen[bytes], str],
+) -> None:
+    process, url = mcp_http_process
+    client = MCPHTTPClient("web", url=url, connect_timeout=10)
+    async with client:
+        assert (await client.call_tool("echo", {"text": "x"})).text == "x"
+        process.kill()
+        process.wait(10)
+        lost = await client.call_tool("echo", {"text": "x"})
+        assert lost.is_error and lost.text.startswith(f"MCP server 'web' (url='{url}')")
+        again = await client.call_tool("echo", {"text": "x"})  # the restart fails
+        assert again.is_error and "could not reconnect: ConnectError: " in again.text
+        with pytest.raises(MCPError, match="could not reconnect: ConnectError: "):
+            await client.get_tools()
+
+
 @pytest.fixture(scope="module")
 def auth_url(start_mcp_server: Callable[..., str]) -> str:
     return start_mcp_server("http-auth", TOKEN)

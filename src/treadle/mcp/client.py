@@ -224,9 +224,11 @@ class MCPClient:
         first = True
         while not self._closing:
             self._drop = anyio.Event()
+            connected = False
             try:
                 async with contextlib.AsyncExitStack() as stack:
                     session = await stack.enter_async_context(self._connect())
+                    connected = True
                     self._session, self._tools, self._failure = session, None, None
                     self._up.set()
                     if first:
@@ -234,7 +236,8 @@ class MCPClient:
                         task_status.started()
                     await self._drop.wait()
             except Exception as exc:
-                error = self._error(self._opening if first else "connection lost", exc)
+                doing = "connection lost" if connected else "could not reconnect"
+                error = self._error(self._opening if first else doing, exc)
                 self._failure = self._reason(exc)
                 logger.warning("%s", error)
                 if first:
