@@ -121,7 +121,14 @@ def results(runner: list[str], tmp_path_factory: pytest.TempPathFactory) -> dict
             scenario: pool.submit(run_scenario, runner, scenario, root / str(n))
             for n, scenario in enumerate(SCENARIOS)
         }
-        return {scenario: future.result() for scenario, future in futures.items()}
+        found = {scenario: future.result() for scenario, future in futures.items()}
+    for scenario, checks in found.items():  # shown with -s
+        counts = {s: sum(c["status"] == s for c in checks) for s in ("SUCCESS", "FAILURE")}
+        warned = sum(c["status"] == "WARNING" for c in checks)
+        print(
+            f"{scenario}: {counts['SUCCESS']} passed, {counts['FAILURE']} failed, {warned} warned"
+        )
+    return found
 
 
 @pytest.mark.slow

@@ -255,6 +255,26 @@ async def test_a_borrower_in_another_task_never_closes_the_owners_connection() -
     assert not client.running
 
 
+async def test_an_owner_closing_closes_it_for_a_borrower_which_is_told_so() -> None:
+    client = stdio()
+    borrowed, closed = anyio.Event(), anyio.Event()
+    seen: list[Any] = []
+
+    async def borrower() -> None:
+        async with client:
+            borrowed.set()
+            await closed.wait()
+            seen.append(await client.call_tool("echo", {"text": "x"}))
+
+    async with anyio.create_task_group() as tg:
+        async with client:
+            tg.start_soon(borrower)
+            await borrowed.wait()
+        closed.set()  # the owner's block has ended while the borrower still holds it
+    (result,) = seen
+    assert result.is_error and "not open" in result.text and not client.running
+
+
 # ---- a stdio server's process ----
 
 
