@@ -1,12 +1,14 @@
 """A client of an MCP server as a toolset (the transports are in ``transports.py``), over the
 official ``mcp`` SDK.
 
-A server's session lives in a task of the toolset's own task group, opened by
-``async with server:`` (or ``async with agent:``): the SDK's transports are async context
-managers bound to the task that entered them, so one task owns the connection and every
-call — from any task of the same event loop — goes through it. When the connection drops
-(the server died, the network went away) that task notices, closes it, and reconnects on
-the next call (``restart=True``, the default) or leaves the server reported as stopped.
+A server's session lives in a task of the client's own task group, opened by the first
+``async with client:`` (or ``async with agent:``), which owns it; later ones borrow it. The
+SDK's transports are async context managers bound to the task that entered them, so one
+task owns the connection and every call — from any task of the same event loop — goes
+through it. When the connection drops (the server died, the network went away) that task
+notices, closes it, and reconnects on the next call (``restart=True``, the default) or
+leaves the server reported as stopped. Every failure is an :class:`MCPError` naming the
+server, where it is, the HTTP status and the cause.
 """
 
 from __future__ import annotations
