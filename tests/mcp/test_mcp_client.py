@@ -246,10 +246,15 @@ async def test_a_borrower_in_another_task_never_closes_the_owners_connection() -
             entered.set()
             await leave.wait()
 
+    async def close_from_elsewhere() -> None:
+        with pytest.raises(MCPError, match="did not open the connection"):
+            await client.aclose()
+
     async with client:
         async with anyio.create_task_group() as tg:
             tg.start_soon(borrower)
             await entered.wait()
+            tg.start_soon(close_from_elsewhere)  # refused: not the opener's task
             leave.set()
         assert client.running and (await client.call_tool("echo", {"text": "x"})).text == "x"
     assert not client.running

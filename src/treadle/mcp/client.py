@@ -196,15 +196,22 @@ class MCPClient:
             else:
                 self._borrows[task] = depth - 1
             return
-        if task == self._owner:
-            await self.aclose()
+        await self.aclose()  # the owner closes; another task is told it cannot
 
     async def aclose(self) -> None:
         """Close the connection (stops a stdio server's process), whoever borrowed it.
         Call it from the task that opened it (as ``async with`` does)."""
-        tg, self._tg = self._tg, None
-        if tg is None:
+        if self._tg is None:
             return
+        if self._owner != anyio.get_current_task().id:
+            raise MCPError(
+                f"MCP server {self.name!r}: aclose() from a task that did not open the "
+                "connection; leave a borrowed client with the end of its `async with` block "
+                "(the task that opened it closes it)",
+                server=self.name,
+                where=self._where(),
+            )
+        tg, self._tg = self._tg, None
         self._owner = None
         self._borrows.clear()
         self._closing = True
