@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo lint typecheck bench docs clean
+.PHONY: test demo lint typecheck bench docs dist api-snapshot clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -14,8 +14,11 @@ $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/python -m pip install -q -e ".[dev,rich,mcp,otel,web,ag-ui,dbos]"
 	touch $(STAMP)
 
+# The suite runs on every core (pytest-xdist); tests sharing an expensive fixture (a server,
+# a DBOS launch) stay on one worker. `make test PYTEST_WORKERS=0` runs it in one process.
+PYTEST_WORKERS ?= auto
 test: $(STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup
 
 demo: $(STAMP)
 	$(BIN)/python examples/quickstart.py
@@ -30,6 +33,17 @@ typecheck: $(STAMP)
 docs: $(STAMP)
 	$(BIN)/python -m pip install -q -e ".[docs]"
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict -d build/site
+
+# sdist and wheel in dist/, checked as PyPI would (docs/releasing.md).
+dist: $(STAMP)
+	$(BIN)/python -m pip install -q "build>=1.2" "twine>=5"
+	rm -rf dist
+	$(BIN)/python -m build --outdir dist .
+	$(BIN)/twine check --strict dist/*
+
+# Write the public API snapshot (tests/api/public_api.txt) after a reviewed change.
+api-snapshot: $(STAMP)
+	$(BIN)/python scripts/api_snapshot.py --update
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/loop_overhead.py

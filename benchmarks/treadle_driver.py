@@ -28,14 +28,35 @@ def _extra(parser):  # type: ignore[no-untyped-def]
         action="store_false",
         help="pass events=None (no consumer); the final text comes from the returned messages",
     )
+    parser.add_argument(
+        "--plain-consumer",
+        dest="plain",
+        action="store_true",
+        help="consume as the README teaches: `async for event in receive` over the memory "
+        "stream (not iter_events)",
+    )
+    parser.add_argument(
+        "--async-tool",
+        dest="async_tool",
+        action="store_true",
+        help="the add tool as `async def` (runs on the event loop, no worker-thread hop)",
+    )
 
 
 args = common.parse_args(extra=_extra)
 
 
-@tool(description=common.TOOL_DESCRIPTION)
-def add(a: int, b: int) -> int:
+@tool(name="add", description=common.TOOL_DESCRIPTION)
+def add_sync(a: int, b: int) -> int:
     return add_impl(a, b)
+
+
+@tool(name="add", description=common.TOOL_DESCRIPTION)
+async def add_async(a: int, b: int) -> int:
+    return add_impl(a, b)
+
+
+add = add_async if args.async_tool else add_sync
 
 
 async def setup():  # type: ignore[no-untyped-def]
@@ -54,7 +75,7 @@ async def setup():  # type: ignore[no-untyped-def]
 
         async def consume() -> None:
             async with receive:
-                async for event in treadle.iter_events(receive):
+                async for event in receive if args.plain else treadle.iter_events(receive):
                     if event.type == "message_update" and event.delta.type == "text":
                         parts.append(event.delta.text)
                     elif event.type == "turn_start":

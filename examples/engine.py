@@ -1,16 +1,20 @@
 """Engine features from ``treadle.ext``, all at once, carried over between two processes.
 
 Run it with ``python examples/engine.py``. It starts two processes one after the other,
-sharing a folder of skills and a few SQLite files. Each builds the same agent with every
-extension: memory recall and the user-memory message, the skill router and auto-skills,
-plan mode, MCP tool curation, style hints, profiles, request-shape routing and the long
-cache tier, the workflow gate, a post-run compression worker and a session-end hook.
+sharing a folder of skills and a folder of SQLite files. Each builds the same agent with
+``treadle.ext.engine(db=...)``, which makes every extension in one call — memory recall and
+the user-memory message, the skill router and auto-skills, plan mode, MCP tool curation,
+style hints, request-shape routing and the long cache tier, the workflow gate, a post-run
+compression worker and a session-end hook — with the hooks in the order they must run.
+Profiles (a persona and switchable ways of working) go on top.
 
 1. The first process's agent is told the user's name; the model saves it with the
    ``remember`` tool. The skill router picks a skill (a hint line in the system prompt) and
    credits it as the run completes; the style hook records how the user writes; the
    compression worker summarises the run into the memory store (a ``custom`` event just
-   before ``agent_end``); the session-end hook reports the reason.
+   before ``agent_end``); the session-end hook reports the reason. Each request's route
+   (its tool count, token estimate and chosen model) is a ``treadle.ext.route`` event,
+   and the run's usage is split per model in ``result.usage_by_model``.
 2. The second process starts a new conversation. Its first request carries what memory
    recalled (the saved fact and the first run's summary) and a style hint built from the
    first process's observation; the router starts from the arms the first process left.
@@ -38,22 +42,11 @@ from treadle import (
     ToolCall,
     ToolResultMessage,
 )
-from treadle.ext.auto_skills import AutoSkills
-from treadle.ext.mcp_curation import McpCuration
-from treadle.ext.memory import RECALL_HEADER, MemoryRecall, MemoryStore, UserMemory
-from treadle.ext.plan_mode import PlanMode
+from treadle.ext import engine
+from treadle.ext.memory import RECALL_HEADER
 from treadle.ext.profiles import Profiles
-from treadle.ext.routing import LongCache, ShapeRouter
-from treadle.ext.skills import SkillArms, SkillRouter
-from treadle.ext.style import SqliteUserModel, StyleHints
-from treadle.ext.workers import (
-    SUMMARY_INSTRUCTION,
-    CompressionWorker,
-    PostRunWorkers,
-    SessionEnd,
-    SessionEndInfo,
-)
-from treadle.ext.workflow import WorkflowGate
+from treadle.ext.routing import ROUTE_EVENT
+from treadle.ext.workers import SUMMARY_EVENT, SUMMARY_INSTRUCTION, SessionEndInfo
 
 SKILLS = {
     "release-notes": "Write release notes from a list of merged changes.",
@@ -89,43 +82,33 @@ def gate(prompt: str) -> str | None:
 
 
 async def child(folder: Path, step: int) -> None:
-    store = MemoryStore(folder / "memory.db")
-    arms = SkillArms(folder / "skills.db")
-    router = SkillRouter(folder / "skills", arms, seed=step + 1)
-    users = SqliteUserModel(folder / "users.db")
-    plan = PlanMode()
     ended: list[str] = []
 
     def on_end(info: SessionEndInfo) -> None:
         ended.append(info.reason)
 
+    model = model_or_script([offline_model] * 6)  # type: ignore[list-item]
+    parts = engine(
+        db=folder / "engine",
+        skills=folder / "skills",
+        user_id="ada",
+        cheap=model,  # a real app: a cheaper model for short tool-free requests
+        gate=gate,
+        on_session_end=on_end,
+        seed=step + 1,
+    )
+    assert parts.memory is not None and parts.router is not None and parts.users is not None
+    assert parts.plan is not None
     profiles = Profiles(
         [
-            Profile(
-                "assistant",
-                "Help the user; remember durable facts about them.",
-                tools=[store.remember_tool(), store.search_tool(), router.read_skill_tool()],
-            ),
-            Profile("planner", "Plan before changing anything.", tools=plan.tools),
+            Profile("assistant", "Help the user; remember facts.", tools=parts.tools),
+            Profile("planner", "Plan before changing anything.", tools=parts.plan.tools),
         ],
         persona="You are the treadle engine demo.",
     )
-    model = model_or_script([offline_model] * 4)  # type: ignore[list-item]
-    agent = profiles.agent(
-        WorkflowGate(ShapeRouter(model, cheap=model), gate),  # a real app: a cheaper model
-        hooks=[
-            MemoryRecall(store),
-            UserMemory(store),
-            router,
-            AutoSkills(folder / "skills", router, db=folder / "skills.db"),
-            plan,
-            McpCuration(folder / "audit.db"),
-            StyleHints(users, user_id="ada"),
-            LongCache(),
-            PostRunWorkers([CompressionWorker(store)]),
-            SessionEnd(on_end),
-        ],
-    )
+    agent = profiles.agent(parts.wrap(model), hooks=parts.hooks)
+    arms, users, store = parts.router.arms, parts.users, parts.memory
+    print(f"[process {step}] hooks, in order: {[type(h).__name__ for h in parts.hooks]}")
     print(f"[process {step}] arms before: {arms.all() or 'none yet'}")
     observed = users.profile("ada")
     print(f"[process {step}] style observations before: {observed.observations if observed else 0}")
@@ -134,10 +117,17 @@ async def child(folder: Path, step: int) -> None:
         custom = [e async for e in events if isinstance(e, CustomEvent)]
     result = events.result
     assert result is not None
-    print(f"[process {step}] skill picked: {router.pick.name if router.pick else None}")
+    print(f"[process {step}] skill picked: {parts.router.pick.name if parts.router.pick else None}")
     print(f"[process {step}] {prompt!r} -> {result.text!r} ({result.reason})")
     for event in custom:
-        print(f"[process {step}] post-run event {event.name}: {event.value.get('summary')!r}")
+        if event.name == ROUTE_EVENT:
+            route = event.value
+            print(f"[process {step}] route: {route['route']} ({route['model']}), "
+                  f"{route['tools']} tools, ~{route['tokens']} tokens")  # fmt: skip
+        elif event.name == SUMMARY_EVENT:
+            print(f"[process {step}] post-run summary: {event.value.get('summary')!r}")
+    by_model = {name: u.total_tokens for name, u in result.usage_by_model.items()}
+    print(f"[process {step}] tokens per model: {by_model}")
     print(f"[process {step}] facts stored: {[f.text for f in store.facts()]}")
     print(f"[process {step}] arms after: {arms.all()}")
     profile = users.profile("ada")
@@ -146,6 +136,7 @@ async def child(folder: Path, step: int) -> None:
     if step == 2:
         status = await agent.run("/status")
         print(f"[process {step}] '/status' -> {status.text!r}")
+    parts.close()
 
 
 def main() -> None:

@@ -17,7 +17,8 @@ CASES = {
     "long_session.py": (["--turns", "12"], "OK"),
     "concurrency.py": (["--runs", "20"], "completed: 40"),
     "ext_overhead.py": (["--reps", "1", "--runs", "3"], "overhead"),
-    "import_time.py": (["--runs", "1"], "import treadle:"),
+    "import_time.py": (["--runs", "1"], "ratio:"),
+    "tool_kinds.py": (["--reps", "1", "--runs", "5"], "per tool call"),
     "eager_tools.py": (["--runs", "1", "--tool-ms", "20", "--token-ms", "1"], "saved"),
 }
 

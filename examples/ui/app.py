@@ -7,9 +7,10 @@ Both resume a dropped stream (``Last-Event-ID``) with no gap and no duplicate.
                                           # Vercel AI stream), or point a front end at it
 
 The offline model (no TREADLE_MODEL) answers by rule so every protocol feature shows:
-"weather" calls a server tool, "delete" a tool that needs the user's approval, "todo" a
-tool that changes the shared state, "colour" the client's own ``pick_colour`` tool; anything
-else gets a paced, longer answer (so a dropped connection lands mid-answer).
+"weather" calls a server tool ("forecast" says a sentence first), "delete" a tool that
+needs the user's approval, "todo" a tool that changes the shared state, "colour" the
+client's own ``pick_colour`` tool; anything else gets a paced, longer answer (so a
+dropped connection lands mid-answer).
 """
 
 from __future__ import annotations
@@ -26,7 +27,16 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse
 from starlette.routing import Route
 
-from treadle import Agent, AgentContext, Ask, AssistantMessage, Hooks, ToolCall, tool
+from treadle import (
+    Agent,
+    AgentContext,
+    Ask,
+    AssistantMessage,
+    Hooks,
+    TextContent,
+    ToolCall,
+    tool,
+)
 from treadle.providers import ModelRequest
 from treadle.testing import ScriptedProvider
 from treadle.tools import ExternalTool, ToolContext
@@ -84,6 +94,9 @@ def answer(request: ModelRequest) -> AssistantMessage:
         "todo": ("add_todo", {"item": "buy milk"}),
         "colour": ("pick_colour", {"options": ["red", "blue"]}),
     }
+    if "forecast" in text:  # a sentence and a tool call in one assistant message
+        call = ToolCall(id="call-weather", name="weather", arguments={"city": "Porto"})
+        return AssistantMessage(content=[TextContent(text="Let me look that up."), call])
     for word, (name, args) in calls.items():
         if word in text:
             return AssistantMessage(

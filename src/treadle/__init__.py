@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from .cancellation import CancellationToken
 from .context import repair_transcript, validate_transcript
+from .errors import ConfigurationError, MissingExtra, TreadleError, UsageError
 from .loop import (
     AgentContext,
     AgentLoopConfig,
@@ -94,7 +95,20 @@ if TYPE_CHECKING:
     from .context.compaction import CompactionPolicy
     from .providers.registry import get_provider
 
-__version__ = "0.1.0"
+    __version__: str
+
+
+def _version() -> str:
+    """The installed distribution's version (``importlib.metadata``, read on first use so
+    ``import treadle`` stays fast); a source tree used without installing reports
+    ``0+unknown``."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("treadle")
+    except PackageNotFoundError:
+        return "0+unknown"
+
 
 _LAZY = {
     "Agent": "treadle.agent",
@@ -110,6 +124,9 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> Any:
+    if name == "__version__":
+        globals()[name] = found = _version()
+        return found
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'treadle' has no attribute {name!r}")
@@ -138,6 +155,7 @@ __all__ = [
     "CompactionEnd",
     "CompactionPolicy",
     "CompactionStart",
+    "ConfigurationError",
     "ContinuationKind",
     "CustomEvent",
     "Deny",
@@ -155,6 +173,7 @@ __all__ = [
     "MessageEnd",
     "MessageStart",
     "MessageUpdate",
+    "MissingExtra",
     "ModelRequest",
     "ModelSettings",
     "Pass",
@@ -184,10 +203,12 @@ __all__ = [
     "ToolRegistry",
     "ToolResult",
     "ToolResultMessage",
+    "TreadleError",
     "TurnEnd",
     "TurnStart",
     "TurnTrigger",
     "Usage",
+    "UsageError",
     "UserMessage",
     "Warn",
     "__version__",

@@ -125,6 +125,20 @@ async def test_run_returns_text_new_messages_usage_cost_and_reason() -> None:
     assert result.messages == agent.messages
     assert usage_tuple(agent.usage) == (40, 7, 47, 0.003)
     assert result.raise_for_error() is result
+    assert list(result.usage_by_model) == ["scripted-model"]  # one model answered both turns
+    assert usage_tuple(result.usage_by_model["scripted-model"]) == (40, 7, 47, 0.003)
+
+
+async def test_usage_by_model_splits_a_run_between_models() -> None:
+    first = calls(("c1", "quick", {"x": "a"}), u=usage(10, 2, 0.001))
+    first.model = "big-1"
+    second = say("the answer", usage(30, 5, None))
+    second.model = "small-1"
+    result = await Agent(ScriptedProvider([first, second]), tools=[quick]).run("question")
+    assert {k: usage_tuple(v) for k, v in result.usage_by_model.items()} == {
+        "big-1": (10, 2, 12, 0.001),
+        "small-1": (30, 5, 35, None),  # a model without a price has no cost
+    }
 
 
 async def test_the_conversation_is_kept_between_runs() -> None:

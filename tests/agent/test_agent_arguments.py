@@ -124,3 +124,43 @@ async def test_a_provider_whose_stream_is_not_an_async_iterator_is_explained() -
     error = new[-1].error  # type: ignore[union-attr]
     assert error is not None and "not an async iterator" in error.message
     assert "async generator" in error.message
+
+
+async def test_a_stop_string_is_one_sequence_everywhere() -> None:
+    """A string is one stop sequence on the Agent, the loop config, per-run settings and a
+    hook's request: never split into its characters (``["t", "a", "o"]``)."""
+    from treadle import Hooks
+    from treadle.providers import ModelRequest
+
+    fake = WireFake.openai(["a", "b", "c", "d"])
+    agent = Agent(fake.provider("gpt-4o-mini", api_key="k"), stop="tao")
+    await agent.run("first")
+    await agent.run("second", model_settings={"stop": "END"})  # type: ignore[typeddict-item]
+    config = AgentLoopConfig(provider=fake.provider("gpt-4o-mini", api_key="k"), stop="tao")
+    await agent_loop("third", AgentContext(), config)
+
+    class Edit(Hooks):
+        async def before_model_request(self, request: ModelRequest) -> ModelRequest:
+            return request.model_copy(update={"stop": "hook"})  # model_copy: not validated
+
+    hooked = AgentLoopConfig(provider=fake.provider("gpt-4o-mini", api_key="k"), hooks=[Edit()])
+    await agent_loop("fourth", AgentContext(), hooked)
+    stops = [r.json["stop"] for r in fake.requests]
+    assert stops == [["tao"], ["END"], ["tao"], ["hook"]]
+
+
+def test_bad_agent_settings_fail_at_construction() -> None:
+    with pytest.raises(ValueError, match=r"top_p=2.*less than or equal to 1"):
+        Agent(ScriptedProvider("x"), top_p=2)
+    with pytest.raises(ValueError, match=r"max_tokens=0.*greater than 0"):
+        Agent(ScriptedProvider("x"), max_tokens=0)
+    with pytest.raises(ValueError, match=r"stop=3"):
+        Agent(ScriptedProvider("x"), stop=3)  # type: ignore[arg-type]
+
+
+async def test_bad_per_run_settings_fail_at_the_run_call() -> None:
+    provider = ScriptedProvider("x")
+    agent = Agent(provider)
+    with pytest.raises(ValueError, match=r"invalid model_settings: max_tokens=0.*top_p=2.0"):
+        await agent.run("hi", model_settings={"max_tokens": 0, "top_p": 2.0})
+    assert provider.requests == [] and agent.messages == []  # nothing ran

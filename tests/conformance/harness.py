@@ -302,14 +302,15 @@ def _check_one_loop(evs: list[Any]) -> None:
                 assert ending[i + 1].messages == []
     if end.reason == "rejected":
         assert len(ending) >= 2 and isinstance(ending[-2], InputRejected)
-    # Custom events come after the last turn_end, and only then.
+    # 15: custom events after the last turn (before_end hooks') come just before agent_end;
+    # those sent during the run (emit_custom_event) come after agent_start.
     custom = [i for i, e in enumerate(evs) if isinstance(e, CustomEvent)]
     if custom:
-        assert not any(isinstance(e, (TurnStart, TurnEnd)) for e in evs[custom[0] :]), (
-            "a custom event before the end of the last turn"
-        )
-        assert custom == list(range(custom[0], len(evs) - 1)), (
-            "custom events not just before agent_end"
+        assert not starts or custom[0] > 0, "a custom event before agent_start"
+        turns = [i for i, e in enumerate(evs) if isinstance(e, (TurnStart, TurnEnd))]
+        late = [i for i in custom if not turns or i > turns[-1]]
+        assert late == list(range(len(evs) - 1 - len(late), len(evs) - 1)), (
+            "custom events after the last turn not just before agent_end"
         )
 
     # 4: turn_start / turn_end alternate, indices 0, 1, 2 ...; none left open.
@@ -335,8 +336,8 @@ def _check_one_loop(evs: list[Any]) -> None:
     assert open_turn is None, "a turn_start was left open"
 
     # 5: message pairs never interleave; updates only inside an assistant pair; a retry with
-    # discard_partial closes an abandoned one. Tool execution events of eager calls may come
-    # inside an assistant pair (checked with invariant 6).
+    # discard_partial closes an abandoned one. Tool execution events of eager calls, and
+    # custom events, may come inside an assistant pair (tool events checked with 6).
     open_msg: Any = None
     for e in evs:
         if isinstance(e, MessageStart):
@@ -358,7 +359,9 @@ def _check_one_loop(evs: list[Any]) -> None:
             else:
                 assert open_msg is None, "provider_retry without discard_partial inside a message"
             open_msg = None
-        elif isinstance(e, (ToolExecutionStart, ToolExecutionUpdate, ToolExecutionEnd)):
+        elif isinstance(
+            e, (ToolExecutionStart, ToolExecutionUpdate, ToolExecutionEnd, CustomEvent)
+        ):  # a custom event: from a provider while it streams, or an eager call
             assert open_msg is None or open_msg.role == "assistant", (
                 f"{e.type} inside a {open_msg.role} message pair"
             )

@@ -19,6 +19,8 @@ PUBLIC = [
     "treadle.agent",
     "treadle.context",
     "treadle.durable",
+    "treadle.errors",
+    "treadle.ext",
     "treadle.ext.auto_skills",
     "treadle.ext.mcp_curation",
     "treadle.ext.memory",

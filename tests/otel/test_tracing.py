@@ -7,6 +7,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -32,12 +33,14 @@ from treadle import (
     CancellationToken,
     RetryPolicy,
     ToolCall,
+    ToolResult,
     agent_loop,
     tool,
 )
 from treadle.testing import Fail, ScriptedProvider, Slow, WireFake
 
 pytestmark = pytest.mark.anyio
+MCP_SERVER = str(Path(__file__).parents[1] / "mcp" / "mcp_server.py")
 
 
 @tool
@@ -117,6 +120,7 @@ async def test_a_tool_calling_run_makes_the_conventional_span_tree(telemetry: Te
     assert call.attributes["gen_ai.tool.name"] == "add"
     assert call.attributes["gen_ai.tool.call.id"] == "call_1"
     assert call.attributes["gen_ai.operation.name"] == "execute_tool"
+    assert call.attributes["gen_ai.tool.type"] == "function"
     assert run.attributes["gen_ai.operation.name"] == "invoke_agent"
     assert run.attributes["gen_ai.usage.output_tokens"] == result.usage.output
     assert all(s.status.status_code != StatusCode.ERROR for s in telemetry.spans)
@@ -133,6 +137,88 @@ async def test_a_failed_call_marks_its_span_and_the_run(telemetry: Telemetry) ->
     assert chat.status.status_code == StatusCode.ERROR
     assert chat.attributes["error.type"] == "auth"
     assert run.status.status_code == StatusCode.ERROR and run.attributes["error.type"] == "auth"
+
+
+@tool
+def lookup(name: str) -> str:
+    """Look a customer up."""
+    raise ValueError(f"no record for {name}")
+
+
+def everything_recorded(telemetry: Telemetry) -> str:
+    """Every name, attribute, status description and span event of the trace, as text."""
+    parts = []
+    for span in telemetry.spans:
+        parts += [span.name, str(dict(span.attributes or {})), str(span.status.description)]
+        parts += [f"{e.name} {dict(e.attributes or {})}" for e in span.events]
+    return "\n".join(parts)
+
+
+@pytest.mark.parametrize("capture", [False, True])
+async def test_a_failing_tools_error_text_is_recorded_only_with_content_capture(
+    capture: bool,
+) -> None:
+    telemetry = Telemetry(capture_content=capture)
+    call = ToolCall(id="call_1", name="lookup", arguments={"name": "PRIVATE-alice"})
+    model = ScriptedProvider([AssistantMessage(content=[call]), "Not found."])
+    agent = Agent(model, tools=[lookup], hooks=[telemetry.hook])
+    result = await agent.run("find alice")
+    assert "no record for PRIVATE-alice" in result.messages[2].text  # the model reads it
+    (span,) = telemetry.named("execute_tool")
+    assert span.status.status_code == StatusCode.ERROR
+    assert span.attributes["error.type"] == "ValueError"
+    if capture:
+        assert span.status.description == "ValueError: no record for PRIVATE-alice"
+    else:
+        assert span.status.description == "ValueError"
+        assert "PRIVATE-alice" not in everything_recorded(telemetry)
+
+
+async def test_a_raised_tool_error_ends_the_run_span_with_its_type_only(
+    telemetry: Telemetry,
+) -> None:
+    call = ToolCall(id="call_1", name="lookup", arguments={"name": "PRIVATE-alice"})
+    config = AgentLoopConfig(
+        provider=ScriptedProvider([AssistantMessage(content=[call])]),
+        hooks=[telemetry.hook],
+        raise_tool_errors=True,
+    )
+    with pytest.raises(ValueError, match="PRIVATE-alice"):  # the application still gets it
+        await agent_loop("find alice", AgentContext(tools=[lookup]), config)
+    (run,) = telemetry.named("invoke_agent")
+    assert run.status.description == "ValueError" and run.attributes["error.type"] == "tool"
+    assert "PRIVATE-alice" not in everything_recorded(telemetry)
+
+
+async def test_a_tool_error_without_an_exception_has_no_text_either(telemetry: Telemetry) -> None:
+    @tool
+    def find(name: str) -> ToolResult:
+        """Find a customer."""
+        return ToolResult.error(f"no record for {name}")
+
+    call = ToolCall(id="call_1", name="find", arguments={"name": "PRIVATE-bob"})
+    model = ScriptedProvider([AssistantMessage(content=[call]), "Not found."])
+    await Agent(model, tools=[find], hooks=[telemetry.hook]).run("find bob")
+    (span,) = telemetry.named("execute_tool")
+    assert span.status.description == "tool_error" and span.attributes["error.type"] == "tool_error"
+    assert "PRIVATE-bob" not in everything_recorded(telemetry)
+
+
+async def test_an_mcp_servers_tool_is_an_extension(telemetry: Telemetry) -> None:
+    pytest.importorskip("mcp", reason="the mcp extra is not installed: pip install -e '.[mcp]'")
+    from treadle.mcp import MCPServerStdio
+
+    server = MCPServerStdio(
+        "demo", command=sys.executable, args=[MCP_SERVER, "stdio"], errlog=subprocess.DEVNULL
+    )
+    calls = [ToolCall(id="m1", name="mcp__demo__add", arguments={"a": 2, "b": 3})]
+    calls.append(ToolCall(id="f1", name="add", arguments={"a": 1, "b": 1}))
+    model = ScriptedProvider([AssistantMessage(content=calls), "5 and 2."])
+    async with server:
+        await Agent(model, tools=[server, add], hooks=[telemetry.hook]).run("add")
+    kinds = {s.attributes["gen_ai.tool.name"]: s.attributes["gen_ai.tool.type"]
+             for s in telemetry.named("execute_tool")}  # fmt: skip
+    assert kinds == {"mcp__demo__add": "extension", "add": "function"}
 
 
 async def test_retries_are_visible_on_the_chat_span(telemetry: Telemetry) -> None:

@@ -429,6 +429,7 @@ ERR_NAMES = [name for name, want in EXPECT.items() if isinstance(want, Err)]
 @pytest.mark.anyio
 @pytest.mark.parametrize("how", wire.CHUNKINGS)
 @pytest.mark.parametrize("name", OK_NAMES)
+@pytest.mark.one_backend  # parsing recorded bytes: the backend cannot matter
 async def test_replay(name: str, how: str | int) -> None:
     fixture = wire.load(name)
     want = EXPECT[name]
@@ -466,6 +467,7 @@ async def test_replay(name: str, how: str | int) -> None:
         if "midstream" not in name or stream
     ],
 )
+@pytest.mark.one_backend  # parsing recorded bytes: the backend cannot matter
 async def test_replay_errors(name: str, stream: bool) -> None:
     fixture = wire.load(name)
     want = EXPECT[name]

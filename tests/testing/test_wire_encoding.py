@@ -34,7 +34,8 @@ from treadle.types import (
     Usage,
 )
 
-pytestmark = pytest.mark.anyio
+# Encoding and parsing only (no sockets, no timing): the backend cannot matter.
+pytestmark = [pytest.mark.anyio, pytest.mark.one_backend]
 
 
 @pytest.mark.parametrize("fmt", FORMATS)

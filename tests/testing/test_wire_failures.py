@@ -43,6 +43,7 @@ async def failure(fake: FakeTransport, **options: Any) -> ProviderError:
         (404, "bad_request"),
     ],
 )
+@pytest.mark.one_backend  # parsing recorded bytes: the backend cannot matter
 async def test_http_errors_in_the_providers_shape(fmt: str, status: int, kind: str) -> None:
     error = await failure(FakeTransport(fmt, [Fail(status)]))
     assert (error.kind, error.status_code) == (kind, status)
@@ -57,6 +58,7 @@ async def test_retry_after_is_sent_and_read(fmt: str) -> None:
 
 
 @pytest.mark.parametrize(("fmt", "status"), [("openai", 503), ("anthropic", 529), ("gemini", 503)])
+@pytest.mark.one_backend  # parsing recorded bytes: the backend cannot matter
 async def test_overloaded_statuses(fmt: str, status: int) -> None:
     error = await failure(FakeTransport(fmt, [Fail(status)]))
     assert error.kind == "overloaded"
@@ -121,6 +123,7 @@ async def test_mid_stream_overloaded_error(fmt: str, after: int) -> None:
 
 @pytest.mark.parametrize("fmt", ["openai", "anthropic", "responses", "gemini"])
 @pytest.mark.parametrize("kind", ["rate_limit", "server"])
+@pytest.mark.one_backend  # parsing recorded bytes: the backend cannot matter
 async def test_mid_stream_error_kinds(fmt: str, kind: str) -> None:
     error = await failure(FakeTransport(fmt, [StreamError(kind=kind, error="custom text")]))  # type: ignore[arg-type]
     assert error.kind == kind and "custom text" in error.message
@@ -231,6 +234,7 @@ async def test_fake_delay_applies_to_every_stream() -> None:
     assert anyio.current_time() - started >= 0.03
 
 
+@pytest.mark.one_backend  # parsing recorded bytes: the backend cannot matter
 async def test_error_bodies_look_like_the_providers() -> None:
     fake = WireFake.openai([Fail(429)])
     async with fake.client() as client:

@@ -83,6 +83,19 @@ def test_a_server_tool_round_trip(ui_server: str) -> None:
     assert steps == ["turn 0", "turn 1"]
 
 
+def test_one_message_id_for_the_text_and_tool_calls_of_an_assistant_message(
+    ui_server: str,
+) -> None:
+    events = checked(run(ui_server, body("the forecast please")))
+    starts = [e for e in events if e["type"] == "TEXT_MESSAGE_START"]
+    calls = [e for e in events if e["type"] == "TOOL_CALL_START"]
+    assert len(starts) == 2 and len(calls) == 1  # the sentence + call; the answer after it
+    assert calls[0]["parentMessageId"] == starts[0]["messageId"]
+    assert starts[1]["messageId"] != starts[0]["messageId"]  # a new assistant message
+    results = [e for e in events if e["type"] == "TOOL_CALL_RESULT"]
+    assert results[0]["messageId"] not in {s["messageId"] for s in starts}
+
+
 def test_front_end_tool_stops_the_run_and_its_result_continues_it(ui_server: str) -> None:
     tool = {
         "name": "pick_colour",
@@ -155,6 +168,14 @@ def test_approval_is_an_interrupt_and_a_resume_entry_answers_it(ui_server: str) 
         result = next(e for e in after if e["type"] == "TOOL_CALL_RESULT")
         assert ("Deleted" in result["content"]) is approved
         assert text_of(after).startswith(expected)
+
+
+def test_no_state_snapshot_for_an_empty_state(ui_server: str) -> None:
+    events = checked(run(ui_server, body("add a todo", state={})))
+    kinds = [e["type"] for e in events]
+    assert "STATE_SNAPSHOT" not in kinds
+    delta = next(e for e in events if e["type"] == "STATE_DELTA")  # changes still arrive
+    assert delta["delta"] == [{"op": "add", "path": "/todos", "value": ["buy milk"]}]
 
 
 def test_state_snapshot_then_json_patch_deltas(ui_server: str) -> None:

@@ -2,11 +2,14 @@
 ``@ag-ui/client``'s HttpAgent and the ``ai`` package's DefaultChatTransport (what
 ``useChat`` uses) + readUIMessageStream. They must rebuild the same text, tool calls and
 results treadle produced — through a tool round trip, a front-end / client-side tool, an
-approval and a connection dropped mid-answer."""
+approval and a connection dropped mid-answer — on Node 20 with ai 6 and on Node 22 with
+ai 7 (which declares node >= 22). The resume recipes of docs/ui.md run too, extracted from
+the page, through a proxy that drops the connection mid-answer."""
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -19,18 +22,47 @@ from .expected import STORY, WEATHER
 JS = Path(__file__).with_name("js")
 
 
-@pytest.fixture(scope="module")
-def clients(ui_server: str) -> dict[str, Any]:
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "ui.md"
+JS_FILE = re.compile(r"<!-- js-file: (\S+) -->\n```js\n(.*?)^```", re.S | re.M)
+SETUPS = {
+    # the Node on PATH (Debian's: 20) with ai 6 — ai 7 declares node >= 22
+    "node20-ai6": (JS, None),
+    # Node 22 from the npm registry (the `node` package) with ai 7
+    "node22-ai7": (JS.with_name("js22"), "node_modules/.bin/node"),
+}
+
+
+def docs_snippets(folder: Path) -> Path:
+    """The JavaScript files docs/ui.md ships (``<!-- js-file: name -->`` before a fence),
+    written to ``folder`` for the clients to import."""
+    found = JS_FILE.findall(DOCS.read_text(encoding="utf-8"))
+    assert {name for name, _ in found} == {
+        "last-event-id.mjs",
+        "ag-ui-resume.mjs",
+        "ai-sdk-resume.mjs",
+    }, found
+    for name, code in found:
+        (folder / name).write_text(code, encoding="utf-8")
+    return folder
+
+
+@pytest.fixture(scope="module", params=sorted(SETUPS))
+def clients(
+    request: pytest.FixtureRequest, ui_server: str, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Any]:
+    folder, own_node = SETUPS[request.param]
     node, npm = shutil.which("node"), shutil.which("npm")
     if node is None or npm is None:
         pytest.skip("Node.js and npm are not on this machine (apt-get install nodejs npm)")
+    installed = folder / "node_modules"
     if (
-        not (JS / "node_modules" / "@ag-ui" / "client").is_dir()
-        or not (JS / "node_modules" / "ai").is_dir()
+        not (installed / "@ag-ui" / "client").is_dir()
+        or not (installed / "ai").is_dir()
+        or (own_node and not (folder / own_node).exists())
     ):
         done = subprocess.run(
             [npm, "ci", "--no-audit", "--no-fund"],
-            cwd=JS,
+            cwd=folder,
             capture_output=True,
             text=True,
             timeout=600,
@@ -39,12 +71,29 @@ def clients(ui_server: str) -> dict[str, Any]:
             pytest.skip(
                 f"could not install the clients from the npm registry: {done.stderr[-800:]}"
             )
+    runner = str(folder / own_node) if own_node else node
+    snippets = docs_snippets(tmp_path_factory.mktemp("ui-snippets"))
     done = subprocess.run(
-        [node, "clients.mjs", ui_server], cwd=JS, capture_output=True, text=True, timeout=300
+        [runner, "clients.mjs", ui_server, str(snippets)],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert done.returncode == 0, done.stderr[-4000:]
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    result["node"] = subprocess.run(
+        [runner, "--version"], capture_output=True, text=True, check=True
+    ).stdout.strip()
     return result
+
+
+def test_each_setup_runs_its_node_and_ai_major(
+    clients: dict[str, Any], request: pytest.FixtureRequest
+) -> None:
+    setup = request.node.callspec.params["clients"]
+    node_major = setup.split("-")[0].removeprefix("node")
+    assert clients["node"].startswith(f"v{node_major}."), clients["node"]
 
 
 def assistant_text(messages: list[dict[str, Any]]) -> str:
@@ -65,6 +114,17 @@ def test_ag_ui_tool_round_trip(clients: dict[str, Any]) -> None:
     result = next(m for m in messages if m["role"] == "tool")
     assert result["toolCallId"] == call["id"] and result["content"] == "Sunny and 21 °C in Porto."
     assert messages[-1]["content"] == WEATHER
+
+
+def test_ag_ui_text_and_tool_call_are_one_assistant_message(clients: dict[str, Any]) -> None:
+    messages = clients["agui"]["textAndTool"]["messages"]
+    assert [m["role"] for m in messages] == ["user", "assistant", "tool", "assistant"]
+    first = messages[1]
+    assert first["content"] == "Let me look that up."
+    (call,) = first["toolCalls"]
+    assert call["function"]["name"] == "weather"
+    assert messages[2]["toolCallId"] == call["id"]
+    assert messages[3]["content"] == WEATHER
 
 
 def test_ag_ui_front_end_tool(clients: dict[str, Any]) -> None:
@@ -94,6 +154,8 @@ def test_ag_ui_state(clients: dict[str, Any]) -> None:
     state = clients["agui"]["state"]
     assert state["state"] == {"todos": ["call mum", "buy milk"]}
     assert state["kinds"] == ["STATE_SNAPSHOT", "STATE_DELTA"]
+    # HttpAgent sends `state: {}` when the page has none: no snapshot of nothing
+    assert "STATE_SNAPSHOT" not in clients["agui"]["text"]["events"]
 
 
 def parts(message: dict[str, Any], kind: str) -> list[dict[str, Any]]:
@@ -139,3 +201,31 @@ def test_vercel_resume_mid_answer(clients: dict[str, Any]) -> None:
     assert resume["resumed"] is not None
     assert [p["text"] for p in parts(resume["resumed"], "text")] == [full]
     assert resume["resumed"]["id"] == resume["partial"]["id"]
+
+
+def recipe_text(clients: dict[str, Any]) -> str:
+    return "You said: tell me a story. " + STORY
+
+
+def test_an_unguarded_ag_ui_client_leaks_an_unhandled_rejection(clients: dict[str, Any]) -> None:
+    """What docs/ui.md warns about (@ag-ui/client 1.0): a dropped socket fails the run and
+    also escapes as an unhandled rejection, which ends a Node process by default."""
+    unguarded = clients["recipes"]["unguarded"]
+    assert unguarded["error"] is not None and "terminated" in unguarded["error"]
+    assert unguarded["unhandled"], "the warning in docs/ui.md may be out of date"
+
+
+def test_the_ag_ui_resume_recipe_survives_dropped_connections(clients: dict[str, Any]) -> None:
+    agui = clients["recipes"]["agui"]
+    assert agui["drops"] == 2 and agui["unhandled"] == []
+    assert agui["lastEventId"] is not None and "Last-Event-ID" not in agui["headers"]
+    answers = [m for m in agui["messages"] if m["role"] == "assistant"]
+    assert len(answers) == 1 and answers[0]["content"] == recipe_text(clients)
+
+
+def test_the_ai_sdk_resume_recipe_survives_dropped_connections(clients: dict[str, Any]) -> None:
+    vercel = clients["recipes"]["vercel"]
+    assert vercel["drops"] == 2 and vercel["unhandled"] == []
+    message = vercel["message"]
+    assert [p["text"] for p in parts(message, "text")] == [recipe_text(clients)]
+    assert parts(message, "text")[0]["state"] == "done"

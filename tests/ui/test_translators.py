@@ -9,9 +9,20 @@ from typing import Any
 import anyio
 import pytest
 
-from treadle import AgentContext, AgentEvent, AgentLoopConfig, AssistantMessage, Hooks, agent_loop
+from treadle import (
+    AgentContext,
+    AgentEvent,
+    AgentLoopConfig,
+    AssistantMessage,
+    Hooks,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+    agent_loop,
+)
 from treadle.loop import RunEnding
 from treadle.providers import ModelRequest, StreamDone, StreamStart
+from treadle.testing import ScriptedProvider
 from treadle.ui.ag_ui import AGUITranslator
 from treadle.ui.vercel_ai import VercelAITranslator
 
@@ -34,9 +45,9 @@ class Summary(Hooks):
         await ending.emit("summary", {"words": 3})
 
 
-async def events() -> list[AgentEvent]:
-    send, receive = anyio.create_memory_object_stream[AgentEvent](100)
-    config = AgentLoopConfig(provider=Unstreamed(), hooks=[Summary()])  # type: ignore[arg-type]
+async def events(provider: Any = None) -> list[AgentEvent]:
+    send, receive = anyio.create_memory_object_stream[AgentEvent](200)
+    config = AgentLoopConfig(provider=provider or Unstreamed(), hooks=[Summary()])
     async with send:
         await agent_loop("hi", AgentContext(), config, send)
     async with receive:
@@ -53,6 +64,30 @@ async def test_ag_ui_gets_unstreamed_text_and_custom_events() -> None:
     assert content == ["All at once."]
     assert {"type": "CUSTOM", "name": "summary", "value": {"words": 3}} in frames
     assert kinds.index("CUSTOM") < kinds.index("RUN_FINISHED")
+
+
+async def test_ag_ui_one_message_id_for_an_assistant_message_and_its_reasoning() -> None:
+    """Thinking, text and a tool call in one assistant message: the text and the call's
+    ``parentMessageId`` share the message's id (``@ag-ui/client`` rebuilds one message);
+    the thinking is one reasoning message with an id of its own."""
+    call = ToolCall(id="c1", name="missing", arguments={})
+    first = AssistantMessage(
+        content=[ThinkingContent(thinking="Hmm."), TextContent(text="Looking."), call]
+    )
+    provider = ScriptedProvider([first, "Done."], chunks=3)
+    translator = AGUITranslator("r1", "t1")
+    frames = [f for e in await events(provider) for f in translator.translate(e)]
+    data = [f for f in frames if isinstance(f, dict)]
+
+    def ids(kind: str, key: str = "messageId") -> list[str]:
+        return [f[key] for f in data if f["type"] == kind]
+
+    text, answer = ids("TEXT_MESSAGE_START")
+    assert set(ids("TEXT_MESSAGE_CONTENT")) == {text, answer} and text != answer
+    assert ids("TOOL_CALL_START", "parentMessageId") == [text]
+    (reasoning,) = set(ids("REASONING_MESSAGE_START") + ids("REASONING_START"))
+    assert reasoning not in (text, answer)
+    assert set(ids("REASONING_MESSAGE_CONTENT") + ids("REASONING_END")) == {reasoning}
 
 
 async def test_vercel_gets_unstreamed_text_and_data_parts() -> None:

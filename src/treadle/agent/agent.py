@@ -23,6 +23,7 @@ from ..loop import (
     agent_loop,
     agent_loop_continue,
 )
+from ..loop.config import validated_settings
 from ..loop.sink import EventSink
 from ..providers.base import Provider, ThinkingLevel
 from ..tools import Tool, open_toolsets
@@ -54,7 +55,7 @@ from .stream import AgentStream
 from .sync import run_blocking
 
 if TYPE_CHECKING:
-    from ..context.compact import CompactionResult
+    from ..context.compacting import CompactionResult
     from ..sessions import SessionRecorder, SessionStore
 
 SteerMode = Literal["after_batch", "next_tool", "interrupt"]
@@ -98,7 +99,7 @@ class Agent(Generic[OutputT]):
         temperature: float | None = None,
         top_p: float | None = None,
         seed: int | None = None,
-        stop: Sequence[str] | None = None,
+        stop: str | Sequence[str] | None = None,
         presence_penalty: float | None = None,
         frequency_penalty: float | None = None,
         extra_body: Mapping[str, Any] | None = None,
@@ -111,6 +112,7 @@ class Agent(Generic[OutputT]):
         description: str = "",
         max_depth: int = 3,
         event_buffer: int = 256,
+        coalesce_deltas: bool = True,
         store: SessionStore | None = None,
         session_id: str | None = None,
         resume_tool_calls: Literal["cancel", "rerun_idempotent"] = "cancel",
@@ -134,17 +136,23 @@ class Agent(Generic[OutputT]):
             "retry": retry or RetryPolicy(),
             "tool_execution": tool_execution or ToolExecution(),
             "tool_timeout": tool_timeout,
-            "max_tokens": max_tokens,
-            "temperature": temperature,
-            "top_p": top_p,
-            "seed": seed,
-            "stop": list(stop) if stop is not None else None,
-            "presence_penalty": presence_penalty,
-            "frequency_penalty": frequency_penalty,
-            "extra_body": dict(extra_body or {}),
-            "thinking_level": thinking_level,
+            **validated_settings(
+                {
+                    "max_tokens": max_tokens,
+                    "temperature": temperature,
+                    "top_p": top_p,
+                    "seed": seed,
+                    "stop": stop,
+                    "presence_penalty": presence_penalty,
+                    "frequency_penalty": frequency_penalty,
+                    "extra_body": dict(extra_body or {}),
+                    "thinking_level": thinking_level,
+                },
+                where="Agent(...) settings",
+            ),
             "approval_handler": approval_handler,
             "compaction": compaction,
+            "coalesce_deltas": coalesce_deltas,
         }
         self.context = AgentContext(system_prompt=system_prompt, tools=list(tools))
         self.context.agent_id = str(uuid.uuid4())
@@ -208,6 +216,10 @@ class Agent(Generic[OutputT]):
         """A new Agent whose conversation starts with the first ``at_index`` messages of this
         one (all of them by default; negative counts from the end), with the same model,
         tools and settings. This agent is left untouched.
+
+        The branch shares this agent's provider and its HTTP client without owning them:
+        closing the branch leaves them open (a run of this agent in flight goes on); this
+        agent closes them.
 
         With a store the branch is a new session that records its parent and branch point
         and shares the prefix without copying it. Its first run reports
@@ -459,6 +471,9 @@ class Agent(Generic[OutputT]):
         clone._steer_after, clone._steer_next, clone._interrupts, clone._follow_ups = [], [], [], []
         clone._sink = None
         clone._recorder = None
+        # The provider (and its HTTP client) is shared and stays the original's: closing a
+        # branch or an ephemeral copy never closes it under the original's runs.
+        clone._owns_provider = False
         return clone
 
     def _open_session(self, store: SessionStore, session_id: str | None) -> None:

@@ -7,6 +7,7 @@ from typing import Any, Generic
 from pydantic import BaseModel, ConfigDict, Field
 from typing_extensions import TypeVar
 
+from ..errors import TreadleError
 from ..types import AgentEndReason, AgentMessage, AssistantMessage, ErrorInfo, Usage
 
 OutputT = TypeVar("OutputT")
@@ -18,12 +19,19 @@ variable: pydantic would otherwise validate an unparametrised result against the
 
 class RunResult(BaseModel, Generic[OutputT]):
     """The outcome of one run: final text, new messages, usage, why it ended, and the
-    structured ``output`` when the agent has an ``output_type``."""
+    structured ``output`` when the agent has an ``output_type``.
+
+    ``usage`` is the run's total. ``usage_by_model`` splits the run's model answers by the
+    model that gave them (``AssistantMessage.model``), each :class:`~treadle.Usage` with its
+    ``cost_usd`` where the model catalog knows the price — for a run routed between models
+    (``treadle.ext.routing``) or falling back from one to another. Calls made for
+    compaction, planning and sub-agents count in ``usage`` only."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
     messages: list[AgentMessage] = Field(default_factory=list)
     usage: Usage = Field(default_factory=Usage)
+    usage_by_model: dict[str, Usage] = Field(default_factory=dict)
     reason: AgentEndReason = "completed"
     error: ErrorInfo | None = None
     output: OutputT | None = None
@@ -55,7 +63,7 @@ class RunResult(BaseModel, Generic[OutputT]):
         return self
 
 
-class RunFailed(Exception):
+class RunFailed(TreadleError):
     """A run did not complete; ``result`` holds everything it produced."""
 
     def __init__(self, result: RunResult[Any]) -> None:
@@ -64,7 +72,7 @@ class RunFailed(Exception):
         self.result = result
 
 
-class AgentBusy(RuntimeError):
+class AgentBusy(TreadleError, RuntimeError):
     """A second run was started while one is in progress on the same Agent."""
 
 

@@ -7,7 +7,7 @@ sub-agents' usage), so neither reaches into the other.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel, ValidationError, create_model
@@ -15,6 +15,7 @@ from pydantic import BaseModel, ValidationError, create_model
 from ..loop import AgentContext, Hooks
 from ..loop.run import LAST_ERROR_KEY
 from ..loop.sink import EventSink
+from ..loop.state import dict_prompt_error
 from ..tools import TaskComplete, ToolContext
 from ..tools.function_tool import strip_titles
 from ..types import (
@@ -134,6 +135,17 @@ def usage_of(messages: Sequence[AgentMessage]) -> Usage:
     return total
 
 
+def usage_by_model(messages: Sequence[AgentMessage]) -> dict[str, Usage]:
+    """The usage of the assistant messages, added up per answering model (its ``model``,
+    else its ``provider``), in the order the models first answered."""
+    out: dict[str, Usage] = {}
+    for message in messages:
+        if isinstance(message, AssistantMessage):
+            key = message.model or message.provider
+            out[key] = out[key] + message.usage if key in out else message.usage
+    return out
+
+
 def run_result(
     new: list[AgentMessage],
     usage: Usage,
@@ -168,6 +180,7 @@ def run_result(
     return RunResult(
         messages=new,
         usage=usage,
+        usage_by_model=usage_by_model(new),
         reason=reason,
         error=error,
         output=state.output if state.has_output else None,
@@ -183,4 +196,6 @@ def prompts_of(prompt: Any) -> list[AgentMessage]:
         return [UserMessage.of(prompt)]
     if isinstance(prompt, BaseModel):
         return [prompt]  # type: ignore[list-item]
+    if isinstance(prompt, Mapping):
+        raise dict_prompt_error(prompt)  # iterating it would make one message per key
     return list(prompt)

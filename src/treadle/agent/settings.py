@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..loop import ModelSettings
+from ..loop.config import validated_settings
 from ..providers.base import Provider
 
 
@@ -30,17 +30,7 @@ def resolve_model(model: Any, *, api_key: str | None, base_url: str | None) -> P
     return provider
 
 
-_SETTINGS = frozenset(ModelSettings.__annotations__)
-
-
 def checked_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
-    unknown = sorted(set(settings) - _SETTINGS)
-    if unknown:
-        raise TypeError(
-            f"unknown model setting(s) {', '.join(unknown)}; "
-            f"model_settings takes: {', '.join(sorted(_SETTINGS))}"
-        )
-    updates = dict(settings)
-    if "stop" in updates:
-        updates["stop"] = list(updates["stop"])
-    return updates
+    """Per-run ``model_settings``, validated at the ``run()`` call (see
+    :func:`~treadle.loop.config.validated_settings`)."""
+    return validated_settings(settings)

@@ -16,7 +16,7 @@ from ..providers.base import ProviderError
 from .chat import CHAT_HELP, Chat
 from .render import Renderer, make_renderer
 from .sessions import cmd_sessions, open_session_store, resolve_session
-from .setup import NoModel, load_tools, resolve_model
+from .setup import NoModel, count, load_tools, resolve_model
 
 __all__ = ["main", "resolve_model"]
 
@@ -79,7 +79,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
         chat = Chat(agent, store, label, portal)
         print(f"treadle chat · {label} · {CHAT_HELP}")
         if store is not None and session_id is not None:
-            print(f"(resumed session {agent.session_id}: {len(agent.messages)} messages)")
+            print(f"(resumed session {agent.session_id}: {count(len(agent.messages), 'message')})")
             chat.show_last_exchange()
             if agent.messages and agent.messages[-1].role != "assistant":
                 print("(its last turn was cut short: /continue picks it up)")

@@ -18,7 +18,7 @@ from anyio.from_thread import BlockingPortal
 
 from ..providers.base import ProviderError
 from .render import Renderer, make_renderer
-from .setup import resolve_model
+from .setup import count, resolve_model
 
 if TYPE_CHECKING:
     from ..sessions import SessionStore
@@ -190,7 +190,7 @@ class Chat:
             print(f"(new conversation){stored}")
         elif command == "/session":
             where = f" in {self.store!r}" if self.store is not None else " (not stored)"
-            print(f"session {agent.session_id}{where}: {len(agent.messages)} messages")
+            print(f"session {agent.session_id}{where}: {count(len(agent.messages), 'message')}")
         elif command == "/branch":
             try:
                 branched = agent.branch(int(rest) if rest else None)
@@ -199,7 +199,8 @@ class Chat:
                 return
             agent.close()
             self.agent = branched
-            print(f"(branched: session {branched.session_id}, {len(branched.messages)} messages)")
+            size = count(len(branched.messages), "message")
+            print(f"(branched: session {branched.session_id}, {size})")
         elif command == "/continue":
             if not agent.messages or agent.messages[-1].role == "assistant":
                 print("(nothing to continue)")
@@ -226,7 +227,7 @@ class Chat:
             print("(nothing to compact: the conversation is already short; no model call)")
         else:
             print(
-                f"(compacted: {before} -> {len(self.agent.messages)} messages, "
+                f"(compacted: {before} -> {count(len(self.agent.messages), 'message')}, "
                 f"~{result.tokens_before} -> ~{result.tokens_after} tokens)"
             )
 

@@ -7,6 +7,8 @@ import json
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from .setup import count
+
 if TYPE_CHECKING:
     from ..sessions import SessionStore
 
@@ -71,7 +73,8 @@ def cmd_sessions(args: argparse.Namespace) -> int:
         if info.parent_id:
             print(f"  branched from {info.parent_id} at message {info.branch_index}")
         if loaded.repaired_tool_calls:
-            print(f"  {len(loaded.repaired_tool_calls)} unanswered tool call(s) shown Cancelled")
+            calls = count(len(loaded.repaired_tool_calls), "unanswered tool call")
+            print(f"  {calls} shown Cancelled")
         if loaded.pending_tool_calls:
             print(f"  waiting for approval: {', '.join(loaded.pending_tool_calls)}")
         for index, message in enumerate(loaded.messages):

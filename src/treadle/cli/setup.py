@@ -8,6 +8,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from ..errors import TreadleError
 from ..providers.base import Provider
 
 DEFAULT_MODELS = (
@@ -24,7 +25,12 @@ HOW_TO = (
 )
 
 
-class NoModel(Exception):
+def count(n: int, noun: str) -> str:
+    """``1 message``, ``2 messages``: a count with its noun in the right number."""
+    return f"{n} {noun if n == 1 else noun + 's'}"
+
+
+class NoModel(TreadleError):
     """No model was configured and the offline model was not asked for."""
 
 

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
         lookup_model,
         with_cost,
     )
-    from .compact import CompactionResult, compact
+    from .compacting import CompactionResult, compact
     from .compaction import (
         CompactionJob,
         CompactionPolicy,
@@ -57,7 +57,7 @@ _LAZY = {
         "lookup_model",
         "with_cost",
     ),
-    "compact": ("CompactionResult", "compact"),
+    "compacting": ("CompactionResult", "compact"),
     "compaction": (
         "CompactionJob",
         "CompactionPolicy",

@@ -13,5 +13,26 @@ Nothing here is imported by ``import treadle``; import the module you need:
 - ``treadle.ext.profiles``: profiles (prompt, tools, planning, turn cap) switched mid-run.
 - ``treadle.ext.workers``: post-run workers (a run summary into memory) and session-end hooks.
 
+``treadle.ext.engine(db=...)`` builds all of them at once, hooks in the right order
+(:class:`~treadle.ext._engine.Engine`); importing ``treadle.ext`` alone imports none of
+the modules until it is called.
+
 See docs/ext.md.
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._engine import Engine, engine
+
+__all__ = ["Engine", "engine"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("Engine", "engine"):
+        from . import _engine
+
+        return getattr(_engine, name)
+    raise AttributeError(f"module 'treadle.ext' has no attribute {name!r}")

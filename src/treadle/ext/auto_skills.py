@@ -158,3 +158,7 @@ class AutoSkills(RunTracker):
         if text is None or outcome_of(reason) == "neutral" or task_signature(text) is None:
             return  # nothing to count (what observe would find): no thread trip
         await in_thread(lambda: self.observe(text, reason, new_messages))
+
+    def close(self) -> None:
+        """Close the streaks database."""
+        self._db.close()

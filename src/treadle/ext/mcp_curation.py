@@ -106,3 +106,7 @@ class McpCuration(Hooks):
     async def after_loop(self, new_messages: list[AgentMessage], usage: Usage, reason: str) -> None:
         if self._db.pending:  # MCP calls of this run, audited in one transaction
             await self._db.flush_soon()
+
+    def close(self) -> None:
+        """Write what is pending and close the audit database."""
+        self._db.close()

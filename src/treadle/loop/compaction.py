@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.to_thread
 
-from ..providers.base import ModelRequest, ProviderError
+from ..providers.base import ModelRequest, Provider, ProviderError
 from ..tools import Tool, tool_spec
 from ..types import (
     AssistantMessage,
@@ -38,6 +38,7 @@ from ..types import (
     MessageStart,
     Usage,
 )
+from .sidecall import call_model, side_request
 from .sink import EventSink
 
 if TYPE_CHECKING:
@@ -45,8 +46,8 @@ if TYPE_CHECKING:
 
     from ..cancellation import CancellationToken
     from ..context.catalog import ModelInfo
-    from ..context.compact import CompactionResult
-    from ..context.compaction import CompactionPolicy
+    from ..context.compacting import CompactionResult
+    from ..context.compaction import CompactionPolicy, SummaryCall
     from ..context.tokens import ContextEstimate, ContextTracker, TokenCounter
     from ..types import AgentEvent
     from .config import AgentLoopConfig
@@ -71,7 +72,11 @@ before anything is tokenised (the first turn of a conversation)."""
 OVERFLOW_SHRINK = 0.75
 """After a provider's context_overflow, compact to at most this share of the estimate."""
 
-OverflowHandler = Callable[[ProviderError, ModelRequest], Awaitable[ModelRequest | None]]
+OverflowHandler = Callable[
+    [ProviderError, ModelRequest], Awaitable[ModelRequest | ProviderError | None]
+]
+"""After a ``context_overflow``: the request to retry with, the error to end the call with
+(compaction could not help), or ``None`` (the error stands as it is)."""
 
 
 def as_policy(value: Any) -> CompactionPolicy | None:
@@ -273,7 +278,7 @@ class ContextGuard:
     async def compact(self, estimate: int, reason: str, target: int | None = None) -> int:
         """Run the hooks, the events and the policy's strategies; replace the history.
         Returns the estimate afterwards."""
-        from ..context.compact import compact
+        from ..context.compacting import compact
 
         run = self.run
         policy = self.policy
@@ -304,6 +309,7 @@ class ContextGuard:
                     cancel=run.bridge.token,
                     reason=reason,
                     force=False,
+                    complete=summary_call(run.config, run.bridge.token),
                 )
         finally:
             if result is None:  # cancelled: the history is as it was
@@ -322,20 +328,21 @@ class ContextGuard:
             context.messages[:] = result.messages
             tracker.reset(context.messages)
             context.state[FLOOR_KEY] = len(context.messages)
-            tokens = result.tokens_after
+            tokens = reported = result.tokens_after
         elif not result.cancelled and result.tokens_before <= result.target:
             # Counting says the history is small: the usage we anchored on was reported
-            # before an earlier compaction (a restored session). Stop anchoring on it.
+            # before an earlier compaction (a restored session). Stop anchoring on it. The
+            # history is unchanged, so the events claim no savings: the estimate was off.
             tracker.floor = len(context.messages)
-            tokens = result.tokens_before
+            tokens, reported = result.tokens_before, estimate
         else:
-            tokens = estimate
+            tokens = reported = estimate
         if result.usage != Usage():
             run.turn_usage = run.turn_usage + result.usage
         await run.sink.emit(
             CompactionEnd,
             tokens_before=estimate,
-            tokens_after=tokens,
+            tokens_after=reported,
             messages_before=before,
             messages_after=len(context.messages),
             strategy=result.strategy,
@@ -343,7 +350,7 @@ class ContextGuard:
             summary=result.summary,
             usage=result.usage,
         )
-        stats = {**result.stats(), "tokens_before": estimate, "tokens_after": tokens}
+        stats = {**result.stats(), "tokens_before": estimate, "tokens_after": reported}
         for hook in run.config.hooks:
             await run.call_hook(hook.after_compaction, stats)
         return tokens
@@ -358,7 +365,9 @@ class ContextGuard:
             return None
         used = False
 
-        async def handle(error: ProviderError, request: ModelRequest) -> ModelRequest | None:
+        async def handle(
+            error: ProviderError, request: ModelRequest
+        ) -> ModelRequest | ProviderError | None:
             nonlocal used
             if used:
                 return None
@@ -373,7 +382,16 @@ class ContextGuard:
             if len(after) == len(before) and all(
                 a is b for a, b in zip(after, before, strict=True)
             ):
-                return None  # nothing changed (or a hook skipped it): the error stands
+                # Nothing changed (or a hook skipped it): the error stands, and says so
+                # rather than sending the same request again.
+                return ProviderError(
+                    "context_overflow",
+                    f"{error.message} (compaction could not shrink the request: "
+                    f"{len(after)} messages, nothing left to drop or summarise; shorten the "
+                    "input, or use a model with a larger context window)",
+                    status_code=error.status_code,
+                    provider=error.provider,
+                )
             messages = await self.run.request_messages()
             return request.model_copy(update={"messages": messages})
 
@@ -398,7 +416,7 @@ async def compact_context(
     it is under the target. ``context.messages`` is replaced in place; the summary calls'
     usage is in ``result.usage`` (there is no turn to count it in).
     """
-    from ..context.compact import compact
+    from ..context.compacting import compact
     from ..context.compaction import CompactionPolicy
     from ..context.tokens import ContextTracker
 
@@ -433,6 +451,7 @@ async def compact_context(
         cancel=cancel,
         reason="manual",
         force=force,
+        complete=summary_call(config, cancel),
     )
     if result.changed:
         context.messages[:] = result.messages
@@ -451,3 +470,21 @@ async def compact_context(
     for hook in config.hooks:
         await hook.after_compaction(result.stats())
     return result
+
+
+def summary_call(config: AgentLoopConfig, cancel: CancellationToken | None) -> SummaryCall:
+    """The compaction summary as a side call of ``config``: its hooks, retries, settings."""
+
+    async def complete(base: ModelRequest, provider: Provider) -> AssistantMessage:
+        request = side_request(
+            config,
+            base.messages,
+            purpose="compaction",
+            system_prompt=base.system_prompt,
+            provider=provider,
+            model=base.model,
+            max_tokens=base.max_tokens,
+        )
+        return await call_model(config, request, provider=provider, cancel=cancel)
+
+    return complete

@@ -6,10 +6,16 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypedDict, Union
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
 
 from .._redact import redact_url
-from ..providers.base import RETRYABLE_KINDS, ModelRequest, Provider, ThinkingLevel
+from ..providers.base import (
+    RETRYABLE_KINDS,
+    ModelRequest,
+    Provider,
+    StopSequences,
+    ThinkingLevel,
+)
 from ..types import (
     AgentEndReason,
     AgentEvent,
@@ -251,7 +257,8 @@ class ModelSettings(TypedDict, total=False):
     temperature: float
     top_p: float
     seed: int
-    stop: list[str]
+    stop: str | list[str]
+    """Stop sequences; a string is one sequence."""
     presence_penalty: float
     frequency_penalty: float
     extra_body: dict[str, Any]
@@ -280,10 +287,11 @@ class AgentLoopConfig(BaseModel):
     provider: Provider
     model: str | None = None
     max_tokens: int | None = Field(default=None, gt=0)
-    temperature: float | None = None
+    temperature: float | None = Field(default=None, ge=0)
     top_p: float | None = Field(default=None, ge=0, le=1)
     seed: int | None = None
-    stop: list[str] | None = None
+    stop: StopSequences = None
+    """Stop sequences. A string is one sequence (``stop="END"`` is ``["END"]``)."""
     presence_penalty: float | None = None
     frequency_penalty: float | None = None
     extra_body: dict[str, Any] = Field(default_factory=dict)
@@ -303,6 +311,11 @@ class AgentLoopConfig(BaseModel):
     ``message_update`` (their text concatenated, the newest snapshot) so the model call is
     not held up; lifecycle events are never merged or dropped and order is kept. ``"wait"``
     sends every delta, waiting for the consumer."""
+    coalesce_deltas: bool = True
+    """Deltas of one content block that an adapter parses from the same network read become
+    one ``message_update`` (their text concatenated): the number of updates is not fixed,
+    their concatenation is the text. ``False`` gives one update per provider wire event (for
+    tests that count them, replay tools)."""
     slow_consumer_max_bytes: int = Field(default=8 * 1024 * 1024, gt=0)
     """With ``"merge"``: the most the updates waiting in the stream's buffer may hold, in
     bytes of message text (each carries the message so far, so a long answer to a lagging
@@ -378,3 +391,56 @@ class AgentLoopConfig(BaseModel):
             ),
             "retry": {"max_retries": self.retry.max_retries},
         }
+
+
+def settings_of(config: AgentLoopConfig, *, same_provider: bool = True) -> dict[str, Any]:
+    """The model settings every request of ``config`` carries, turns and side calls alike.
+    ``extra_body`` is provider-specific: it goes only to the config's own provider."""
+    settings: dict[str, Any] = {
+        "max_tokens": config.max_tokens,
+        "temperature": config.temperature,
+        "top_p": config.top_p,
+        "seed": config.seed,
+        "stop": config.stop,
+        "presence_penalty": config.presence_penalty,
+        "frequency_penalty": config.frequency_penalty,
+        "thinking_level": config.thinking_level,
+        "prompt_cache": config.prompt_cache,
+        "extra_body": dict(config.extra_body) if same_provider else {},
+    }
+    return settings
+
+
+_SETTING_NAMES = tuple(ModelSettings.__annotations__)
+_settings_model: type[BaseModel] | None = None
+
+
+def validated_settings(settings: Any, *, where: str = "model_settings") -> dict[str, Any]:
+    """``settings`` (model setting names to values, as ``Agent(...)`` or
+    ``run(..., model_settings=...)`` take them) checked by the same rules as the
+    :class:`AgentLoopConfig` fields they set, at once: an unknown name is a ``TypeError``, a
+    bad value (``top_p=2``, ``max_tokens=0``) a ``ValueError`` naming it. Returns the
+    values as the config holds them (``stop="END"`` becomes ``["END"]``)."""
+    global _settings_model
+    unknown = sorted(set(settings) - set(_SETTING_NAMES))
+    if unknown:
+        raise TypeError(
+            f"unknown model setting(s) {', '.join(unknown)}; "
+            f"{where} takes: {', '.join(sorted(_SETTING_NAMES))}"
+        )
+    if _settings_model is None:
+        fields = AgentLoopConfig.model_fields
+        _settings_model = create_model(  # type: ignore[call-overload]
+            "ModelSettings",
+            __config__=ConfigDict(extra="forbid"),
+            **{name: (fields[name].annotation, fields[name]) for name in _SETTING_NAMES},
+        )
+    try:
+        checked = _settings_model.model_validate(dict(settings))
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc'])}={repr(e['input'])[:60]}: {e['msg']}"
+            for e in exc.errors(include_url=False)
+        )
+        raise ValueError(f"invalid {where}: {problems}") from None
+    return {name: getattr(checked, name) for name in settings}

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from ..errors import TreadleError
 
-class HookFailed(Exception):
+
+class HookFailed(TreadleError):
     """A hook or callback raised, or returned something it must not."""
 
     def __init__(self, where: str, original: BaseException) -> None:

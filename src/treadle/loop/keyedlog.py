@@ -15,11 +15,13 @@ from typing import Generic, TypeVar
 
 import anyio
 
+from ..errors import TreadleError
+
 T = TypeVar("T")
 K = TypeVar("K", int, tuple[int, int])
 
 
-class EventLogGap(Exception):
+class EventLogGap(TreadleError):
     """The items after the requested cursor are no longer kept (the log is bounded)."""
 
 

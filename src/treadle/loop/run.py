@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from collections.abc import Sequence
@@ -10,7 +11,6 @@ from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup
-from anyio.streams.memory import MemoryObjectSendStream
 
 from ..cancellation import CancellationToken
 from ..types import (
@@ -21,11 +21,9 @@ from ..types import (
     AssistantMessage,
     ContinuationKind,
     ErrorInfo,
-    ExtensionMessage,
     InputRejected,
     MessageEnd,
     MessageStart,
-    ToolResultMessage,
     TurnEnd,
     TurnStart,
     TurnTrigger,
@@ -33,14 +31,15 @@ from ..types import (
     UserMessage,
     now_ms,
 )
+from .arguments import _check_call, _prompts
 from .compaction import ContextGuard
 from .config import AgentLoopConfig
 from .context import AgentContext
 from .eager import EagerCalls, eager_turn
 from .ending import before_end
 from .errors import HookFailed
-from .sink import OBSERVERS
-from .state import EventStream, RunState, _as_message, _maybe_await
+from .sink import CURRENT_SINK, OBSERVERS
+from .state import EventStream, RunState, _maybe_await
 from .streaming import StreamBounds, StreamState, close_message, stream_message
 from .tool_exec import ToolBatch, ToolRaised
 
@@ -55,44 +54,7 @@ class LoopResult:
     pending_tool_calls: list[str] = field(default_factory=list)
 
 
-def _check_call(
-    function: str, context: Any, config: Any, events: Any, cancel: Any, *, first: int = 2
-) -> None:
-    """A caller's mistake (arguments swapped, a model string for a config) fails here, before
-    any event, naming the argument and what it should be. ``first`` is the position of
-    ``context`` in ``function``'s signature."""
-    args: list[tuple[str, Any, tuple[type, ...]]] = [
-        ("context", context, (AgentContext,)),
-        ("config", config, (AgentLoopConfig,)),
-        ("events", events, (MemoryObjectSendStream, type(None))),
-        ("cancel", cancel, (CancellationToken, type(None))),
-    ]
-    for index, (name, value, expected) in enumerate(args):
-        if isinstance(value, expected):
-            continue
-        wanted = " or ".join("None" if t is type(None) else t.__name__ for t in expected)
-        swapped = [
-            n for i, (n, _, types) in enumerate(args[:2]) if i != index and isinstance(value, types)
-        ]
-        hint = f" It looks like {name} and {swapped[0]} are swapped." if swapped else ""
-        raise TypeError(
-            f"{function}(): argument {first + index} ({name}) must be {wanted}, not "
-            f"{type(value).__name__}.{hint}"
-        )
-
-
-def _prompts(prompts: Any) -> list[AgentMessage]:
-    if isinstance(prompts, str) or isinstance(
-        prompts, (UserMessage, AssistantMessage, ToolResultMessage, ExtensionMessage)
-    ):
-        return [_as_message(prompts)]  # one prompt, never one message per character
-    if isinstance(prompts, (AgentContext, AgentLoopConfig)):
-        raise TypeError(
-            f"agent_loop(): the first argument, prompts, must be the new messages (a str, a "
-            f"message or a list of them), not {type(prompts).__name__}: the order is "
-            "agent_loop(prompts, context, config, events)."
-        )
-    return [_as_message(p) for p in prompts]
+logger = logging.getLogger("treadle.loop")
 
 
 class _Run(RunState):
@@ -145,6 +107,7 @@ class _Run(RunState):
                 bounds=self._bounds(),
                 on_call=eager.offer if eager is not None else None,
                 on_retry=eager.discard_attempt if eager is not None else None,
+                coalesce=self.config.coalesce_deltas,
             )
         if message is None:  # cancelled mid-stream
             message = await close_message(
@@ -258,7 +221,8 @@ class _Run(RunState):
 
     async def on_limit(self, reason: str) -> None:
         limits = self.config.limits
-        if limits.on_limit == "final_answer":
+        if limits.on_limit == "final_answer" and await self._turn_allowed():
+            # a turn like any other: before_turn first, after_turn after its turn_end
             await self.open_turn(TurnTrigger.CONTINUATION)
             await self.model_call(
                 with_tools=False,
@@ -268,6 +232,13 @@ class _Run(RunState):
             await self.close_turn()
         else:
             await self.append(UserMessage.of(f"[Agent stopped: {reason}]"))
+
+    async def _turn_allowed(self) -> bool:
+        """The before_turn hooks, in order; False when one of them says no."""
+        for hook in self.overriding("before_turn"):
+            if not await self.call_hook(hook.before_turn, self.context, self.turn_index):
+                return False
+        return True
 
     async def turns(self, prompts: list[AgentMessage], pending: list[str]) -> LoopResult:
         """LOOP-SPEC §4.1, one turn at a time, until something ends the run."""
@@ -284,15 +255,18 @@ class _Run(RunState):
                 await self.on_limit(hit)
                 return LoopResult(reason="limit", error=ErrorInfo(kind="limit", message=hit))
             self.inject.extend(await self._poll(self.config.get_steering_messages))
-            fresh = [m for m in self.inject if id(m) not in prompt_ids]
-            if fresh:
-                rejected = await self.filter_input(fresh)
+            if any(id(m) not in prompt_ids for m in self.inject):
+                rejected = await self.filter_input(self.inject, frozenset(prompt_ids))
                 if rejected is not None:
                     await self.sink.emit(InputRejected, reason=rejected.reason)
                     return LoopResult(reason="rejected")
-            for hook in self.overriding("before_turn"):
-                if not await self.call_hook(hook.before_turn, self.context, self.turn_index):
-                    return LoopResult(reason="vetoed")  # a refusal: waiting input is not taken
+            if not await self._turn_allowed():
+                # A refusal: the run's own prompts are not taken (the caller has them), but
+                # steering and follow-ups already taken from their callbacks join the
+                # history, outside a turn: nothing the loop took is lost.
+                self.inject = [m for m in self.inject if id(m) not in prompt_ids]
+                await self.flush_inject()
+                return LoopResult(reason="vetoed")
             await self.refresh_tools()
             await self.open_turn(trigger)
             if first and pending:
@@ -407,12 +381,16 @@ async def _execute(
     result = LoopResult()
     started = False
     observing = OBSERVERS.set(run.observers)  # sub-agents started by tools inherit them
+    sinking = CURRENT_SINK.set(None)  # emit_custom_event: from agent_start to agent_end
     try:
         try:
             started = await _start(run, context, config, context.parent_loop_id, kind)
+            if started:
+                CURRENT_SINK.set(run.sink)
             if not started:
                 result.reason = "vetoed"
             elif prompts and (rejected := await run.filter_input(prompts)) is not None:
+                # (a warning replaces a prompt in ``prompts`` by an edited copy)
                 await run.sink.emit(InputRejected, reason=rejected.reason)
                 result.reason = "rejected"
             else:
@@ -460,8 +438,10 @@ async def _execute(
                     await _end(run, LoopResult(reason="cancelled"))
         raise
     finally:
+        CURRENT_SINK.reset(sinking)
         OBSERVERS.reset(observing)
         run.bridge.close()
+        run.sink.after_run()
 
 
 async def _safe_close(run: _Run) -> None:
@@ -478,6 +458,7 @@ LAST_ERROR_KEY = "treadle.last_error"
 async def _end(run: _Run, result: LoopResult) -> None:
     await before_end(run, result.reason, result.error, result.pending_tool_calls)
     run.end_sent = True
+    CURRENT_SINK.set(None)  # nothing after agent_end (after_loop hooks)
     run.context.state[LAST_ERROR_KEY] = result.error
     await run.sink.emit(
         AgentEnd,
@@ -491,11 +472,20 @@ async def _end(run: _Run, result: LoopResult) -> None:
 
 
 async def _after_loop(run: _Run, result: LoopResult) -> None:
+    """The after_loop hooks, each once, after agent_end. agent_end is sent, so a hook that
+    raises cannot change how the run ended: its error is logged (logger ``treadle.loop``,
+    with the traceback and the hook's name) and the next hook still runs (§3)."""
     for hook in run.config.hooks:
         try:
             await _maybe_await(hook.after_loop(list(run.new_messages), run.usage, result.reason))
         except Exception:
-            pass
+            name = getattr(hook.after_loop, "__qualname__", type(hook).__name__)
+            logger.exception(
+                "an after_loop hook failed (%s, run %s ended %s); the run's result stands",
+                name,
+                run.sink.loop_id,
+                result.reason,
+            )
 
 
 def _ensure_ids(context: AgentContext) -> None:

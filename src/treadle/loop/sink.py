@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import contextvars
-import itertools
 import logging
-import threading
+import sys
 import weakref
 from collections.abc import AsyncIterator, Callable, Sequence
 from time import time_ns
@@ -14,7 +13,7 @@ from typing import Any
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from ..types import AgentEvent, MessageUpdate, now_ms
+from ..types import AgentEvent, CustomEvent, MessageUpdate, now_ms
 from ..types._base import trusted
 
 _UPDATE_FIELDS = frozenset({"seq", "loop_id", "depth", "timestamp", "message", "delta"})
@@ -30,50 +29,86 @@ started by a tool of a run, inherits its parent's observers (the context is copi
 the tool's task), so a tracer on the parent sees the whole tree."""
 
 
-class _StreamState:
-    """Per stream: the seq counter and a FIFO lock that keeps seq order = delivery order
-    when several loops share the stream and its buffer is full."""
+CURRENT_SINK: contextvars.ContextVar[EventSink | None] = contextvars.ContextVar(
+    "treadle_sink", default=None
+)
+"""The event sink of the run this task is inside (see :func:`emit_custom_event`)."""
 
-    __slots__ = ("counter", "lock")
+
+async def emit_custom_event(name: str, value: Any = None) -> CustomEvent | None:
+    """Send ``CustomEvent(name, value)`` on the stream of the run the caller runs in — from
+    a hook, a tool, or a provider (or provider wrapper) the loop is calling — at once,
+    between the run's other events. Returns the event; ``None`` outside a run or when
+    nobody listens. ``name`` should be namespaced (``"myapp.cache_hit"``); ``value`` is any
+    JSON. A sub-agent's code sends on the sub-agent's run."""
+    sink = CURRENT_SINK.get()
+    if sink is None:
+        return None
+    event: CustomEvent | None = await sink.emit(CustomEvent, name=name, value=value)
+    return event
+
+
+class _Sequencer:
+    """The next ``seq`` of one stream, shared by every loop that sends to it."""
+
+    __slots__ = ("next", "runs", "watching")
 
     def __init__(self) -> None:
-        self.counter = itertools.count()
-        self.lock = anyio.Lock()
+        self.next = 0
+        self.runs = 0  # loops that have sent to it (counted once each, when they start)
+        self.watching = False  # a check for a stream left open is scheduled
+
+
+_SEQUENCER_ATTR = "_treadle_seq"
+"""Where a send stream carries its sequencer: on the stream object itself, so every loop
+given that object (a parent and its sub-agents, loops run one after the other or side by
+side) counts on one sequence, with no table of streams kept anywhere."""
+
+
+def _sequencer_for(stream: Any) -> _Sequencer:
+    found = getattr(stream, _SEQUENCER_ATTR, None)
+    if isinstance(found, _Sequencer):
+        return found
+    found = _Sequencer()
+    try:
+        setattr(stream, _SEQUENCER_ATTR, found)
+    except (AttributeError, TypeError):  # a stream type without attributes: this loop only
+        pass
+    return found
 
 
 CANCEL_GRACE_S = 5.0
 """How long a cancelled loop waits for a consumer that stopped reading before it stops
 reporting (it never hangs on a stuck consumer once cancelled from outside)."""
 
-_states: weakref.WeakKeyDictionary[Any, _StreamState] = weakref.WeakKeyDictionary()
-_states_lock = threading.Lock()
-
-
-def _state_for(stream: Any) -> _StreamState:
-    """One state per stream, shared by every loop that sends to it. Clones of an anyio send
-    stream share their buffer (``_state``), so they share the seq counter too."""
-    key = getattr(stream, "_state", stream)
-    with _states_lock:
-        state = _states.get(key)
-        if state is None:
-            state = _states[key] = _StreamState()
-        return state
+STALL_WARNING_S = 5.0
+"""How long a loop waits for room in a full event stream before it logs, once, that
+nobody seems to read the stream; and how long after a run returns a reader may wait on a
+stream still open before it is logged that the send end was probably never closed."""
 
 
 class EventSink:
     """Sends a loop's events. Never closes the stream it was given.
 
+    ``seq`` is stamped at the moment an event goes into the stream's buffer, with no
+    checkpoint between the stamp and the send: an event waiting for room (or a merged update
+    held back) has no ``seq`` yet, so whatever another loop sends meanwhile takes the next
+    number, and ``seq`` increases along the stream in every composition. One loop's events
+    go out in the order it emitted them (a FIFO lock per loop while the buffer is full).
+
     A send is atomic with respect to cancellation: an event is either delivered whole or not
     at all, so the loop's bookkeeping of what it reported stays exact. A full buffer makes the
     loop wait for the consumer (no event is ever dropped); a consumer that closed its end
-    stops delivery, and the run goes on. ``seq`` is taken at the moment of delivery, so it
-    increases along the stream even when several loops share it.
+    stops delivery, and the run goes on. The ``on_event`` observers see each event once it
+    is delivered.
     """
 
     __slots__ = (
         "_held",
+        "_lock",
         "_observers",
-        "_state",
+        "_seq",
+        "_stall_warned",
         "_stream",
         "depth",
         "grace",
@@ -99,10 +134,11 @@ class EventSink:
         self.loop_id = loop_id
         self.depth = depth
         self._observers = tuple(observers)
-        if stream is not None:
-            self._state: _StreamState | None = _state_for(stream)
-        else:  # observers only: seq counts this loop's events
-            self._state = _StreamState() if self._observers else None
+        # observers only: seq counts this loop's events
+        self._seq = _sequencer_for(stream) if stream is not None else _Sequencer()
+        self._seq.runs += 1
+        self._stall_warned = False
+        self._lock: anyio.Lock | None = None  # this loop's events waiting for room, in order
         self.grace: float | None = None  # set once the run is being cancelled from outside
         self.own_cancel: Callable[[], bool] | None = None  # True: a cancellation is the loop's
 
@@ -116,12 +152,12 @@ class EventSink:
         return self._stream is not None or bool(self._observers)
 
     def _make(self, event_type: type[Any], fields: dict[str, Any]) -> Any:
-        assert self._state is not None
+        """Build an event; its ``seq`` is stamped when it is delivered (:meth:`_put`)."""
         if event_type is MessageUpdate:
             # The hot path (one per streamed delta): its values come from the loop itself and
             # are already valid, so no validation runs; the message is built when read.
             values = {
-                "seq": next(self._state.counter),
+                "seq": 0,
                 "loop_id": self.loop_id,
                 "depth": self.depth,
                 "timestamp": time_ns() // 1_000_000,  # now_ms(), inlined
@@ -131,76 +167,88 @@ class EventSink:
             private = {"_snapshot": fields["snapshot"]}
             return trusted(MessageUpdate, values, set(_UPDATE_FIELDS), private)
         return event_type(
-            seq=next(self._state.counter),
-            loop_id=self.loop_id,
-            depth=self.depth,
-            timestamp=now_ms(),
-            **fields,
+            seq=0, loop_id=self.loop_id, depth=self.depth, timestamp=now_ms(), **fields
         )
 
-    async def emit(self, event_type: type[Any], **fields: Any) -> Any:
-        """Build, stamp and send one event; returns it (None when nobody listens). The
-        ``on_event`` observers see it once it is delivered."""
-        if not self._observers:
-            return await self._send(event_type, fields)
-        if self._stream is None:
-            event = self._make(event_type, fields)
-        else:
-            event = await self._send(event_type, fields)
-        if event is not None:
-            for observe in self._observers:
-                try:
-                    observe(event)
-                except Exception:
-                    logger.exception("an on_event hook failed (ignored)")
-        return event
-
-    async def _send(self, event_type: type[Any], fields: dict[str, Any]) -> Any:
-        stream, state = self._stream, self._state
-        if stream is None or state is None:
-            return None
-        event: Any = None
-        try:
-            held = self._held
-            if held is not None:
-                if event_type is MessageUpdate and _same_block(held.delta, fields["delta"]):
-                    return self._merge(stream, held, fields)
-                await self._flush(stream, state)
-            if not state.lock.locked():
-                event = self._make(event_type, fields)
-                if (
-                    self.merge
-                    and event_type is MessageUpdate
-                    and _mergeable(event.delta)
-                    and self._too_big(stream, event)
-                ):
-                    self._held = event  # the unread updates are big enough: merge
-                    return event
-                try:
-                    stream.send_nowait(event)
-                    return event
-                except anyio.WouldBlock:
-                    if self.merge and event_type is MessageUpdate and _mergeable(event.delta):
-                        self._held = event  # the consumer lags: merge the next deltas in
-                        return event
-                    state.lock.acquire_nowait()  # nothing ran since the check: it is free
-                try:
-                    await self._deliver(stream, event)
-                finally:
-                    state.lock.release()
-                return event
-            with anyio.CancelScope(shield=True):
-                await state.lock.acquire()
+    def _stamp(self, event: Any) -> None:
+        """Take the next seq and tell the observers (the event counts as delivered)."""
+        sequencer = self._seq
+        event.__dict__["seq"] = sequencer.next
+        sequencer.next += 1
+        for observe in self._observers:
             try:
-                event = self._make(event_type, fields)
+                observe(event)
+            except Exception:
+                logger.exception("an on_event hook failed (ignored)")
+
+    def _put(self, stream: MemoryObjectSendStream[AgentEvent], event: Any) -> None:
+        """Hand ``event`` over now, stamped with the stream's next seq: the stamp and the send
+        happen with no checkpoint between them, so buffer order is seq order. Raises
+        ``WouldBlock`` (nothing taken) when the buffer is full."""
+        event.__dict__["seq"] = self._seq.next
+        try:
+            stream.send_nowait(event)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            self._stream = None  # the consumer is gone: the run goes on, observers still hear
+        self._stamp(event)
+
+    async def emit(self, event_type: type[Any], **fields: Any) -> Any:
+        """Build, stamp and send one event; returns it (None when nobody listens; a merged
+        update not delivered yet has no seq). The ``on_event`` observers see it once it is
+        delivered."""
+        stream = self._stream
+        if stream is None:
+            if not self._observers:
+                return None
+            event = self._make(event_type, fields)
+            self._stamp(event)
+            return event
+        return await self._send(stream, event_type, fields)
+
+    async def _send(
+        self,
+        stream: MemoryObjectSendStream[AgentEvent],
+        event_type: type[Any],
+        fields: dict[str, Any],
+    ) -> Any:
+        held = self._held
+        if held is not None:
+            if event_type is MessageUpdate and _same_block(held.delta, fields["delta"]):
+                return self._merge(stream, held, fields)
+            await self._flush(stream)
+        lock = self._lock
+        if lock is None or not lock.locked():
+            event = self._make(event_type, fields)
+            mergeable = self.merge and event_type is MessageUpdate and _mergeable(event.delta)
+            if mergeable and self._too_big(stream, event):
+                self._held = event  # the unread updates are big enough: merge
+                return event
+            try:
+                self._put(stream, event)
+                return event
+            except anyio.WouldBlock:
+                if mergeable:
+                    self._held = event  # the consumer lags: merge the next deltas in
+                    return event
+            lock = self._lock = lock or anyio.Lock()
+            lock.acquire_nowait()  # nothing ran since the check: it is free
+            try:
                 await self._deliver(stream, event)
             finally:
-                state.lock.release()
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-            self._stream = None
+                lock.release()
+            return event
+        with anyio.CancelScope(shield=True):
+            await lock.acquire()
+        try:
+            event = self._make(event_type, fields)
+            await self._deliver(stream, event)
+        finally:
+            lock.release()
         return event
 
-    def _merge(self, stream: Any, held: Any, fields: dict[str, Any]) -> Any:
+    def _merge(
+        self, stream: MemoryObjectSendStream[AgentEvent], held: Any, fields: dict[str, Any]
+    ) -> Any:
         """Fold one more delta of the same block into the held update (its text appended,
         the message snapshot the newest), then try again to hand it over without waiting."""
         delta = held.delta
@@ -215,29 +263,27 @@ class EventSink:
         if self._too_big(stream, held):
             return None
         try:
-            stream.send_nowait(held)
+            self._put(stream, held)
             self._held = None
         except anyio.WouldBlock:
             pass
-        return None  # no new event: the held one (already stamped) carries this delta
+        return None  # no new event: the held one carries this delta
 
-    async def _flush(self, stream: Any, state: _StreamState) -> None:
+    async def _flush(self, stream: MemoryObjectSendStream[AgentEvent]) -> None:
         """Deliver the held update before anything else (order is kept across blocks)."""
         held, self._held = self._held, None
+        lock = self._lock = self._lock or anyio.Lock()
         with anyio.CancelScope(shield=True):
-            await state.lock.acquire()
+            await lock.acquire()
         try:
             await self._deliver(stream, held)
         finally:
-            state.lock.release()
+            lock.release()
 
-    def _too_big(self, stream: Any, update: Any) -> bool:
+    def _too_big(self, stream: MemoryObjectSendStream[AgentEvent], update: Any) -> bool:
         """Whether the unread updates, with this one, would pass ``max_bytes``: estimated as
         their count times the size of this update's block (the largest so far)."""
-        try:
-            unread = len(stream._state.buffer)
-        except AttributeError:
-            return False
+        unread = stream.statistics().current_buffer_used
         if unread < 16:  # a few waiting copies are cheap: the bound is about many of them
             return False
         delta = update.delta
@@ -246,6 +292,12 @@ class EventSink:
         else:
             size = update.__pydantic_private__["_snapshot"].length
         return (unread + 1) * size > self.max_bytes
+
+    def after_run(self) -> None:
+        """The run is over: for a top-level run whose stream is still open, check a few
+        seconds on that its reader is not left waiting (see :func:`watch_unclosed`)."""
+        if self._stream is not None and self.depth == 0:
+            watch_unclosed(self._stream)
 
     def start_grace(self) -> None:
         """From now on, wait at most ``CANCEL_GRACE_S`` for a consumer that stopped reading."""
@@ -261,13 +313,24 @@ class EventSink:
         delay, waited = 0.0005, 0.0
         while True:
             try:
-                stream.send_nowait(event)
+                self._put(stream, event)
                 return
             except anyio.WouldBlock:
                 pass
             if self.grace is not None and waited >= self.grace:
                 self._stream = None  # the consumer is gone or stuck: stop, never hang
+                self._stamp(event)  # observers still hear of it
                 return
+            if waited >= STALL_WARNING_S and not self._stall_warned:
+                self._stall_warned = True
+                logger.warning(
+                    "the run %s has waited %g s for room in its event stream: nobody reads "
+                    "it. Start the reader in another task before awaiting the loop (for "
+                    "example tg.start_soon(render, receive)), or pass events=None to run "
+                    "without a stream",
+                    self.loop_id,
+                    STALL_WARNING_S,
+                )
             try:
                 await anyio.sleep(delay)
             except anyio.get_cancelled_exc_class():
@@ -278,6 +341,67 @@ class EventSink:
                 return  # the scope stays cancelled: the next checkpoint raises it again
             waited += delay
             delay = min(delay * 2, 0.005)
+
+
+def watch_unclosed(stream: MemoryObjectSendStream[AgentEvent]) -> None:
+    """After a top-level run returns: if, ``STALL_WARNING_S`` later, the stream is still
+    open, empty, a task waits to receive from it and no run has used it since, log that its
+    send end was probably never closed (the reader would wait forever). One timer per run at
+    most (none while one is pending for the stream), nothing per event."""
+    state = _sequencer_for(stream)
+    if state.watching:
+        return
+    runs = state.runs
+    ref = weakref.ref(stream)
+
+    def check() -> None:
+        state.watching = False
+        found = ref()
+        if found is None or state.runs != runs:
+            return
+        stats = found.statistics()
+        if (
+            stats.open_send_streams
+            and stats.tasks_waiting_receive
+            and not stats.current_buffer_used
+        ):
+            logger.warning(
+                "agent_loop returned %g s ago, but its event stream is still open and a "
+                "task is waiting to read from it: close the send end when the loop returns "
+                "(`async with send:` around the call, or `await send.aclose()`), or the "
+                "reader waits forever. If you keep the stream open for another run, ignore "
+                "this",
+                STALL_WARNING_S,
+            )
+
+    state.watching = _call_later(STALL_WARNING_S, check)
+
+
+def _call_later(delay: float, callback: Callable[[], None]) -> bool:
+    """Run ``callback`` on this event loop ``delay`` seconds from now, outside any task
+    group: a diagnostic timer that must not keep the caller's task group (or the loop)
+    waiting, which anyio has no call for, so it uses the backend's own (a timer handle on
+    asyncio, a system task on trio). Returns False when neither is available."""
+    try:
+        import asyncio
+
+        asyncio.get_running_loop().call_later(delay, callback)
+        return True
+    except RuntimeError:
+        pass
+    trio = sys.modules.get("trio")
+    if trio is None:
+        return False
+
+    async def later() -> None:
+        await trio.sleep(delay)
+        callback()
+
+    try:
+        trio.lowlevel.spawn_system_task(later, name="treadle: event stream check")
+    except RuntimeError:
+        return False
+    return True
 
 
 _MERGEABLE = frozenset({"text", "thinking", "tool_call_delta"})

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import inspect
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from anyio.streams.memory import MemoryObjectSendStream
 
 from ..cancellation import CancelBridge, CancellationToken
 from ..context.transcript import repair_transcript
+from ..errors import UsageError
 from ..providers.base import ModelRequest
 from ..tools import Tool, Toolset, as_tool, tool_spec
 from ..types import (
@@ -33,7 +34,8 @@ from ..types import (
     Usage,
     UserMessage,
 )
-from .config import AgentLoopConfig, Hooks, Pass, Reject, Warn
+from ..types._base import replaced
+from .config import AgentLoopConfig, Hooks, Pass, Reject, Warn, settings_of
 from .context import AgentContext
 from .errors import HookFailed
 from .sink import OBSERVERS, EventSink, Observer
@@ -46,11 +48,31 @@ async def _maybe_await(value: Any) -> Any:
     return await value if inspect.isawaitable(value) else value
 
 
+def dict_prompt_error(value: Mapping[Any, Any]) -> UsageError:
+    """The error for a dict given where a prompt or a message goes (the OpenAI message
+    shape, ``{"role": "user", "content": "hi"}``): iterating it would send its keys."""
+    content = value.get("content")
+    if isinstance(content, str):
+        shown = content if len(content) <= 40 else content[:37] + "..."
+        example = f"UserMessage.of({shown!r})"
+        if value.get("role") == "assistant":
+            example = f"AssistantMessage(content={shown!r})"
+    else:
+        example = "UserMessage.of('hi')"
+    return UsageError(
+        "a dict is not a prompt or a message: treadle takes a str (one user message), a "
+        f"message or a list of them. Pass the text itself, or build the message: {example} "
+        "(see treadle.types for the message classes)."
+    )
+
+
 def _as_message(item: Any) -> AgentMessage:
     if isinstance(item, str):
         return UserMessage.of(item)
     if isinstance(item, (UserMessage, AssistantMessage, ToolResultMessage, ExtensionMessage)):
         return item
+    if isinstance(item, Mapping):
+        raise dict_prompt_error(item)
     raise TypeError(
         f"expected a message (UserMessage, ...) or a str, got {type(item).__name__}; "
         "build user input with UserMessage.of('text')"
@@ -237,12 +259,20 @@ class RunState:
         self.tool_specs = [tool_spec(t) for t in tools.values()]
         self._tools_key = key
 
-    async def filter_input(self, messages: Sequence[AgentMessage]) -> Reject | None:
-        """Run input filters over the user text; append warnings; the first Reject wins."""
-        users = [m for m in messages if isinstance(m, UserMessage)]
+    async def filter_input(
+        self, messages: list[AgentMessage], skip: frozenset[int] = frozenset()
+    ) -> Reject | None:
+        """Run input filters over the user text of ``messages`` (those whose id is not in
+        ``skip``); the first Reject wins. Warnings go on a copy of the last user message,
+        which takes its place in ``messages``: nothing the caller passed is edited."""
+        users = [
+            (i, m)
+            for i, m in enumerate(messages)
+            if isinstance(m, UserMessage) and id(m) not in skip
+        ]
         if not self.config.input_filters or not users:
             return None
-        text = "\n".join(m.text for m in users)
+        text = "\n".join(m.text for _, m in users)
         warnings: list[str] = []
         for input_filter in self.config.input_filters:
             verdict = await self.call_hook(input_filter.filter, text)
@@ -256,9 +286,9 @@ class RunState:
                     TypeError(f"returned {verdict!r}; return Pass(), Warn(...) or Reject(...)"),
                 )
         if warnings:
-            users[-1].content.append(
-                TextContent(text="\n".join(f"[Warning: {w}]" for w in warnings))
-            )
+            index, last = users[-1]
+            note = TextContent(text="\n".join(f"[Warning: {w}]" for w in warnings))
+            messages[index] = last.model_copy(update={"content": [*last.content, note]})
         return None
 
     async def _poll(self, source: Any) -> list[AgentMessage]:
@@ -316,21 +346,15 @@ class RunState:
             system_prompt=system,
             messages=messages,
             tools=list(self.tool_specs) if with_tools else [],
-            max_tokens=config.max_tokens,
-            temperature=config.temperature,
-            top_p=config.top_p,
-            seed=config.seed,
-            stop=config.stop,
-            presence_penalty=config.presence_penalty,
-            frequency_penalty=config.frequency_penalty,
-            thinking_level=config.thinking_level,
             tool_choice=config.tool_choice if with_tools else None,
             response_format=config.response_format,
-            prompt_cache=config.prompt_cache,
-            extra_body=dict(config.extra_body),
+            purpose="turn",
+            **settings_of(config),
         )
         for hook in self.overriding("before_model_request"):
             edited = await self.call_hook(hook.before_model_request, request)
             if isinstance(edited, ModelRequest):
                 request = edited
+        if isinstance(request.stop, str):  # a hook's model_copy is not validated
+            request = replaced(request, "stop", [request.stop])
         return request

@@ -15,7 +15,14 @@ import anyio
 import anyio.lowlevel
 
 from ..cancellation import CancellationToken
-from ..providers.base import ModelRequest, Provider, ProviderError, StreamDone
+from ..errors import TreadleError
+from ..providers.base import (
+    COALESCE_DELTAS,
+    ModelRequest,
+    Provider,
+    ProviderError,
+    StreamDone,
+)
 from ..types import (
     AssistantMessage,
     ErrorInfo,
@@ -48,7 +55,7 @@ class StreamBounds:
     call_s: float | None = None
 
 
-class RunLimitHit(Exception):
+class RunLimitHit(TreadleError):
     """The run's duration or token limit was reached while the model was still streaming."""
 
 
@@ -310,11 +317,14 @@ async def stream_message(
     *,
     fallback_text: str | None = None,
     text_only: bool = False,
-    on_overflow: Callable[[ProviderError, ModelRequest], Awaitable[ModelRequest | None]]
+    on_overflow: Callable[
+        [ProviderError, ModelRequest], Awaitable[ModelRequest | ProviderError | None]
+    ]
     | None = None,
     bounds: StreamBounds | None = None,
     on_call: Callable[[ToolCall], Awaitable[None]] | None = None,
     on_retry: Callable[[], Awaitable[None]] | None = None,
+    coalesce: bool = True,
 ) -> AssistantMessage:
     """Stream one assistant message, emitting message_start / update* / end; retry per
     ``retry``. A final failure becomes a message with ``stop_reason="error"``.
@@ -330,7 +340,9 @@ async def stream_message(
     attempt = 0
     while True:
         try:
-            final = await _attempt(provider, request, sink, state, cancel, bounds, on_call)
+            final = await _attempt(
+                provider, request, sink, state, cancel, bounds, on_call, coalesce
+            )
         except RunLimitHit as hit:
             state.limit_reason = str(hit)
             stopped = state.closed("length", ErrorInfo(kind="limit", message=str(hit)))
@@ -355,6 +367,9 @@ async def stream_message(
             return await close_message(sink, state, state.closed("aborted"), on_final)
         if error.kind == "context_overflow" and on_overflow is not None and not state.started:
             retried = await on_overflow(error, request)
+            if isinstance(retried, ProviderError):
+                error, retryable = retried, False  # compaction could not help: say so
+                retried = None
             if retried is not None:
                 await sink.emit(
                     ProviderRetry,
@@ -440,6 +455,7 @@ async def _attempt(
     cancel: CancellationToken | None,
     bounds: StreamBounds | None = None,
     on_call: Callable[[ToolCall], Awaitable[None]] | None = None,
+    coalesce: bool = True,
 ) -> AssistantMessage:
     partial = state.partial
     emitting = sink.active
@@ -456,8 +472,12 @@ async def _attempt(
         )
     watch = _Watch(bounds) if bounds is not None else None
     final: AssistantMessage | None = None
-    with watch.scope if watch is not None else nullcontext():
-        final = await _consume(stream, state, sink, emitting, watch, on_call)
+    merging = COALESCE_DELTAS.set(coalesce)  # read by the adapter as it streams
+    try:
+        with watch.scope if watch is not None else nullcontext():
+            final = await _consume(stream, state, sink, emitting, watch, on_call)
+    finally:
+        COALESCE_DELTAS.reset(merging)
     if watch is not None and watch.scope.cancelled_caught:
         raise watch.expired(partial.provider)
     if final is not None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -9,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from pydantic_core import from_json
 
+from ..errors import TreadleError
 from ..tools import (
     FunctionTool,
     TaskComplete,
@@ -18,6 +21,7 @@ from ..tools import (
     ToolContext,
 )
 from ..tools.base import to_tool_result
+from ..tools.function_tool import unawaited_error
 from ..types import (
     TextContent,
     ToolCall,
@@ -34,12 +38,14 @@ from .errors import HookFailed
 if TYPE_CHECKING:
     from .state import RunState
 
+logger = logging.getLogger("treadle.loop")
+
 CANCELLED_TEXT = "Cancelled"
 SKIPPED_TEXT = "Skipped: a user message arrived"
 DISCARDED_TEXT = "Discarded: the model's answer this call came from was not kept"
 
 
-class ToolRaised(Exception):
+class ToolRaised(TreadleError):
     def __init__(self, original: BaseException) -> None:
         super().__init__(str(original))
         self.original = original
@@ -55,6 +61,7 @@ class CallState:
         "decision",
         "done",
         "ended",
+        "error_type",
         "pending",
         "result",
         "scope",
@@ -74,6 +81,7 @@ class CallState:
         self.ended = False
         self.result: ToolResult | None = None
         self.started_at = 0.0
+        self.error_type: str | None = None  # the class name of an exception the tool raised
 
 
 def _json_error(raw: str) -> str:
@@ -289,7 +297,11 @@ class ToolBatch:
         state.started = True
         state.started_at = time.perf_counter()
         await self.run.sink.emit(
-            ToolExecutionStart, tool_call_id=call.id, tool_name=call.name, args=args
+            ToolExecutionStart,
+            tool_call_id=call.id,
+            tool_name=call.name,
+            args=args,
+            tool_category=_category_of(self.run.tools.get(call.name)),
         )
 
     async def _invoke_and_end(self, state: CallState) -> None:
@@ -298,7 +310,14 @@ class ToolBatch:
             return
         result = _bounded(result, self.run.config.max_tool_result_chars)
         for hook in self.run.overriding("after_tool_call"):
-            replaced = await self.run.call_hook(hook.after_tool_call, state.call, result)
+            try:
+                replaced = await self.run.call_hook(hook.after_tool_call, state.call, result)
+            except BaseException:
+                # The tool ran: it keeps its result (as far as the hooks got), so the history
+                # never says a call that had its effects was cancelled. The hook's failure
+                # ends the run with reason=error (§3) once every call has its end.
+                state.result = result
+                raise
             if isinstance(replaced, ToolResult):
                 result = replaced
             elif replaced is not None:
@@ -311,7 +330,7 @@ class ToolBatch:
         await self._end(state)
 
     async def _end(self, state: CallState) -> None:
-        result = state.result or ToolResult.error(CANCELLED_TEXT)
+        result = state.result or _cancelled()
         state.result = result
         elapsed = (time.perf_counter() - state.started_at) * 1000 if state.started_at else 0.0
         details = result.details
@@ -324,6 +343,7 @@ class ToolBatch:
             is_error=result.is_error,
             duration_ms=round(elapsed, 3),
             child_loop_id=child if isinstance(child, str) else None,
+            error_type=state.error_type if result.is_error else None,
         )
         state.ended = True
 
@@ -374,6 +394,7 @@ class ToolBatch:
             except BaseException as exc:
                 # KeyboardInterrupt, SystemExit and other BaseExceptions end the run cleanly
                 # (every call answered, agent_end sent) and are raised again afterwards.
+                state.error_type = type(exc).__name__
                 if run.config.raise_tool_errors or not isinstance(exc, Exception):
                     self.raised = exc
                     state.result = ToolResult.error(_describe(exc))
@@ -385,7 +406,7 @@ class ToolBatch:
             return ToolResult.error(
                 f"Tool '{call.name}' timed out after {timeout:g}s and was cancelled."
             )
-        return ToolResult.error(CANCELLED_TEXT)  # pragma: no cover - scope exits only by timeout
+        return _cancelled()  # pragma: no cover - scope exits only by timeout
 
     def _reporter(self, call: ToolCall) -> Callable[[ToolResult], Awaitable[None]]:
         sink = self.run.sink
@@ -422,6 +443,7 @@ class ToolBatch:
                     content=state.result.content,
                     details=state.result.details,
                     is_error=state.result.is_error,
+                    cancelled=state.result.cancelled,
                 )
             )
         return results
@@ -445,6 +467,11 @@ async def _run_with_retries(tool: Tool, args: dict[str, Any], ctx: ToolContext[A
     raise AssertionError("unreachable")  # pragma: no cover
 
 
+def _cancelled() -> ToolResult:
+    """The result of a call that did not run to its end (marked, not only worded)."""
+    return ToolResult(content=[TextContent(text=CANCELLED_TEXT)], is_error=True, cancelled=True)
+
+
 def _describe(exc: BaseException) -> str:
     try:
         return clean_text(f"{type(exc).__name__}: {exc}")
@@ -454,7 +481,10 @@ def _describe(exc: BaseException) -> str:
 
 def _converted(name: str, value: Any) -> ToolResult:
     """What the tool returned as a ToolResult; a value that cannot be converted (its
-    ``__str__`` raises, it nests too deep, a serializer fails) is an error result."""
+    ``__str__`` raises, it nests too deep, a serializer fails) is an error result, and so is
+    an awaitable (a plain ``def`` that returned a coroutine: ``async`` forgotten)."""
+    if inspect.isawaitable(value):
+        return _unawaited(name, value)
     try:
         return to_tool_result(value)
     except Exception as exc:
@@ -462,6 +492,14 @@ def _converted(name: str, value: Any) -> ToolResult:
             f"Tool '{name}' returned a {type(value).__name__} that could not be turned into "
             f"a result: {_describe(exc)}"
         )
+
+
+def _unawaited(name: str, value: Any) -> ToolResult:
+    """A tool returned an awaitable instead of its result: an error the model is told and
+    the developer sees in the log (``async`` forgotten on a tool's function)."""
+    message = str(unawaited_error(name, value))
+    logger.warning("%s", message)
+    return ToolResult.error(message)
 
 
 def _bounded(result: ToolResult, limit: int | None) -> ToolResult:
@@ -506,6 +544,14 @@ def _shape_problem(args: dict[str, Any], schema: Any) -> str:
             f"{name}: Extra inputs are not permitted" for name in args if name not in properties
         ]
     return "; ".join(problems)
+
+
+def _category_of(tool: Tool | None) -> str | None:
+    """A tool's category as its plain value (``"exec"`` when it names none)."""
+    if tool is None:
+        return None
+    category = getattr(tool, "category", ToolCategory.EXEC)
+    return str(category.value if isinstance(category, ToolCategory) else category)
 
 
 def _timeout_for(tool: Tool, config_timeout: float | None) -> float:

@@ -21,10 +21,12 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
+from ..errors import MissingExtra
+
 try:
     import mcp as _mcp  # noqa: F401
 except ImportError as exc:  # pragma: no cover - the extra is not installed
-    raise ImportError("treadle.mcp needs the MCP SDK: pip install 'treadle[mcp]'") from exc
+    raise MissingExtra("treadle.mcp needs the MCP SDK: pip install 'treadle[mcp]'") from exc
 
 from .client import DEFAULT_TIMEOUT, ElicitationHandler, MCPClient, MCPTool
 from .convert import tool_result

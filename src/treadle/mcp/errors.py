@@ -6,10 +6,11 @@ from collections.abc import Iterable
 
 import anyio
 
+from ..errors import TreadleError
 from .convert import scrub
 
 
-class MCPError(RuntimeError):
+class MCPError(TreadleError, RuntimeError):
     """An MCP server could not be reached, started or used.
 
     The message names the server and where it is (the URL without credentials, or the

@@ -15,10 +15,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..errors import MissingExtra
+
 try:
     from opentelemetry import trace as _trace  # noqa: F401
 except ImportError as exc:  # pragma: no cover - the extra is not installed
-    raise ImportError("treadle.otel needs OpenTelemetry: pip install 'treadle[otel]'") from exc
+    raise MissingExtra("treadle.otel needs OpenTelemetry: pip install 'treadle[otel]'") from exc
 
 from .tracing import Tracing
 

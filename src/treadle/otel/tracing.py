@@ -59,7 +59,9 @@ class Tracing(Hooks):
     Pass it where hooks go: ``Agent(..., hooks=[tracing])`` or
     ``AgentLoopConfig(hooks=[tracing])``. Sub-agents started by a traced run are traced
     too, nested under the parent's ``execute_tool`` span. ``capture_content=True`` records
-    messages, tool arguments and results (off by default: they may hold personal data)."""
+    messages, tool arguments and results, and a failed tool's error text as its span's
+    status description (off by default: they may hold personal data; a failed tool's span
+    then says only the exception's type)."""
 
     def __init__(
         self,
@@ -92,8 +94,9 @@ class Tracing(Hooks):
     # ---- hooks ----
 
     async def before_model_request(self, request: ModelRequest) -> ModelRequest:
-        if self.capture_content:
-            self._last_request = request  # attached to the chat span it precedes
+        if self.capture_content and request.purpose == "turn":
+            self._last_request = request  # attached to the chat span it precedes (side calls
+            # have no chat span of their own)
         return request
 
     def on_event(self, event: AgentEvent) -> None:
@@ -173,6 +176,8 @@ class Tracing(Hooks):
         )
         if error is not None:
             message = event.error.message if event.error is not None else event.reason
+            if error == "tool" and not self.capture_content:
+                message = message.split(":", 1)[0]  # "Type: text" (a raised tool error)
             _fail(span, error, message)
         span.end(end)
 
@@ -292,7 +297,7 @@ class Tracing(Hooks):
             "gen_ai.operation.name": "execute_tool",
             "gen_ai.tool.name": event.tool_name,
             "gen_ai.tool.call.id": event.tool_call_id,
-            "gen_ai.tool.type": "function",
+            "gen_ai.tool.type": _tool_type(event.tool_category),
         }
         if self.capture_content:
             attributes["gen_ai.tool.call.arguments"] = json.dumps(event.args, default=str)
@@ -316,8 +321,11 @@ class Tracing(Hooks):
         if event.child_loop_id:
             span.set_attribute("treadle.child_loop_id", event.child_loop_id)
         if event.is_error:
-            kind = "cancelled" if event.result.text == "Cancelled" else "tool_error"
-            _fail(span, kind, event.result.text[:500])
+            raised = event.error_type
+            kind = "cancelled" if event.result.cancelled else (raised or "tool_error")
+            # The result's text may quote private data ("no record for <name>"): only
+            # with content capture on; otherwise the failure's kind alone.
+            _fail(span, kind, event.result.text[:500] if self.capture_content else kind)
         span.end(_ns(event.timestamp))
 
 
@@ -346,6 +354,12 @@ def _messages(messages: list[Any]) -> list[dict[str, Any]]:
             finish = FINISH_REASONS.get(message.stop_reason, message.stop_reason)
             out.append({"role": "assistant", "parts": parts, "finish_reason": finish})
     return out
+
+
+def _tool_type(category: str | None) -> str:
+    """``gen_ai.tool.type``: ``extension`` for a tool run outside the agent (an MCP
+    server's: :attr:`~treadle.tools.ToolCategory.MCP`), ``function`` otherwise."""
+    return "extension" if category == "mcp" else "function"
 
 
 def _error_type(reason: str, error: Any) -> str | None:

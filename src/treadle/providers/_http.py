@@ -7,7 +7,7 @@ import functools
 import os
 import re
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Mapping
 from contextlib import aclosing
 from typing import Any, Protocol, TypeVar
 
@@ -17,13 +17,26 @@ from pydantic_core import from_json
 
 from .._redact import redact_http_logs, redact_url
 from ..cancellation import CancellationToken
+from ..errors import ConfigurationError
+from ._assemble import check_cancel, read_events
 from ._sse import MAX_LINE_CHARS, SSEJSONDecoder, StreamLineTooLong
-from .base import ErrorKind, ProviderError
+from .base import ErrorKind, ProviderError, StreamEvent
 
+# A request larger than the model's context, as the servers people run word it (from their
+# documented error bodies): OpenAI ("maximum context length", code context_length_exceeded),
+# Anthropic ("prompt is too long", "exceed context limit"), Gemini ("input token count ...
+# exceeds the maximum number of tokens"), llama.cpp (type exceed_context_size_error, "exceeds
+# the available context size"), vLLM ("maximum context length", "longer than the maximum
+# model length"), Ollama ("the input length exceeds the context length"), LM Studio ("tokens
+# to keep from the initial prompt is greater than the context length", "context the
+# overflows", "Context size has been exceeded").
 _CONTEXT_OVERFLOW = re.compile(
     r"context[ _-]?(length|window)|maximum context|prompt is too long|too many tokens"
-    r"|context_length_exceeded|exceeds? the (maximum )?(context|token)|input is too long"
-    r"|reduce the length|token count .* exceeds|request too large for model",
+    r"|context_length_exceeded|exceed\w* (the )?(available |maximum |max )?(context|token)"
+    r"|input is too long|reduce the length|token count .* exceeds|request too large for model"
+    r"|longer than the maximum model length|greater than the context length"
+    r"|context (the )?overflows|context size has been exceeded"
+    r"|exceed_context_size|context_exceeded",
     re.IGNORECASE,
 )
 _TRY_AGAIN = re.compile(r"(?:try again|retry) in (\d+(?:\.\d+)?)\s*(ms|s|sec|seconds?)\b", re.I)
@@ -112,7 +125,7 @@ def classify(
         kind = "auth"
     elif status == 408 or status == 504:
         kind = "timeout"
-    elif _CONTEXT_OVERFLOW.search(message) or status == 413:
+    elif _CONTEXT_OVERFLOW.search(message) or _CONTEXT_OVERFLOW.search(code) or status == 413:
         kind = "context_overflow"
     elif status >= 500 or any(c in lowered for c in ("api_error", "server_error", "internal")):
         kind = "server"
@@ -125,6 +138,11 @@ def classify(
         kind, message, status_code=status or None, retry_after=retry_after, provider=provider
     )
 
+
+_STALE_CONNECTION = (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)
+"""What a request sent on a kept-alive connection the server had already closed fails with,
+before any response byte: "Server disconnected without sending a response", a reset, a
+broken pipe."""
 
 _LOOPBACK = {"localhost", "127.0.0.1", "::1", "[::1]", "0.0.0.0"}
 
@@ -144,8 +162,32 @@ def _refused(exc: BaseException, depth: int = 0) -> bool:
     return False
 
 
+def check_base_url(base_url: str) -> None:
+    """Fail at construction, naming the fix, for a ``base_url`` no request could go to (no
+    ``http://`` or ``https://``, no host): otherwise the first call would fail instead — a
+    configuration error, which no retry can mend."""
+    try:
+        url = httpx.URL(base_url)
+        ok = url.scheme in ("http", "https") and bool(url.host)
+    except httpx.InvalidURL:
+        ok = False
+    if ok:
+        return
+    shown = redact_url(base_url)
+    guess = f"; did you mean 'http://{shown}'?" if "://" not in base_url and shown else ""
+    raise ConfigurationError(
+        f"base_url {shown!r} is not an http:// or https:// URL with a host: give the full "
+        f"address, e.g. 'https://api.openai.com/v1' or 'http://localhost:8000/v1'{guess}"
+    )
+
+
+_UNSENDABLE = (httpx.UnsupportedProtocol, httpx.InvalidURL, httpx.LocalProtocolError)
+"""Failures of the request itself (its URL, a header value): configuration errors, never
+retried."""
+
+
 def transport_error(
-    exc: httpx.TransportError, provider: str, base_url: str = "", hint: str = ""
+    exc: httpx.TransportError | httpx.InvalidURL, provider: str, base_url: str = "", hint: str = ""
 ) -> ProviderError:
     """A connection-level failure, naming the server and what to check. Only the exception's
     own text is kept, never the request.
@@ -153,9 +195,16 @@ def transport_error(
     A refused connection to this machine (``localhost``, ``127.0.0.1``) means nothing is
     listening there: it is ``unreachable`` and not retried, so the caller hears of it at once
     instead of after the retries' back-off."""
+    where = redact_url(base_url) if base_url else "the server"
+    if isinstance(exc, _UNSENDABLE):  # the text may quote a header (the key): not kept
+        message = (
+            f"the request to {where} could not be sent ({type(exc).__name__}): a configuration "
+            "error, not retried; check base_url (http:// or https://) and the api_key and "
+            "headers for stray characters such as a newline"
+        )
+        return ProviderError("bad_request", message, provider=provider)
     kind: ErrorKind = "timeout" if isinstance(exc, httpx.TimeoutException) else "network"
     detail = str(exc) or type(exc).__name__
-    where = redact_url(base_url) if base_url else "the server"
     host = httpx.URL(base_url).host if base_url else ""
     if isinstance(exc, httpx.ConnectError) and host in _LOOPBACK and _refused(exc):
         kind = "unreachable"
@@ -260,6 +309,7 @@ class HTTPAdapter:
         client: httpx.AsyncClient | None = None,
         timeout: float | httpx.Timeout | None = None,
     ) -> None:
+        check_base_url(base_url)
         self.model = model
         self.base_url = base_url.rstrip("/")
         self.__api_key = api_key
@@ -322,46 +372,63 @@ class HTTPAdapter:
         """Request headers, auth included. Subclasses add their own scheme."""
         return {"content-type": "application/json", **self._extra_headers}
 
+    async def _send(
+        self, url: str, body: Body, headers: Mapping[str, str] | None
+    ) -> httpx.Response:
+        """POST and return the response once its headers are in (the body not read yet).
+
+        A request that fails before any byte of a response came back, on a connection the
+        pool kept alive, is sent again at once, once: a server that closes idle connections
+        (llama.cpp's closes each one after its response, while advertising keep-alive) races
+        the client reusing one, and such a request never reached its handler. No backoff and
+        no retry event: to the caller it is one request. A failure to connect, a timeout, or
+        a second failure is reported as usual."""
+        merged = {**self._headers(), **(headers or {})}
+        client = self.client
+        request = client.build_request("POST", url, **_payload(body), headers=merged)
+        try:
+            return await client.send(request, stream=True, follow_redirects=False)
+        except _STALE_CONNECTION:
+            return await client.send(request, stream=True, follow_redirects=False)
+
     async def _post_stream(
         self, url: str, body: Body, headers: Mapping[str, str] | None = None
     ) -> AsyncGenerator[bytes, None]:
         """POST ``body`` (a JSON value, or JSON already encoded) and yield the response
         bytes; HTTP and transport failures raise :class:`ProviderError`."""
         try:
-            merged = {**self._headers(), **(headers or {})}
-            async with (
-                self.slots,
-                self.client.stream(
-                    "POST", url, **_payload(body), headers=merged, follow_redirects=False
-                ) as response,
-            ):
-                if 300 <= response.status_code < 400:
-                    raise self._redirected(response)
-                if response.status_code >= 400:
-                    raw = await response.aread()
-                    raise self.scrub(self._http_error(response, raw))
-                async for chunk in response.aiter_bytes():
-                    yield chunk
-        except httpx.TransportError as exc:
+            async with self.slots:
+                response = await self._send(url, body, headers)
+                try:
+                    if 300 <= response.status_code < 400:
+                        raise self._redirected(response)
+                    if response.status_code >= 400:
+                        raw = await response.aread()
+                        raise self.scrub(self._http_error(response, raw))
+                    async for chunk in response.aiter_bytes():
+                        yield chunk
+                finally:
+                    await response.aclose()
+        except (httpx.TransportError, httpx.InvalidURL) as exc:
             raise self.scrub(
                 transport_error(exc, self.name, self.base_url, self.connect_hint)
             ) from None
 
-    async def _json_stream(
+    async def _json_reads(
         self,
         url: str,
         body: Body,
         cancel: CancellationToken | None,
         decoder: JSONStreamDecoder,
         headers: Mapping[str, str] | None = None,
-    ) -> AsyncGenerator[Any, None]:
-        """POST and yield each JSON value ``decoder`` finds in the body, reading it to the
-        end. Malformed data is a ``server`` error; a partial last value means the connection
-        dropped mid-way (``truncated_stream``)."""
+    ) -> AsyncGenerator[list[Any], None]:
+        """POST and yield, for each network read, the JSON values ``decoder`` completes with
+        it (never an empty list), reading the body to the end. Malformed data is a
+        ``server`` error; a partial last value means the connection dropped mid-way
+        (``truncated_stream``)."""
         async with aclosing(self._post_stream(url, body, headers)) as chunks:
             async for chunk in chunks:
-                if cancel is not None and cancel.immediate:
-                    raise ProviderError("cancelled", "cancelled by the caller", provider=self.name)
+                check_cancel(cancel, self.name)
                 try:
                     values = decoder.feed(chunk)
                 except StreamLineTooLong as exc:
@@ -372,47 +439,85 @@ class HTTPAdapter:
                         f"{self.name} sent data that is not JSON: {exc}",
                         provider=self.name,
                     ) from None
-                for value in values:
-                    yield value
+                if values:
+                    yield values
         try:
             values = decoder.close()
         except ValueError:
             raise ProviderError(
                 "truncated_stream", "the stream ended inside an event", provider=self.name
             ) from None
-        for value in values:
-            yield value
+        if values:
+            yield values
 
-    async def _sse_json(
+    async def _sse_reads(
         self,
         url: str,
         body: Body,
         cancel: CancellationToken | None,
         headers: Mapping[str, str] | None = None,
-    ) -> AsyncGenerator[dict[str, Any], None]:
-        """Server-sent events whose data are JSON objects (Anthropic, Responses)."""
+    ) -> AsyncGenerator[list[dict[str, Any]], None]:
+        """Server-sent events whose data are JSON objects (Anthropic, Responses), by read."""
         decoder = SSEJSONDecoder(self.max_line_chars)
-        values = self._json_stream(url, body, cancel, decoder, headers)
-        async with aclosing(values) as values:
-            async for value in values:
-                if not isinstance(value, dict):
-                    raise ProviderError(
-                        "server",
-                        f"unexpected stream event: {str(value)[:200]!r}",
-                        provider=self.name,
-                    )
-                yield value
+        reads = self._json_reads(url, body, cancel, decoder, headers)
+        async with aclosing(reads) as reads:
+            async for values in reads:
+                for value in values:
+                    if not isinstance(value, dict):
+                        raise ProviderError(
+                            "server",
+                            f"unexpected stream event: {str(value)[:200]!r}",
+                            provider=self.name,
+                        )
+                yield values
+
+    async def _events(
+        self,
+        state: Any,
+        url: str,
+        body: Body,
+        cancel: CancellationToken | None,
+        *,
+        whole: Callable[[Any], Iterable[Any]],
+        unfinished: str,
+        decoder: JSONStreamDecoder | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> AsyncGenerator[StreamEvent, None]:
+        """One model call's stream events: ``state`` (an :class:`Assembler` with the
+        adapter's ``feed(wire_event)`` mapping) fed every wire event — by network read from
+        ``decoder`` (SSE JSON objects when None), or, for a non-streamed call, from
+        ``whole(response)`` — then its ``end()``. A response without the API's end marker
+        (``state.complete``) is ``truncated_stream``, said with ``unfinished``."""
+        if not getattr(self, "streaming", True):
+            payload = await self._post_json(url, body, headers)
+            check_cancel(cancel, self.name)
+            for event in read_events(whole(payload), state.feed):
+                yield event
+        else:
+            if decoder is None:
+                reads: AsyncGenerator[list[Any], None] = self._sse_reads(url, body, cancel, headers)
+            else:
+                reads = self._json_reads(url, body, cancel, decoder, headers)
+            async with aclosing(reads) as reads:
+                async for values in reads:
+                    for event in read_events(values, state.feed):
+                        yield event
+        if not state.complete:
+            raise ProviderError("truncated_stream", unfinished, provider=self.name)
+        for event in state.end():
+            yield event
 
     async def _post_json(
         self, url: str, body: Body, headers: Mapping[str, str] | None = None
     ) -> Any:
         try:
-            merged = {**self._headers(), **(headers or {})}
             async with self.slots:
-                response = await self.client.post(
-                    url, **_payload(body), headers=merged, follow_redirects=False
-                )
-        except httpx.TransportError as exc:
+                response = await self._send(url, body, headers)
+                try:
+                    await response.aread()
+                finally:
+                    await response.aclose()
+        except (httpx.TransportError, httpx.InvalidURL) as exc:
             raise self.scrub(
                 transport_error(exc, self.name, self.base_url, self.connect_hint)
             ) from None

@@ -12,6 +12,8 @@ from typing import Any
 
 from pydantic_core import from_json
 
+from ..errors import TreadleError
+
 
 @dataclass(slots=True)
 class SSEEvent:
@@ -32,7 +34,7 @@ MAX_LINE_CHARS = 16 * 1024 * 1024
 _COLLECT = 64 * 1024  # a partial line longer than this is kept in pieces, joined once
 
 
-class StreamLineTooLong(ValueError):
+class StreamLineTooLong(TreadleError, ValueError):
     """One line of a streamed body is longer than the decoder accepts."""
 
     def __init__(self, limit: int) -> None:

@@ -38,13 +38,13 @@ from ..types import (
     UserMessage,
 )
 from ..types.messages import AgentMessage
+from ._assemble import check_cancel, json_object
 from ._convert import safe_tool_call_id, same_origin, thinking_as_text
 from ._http import HTTPAdapter, env_key
 from .anthropic_stream import StreamState, events_from_message
 from .base import (
     ModelRequest,
     ProviderError,
-    StreamDone,
     StreamEvent,
 )
 
@@ -124,33 +124,25 @@ class Anthropic(HTTPAdapter):
         """Call the model; yield :data:`StreamEvent` values ending with one StreamDone."""
         body = self.build_body(request)
         self._key()  # fail before any I/O when no key is configured
-        _check_cancel(cancel)
+        check_cancel(cancel, self.name)
         url = f"{self.base_url}/v1/messages"
         state = StreamState(self.name, body["model"])
         # The 1-hour cache tier needs its beta header; other requests go without it.
         extra = {"anthropic-beta": EXTENDED_CACHE_BETA} if request.prompt_cache == "long" else {}
         if "anthropic-beta" in self._extra_headers:
             extra = {}  # the caller's own beta header wins
-        if not self.streaming:
-            payload = await self._post_json(url, body, extra)
-            _check_cancel(cancel)
-            if not isinstance(payload, dict):
-                raise ProviderError("server", "response was not a JSON object", provider=self.name)
-            for event in events_from_message(payload):
-                for out in state.handle(event):
-                    yield out
-        else:
-            async with aclosing(self._sse_json(url, body, cancel, extra)) as events:
-                async for event in events:
-                    for out in state.handle(event):
-                        yield out
-        if not state.finished:
-            raise ProviderError(
-                "truncated_stream",
-                "the stream ended before message_stop",
-                provider=self.name,
-            )
-        yield StreamDone(message=state.message())
+        events = self._events(
+            state,
+            url,
+            body,
+            cancel,
+            whole=lambda payload: events_from_message(json_object(payload, self.name)),
+            unfinished="the stream ended before message_stop",
+            headers=extra,
+        )
+        async with aclosing(events) as events:
+            async for event in events:
+                yield event
 
     # ---- request ----
 
@@ -356,11 +348,6 @@ def _thinking_allowed(wire: list[dict[str, Any]]) -> bool:
             return True
         return blocks[0]["type"] in ("thinking", "redacted_thinking")
     return True
-
-
-def _check_cancel(cancel: CancellationToken | None) -> None:
-    if cancel is not None and cancel.immediate:
-        raise ProviderError("cancelled", "cancelled by the caller", provider=Anthropic.name)
 
 
 # ---- response handling ----

@@ -6,11 +6,13 @@ Adapters live in their own modules; the loop knows providers only through this f
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any, Literal, Protocol, Union, runtime_checkable
+from contextvars import ContextVar
+from typing import Annotated, Any, Literal, Protocol, Union, runtime_checkable
 
-from pydantic import Field
+from pydantic import BeforeValidator, Field
 
 from ..cancellation import CancellationToken
+from ..errors import TreadleError
 from ..types import (
     AgentMessage,
     AssistantMessage,
@@ -42,6 +44,15 @@ RETRYABLE_KINDS: frozenset[str] = frozenset(
 )
 
 
+def one_stop_sequence(value: Any) -> Any:
+    """A string given as stop sequences is one sequence, never a list of its characters."""
+    return [value] if isinstance(value, str) else value
+
+
+StopSequences = Annotated[Union[list[str], None], BeforeValidator(one_stop_sequence)]
+"""Stop sequences: a list of strings, or one string meaning one sequence."""
+
+
 class ModelRequest(Model):
     """Everything one model call needs, independent of any provider's wire format."""
 
@@ -55,8 +66,8 @@ class ModelRequest(Model):
     seed: int | None = None
     """For reproducible sampling, where the provider supports it (OpenAI-compatible servers,
     Gemini, Ollama)."""
-    stop: list[str] | None = None
-    """Stop sequences."""
+    stop: StopSequences = None
+    """Stop sequences (a string is one sequence)."""
     presence_penalty: float | None = None
     frequency_penalty: float | None = None
     thinking_level: ThinkingLevel = "off"
@@ -68,6 +79,11 @@ class ModelRequest(Model):
     """Prompt-cache tier hint (Anthropic ``cache_control``); others ignore it."""
     extra_body: dict[str, Any] = Field(default_factory=dict)
     """Provider-specific fields merged into the request body as they are."""
+    purpose: str = "turn"
+    """What the call is for (never sent): ``"turn"`` (a turn of the loop, the final answer
+    at a limit included), ``"planning"``, ``"compaction"`` (a summary) or ``"worker"`` (a
+    post-run worker). Every call goes through the ``before_model_request`` hooks; one that
+    shapes turns only (tools, plan mode) may leave the others alone."""
 
 
 # ---- stream events: what Provider.stream yields ----
@@ -126,8 +142,14 @@ StreamEvent = Union[
 Start and end events are optional for consumers: a delta for a new index opens its block.
 """
 
+COALESCE_DELTAS: ContextVar[bool] = ContextVar("treadle_coalesce_deltas", default=False)
+"""Whether an adapter merges the deltas of one content block that arrive in one network read
+into one event (their text concatenated). Off by default — an adapter's ``stream`` used on
+its own yields one event per wire event — and set by the loop for each model call from
+``AgentLoopConfig.coalesce_deltas`` (on by default)."""
 
-class ProviderError(Exception):
+
+class ProviderError(TreadleError):
     """A model call failed. ``kind`` says how, and whether trying again can help.
 
     The message is the provider's own (never the request's headers or key).

@@ -39,12 +39,12 @@ from ..types import (
     ToolSpec,
     UserMessage,
 )
+from ._assemble import check_cancel
 from ._convert import safe_tool_call_id, same_origin, thinking_as_text
 from ._http import HTTPAdapter, env_key
 from .base import (
     ModelRequest,
     ProviderError,
-    StreamDone,
     StreamEvent,
     ThinkingLevel,
 )
@@ -184,31 +184,22 @@ class Gemini(HTTPAdapter):
                 "variable or pass api_key=",
                 provider=self.name,
             )
-        if cancel is not None and cancel.immediate:
-            raise ProviderError("cancelled", "cancelled by the caller", provider=self.name)
+        check_cancel(cancel, self.name)
         model = request.model or self.model
         body = self.build_body(request)
-        state = Response(model)
-        if self.streaming:
-            values = self._json_stream(self.url(model, stream=True), body, cancel, ChunkDecoder())
-            async with aclosing(values) as chunks:
-                async for chunk in chunks:
-                    for event in state.feed(chunk):
-                        yield event
-        else:
-            payload = await self._post_json(self.url(model, stream=False), body)
-            for chunk in payload if isinstance(payload, list) else [payload]:
-                for event in state.feed(chunk):
-                    yield event
-        if state.finish is None:
-            raise ProviderError(
-                "truncated_stream",
-                "the Gemini stream ended before a candidate reported its finishReason",
-                provider=self.name,
-            )
-        for event in state.close():
-            yield event
-        yield StreamDone(message=state.message())
+        state = Response(self.name, model)
+        events = self._events(
+            state,
+            self.url(model, stream=self.streaming),
+            body,
+            cancel,
+            whole=lambda payload: payload if isinstance(payload, list) else [payload],
+            unfinished="the Gemini stream ended before a candidate reported its finishReason",
+            decoder=ChunkDecoder(),
+        )
+        async with aclosing(events) as events:
+            async for event in events:
+                yield event
 
     def _http_error(self, response: httpx.Response, raw: bytes) -> ProviderError:
         error = super()._http_error(response, raw)

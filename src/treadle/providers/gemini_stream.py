@@ -7,33 +7,13 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic_core import to_json
-
-from ..types import (
-    AssistantMessage,
-    ErrorInfo,
-    TextContent,
-    TextDelta,
-    ThinkingContent,
-    ThinkingDelta,
-    ToolCall,
-    ToolCallDelta,
-    ToolCallEnd,
-    ToolCallStart,
-    Usage,
-)
+from ..types import ErrorInfo, Usage
 from ..types.usage import StopReason
+from ._assemble import Assembler, count, usage
 from ._convert import safe_tool_call_id
 from ._http import classify
 from ._sse import MAX_LINE_CHARS, SSEDecoder, StreamLineTooLong
-from .base import (
-    StreamEvent,
-    StreamStart,
-    TextEnd,
-    TextStart,
-    ThinkingEnd,
-    ThinkingStart,
-)
+from .base import StreamEvent
 
 # ---- response helpers ----
 
@@ -156,20 +136,15 @@ def _finish_name(value: Any) -> str:
     return str(value)
 
 
-class Response:
-    """Assembles one response from its chunks and produces the stream events on the way."""
+class Response(Assembler):
+    """Response chunks into the shared assembler's calls."""
 
-    def __init__(self, model: str) -> None:
-        self.model = model
-        self.response_id: str | None = None
-        self.started = False
+    def __init__(self, provider: str, model: str) -> None:
+        super().__init__(provider, model)
         self.finish: str | None = None
         self.finish_message: str | None = None
         self.blocked: str | None = None
         self.usage: dict[str, Any] = {}
-        self.blocks: list[ThinkingContent | TextContent | ToolCall] = []
-        self.texts: list[list[str]] = []  # text pieces per block
-        self.open: str | None = None  # "text" / "thinking" while a block takes deltas
         self.calls = 0
         self._id_base = uuid.uuid4().hex[:16]  # for call ids when there is no response id
 
@@ -179,81 +154,49 @@ class Response:
         if "error" in chunk:
             error = chunk["error"]
             status = error.get("code") if isinstance(error, dict) else None
-            raise classify(status if isinstance(status, int) else 0, chunk, provider="gemini")
-        events: list[StreamEvent] = []
+            raise classify(status if isinstance(status, int) else 0, chunk, provider=self.provider)
         if isinstance(chunk.get("responseId"), str):
             self.response_id = chunk["responseId"]
         if isinstance(chunk.get("modelVersion"), str):
             self.model = chunk["modelVersion"]
-        if not self.started:
-            self.started = True
-            events.append(StreamStart(model=self.model, response_id=self.response_id))
+        self.start()
         if isinstance(chunk.get("usageMetadata"), dict):
             self.usage = chunk["usageMetadata"]
         feedback = chunk.get("promptFeedback")
         if isinstance(feedback, dict) and feedback.get("blockReason"):
             self.blocked = str(feedback["blockReason"])
             self.finish = self.finish or self.blocked
+            self.complete = True
         candidates = chunk.get("candidates") or []
         candidate = next(
             (c for c in candidates if isinstance(c, dict) and c.get("index", 0) == 0), None
         )
         if not isinstance(candidate, dict):
-            return events
+            return self.take()
         content = candidate.get("content") or {}
         for part in content.get("parts") or []:
             if isinstance(part, dict):
-                self._part(part, events)
+                self._part(part)
         reason = candidate.get("finishReason")
         if reason not in (None, 0, "FINISH_REASON_UNSPECIFIED"):
             self.finish = _finish_name(reason)
+            self.complete = True
             if isinstance(candidate.get("finishMessage"), str):
                 self.finish_message = candidate["finishMessage"]
-        return events
+        return self.take()
 
-    def _part(self, part: dict[str, Any], events: list[StreamEvent]) -> None:
+    def _part(self, part: dict[str, Any]) -> None:
         signature = part.get("thoughtSignature")
         call = part.get("functionCall")
         text = part.get("text")
         if isinstance(signature, str) and signature:
-            events.extend(self.close())
-            index = self._add(ThinkingContent(thinking="", signature=signature))
-            events.append(ThinkingStart(index=index))
-            events.append(ThinkingEnd(index=index, signature=signature))
+            self.close_current()
+            self.close(self.open("thinking", signature=signature))
         if isinstance(call, dict):
-            events.extend(self.close())
             self.calls += 1
-            args = call.get("args")
-            arguments = args if isinstance(args, dict) else {}
-            tool_call = ToolCall(
-                id=self._call_id(call), name=str(call.get("name", "")), arguments=arguments
-            )
-            index = self._add(tool_call)
-            events.append(ToolCallStart(index=index, id=tool_call.id, name=tool_call.name))
-            events.append(ToolCallDelta(index=index, arguments=to_json(arguments).decode()))
-            events.append(ToolCallEnd(index=index, tool_call=tool_call))
+            self.whole_tool(self._call_id(call), str(call.get("name", "")), call.get("args"))
         elif isinstance(text, str) and text:
-            kind = "thinking" if part.get("thought") else "text"
-            if self.open != kind:
-                events.extend(self.close())
-                if kind == "thinking":
-                    index = self._add(ThinkingContent(thinking=""))
-                    events.append(ThinkingStart(index=index))
-                else:
-                    index = self._add(TextContent(text=""))
-                    events.append(TextStart(index=index))
-                self.open = kind
-            index = len(self.blocks) - 1
-            self.texts[index].append(text)
-            if kind == "thinking":
-                events.append(ThinkingDelta(index=index, text=text))
-            else:
-                events.append(TextDelta(index=index, text=text))
-
-    def _add(self, block: ThinkingContent | TextContent | ToolCall) -> int:
-        self.blocks.append(block)
-        self.texts.append([])
-        return len(self.blocks) - 1
+            self.text("thinking" if part.get("thought") else "text", text)
 
     def _call_id(self, call: dict[str, Any]) -> str:
         given = call.get("id")
@@ -262,34 +205,10 @@ class Response:
         # Gemini gives no call ids: derive one from the response id, unique per call.
         return safe_tool_call_id(f"call_{self.response_id or self._id_base}_{self.calls - 1}")
 
-    def close(self) -> list[StreamEvent]:
-        """End the open text or thinking block, if any."""
-        if self.open is None:
-            return []
-        index = len(self.blocks) - 1
-        kind, self.open = self.open, None
-        if kind == "thinking":
-            return [ThinkingEnd(index=index)]
-        return [TextEnd(index=index)]
-
-    def message(self) -> AssistantMessage:
-        content: list[ThinkingContent | TextContent | ToolCall] = []
-        for block, pieces in zip(self.blocks, self.texts, strict=True):
-            if isinstance(block, TextContent):
-                block = TextContent(text="".join(pieces))
-            elif isinstance(block, ThinkingContent) and pieces:
-                block = ThinkingContent(thinking="".join(pieces), signature=block.signature)
-            content.append(block)
-        stop, error = self._stop_reason(any(isinstance(b, ToolCall) for b in content))
-        return AssistantMessage(
-            content=content,
-            stop_reason=stop,
-            model=self.model,
-            provider="gemini",
-            usage=_usage(self.usage),
-            response_id=self.response_id,
-            error=error,
-        )
+    def end(self) -> list[StreamEvent]:
+        """The complete message, after any block still open."""
+        stop, error = self._stop_reason(self.has_calls())
+        return self.closing(stop, _usage(self.usage), error)
 
     def _stop_reason(self, has_calls: bool) -> tuple[StopReason, ErrorInfo | None]:
         if self.blocked is not None:
@@ -306,20 +225,16 @@ class Response:
 
 
 def _usage(meta: Mapping[str, Any]) -> Usage:
-    def count(key: str) -> int:
-        value = meta.get(key)
-        return value if isinstance(value, int) else 0
-
-    prompt = count("promptTokenCount")
-    cached = count("cachedContentTokenCount")
-    tool_prompt = count("toolUsePromptTokenCount")
-    thoughts = count("thoughtsTokenCount")
-    output = count("candidatesTokenCount") + thoughts
-    total = count("totalTokenCount") or prompt + tool_prompt + output
-    return Usage(
-        input=max(0, prompt - cached) + tool_prompt,
-        output=output,
-        reasoning=thoughts,
+    prompt = count(meta, "promptTokenCount")
+    cached = count(meta, "cachedContentTokenCount")
+    thoughts = count(meta, "thoughtsTokenCount")
+    output = count(meta, "candidatesTokenCount") + thoughts
+    # tool-use prompt tokens are input Gemini does not count in promptTokenCount
+    tool_prompt = count(meta, "toolUsePromptTokenCount")
+    return usage(
+        prompt + tool_prompt,
+        output,
         cache_read=cached,
-        total_tokens=total,
+        reasoning=thoughts,
+        total=count(meta, "totalTokenCount") or prompt + tool_prompt + output,
     )

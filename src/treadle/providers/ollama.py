@@ -15,7 +15,6 @@ from contextlib import aclosing
 from typing import Any
 
 import httpx
-from pydantic_core import from_json, to_json
 
 from ..cancellation import CancellationToken
 from ..types import (
@@ -23,32 +22,17 @@ from ..types import (
     AssistantMessage,
     ImageContent,
     TextContent,
-    TextDelta,
     ThinkingContent,
-    ThinkingDelta,
     ToolCall,
-    ToolCallDelta,
-    ToolCallEnd,
-    ToolCallStart,
     ToolResultMessage,
     Usage,
     UserMessage,
 )
 from ..types.usage import StopReason
+from ._assemble import Assembler, check_cancel, count, usage
 from ._http import HTTPAdapter, classify, env_key
 from ._sse import NDJSONDecoder
-from .base import (
-    ModelRequest,
-    ProviderError,
-    StreamDone,
-    StreamEvent,
-    StreamStart,
-    TextEnd,
-    TextStart,
-    ThinkingEnd,
-    ThinkingLevel,
-    ThinkingStart,
-)
+from .base import ModelRequest, ProviderError, StreamEvent, ThinkingLevel
 
 DEFAULT_BASE_URL = "http://localhost:11434"
 DEFAULT_PORT = 11434
@@ -173,29 +157,21 @@ class Ollama(HTTPAdapter):
                 "or pass api_key=",
                 provider=self.name,
             )
-        if cancel is not None and cancel.immediate:
-            raise ProviderError("cancelled", "cancelled by the caller", provider=self.name)
+        check_cancel(cancel, self.name)
         body = self.build_body(request)
-        url = f"{self.base_url}/api/chat"
-        state = _Response(body["model"])
-        if self.streaming:
-            values = self._json_stream(url, body, cancel, NDJSONDecoder(self.max_line_chars))
-            async with aclosing(values) as lines:
-                async for line in lines:
-                    for event in state.feed(line):
-                        yield event
-        else:
-            for event in state.feed(await self._post_json(url, body)):
+        state = _Response(self.name, body["model"])
+        events = self._events(
+            state,
+            f"{self.base_url}/api/chat",
+            body,
+            cancel,
+            whole=lambda payload: [payload],
+            unfinished="the Ollama stream ended without its final done:true line",
+            decoder=NDJSONDecoder(self.max_line_chars),
+        )
+        async with aclosing(events) as events:
+            async for event in events:
                 yield event
-        if not state.done:
-            raise ProviderError(
-                "truncated_stream",
-                "the Ollama stream ended without its final done:true line",
-                provider=self.name,
-            )
-        for event in state.close():
-            yield event
-        yield StreamDone(message=state.message())
 
 
 def think_value(model: str, level: ThinkingLevel) -> bool | str:
@@ -272,136 +248,53 @@ def _assistant(message: AssistantMessage) -> dict[str, Any] | None:
     return entry
 
 
-class _Response:
-    """Assembles one response from its lines and produces the stream events on the way."""
+class _Response(Assembler):
+    """Response lines into the shared assembler's calls."""
 
-    def __init__(self, model: str) -> None:
-        self.model = model
-        self.started = False
-        self.done = False
+    def __init__(self, provider: str, model: str) -> None:
+        super().__init__(provider, model)
         self.done_reason: str | None = None
-        self.usage = Usage()
-        self.blocks: list[ThinkingContent | TextContent | ToolCall] = []
-        self.texts: list[list[str]] = []
-        self.open: str | None = None
+        self.usage: Usage | None = None
 
     def feed(self, line: Any) -> list[StreamEvent]:
         if not isinstance(line, dict):
             return []
         if "error" in line:
-            error = classify(0, line, provider="ollama")
+            error = classify(0, line, provider=self.provider)
             if error.kind == "bad_request":
                 # After HTTP 200 an error line means the model failed while running.
                 error.kind = "server"
             raise error
-        events: list[StreamEvent] = []
         if isinstance(line.get("model"), str):
             self.model = line["model"]
-        if not self.started:
-            self.started = True
-            events.append(StreamStart(model=self.model))
+        self.start()
         message = line.get("message") or {}
         thinking = message.get("thinking")
         if isinstance(thinking, str) and thinking:
-            self._delta("thinking", thinking, events)
+            self.text("thinking", thinking)
         content = message.get("content")
         if isinstance(content, str) and content:
-            self._delta("text", content, events)
+            self.text("text", content)
         for call in message.get("tool_calls") or []:
             if isinstance(call, dict):
-                self._call(call, events)
+                function = call.get("function") or {}
+                call_id = call.get("id")
+                if not isinstance(call_id, str) or not call_id:  # older Ollama versions
+                    call_id = f"call_{uuid.uuid4().hex[:24]}"
+                self.whole_tool(call_id, str(function.get("name", "")), function.get("arguments"))
         if line.get("done"):
-            self.done = True
+            self.complete = True
             reason = line.get("done_reason")
             self.done_reason = reason if isinstance(reason, str) else None
-            prompt = _count(line, "prompt_eval_count")
-            output = _count(line, "eval_count")
-            self.usage = Usage(input=prompt, output=output, total_tokens=prompt + output)
-        return events
+            prompt = count(line, "prompt_eval_count")
+            self.usage = usage(prompt, count(line, "eval_count"))
+        return self.take()
 
-    def _delta(self, kind: str, text: str, events: list[StreamEvent]) -> None:
-        if self.open != kind:
-            events.extend(self.close())
-            if kind == "thinking":
-                index = self._add(ThinkingContent(thinking=""))
-                events.append(ThinkingStart(index=index))
-            else:
-                index = self._add(TextContent(text=""))
-                events.append(TextStart(index=index))
-            self.open = kind
-        index = len(self.blocks) - 1
-        self.texts[index].append(text)
-        if kind == "thinking":
-            events.append(ThinkingDelta(index=index, text=text))
-        else:
-            events.append(TextDelta(index=index, text=text))
-
-    def _call(self, call: dict[str, Any], events: list[StreamEvent]) -> None:
-        events.extend(self.close())
-        function = call.get("function") or {}
-        raw = function.get("arguments")
-        raw_arguments: str | None = None
-        if isinstance(raw, dict):
-            arguments: dict[str, Any] = raw
-            text = to_json(raw).decode()
-        else:
-            text = raw if isinstance(raw, str) else ""
-            arguments, raw_arguments = _parse_arguments(text)
-        given = call.get("id")
-        tool_call = ToolCall(
-            # Older Ollama versions give no call ids.
-            id=given if isinstance(given, str) and given else f"call_{uuid.uuid4().hex[:24]}",
-            name=str(function.get("name", "")),
-            arguments=arguments,
-            raw_arguments=raw_arguments,
-        )
-        index = self._add(tool_call)
-        events.append(ToolCallStart(index=index, id=tool_call.id, name=tool_call.name))
-        events.append(ToolCallDelta(index=index, arguments=text))
-        events.append(ToolCallEnd(index=index, tool_call=tool_call))
-
-    def _add(self, block: ThinkingContent | TextContent | ToolCall) -> int:
-        self.blocks.append(block)
-        self.texts.append([])
-        return len(self.blocks) - 1
-
-    def close(self) -> list[StreamEvent]:
-        if self.open is None:
-            return []
-        index = len(self.blocks) - 1
-        kind, self.open = self.open, None
-        if kind == "thinking":
-            return [ThinkingEnd(index=index)]
-        return [TextEnd(index=index)]
-
-    def message(self) -> AssistantMessage:
-        content: list[ThinkingContent | TextContent | ToolCall] = []
-        for block, pieces in zip(self.blocks, self.texts, strict=True):
-            if isinstance(block, TextContent):
-                block = TextContent(text="".join(pieces))
-            elif isinstance(block, ThinkingContent):
-                block = ThinkingContent(thinking="".join(pieces))
-            content.append(block)
+    def end(self) -> list[StreamEvent]:
+        """The complete message, after any block still open."""
         stop: StopReason = "stop"
         if self.done_reason == "length":
             stop = "length"
-        elif any(isinstance(b, ToolCall) for b in content):
+        elif self.has_calls():
             stop = "tool_use"
-        return AssistantMessage(
-            content=content, stop_reason=stop, model=self.model, provider="ollama", usage=self.usage
-        )
-
-
-def _count(line: Mapping[str, Any], key: str) -> int:
-    value = line.get(key)
-    return value if isinstance(value, int) else 0
-
-
-def _parse_arguments(text: str) -> tuple[dict[str, Any], str | None]:
-    if not text.strip():
-        return {}, None
-    try:
-        value = from_json(text)
-    except ValueError:
-        return {}, text
-    return (value, None) if isinstance(value, dict) else ({}, text)
+        return self.closing(stop, self.usage)

@@ -30,6 +30,7 @@ import json
 import re
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from contextlib import aclosing
+from functools import partial
 from operator import itemgetter
 from typing import Any, Literal
 
@@ -46,6 +47,7 @@ from ..types import (
     ToolResultMessage,
     UserMessage,
 )
+from ._assemble import check_cancel, read_events
 from ._convert import image_data_url, safe_tool_call_id, same_origin
 from ._http import HTTPAdapter, classify, env_key
 from ._sse import SSEDecoder, SSEEvent
@@ -55,7 +57,7 @@ from .base import (
     ProviderError,
     StreamEvent,
 )
-from .openai_chat_stream import Assembler
+from .openai_chat_stream import ChatStream
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
@@ -301,13 +303,13 @@ class OpenAIChat(HTTPAdapter):
                 "or pass api_key=",
                 provider=self.name,
             )
-        self._check_cancel(cancel)
+        check_cancel(cancel, self.name)
         body = self.encode_body(request)
         url = f"{self.base_url}/chat/completions"
-        state = Assembler(self.name, request.model or self.model)
+        state = ChatStream(self.name, request.model or self.model)
         if not self.streaming:
             payload = await self._post_json(url, body)
-            self._check_cancel(cancel)
+            check_cancel(cancel, self.name)
             for event in self._whole(payload, state):
                 yield event
             return
@@ -316,12 +318,9 @@ class OpenAIChat(HTTPAdapter):
             async for chunk in chunks:
                 if state.done:
                     continue  # read to EOF after [DONE] so the connection is reused
-                self._check_cancel(cancel)
-                for sse in decoder.feed(chunk):
-                    for event in self._event(sse, state, final=False):
-                        yield event
-                    if state.done:
-                        break
+                check_cancel(cancel, self.name)
+                for event in read_events(decoder.feed(chunk), partial(self._event, state=state)):
+                    yield event
         if not state.done:
             for sse in decoder.close():
                 for event in self._event(sse, state, final=True):
@@ -335,15 +334,13 @@ class OpenAIChat(HTTPAdapter):
         for event in state.end():
             yield event
 
-    def _check_cancel(self, cancel: CancellationToken | None) -> None:
-        if cancel is not None and cancel.immediate:
-            raise ProviderError("cancelled", "cancelled by the caller", provider=self.name)
-
-    def _event(self, sse: SSEEvent, state: Assembler, *, final: bool) -> Iterable[StreamEvent]:
+    def _event(
+        self, sse: SSEEvent, state: ChatStream, *, final: bool = False
+    ) -> Iterable[StreamEvent]:
         """The stream events one SSE event makes (a plain function, not a generator: the
         common text chunk is one call and a tuple)."""
         data = sse.data.strip()
-        if sse.event not in ("message", "error") or not data:
+        if state.done or sse.event not in ("message", "error") or not data:
             return ()  # keep-alives and event types this API does not define
         if data == "[DONE]":
             state.done = True
@@ -380,7 +377,7 @@ class OpenAIChat(HTTPAdapter):
                     break
         return classify(status, payload, provider=self.name, fallback="error event in the stream")
 
-    def _whole(self, payload: Any, state: Assembler) -> Iterator[StreamEvent]:
+    def _whole(self, payload: Any, state: ChatStream) -> Iterator[StreamEvent]:
         """The events for a non-streamed response, as if it had been streamed."""
         if not isinstance(payload, dict):
             raise ProviderError(

@@ -5,39 +5,12 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
-from pydantic_core import from_json
-
-from ..types import (
-    AssistantMessage,
-    ErrorInfo,
-    TextContent,
-    TextDelta,
-    ThinkingContent,
-    ThinkingDelta,
-    ToolCall,
-    ToolCallDelta,
-    ToolCallEnd,
-    ToolCallStart,
-    Usage,
-)
-from ..types._base import trusted
+from ..types import ErrorInfo, TextDelta, Usage
 from ..types.usage import StopReason
-from .base import (
-    StreamDone,
-    StreamEvent,
-    StreamStart,
-    TextEnd,
-    TextStart,
-    ThinkingEnd,
-    ThinkingStart,
-)
-
-# ---- stream assembly ----
-
+from ._assemble import Assembler, count, text_delta, usage
+from .base import StreamEvent
 
 # Delta fields with a fixed meaning; any other field that looks like reasoning is thinking.
 _STANDARD_FIELDS = frozenset(
@@ -48,42 +21,26 @@ _STANDARD_FIELDS = frozenset(
 _REASONING_FIELDS = ("reasoning_content", "reasoning", "thinking")
 
 
-@dataclass
-class _Call:
-    index: int
-    id: str
-    name: str
-    parts: list[str] = field(default_factory=list)
-    started: bool = False
-    ended: bool = False
+class ChatStream(Assembler):
+    """Chunk payloads into the shared assembler's calls.
 
-
-class Assembler:
-    """Turns chunk payloads into stream events and the final message.
-
-    Block indexes follow the order blocks first appear; tool-call fragments are matched to
-    their call by the provider's ``index`` (or id), so interleaved calls stay apart.
+    Tool-call fragments are matched to their call by the provider's ``index`` (or id), so
+    interleaved calls stay apart; a call is announced once its name is known.
     """
 
     def __init__(self, provider: str, model: str) -> None:
-        self.provider = provider
-        self.model = model
-        self.response_id: str | None = None
-        self.started = False
+        super().__init__(provider, model)
         self.done = False  # [DONE] seen
         self.finish_reason: str | None = None
         self.usage: Usage | None = None
-        self._blocks: list[TextContent | ThinkingContent | _Call] = []
-        self._texts: dict[int, list[str]] = {}
-        self._open: int | None = None  # the text or thinking block receiving deltas
-        self._calls: dict[Any, _Call] = {}
-        self._last_call: _Call | None = None
+        self._calls: dict[Any, int] = {}
+        self._last_call: int | None = None
 
     def plain_text(self, payload: dict[str, Any]) -> TextDelta | None:
         """Fast path for the common chunk: more text for the open text block, nothing else.
         None sends the chunk through :meth:`chunk`."""
-        index = self._open
-        if index is None or type(self._blocks[index]) is not TextContent:
+        at = self.current
+        if at is None or self.blocks[at].kind != "text":
             return None
         choices = payload.get("choices")
         if type(choices) is not list or len(choices) != 1 or payload.get("usage") is not None:
@@ -102,18 +59,16 @@ class Assembler:
         for key, value in delta.items():
             if value is not None and key != "content" and key != "role":
                 return None
-        self._texts[index].append(content)
-        return trusted(
-            TextDelta, {"type": "text", "index": index, "text": content}, {"index", "text"}
-        )
+        self.blocks[at].parts.append(content)
+        return text_delta(at, content)
 
-    def chunk(self, payload: dict[str, Any]) -> Iterator[StreamEvent]:
+    def chunk(self, payload: dict[str, Any]) -> list[StreamEvent]:
         if not self.started:
             if isinstance(payload.get("model"), str) and payload["model"]:
                 self.model = payload["model"]
             if isinstance(payload.get("id"), str):
                 self.response_id = payload["id"]
-            yield from self._start()
+            self.start()
         usage = payload.get("usage")
         if not isinstance(usage, dict):
             extra = payload.get("x_groq")
@@ -121,27 +76,26 @@ class Assembler:
         if isinstance(usage, dict):
             self.usage = _usage(usage)
         choices = payload.get("choices")
-        if not isinstance(choices, list):
-            return
-        for choice in choices:
+        for choice in choices if isinstance(choices, list) else ():
             if not isinstance(choice, dict) or choice.get("index", 0) != 0:
                 continue  # n > 1 is not supported: the first choice is the answer
             delta = choice.get("delta")
             if isinstance(delta, dict):
-                yield from self._delta(delta)
+                self._delta(delta)
             reason = choice.get("finish_reason")
             if isinstance(reason, str) and reason:
                 self.finish_reason = reason
-                yield from self.finish()
+                self.end_all()
+        return self.take()
 
-    def _delta(self, delta: dict[str, Any]) -> Iterator[StreamEvent]:
+    def _delta(self, delta: dict[str, Any]) -> None:
         thinking = _reasoning_text(delta)
         if thinking:
-            yield from self._append("thinking", thinking)
+            self.text("thinking", thinking)
         content = delta.get("content")
         if isinstance(content, str):
             if content:
-                yield from self._append("text", content)
+                self.text("text", content)
         elif isinstance(content, list):  # Mistral: typed parts
             for part in content:
                 if not isinstance(part, dict):
@@ -149,46 +103,19 @@ class Assembler:
                 if part.get("type") == "thinking":
                     text = _as_text(part.get("thinking"))
                     if text:
-                        yield from self._append("thinking", text)
+                        self.text("thinking", text)
                 elif part.get("type") == "text" and isinstance(part.get("text"), str):
                     if part["text"]:
-                        yield from self._append("text", part["text"])
+                        self.text("text", part["text"])
         refusal = delta.get("refusal")
         if isinstance(refusal, str) and refusal:
-            yield from self._append("text", refusal)
+            self.text("text", refusal)
         calls = delta.get("tool_calls")
-        if isinstance(calls, list):
-            for fragment in calls:
-                if isinstance(fragment, dict):
-                    yield from self._tool_fragment(fragment)
+        for fragment in calls if isinstance(calls, list) else ():
+            if isinstance(fragment, dict):
+                self._tool_fragment(fragment)
 
-    def _append(self, kind: Literal["text", "thinking"], text: str) -> Iterator[StreamEvent]:
-        index = self._open
-        if index is None or not isinstance(self._blocks[index], _kind_type(kind)):
-            yield from self._close_open()
-            index = len(self._blocks)
-            self._blocks.append(
-                TextContent(text="") if kind == "text" else ThinkingContent(thinking="")
-            )
-            self._texts[index] = []
-            self._open = index
-            yield TextStart(index=index) if kind == "text" else ThinkingStart(index=index)
-        self._texts[index].append(text)
-        values = {"type": kind, "index": index, "text": text}
-        if kind == "text":
-            yield trusted(TextDelta, values, {"index", "text"})
-        else:
-            yield trusted(ThinkingDelta, values, {"index", "text"})
-
-    def _close_open(self) -> Iterator[StreamEvent]:
-        index, self._open = self._open, None
-        if index is not None:
-            if isinstance(self._blocks[index], TextContent):
-                yield TextEnd(index=index)
-            else:
-                yield ThinkingEnd(index=index)
-
-    def _tool_fragment(self, fragment: dict[str, Any]) -> Iterator[StreamEvent]:
+    def _tool_fragment(self, fragment: dict[str, Any]) -> None:
         function = fragment.get("function")
         function = function if isinstance(function, dict) else {}
         call_id = _str(fragment.get("id"))
@@ -200,98 +127,32 @@ class Assembler:
 
         position = fragment.get("index")
         key: Any = position if isinstance(position, int) else None
-        call = self._calls.get(key) if key is not None else self._last_call
-        if call is not None and call_id and call.id and call_id != call.id:
-            call = None  # a different call reusing the index (seen from some servers)
-        if call is None or call.ended:
-            yield from self._close_open()
-            call = _Call(
-                index=len(self._blocks), id=call_id or f"call_{uuid.uuid4().hex[:24]}", name=name
-            )
-            self._blocks.append(call)
+        at = self._calls.get(key) if key is not None else self._last_call
+        block = self.blocks[at] if at is not None else None
+        if block is not None and call_id and block.id and call_id != block.id:
+            block = None  # a different call reusing the index (seen from some servers)
+        if at is None or block is None or block.done:
+            self.close_current()
+            call_id = call_id or f"call_{uuid.uuid4().hex[:24]}"
+            at = self.open("tool", id=call_id, name=name, announce=False)
+            block = self.blocks[at]
             if key is not None:
-                self._calls[key] = call
-            self._last_call = call
-        elif name and not call.name:
-            call.name = name
+                self._calls[key] = at
+            self._last_call = at
+        elif name and not block.name:
+            block.name = name
         if args:
-            call.parts.append(args)
-        # The start waits for the name, so consumers never see a nameless call.
-        if not call.started and call.name:
-            call.started = True
-            yield ToolCallStart(index=call.index, id=call.id, name=call.name)
-            if call.parts:
-                yield ToolCallDelta(index=call.index, arguments="".join(call.parts))
-        elif call.started and args:
-            yield ToolCallDelta(index=call.index, arguments=args)
+            self.add(at, args)
+        if block.name:  # the start waits for the name: consumers never see a nameless call
+            self.announce(at)
 
-    def _start(self) -> Iterator[StreamEvent]:
-        if not self.started:
-            self.started = True
-            yield StreamStart(model=self.model, response_id=self.response_id)
-
-    def end(self) -> Iterator[StreamEvent]:
+    def end(self) -> list[StreamEvent]:
         """The last events: any still-open blocks closed, then the complete message."""
-        yield from self._start()
-        yield from self.finish()
-        yield StreamDone(message=self.message())
-
-    def finish(self) -> Iterator[StreamEvent]:
-        """Close every open block; tool calls get their parsed arguments."""
-        yield from self._close_open()
-        for block in self._blocks:
-            if not isinstance(block, _Call) or block.ended:
-                continue
-            if not block.started:
-                block.started = True
-                yield ToolCallStart(index=block.index, id=block.id, name=block.name)
-                if block.parts:
-                    yield ToolCallDelta(index=block.index, arguments="".join(block.parts))
-            block.ended = True
-            yield ToolCallEnd(index=block.index, tool_call=_tool_call(block))
-
-    def message(self) -> AssistantMessage:
-        content: list[TextContent | ThinkingContent | ToolCall] = []
-        for index, block in enumerate(self._blocks):
-            if isinstance(block, _Call):
-                content.append(_tool_call(block))
-            elif isinstance(block, TextContent):
-                content.append(TextContent(text="".join(self._texts[index])))
-            else:
-                content.append(ThinkingContent(thinking="".join(self._texts[index])))
-        has_calls = any(isinstance(block, ToolCall) for block in content)
-        stop, error = _stop_reason(self.finish_reason, has_calls)
-        return AssistantMessage(
-            content=content,
-            stop_reason=stop,
-            model=self.model,
-            provider=self.provider,
-            usage=self.usage or Usage(),
-            response_id=self.response_id,
-            error=error,
-        )
+        stop, error = _stop_reason(self.finish_reason, self.has_calls())
+        return self.closing(stop, self.usage, error)
 
 
 # ---- helpers ----
-
-
-def _kind_type(kind: str) -> type[TextContent] | type[ThinkingContent]:
-    return TextContent if kind == "text" else ThinkingContent
-
-
-def _tool_call(call: _Call) -> ToolCall:
-    text = "".join(call.parts)
-    if not text.strip():
-        return ToolCall(id=call.id, name=call.name)
-    try:
-        parsed = from_json(text)
-    except ValueError:
-        parsed = text
-    if parsed is None:
-        return ToolCall(id=call.id, name=call.name)
-    if not isinstance(parsed, dict):
-        return ToolCall(id=call.id, name=call.name, raw_arguments=text)
-    return ToolCall(id=call.id, name=call.name, arguments=parsed)
 
 
 def _stop_reason(reason: str | None, has_calls: bool) -> tuple[StopReason, ErrorInfo | None]:
@@ -308,36 +169,23 @@ def _stop_reason(reason: str | None, has_calls: bool) -> tuple[StopReason, Error
 
 
 def _usage(raw: dict[str, Any]) -> Usage:
-    prompt = _int(raw.get("prompt_tokens"))
-    completion = _int(raw.get("completion_tokens"))
     prompt_details = raw.get("prompt_tokens_details")
     prompt_details = prompt_details if isinstance(prompt_details, dict) else {}
     completion_details = raw.get("completion_tokens_details")
     completion_details = completion_details if isinstance(completion_details, dict) else {}
-    cache_read = _int(prompt_details.get("cached_tokens")) or _int(
-        raw.get("prompt_cache_hit_tokens")
-    )
-    cache_write = _int(prompt_details.get("cache_write_tokens"))  # OpenRouter
-    cost = raw.get("cost")  # OpenRouter, in USD
-    return Usage(
-        input=max(0, prompt - cache_read - cache_write),
-        output=completion,
-        reasoning=_int(completion_details.get("reasoning_tokens")),
-        cache_read=cache_read,
-        cache_write=cache_write,
-        total_tokens=_int(raw.get("total_tokens")) or prompt + completion,
-        cost_usd=float(cost)
-        if isinstance(cost, (int, float)) and not isinstance(cost, bool)
-        else None,
+    return usage(
+        count(raw, "prompt_tokens"),
+        count(raw, "completion_tokens"),
+        cache_read=count(prompt_details, "cached_tokens") or count(raw, "prompt_cache_hit_tokens"),
+        cache_write=count(prompt_details, "cache_write_tokens"),  # OpenRouter
+        reasoning=count(completion_details, "reasoning_tokens"),
+        total=count(raw, "total_tokens"),
+        cost=raw.get("cost"),  # OpenRouter, in USD
     )
 
 
 def _str(value: Any) -> str:
     return value if isinstance(value, str) else ""
-
-
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def _is_reasoning_key(key: str) -> bool:

@@ -38,12 +38,12 @@ from ..types import (
     UserMessage,
 )
 from ..types.messages import AgentMessage
+from ._assemble import check_cancel, json_object
 from ._convert import image_data_url, safe_tool_call_id, same_origin, thinking_as_text
 from ._http import HTTPAdapter, env_key
 from .base import (
     ModelRequest,
     ProviderError,
-    StreamDone,
     StreamEvent,
 )
 from .openai_responses_stream import StreamState, events_from_response
@@ -112,29 +112,20 @@ class OpenAIResponses(HTTPAdapter):
         """Call the model; yield :data:`StreamEvent` values ending with one StreamDone."""
         body = self.build_body(request)
         self._key()  # fail before any I/O when no key is configured
-        _check_cancel(cancel)
+        check_cancel(cancel, self.name)
         url = f"{self.base_url}/responses"
         state = StreamState(self.name, body["model"])
-        if not self.streaming:
-            payload = await self._post_json(url, body)
-            _check_cancel(cancel)
-            if not isinstance(payload, dict):
-                raise ProviderError("server", "response was not a JSON object", provider=self.name)
-            for event in events_from_response(payload):
-                for out in state.handle(event):
-                    yield out
-        else:
-            async with aclosing(self._sse_json(url, body, cancel)) as events:
-                async for event in events:
-                    for out in state.handle(event):
-                        yield out
-        if not state.finished:
-            raise ProviderError(
-                "truncated_stream",
-                "the stream ended before response.completed",
-                provider=self.name,
-            )
-        yield StreamDone(message=state.message())
+        events = self._events(
+            state,
+            url,
+            body,
+            cancel,
+            whole=lambda payload: events_from_response(json_object(payload, self.name)),
+            unfinished="the stream ended before response.completed",
+        )
+        async with aclosing(events) as events:
+            async for event in events:
+                yield event
 
     # ---- request ----
 
@@ -297,11 +288,6 @@ def _convert_messages(messages: list[AgentMessage], provider: str) -> list[dict[
         elif isinstance(message, ExtensionMessage):
             continue
     return items
-
-
-def _check_cancel(cancel: CancellationToken | None) -> None:
-    if cancel is not None and cancel.immediate:
-        raise ProviderError("cancelled", "cancelled by the caller", provider=OpenAIResponses.name)
 
 
 # ---- response handling ----

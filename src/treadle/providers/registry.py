@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import ConfigurationError
 from ._http import env_key
 from .base import Provider, ProviderError
 
@@ -59,19 +60,19 @@ def get_provider(spec: str, **options: Any) -> Provider:
     google), ollama, and the OpenAI-compatible groq, deepseek, openrouter, together,
     mistral, vllm, lmstudio and ``openai-compatible:MODEL@http://host:port/v1``.
 
-    Raises ``ValueError`` for a malformed spec or unknown provider, and
+    Raises ``ConfigurationError`` (a ``ValueError``) for a malformed spec or unknown provider, and
     ``ProviderError("auth")`` when a hosted provider's key is neither given nor set in its
     environment variable.
     """
     prefix, colon, rest = spec.partition(":")
     prefix = prefix.strip().lower()
     if not colon or not prefix or not rest.strip():
-        raise ValueError(
+        raise ConfigurationError(
             f"model spec {spec!r} must have the form 'provider:model', for example "
             f"'openai:gpt-4o-mini' or 'ollama:llama3.2' (providers: {', '.join(KNOWN_PROVIDERS)})"
         )
     if prefix not in _NATIVE and prefix not in _COMPATIBLE:
-        raise ValueError(
+        raise ConfigurationError(
             f"unknown provider {prefix!r} in {spec!r}; known providers: "
             f"{', '.join(KNOWN_PROVIDERS)}"
         )
@@ -113,7 +114,7 @@ def _compatible(
     from .openai_chat import OpenAIChat
 
     if preset.base_url is None and not options.get("base_url"):
-        raise ValueError(
+        raise ConfigurationError(
             f"{spec!r} names no server: write '{prefix}:MODEL@http://host:port/v1' "
             "or pass base_url="
         )

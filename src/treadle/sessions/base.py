@@ -17,6 +17,7 @@ from typing import Any, Protocol, runtime_checkable
 from pydantic import Field
 
 from ..context.transcript import repair_transcript
+from ..errors import TreadleError
 from ..types import (
     AgentMessage,
     AssistantMessage,
@@ -38,7 +39,7 @@ _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 # ---- errors ----
 
 
-class SessionError(Exception):
+class SessionError(TreadleError):
     """Base of every session store error."""
 
 
@@ -344,7 +345,9 @@ def repair_history(
     """``(messages, still_pending, repaired_ids)``: every unanswered tool call gets the
     result ``Cancelled`` except those in ``pending`` that are still open at the end."""
     still_pending = [c for c in open_calls_at_end(messages) if c in set(pending)]
-    repaired = repair_transcript(messages, missing_text=CANCELLED_TEXT, allow_pending=still_pending)
+    repaired = repair_transcript(
+        messages, missing_text=CANCELLED_TEXT, missing_cancelled=True, allow_pending=still_pending
+    )
     known = {id(m) for m in messages}
     fixed = [
         m.tool_call_id for m in repaired if isinstance(m, ToolResultMessage) and id(m) not in known

@@ -49,6 +49,7 @@ from typing import Any, Literal
 import httpx
 
 from .._redact import REDACTED, SECRET_PARAMS
+from ..errors import TreadleError
 from .exchange import RecordedRequest, Reply, ReplyStream
 
 logger = logging.getLogger("treadle.testing")
@@ -78,7 +79,7 @@ REQUEST_HEADERS = frozenset(
 RESPONSE_HEADERS = frozenset({"content-type", "retry-after", "retry-after-ms"})
 
 
-class CassetteError(Exception):
+class CassetteError(TreadleError):
     """A cassette cannot be used as asked (missing file, bad format)."""
 
 

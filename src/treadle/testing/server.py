@@ -22,6 +22,7 @@ import anyio
 from anyio.abc import SocketAttribute, SocketStream
 from anyio.streams.buffered import BufferedByteReceiveStream
 
+from ..errors import TreadleError
 from .exchange import RecordedRequest, Reply
 
 __all__ = ["serve"]
@@ -39,18 +40,29 @@ class Answerer(Protocol):
     async def respond(self, request: RecordedRequest) -> Reply: ...
 
 
-class _BadRequest(Exception):
+class _BadRequest(TreadleError):
     pass
 
 
 @asynccontextmanager
-async def serve(fake: Answerer, *, host: str = "127.0.0.1", port: int = 0) -> AsyncIterator[str]:
+async def serve(
+    fake: Answerer,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    close_kept_alive: bool = False,
+) -> AsyncIterator[str]:
     """Serve ``fake`` on ``host`` (loopback only) at ``port`` (0: a free one); yield the base
     URL (``http://127.0.0.1:PORT``, no trailing slash). Leaving the block closes the listener
     and every open connection.
 
     Each request is recorded with ``connection`` set to the number of the TCP connection it
-    came on (1, 2, ...), so tests can see keep-alive at work."""
+    came on (1, 2, ...), so tests can see keep-alive at work.
+
+    ``close_kept_alive=True`` plays a server that advertises keep-alive but closes each
+    connection after one response (as llama.cpp's server does): a second request on a
+    connection is read and then dropped unanswered — the client sees "Server disconnected
+    without sending a response" — and takes no script item."""
     if host not in _LOOPBACK:
         raise ValueError(f"serve() binds to the loopback interface only, not {host!r}")
     bind = _LOOPBACK[host]
@@ -60,7 +72,7 @@ async def serve(fake: Answerer, *, host: str = "127.0.0.1", port: int = 0) -> As
     authority = f"[{bind}]:{bound_port}" if ":" in bind else f"{bind}:{bound_port}"
 
     async def handle(stream: SocketStream) -> None:
-        await _connection(fake, stream, next(numbers), authority)
+        await _connection(fake, stream, next(numbers), authority, close_kept_alive)
 
     # An exception from the caller's block is re-raised outside the task group, so it reaches
     # the caller as itself rather than wrapped in an exception group.
@@ -76,11 +88,13 @@ async def serve(fake: Answerer, *, host: str = "127.0.0.1", port: int = 0) -> As
         raise raised
 
 
-async def _connection(fake: Answerer, stream: SocketStream, number: int, authority: str) -> None:
+async def _connection(
+    fake: Answerer, stream: SocketStream, number: int, authority: str, close_kept_alive: bool
+) -> None:
     reader = BufferedByteReceiveStream(stream)
     async with stream:
         try:
-            while True:
+            for answered in itertools.count():
                 try:
                     head = await reader.receive_until(b"\r\n\r\n", _MAX_HEAD)
                 except (anyio.EndOfStream, anyio.IncompleteRead):
@@ -93,6 +107,8 @@ async def _connection(fake: Answerer, stream: SocketStream, number: int, authori
                     return
                 except (anyio.EndOfStream, anyio.IncompleteRead):
                     return  # the client went away in the middle of its request
+                if close_kept_alive and answered:
+                    return  # closed without a word, though keep-alive was advertised
                 host = next((v for k, v in headers if k == "host"), authority)
                 request = RecordedRequest.build(
                     method, f"http://{host}{target}", headers, body, connection=number

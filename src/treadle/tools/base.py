@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, runtime_check
 
 from pydantic import BaseModel
 
+from ..errors import TreadleError
 from ..types import ImageContent, TextContent, ToolCall, ToolResult
 
 if TYPE_CHECKING:
@@ -42,7 +43,7 @@ _CATEGORY_TIMEOUTS = {
 }
 
 
-class TaskComplete(Exception):
+class TaskComplete(TreadleError):
     """Raise from a tool to end the run after the current batch (a "done" tool).
 
     ``text`` becomes the tool's result; the loop then ends with reason ``completed``.
@@ -54,7 +55,7 @@ class TaskComplete(Exception):
         self.details = details
 
 
-class ToolArgumentsError(ValueError):
+class ToolArgumentsError(TreadleError, ValueError):
     """A tool's arguments did not match its schema. The message lists what was wrong."""
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import logging
 import re
 import warnings
 from collections.abc import Callable
@@ -20,8 +21,11 @@ from pydantic import (
     create_model,
 )
 
+from ..errors import UsageError
 from ..types import ToolSpec
 from .base import ToolArgumentsError, ToolCategory, ToolContext
+
+logger = logging.getLogger("treadle.tools")
 
 _SECTION = re.compile(
     r"^\s*(Args|Arguments|Parameters|Params|Returns?|Raises|Yields|Examples?):\s*$"
@@ -203,14 +207,38 @@ class FunctionTool:
         if self._is_async:
             return await self.func(**kwargs)
         return await anyio.to_thread.run_sync(
-            functools.partial(self.func, **kwargs), abandon_on_cancel=True
+            functools.partial(self._call_sync, kwargs), abandon_on_cancel=True
         )
+
+    def _call_sync(self, kwargs: dict[str, Any]) -> Any:
+        """The plain function, in its worker thread; an awaitable it returns (``async``
+        forgotten) fails here, named, before the thread hands it back (trio would refuse
+        it with an error about its own wrapper)."""
+        value = self.func(**kwargs)
+        if inspect.isawaitable(value):
+            error = unawaited_error(self.name, value)
+            logger.warning("%s", error)  # a bug to fix: said where the developer looks too
+            raise error
+        return value
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.func(*args, **kwargs)
 
     def __repr__(self) -> str:
         return f"FunctionTool(name={self.name!r}, category={self.category.value!r})"
+
+
+def unawaited_error(name: str, value: Any) -> UsageError:
+    """The error for a tool that returned a coroutine (or another awaitable) instead of its
+    result — a plain ``def`` calling async code, ``async`` forgotten. A coroutine is closed
+    here, unawaited, so no "never awaited" warning follows later."""
+    if inspect.iscoroutine(value):
+        value.close()
+    return UsageError(
+        f"tool {name!r} returned a {type(value).__name__} instead of a result: its function "
+        "is a plain def that returned an awaitable, which nothing awaits. Declare it "
+        f"`async def {name}(...)` (or await inside it) so the loop gets the value."
+    )
 
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")

@@ -9,11 +9,23 @@ from __future__ import annotations
 from enum import Enum
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 
-from pydantic import Field, PrivateAttr, SerializerFunctionWrapHandler, model_serializer
+from pydantic import (
+    Field,
+    PrivateAttr,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
 
 from ._base import Model
 from .content import TextContent, ToolCall, UserContent
-from .messages import AgentMessage, AssistantMessage, ToolResultMessage, joined_text
+from .messages import (
+    AgentMessage,
+    AssistantMessage,
+    ToolResultMessage,
+    joined_text,
+    marked_if_cancelled,
+)
 from .usage import ErrorInfo, Usage
 
 
@@ -56,6 +68,11 @@ class ToolResult(Model):
     details: Any = None
     is_error: bool = False
     terminate: bool = False
+    cancelled: bool = False
+    """Set by the loop on a call that did not run to its end because the run was cancelled
+    (``is_error`` too); the result message carries it on (``ToolResultMessage.cancelled``)."""
+
+    _legacy = model_validator(mode="before")(marked_if_cancelled)
 
     @classmethod
     def of(cls, text: str, *, is_error: bool = False, details: Any = None) -> ToolResult:
@@ -234,10 +251,15 @@ class MessageEnd(_Event):
 
 
 class ToolExecutionStart(_Event):
+    """A tool call starts. ``tool_category``: the tool's ``category`` (a
+    :class:`~treadle.tools.ToolCategory` value: ``"mcp"`` for a tool behind an MCP server),
+    ``None`` when no tool has the call's name."""
+
     type: Literal["tool_execution_start"] = "tool_execution_start"
     tool_call_id: str
     tool_name: str
     args: dict[str, Any] = Field(default_factory=dict)
+    tool_category: str | None = None
 
 
 class ToolExecutionUpdate(_Event):
@@ -248,6 +270,11 @@ class ToolExecutionUpdate(_Event):
 
 
 class ToolExecutionEnd(_Event):
+    """A tool call ends. ``error_type``: the class name of the exception the tool raised
+    (its ``result`` then reads ``"Type: message"``), ``None`` when it did not raise or an
+    ``after_tool_call`` hook turned the error into a success — so an observer can report
+    the failure's kind without its text (see :mod:`treadle.otel`)."""
+
     type: Literal["tool_execution_end"] = "tool_execution_end"
     tool_call_id: str
     tool_name: str
@@ -255,6 +282,7 @@ class ToolExecutionEnd(_Event):
     is_error: bool = False
     duration_ms: float = 0.0
     child_loop_id: str | None = None
+    error_type: str | None = None
 
 
 class InputRejected(_Event):
@@ -311,9 +339,11 @@ class PlanCreated(_Event):
 
 class CustomEvent(_Event):
     """An event of an extension or an app, not of the loop itself: ``name`` says what it
-    is (for example ``"treadle.ext.summary"``), ``value`` is any JSON. The loop sends these
-    only from ``before_end`` hooks (``RunEnding.emit``), between the last ``turn_end`` and
-    ``agent_end``."""
+    is (for example ``"treadle.ext.summary"``), ``value`` is any JSON. ``before_end`` hooks
+    send them between the last ``turn_end`` and ``agent_end`` (``RunEnding.emit``); hooks,
+    tools and providers send them during the run with
+    :func:`treadle.loop.emit_custom_event`, at the moment they call it (a provider that
+    sends one before it streams: just before that answer's ``message_start``)."""
 
     type: Literal["custom"] = "custom"
     name: str

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Union
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
+from ..errors import UsageError
 from ._base import now_ms
 from ._watch import Watched
 from .content import (
@@ -30,7 +31,30 @@ def joined_text(content: list[Any]) -> str:
     return "\n".join(block.text for block in content if isinstance(block, TextContent))
 
 
-class UserMessage(Watched):
+class _Message(Watched):
+    """Messages take keyword arguments only; a positional one (``UserMessage("hi")``) gets
+    an error that shows the keyword form, not pydantic's bare count of arguments."""
+
+    if not TYPE_CHECKING:  # type checkers keep the keyword-only signature pydantic makes
+
+        def __init__(self, *args: Any, **data: Any) -> None:
+            if args:
+                raise _positional(type(self), args)
+            super().__init__(**data)
+
+
+def _positional(cls: type[_Message], args: tuple[Any, ...]) -> UsageError:
+    name = cls.__name__
+    if cls is UserMessage and len(args) == 1 and isinstance(args[0], str):
+        how = f"UserMessage.of({args[0]!r}) or UserMessage(content={args[0]!r})"
+    else:
+        required = [f for f, info in cls.model_fields.items() if info.is_required()]
+        required = required or ["content"]
+        how = f"{name}({', '.join(f'{f}=...' for f in required)})"
+    return UsageError(f"{name} takes keyword arguments only, not positional ones: write {how}")
+
+
+class UserMessage(_Message):
     """What the user (or the application on the user's behalf) said."""
 
     role: Literal["user"] = "user"
@@ -49,7 +73,7 @@ class UserMessage(Watched):
         return joined_text(self.content)
 
 
-class AssistantMessage(Watched):
+class AssistantMessage(_Message):
     """One model response: text, thinking and tool calls, with why it stopped and its usage."""
 
     role: Literal["assistant"] = "assistant"
@@ -80,7 +104,35 @@ class AssistantMessage(Watched):
         )
 
 
-class ToolResultMessage(Watched):
+CANCELLED_TEXT = "Cancelled"
+"""The text of a cancelled call's result (what the model reads)."""
+
+
+def marked_if_cancelled(data: Any) -> Any:
+    """A result stored before ``cancelled`` existed was marked by its text alone: read it
+    as it was meant (an error whose whole text is ``Cancelled``)."""
+    if (
+        isinstance(data, dict)
+        and "cancelled" not in data
+        and data.get("is_error") is True
+        and _only_text(data.get("content")) == CANCELLED_TEXT
+    ):
+        return {**data, "cancelled": True}
+    return data
+
+
+def _only_text(content: Any) -> str | None:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list) and len(content) == 1:
+        block = content[0]
+        if isinstance(block, dict) and block.get("type") == "text":
+            text = block.get("text")
+            return text if isinstance(text, str) else None
+    return None
+
+
+class ToolResultMessage(_Message):
     """The answer to one tool call. ``details`` is for applications and never sent to a model."""
 
     role: Literal["tool_result"] = "tool_result"
@@ -89,16 +141,22 @@ class ToolResultMessage(Watched):
     content: list[UserContent] = Field(default_factory=list)
     details: Any = None
     is_error: bool = False
+    cancelled: bool = False
+    """The call did not run to its end: the run was cancelled (or the call was left
+    unanswered and answered ``Cancelled`` when a session was resumed or branched).
+    ``is_error`` is true as well. Tell a cancellation by this field, never by the text."""
     timestamp: int = Field(default_factory=now_ms)
 
     _coerce = field_validator("content", mode="before")(_text_to_blocks)
+
+    _legacy = model_validator(mode="before")(marked_if_cancelled)
 
     @property
     def text(self) -> str:
         return joined_text(self.content)
 
 
-class ExtensionMessage(Watched):
+class ExtensionMessage(_Message):
     """Application data kept in the history but never sent to a provider."""
 
     role: Literal["extension"] = "extension"

@@ -8,6 +8,7 @@ import json
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
+from ..errors import MissingExtra
 from ._runs import LiveRun, RequestError, UIRuns
 
 StartRun = Callable[[UIRuns, Any], LiveRun]
@@ -31,7 +32,7 @@ def build_app(
         from starlette.responses import JSONResponse, Response, StreamingResponse
         from starlette.routing import Route
     except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError(
+        raise MissingExtra(
             "the treadle.ui ASGI apps need Starlette: pip install 'treadle[web]'"
         ) from exc
 

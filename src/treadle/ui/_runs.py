@@ -20,6 +20,7 @@ import anyio
 from anyio.abc import TaskGroup
 
 from ..agent import Agent, RunResult
+from ..errors import TreadleError
 from ..loop import EventLogGap, KeyedLog
 from ..tools import ExternalTool
 from ..types import AgentEvent, AgentMessage
@@ -28,7 +29,7 @@ Cursor = tuple[int, int]
 HistoryMode = Literal["client", "server"]
 
 
-class RequestError(ValueError):
+class RequestError(TreadleError, ValueError):
     """A request a UI endpoint cannot serve; ``status`` is the HTTP status to answer with."""
 
     def __init__(self, message: str, status: int = 400) -> None:

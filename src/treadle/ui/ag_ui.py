@@ -7,12 +7,13 @@ body. See docs/ui.md.
 
 Mapping: ``RUN_STARTED`` / ``RUN_FINISHED`` (outcome ``success``, ``interrupt`` for
 approvals, ``cancelled``) / ``RUN_ERROR``; a ``STEP_STARTED`` / ``STEP_FINISHED`` pair per
-turn; ``TEXT_MESSAGE_*`` for the answer; ``REASONING_*`` for thinking; ``TOOL_CALL_START``
-/ ``ARGS`` / ``END`` / ``RESULT``; ``STATE_SNAPSHOT`` / ``STATE_DELTA`` (JSON Patch) when the
-input carries ``state`` (tools change it through ``ctx.context.state``). Front-end tools
-(the input's ``tools``) become :class:`~treadle.tools.ExternalTool` calls the run stops on:
-``RUN_FINISHED`` lists them in ``pendingToolCallIds`` and the next input's messages carry
-their results.
+turn; ``TEXT_MESSAGE_*`` for the answer and ``TOOL_CALL_START`` / ``ARGS`` / ``END`` /
+``RESULT`` for tool calls, under one ``messageId`` per assistant message (the calls'
+``parentMessageId``); ``REASONING_*`` for thinking; ``STATE_SNAPSHOT`` (unless the state
+is empty) and ``STATE_DELTA`` (JSON Patch) when the input carries ``state`` (tools change
+it through ``ctx.context.state``). Front-end tools (the input's ``tools``) become
+:class:`~treadle.tools.ExternalTool` calls the run stops on: ``RUN_FINISHED`` lists them
+in ``pendingToolCallIds`` and the next input's messages carry their results.
 
 Resuming (treadle's extension; AG-UI has no slot for it): every frame has an SSE ``id``
 (``seq`` or ``seq.n``); POST the same ``runId`` with a ``Last-Event-ID`` header and the
@@ -247,7 +248,7 @@ class AGUITranslator(PartsTranslator):
     def on_run_start(self, event: AgentStart) -> None:
         self._model = {k: str(event.config.get(k) or "") for k in ("provider", "model")}
         self._emit("RUN_STARTED", threadId=self.thread_id, runId=self.run_id)
-        if self.state is not None:
+        if self.state:  # an empty or absent state needs no snapshot
             self._emit("STATE_SNAPSHOT", snapshot=self._sent_state)
 
     def on_turn_start(self, event: TurnStart) -> None:
@@ -256,25 +257,34 @@ class AGUITranslator(PartsTranslator):
     def on_turn_end(self, event: TurnEnd) -> None:
         self._emit("STEP_FINISHED", stepName=f"turn {event.turn_index}")
 
+    # One id per assistant message: its text parts and its tool calls' parentMessageId
+    # share it, so a client (``@ag-ui/client``) rebuilds one message with text and calls;
+    # its thinking is one reasoning message beside it.
+
     def on_text_start(self, part_id: str) -> None:
-        self._emit("TEXT_MESSAGE_START", messageId=part_id, role="assistant")
+        self._emit("TEXT_MESSAGE_START", messageId=self.message_id, role="assistant")
 
     def on_text_delta(self, part_id: str, text: str) -> None:
-        self._emit("TEXT_MESSAGE_CONTENT", messageId=part_id, delta=text)
+        self._emit("TEXT_MESSAGE_CONTENT", messageId=self.message_id, delta=text)
 
     def on_text_end(self, part_id: str) -> None:
-        self._emit("TEXT_MESSAGE_END", messageId=part_id)
+        self._emit("TEXT_MESSAGE_END", messageId=self.message_id)
+
+    @property
+    def reasoning_id(self) -> str:
+        """The id of the current assistant message's reasoning message."""
+        return f"{self.message_id}-reasoning"
 
     def on_reasoning_start(self, part_id: str) -> None:
-        self._emit("REASONING_START", messageId=part_id)
-        self._emit("REASONING_MESSAGE_START", messageId=part_id, role="reasoning")
+        self._emit("REASONING_START", messageId=self.reasoning_id)
+        self._emit("REASONING_MESSAGE_START", messageId=self.reasoning_id, role="reasoning")
 
     def on_reasoning_delta(self, part_id: str, text: str) -> None:
-        self._emit("REASONING_MESSAGE_CONTENT", messageId=part_id, delta=text)
+        self._emit("REASONING_MESSAGE_CONTENT", messageId=self.reasoning_id, delta=text)
 
     def on_reasoning_end(self, part_id: str) -> None:
-        self._emit("REASONING_MESSAGE_END", messageId=part_id)
-        self._emit("REASONING_END", messageId=part_id)
+        self._emit("REASONING_MESSAGE_END", messageId=self.reasoning_id)
+        self._emit("REASONING_END", messageId=self.reasoning_id)
 
     def on_tool_input_start(self, call_id: str, name: str) -> None:
         self._emit(

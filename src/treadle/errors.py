@@ -1,0 +1,33 @@
+"""The root of every exception treadle raises on purpose: ``except treadle.TreadleError``.
+
+Each of treadle's exception classes derives from :class:`TreadleError` and keeps the
+built-in base it always had (a :class:`~treadle.tools.ToolArgumentsError` is still a
+``ValueError``, :class:`~treadle.AgentBusy` still a ``RuntimeError``), so existing
+``except ValueError`` clauses keep working. The tree is in docs/errors.md.
+
+This module imports nothing: any module may import it, extras included.
+"""
+
+from __future__ import annotations
+
+__all__ = ["ConfigurationError", "MissingExtra", "TreadleError", "UsageError"]
+
+
+class TreadleError(Exception):
+    """Base class of every exception treadle raises on purpose."""
+
+
+class ConfigurationError(TreadleError, ValueError):
+    """A setting treadle cannot work with (a ``base_url`` without ``http://`` or
+    ``https://``, …). Raised when the object is made, never after a retry; the message says
+    what to change."""
+
+
+class UsageError(TreadleError, TypeError):
+    """A call treadle cannot make sense of (a dict as a prompt, a message built with a
+    positional argument, …); the message says how to write it."""
+
+
+class MissingExtra(TreadleError, ImportError):
+    """An optional part of treadle was imported without its extra installed; the message
+    names the ``pip install 'treadle[...]'`` that adds it."""

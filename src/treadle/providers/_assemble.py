@@ -1,0 +1,372 @@
+"""One assembler for every adapter's stream: content blocks opened, fed and closed, the
+stream events on the way, and the final message.
+
+An adapter maps its wire events to calls on :class:`Assembler` — ``start``, ``text`` (for
+APIs that stream one block at a time), ``open`` / ``add`` / ``close`` (for APIs that name
+their blocks), ``whole_tool`` (for APIs that send a tool call in one piece) — and drains the
+events with :meth:`Assembler.take`. Tool arguments follow one rule everywhere (see
+:func:`parse_arguments`), and usage one normalisation (:func:`usage`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic_core import from_json, to_json
+
+from ..cancellation import CancellationToken
+from ..types import (
+    AssistantContent,
+    AssistantMessage,
+    ErrorInfo,
+    TextContent,
+    TextDelta,
+    ThinkingContent,
+    ThinkingDelta,
+    ToolCall,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallStart,
+    Usage,
+)
+from ..types._base import trusted
+from ..types.usage import StopReason
+from .base import (
+    COALESCE_DELTAS,
+    ProviderError,
+    StreamDone,
+    StreamEvent,
+    StreamStart,
+    TextEnd,
+    TextStart,
+    ThinkingEnd,
+    ThinkingStart,
+)
+
+Kind = Literal["text", "thinking", "tool"]
+
+
+def parse_arguments(text: str) -> tuple[dict[str, Any], str | None]:
+    """Tool-call arguments from the model's JSON text: ``(arguments, raw)``.
+
+    The one rule for every adapter: no text, blank text and JSON ``null`` are no arguments
+    (``{}``, and the tool runs); a JSON object is the arguments; anything else — invalid
+    JSON, or JSON that is not an object — gives ``{}`` and the text as ``raw`` (the call's
+    ``raw_arguments``: the loop answers it with an error result the model can act on)."""
+    if not text.strip():
+        return {}, None
+    try:
+        value = from_json(text)
+    except ValueError:
+        return {}, text
+    if value is None:
+        return {}, None
+    if isinstance(value, dict):
+        return value, None
+    return {}, text
+
+
+def json_object(payload: Any, provider: str) -> dict[str, Any]:
+    """A whole (non-streamed) response that must be a JSON object."""
+    if not isinstance(payload, dict):
+        raise ProviderError("server", "response was not a JSON object", provider=provider)
+    return payload
+
+
+def check_cancel(cancel: CancellationToken | None, provider: str) -> None:
+    """Raise ``cancelled`` when the caller asked to stop now."""
+    if cancel is not None and cancel.immediate:
+        raise ProviderError("cancelled", "cancelled by the caller", provider=provider)
+
+
+def count(values: Mapping[str, Any], key: str) -> int:
+    """An integer token count from a usage object (0 for anything else)."""
+    value = values.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def usage(
+    prompt: int,
+    output: int,
+    *,
+    cache_read: int = 0,
+    cache_write: int = 0,
+    reasoning: int = 0,
+    total: int = 0,
+    cost: Any = None,
+) -> Usage:
+    """Usage from what a provider reports. ``prompt`` counts every input token, cached ones
+    included (``Usage.input`` is the uncached rest); ``total`` defaults to prompt + output."""
+    return Usage(
+        input=max(0, prompt - cache_read - cache_write),
+        output=output,
+        reasoning=reasoning,
+        cache_read=cache_read,
+        cache_write=cache_write,
+        total_tokens=total or prompt + output,
+        cost_usd=float(cost)
+        if isinstance(cost, (int, float)) and not isinstance(cost, bool)
+        else None,
+    )
+
+
+@dataclass(slots=True)
+class Block:
+    """One content block while it streams."""
+
+    kind: Kind
+    parts: list[str] = field(default_factory=list)
+    signature: str | None = None
+    redacted: bool = False
+    id: str = ""
+    name: str = ""
+    announced: bool = False  # a tool call's ToolCallStart was sent
+    done: bool = False
+    call: ToolCall | None = None
+
+
+class Assembler:
+    """The message being assembled, block by block, and the stream events it makes.
+
+    Block indexes follow the order blocks open. Events collect in a list that the adapter
+    drains with :meth:`take` after each wire event.
+    """
+
+    def __init__(self, provider: str, model: str) -> None:
+        self.provider = provider
+        self.model = model
+        self.response_id: str | None = None
+        self.started = False
+        self.blocks: list[Block] = []
+        self.current: int | None = None  # the text / thinking block ``text`` feeds
+        self.out: list[StreamEvent] = []
+        self.complete = False  # the API's end marker came: the response is whole
+
+    def take(self) -> list[StreamEvent]:
+        """The events made since the last call."""
+        out, self.out = self.out, []
+        return out
+
+    def start(self) -> None:
+        """Send ``StreamStart`` (once), with the model and response id known so far."""
+        if not self.started:
+            self.started = True
+            self.out.append(StreamStart(model=self.model, response_id=self.response_id))
+
+    # ---- blocks ----
+
+    def open(
+        self,
+        kind: Kind,
+        *,
+        signature: str | None = None,
+        redacted: bool = False,
+        id: str = "",
+        name: str = "",
+        announce: bool = True,
+    ) -> int:
+        """Open a block; returns its index. A tool call is announced (``ToolCallStart``) at
+        once unless ``announce=False`` (its name is not known yet: see :meth:`announce`)."""
+        at = len(self.blocks)
+        block = Block(kind, signature=signature, redacted=redacted, id=id, name=name)
+        self.blocks.append(block)
+        if kind == "text":
+            self.out.append(TextStart(index=at))
+        elif kind == "thinking":
+            self.out.append(ThinkingStart(index=at, redacted=redacted))
+        elif announce:
+            self.announce(at)
+        return at
+
+    def announce(self, at: int) -> None:
+        """Send a tool call's ``ToolCallStart``, and the arguments it has so far."""
+        block = self.blocks[at]
+        if block.announced:
+            return
+        block.announced = True
+        self.out.append(ToolCallStart(index=at, id=block.id, name=block.name))
+        if block.parts:
+            self.out.append(ToolCallDelta(index=at, arguments="".join(block.parts)))
+
+    def add(self, at: int, text: str) -> None:
+        """Append to block ``at``: text, thinking, or tool-argument JSON (sent once the call
+        is announced)."""
+        block = self.blocks[at]
+        block.parts.append(text)
+        kind = block.kind
+        if kind == "text":
+            self.out.append(text_delta(at, text))
+        elif kind == "thinking":
+            values = {"type": "thinking", "index": at, "text": text}
+            self.out.append(trusted(ThinkingDelta, values, {"index", "text"}))
+        elif block.announced:
+            self.out.append(ToolCallDelta(index=at, arguments=text))
+
+    def text(self, kind: Literal["text", "thinking"], text: str) -> int:
+        """Streamed text or thinking for the current block, opening a new one (and closing
+        the current) when the kind changes. Returns the block's index."""
+        at = self.current
+        if at is None or self.blocks[at].kind != kind:
+            self.close_current()
+            at = self.current = self.open(kind)
+        self.add(at, text)
+        return at
+
+    def close_current(self) -> None:
+        """End the block :meth:`text` feeds, if any."""
+        at, self.current = self.current, None
+        if at is not None:
+            self.close(at)
+
+    def close(self, at: int) -> None:
+        """End block ``at`` (once); a tool call gets its parsed arguments."""
+        block = self.blocks[at]
+        if block.done:
+            return
+        block.done = True
+        if block.kind == "text":
+            self.out.append(TextEnd(index=at))
+        elif block.kind == "thinking":
+            self.out.append(ThinkingEnd(index=at, signature=block.signature))
+        else:
+            self.announce(at)
+            arguments, raw = parse_arguments("".join(block.parts))
+            block.call = ToolCall(
+                id=block.id, name=block.name, arguments=arguments, raw_arguments=raw
+            )
+            self.out.append(ToolCallEnd(index=at, tool_call=block.call))
+
+    def end_all(self) -> None:
+        """End every block still open: the current one first, then the rest in order."""
+        self.close_current()
+        for at in range(len(self.blocks)):
+            self.close(at)
+
+    def whole_tool(self, id: str, name: str, arguments: Any) -> int:
+        """A tool call that arrives in one piece: its arguments a JSON object, JSON text, or
+        None. Start, one delta with the arguments' JSON, end."""
+        self.close_current()
+        at = self.open("tool", id=id, name=name)
+        if isinstance(arguments, dict):
+            text = to_json(arguments).decode()
+        elif isinstance(arguments, str) or arguments is None:
+            parsed, raw = parse_arguments(arguments or "")
+            text = raw if raw is not None else to_json(parsed).decode()
+        else:
+            text = to_json(arguments).decode()  # JSON, but not an object: the error path
+        self.add(at, text)
+        self.close(at)
+        return at
+
+    # ---- the result ----
+
+    def has_calls(self) -> bool:
+        return any(block.kind == "tool" for block in self.blocks)
+
+    def message(
+        self, stop_reason: StopReason, usage: Usage | None, error: ErrorInfo | None = None
+    ) -> AssistantMessage:
+        """The complete message; every block is ended first."""
+        self.end_all()
+        content: list[AssistantContent] = []
+        for block in self.blocks:
+            if block.kind == "text":
+                content.append(TextContent(text="".join(block.parts)))
+            elif block.kind == "thinking":
+                content.append(
+                    ThinkingContent(
+                        thinking="".join(block.parts),
+                        signature=block.signature,
+                        redacted=block.redacted,
+                    )
+                )
+            else:
+                assert block.call is not None
+                content.append(block.call)
+        return AssistantMessage(
+            content=content,
+            stop_reason=stop_reason,
+            model=self.model,
+            provider=self.provider,
+            usage=usage or Usage(),
+            response_id=self.response_id,
+            error=error,
+        )
+
+    def closing(
+        self, stop_reason: StopReason, usage: Usage | None, error: ErrorInfo | None = None
+    ) -> list[StreamEvent]:
+        """The last events: ``StreamStart`` if none went yet, blocks ended, ``StreamDone``."""
+        self.start()
+        message = self.message(stop_reason, usage, error)
+        return [*self.take(), StreamDone(message=message)]
+
+
+def read_events(
+    values: Iterable[Any], handle: Callable[[Any], Iterable[StreamEvent]]
+) -> Iterator[StreamEvent]:
+    """The stream events of one network read: ``handle`` (an adapter's mapping) applied to
+    each wire event the read completed, then :func:`coalesce`. An error a wire event
+    raises comes after the events before it."""
+    events: list[StreamEvent] = []
+    error: ProviderError | None = None
+    try:
+        for value in values:
+            events.extend(handle(value))
+    except ProviderError as exc:
+        error = exc
+    yield from coalesce(events)
+    if error is not None:
+        raise error
+
+
+def coalesce(events: list[StreamEvent]) -> list[StreamEvent]:
+    """``events`` (what one network read made) with each run of deltas to one block merged
+    into one delta, unless the loop asked for one event per wire event
+    (:data:`~treadle.providers.base.COALESCE_DELTAS`)."""
+    if len(events) < 2 or not COALESCE_DELTAS.get():
+        return events
+    out: list[StreamEvent] = []
+    run: list[str] = []  # the texts of the run of deltas ending at out[-1]
+    for event in events:
+        last = out[-1] if out else None
+        kind = type(event)
+        if (
+            last is not None
+            and type(last) is kind
+            and kind in _MERGEABLE
+            and last.index == event.index  # type: ignore[union-attr]
+        ):
+            run.append(_piece(event))
+            continue
+        if len(run) > 1:
+            out[-1] = _merged(out[-1], "".join(run))
+        out.append(event)
+        run = [_piece(event)] if kind in _MERGEABLE else []
+    if len(run) > 1:
+        out[-1] = _merged(out[-1], "".join(run))
+    return out
+
+
+_MERGEABLE = (TextDelta, ThinkingDelta, ToolCallDelta)
+
+
+def _piece(event: Any) -> str:
+    text: str = event.arguments if type(event) is ToolCallDelta else event.text
+    return text
+
+
+def _merged(event: Any, text: str) -> StreamEvent:
+    if type(event) is TextDelta:
+        return text_delta(event.index, text)
+    if type(event) is ThinkingDelta:
+        values = {"type": "thinking", "index": event.index, "text": text}
+        return trusted(ThinkingDelta, values, {"index", "text"})
+    return ToolCallDelta(index=event.index, arguments=text)
+
+
+def text_delta(at: int, text: str) -> TextDelta:
+    """A ``TextDelta`` built without validation (the hot path: one per streamed chunk)."""
+    return trusted(TextDelta, {"type": "text", "index": at, "text": text}, {"index", "text"})
