@@ -21,7 +21,7 @@ import inspect
 import re
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, get_origin
 
 ROOT = Path(__file__).resolve().parents[1]
 SNAPSHOT = ROOT / "tests" / "api" / "public_api.txt"
@@ -55,6 +55,7 @@ PUBLIC = [
 ]
 NOT_INSTALLED = "(not installed here: its extra is missing)"
 _SIMPLE = (str, int, float, bool, type(None), bytes)
+_ALIAS_MODULES = ("typing", "typing_extensions", "types", "collections.abc")
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 
 
@@ -75,6 +76,9 @@ def value(obj: Any) -> str:
 def annotation(obj: Any) -> str:
     if isinstance(obj, str):
         return obj
+    forward = getattr(obj, "__forward_arg__", None)  # ForwardRef: its repr varies by version
+    if isinstance(forward, str):
+        return forward
     if isinstance(obj, type):
         return obj.__qualname__
     text = _ADDRESS.sub("", repr(obj))
@@ -151,7 +155,17 @@ def describe_class(name: str, cls: type) -> list[str]:
     return lines
 
 
+def _is_alias(obj: Any) -> bool:
+    """A type alias (``Callable[...]``, ``Annotated[...]``, ``X | Y``): its repr, and even
+    whether ``inspect`` calls it a class, differ between Python versions."""
+    if isinstance(obj, type) and get_origin(obj) is None:
+        return False
+    return get_origin(obj) is not None or type(obj).__module__ in _ALIAS_MODULES
+
+
 def describe(name: str, obj: Any) -> list[str]:
+    if _is_alias(obj):
+        return [f"{name}: type alias"]
     if inspect.isclass(obj):
         return describe_class(name, obj)
     if inspect.isfunction(obj) or inspect.isbuiltin(obj):
@@ -159,8 +173,6 @@ def describe(name: str, obj: Any) -> list[str]:
         return [f"{prefix} {name}{signature(obj)}"]
     if inspect.ismodule(obj):
         return [f"module {name}"]
-    if type(obj).__module__ in ("typing", "typing_extensions", "types"):
-        return [f"{name}: type alias"]  # its repr differs between Python versions
     if callable(obj) and not isinstance(obj, _SIMPLE):
         return [f"{name}: {type(obj).__name__}{signature(obj)}"]
     shown = value(obj)

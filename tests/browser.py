@@ -9,6 +9,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +55,13 @@ class Page:
 @pytest.fixture
 def browser() -> Iterator[str]:
     """A headless chromium; yields its DevTools HTTP endpoint."""
+    with launch_chromium() as endpoint:
+        yield endpoint
+
+
+@contextmanager
+def launch_chromium() -> Iterator[str]:
+    """Start a headless chromium; yield its DevTools HTTP endpoint; stop it."""
     profile = tempfile.mkdtemp()
     assert CHROMIUM is not None
     process = subprocess.Popen(
@@ -74,7 +82,8 @@ def browser() -> Iterator[str]:
     )
     port_file = Path(profile) / "DevToolsActivePort"
     try:
-        wait_until(port_file.exists, 30, "chromium to start")
+        # the file appears before its content: wait for the port in it
+        wait_until(lambda: port_file.exists() and port_file.read_text().split(), 30, "chromium")
         port = port_file.read_text().split()[0]
         yield f"http://127.0.0.1:{port}"
     finally:

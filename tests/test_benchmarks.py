@@ -20,6 +20,7 @@ CASES = {
     "import_time.py": (["--runs", "1"], "ratio:"),
     "tool_kinds.py": (["--reps", "1", "--runs", "5"], "per tool call"),
     "eager_tools.py": (["--runs", "1", "--tool-ms", "20", "--token-ms", "1"], "saved"),
+    "web_first_paint.py": (["--runs", "1"], "first paint:"),
 }
 
 

@@ -18,9 +18,9 @@ class TreadleError(Exception):
 
 
 class ConfigurationError(TreadleError, ValueError):
-    """A setting treadle cannot work with (a ``base_url`` without ``http://`` or
-    ``https://``, …). Raised when the object is made, never after a retry; the message says
-    what to change."""
+    """A setting or argument value treadle cannot work with (a ``base_url`` without
+    ``http://`` or ``https://``, a malformed model string, two tools with one name, no
+    prompt). Raised at once, never after a retry; the message says what to change."""
 
 
 class UsageError(TreadleError, TypeError):

@@ -47,7 +47,8 @@ def lines(path: Path) -> list[str]:
     return path.read_text().splitlines() if path.exists() else []
 
 
-def wait_for(condition: Callable[[], bool], timeout: float = 30) -> None:
+def wait_for(condition: Callable[[], bool], timeout: float = 90) -> None:
+    # generous: a worker's start (Python, treadle, DBOS) is slow on a loaded machine
     deadline = time.monotonic() + timeout
     while not condition():
         if time.monotonic() > deadline:

@@ -1,4 +1,4 @@
-"""Many workers: three worker processes on one PostgreSQL-backed queue finish 60 queued runs,
+"""Many workers: three worker processes on one PostgreSQL-backed queue finish 30 queued runs,
 each exactly once; a worker killed mid-run has its runs finished by the others; and a run
 suspended on an approval in a worker is approved from another process and completes."""
 
@@ -89,14 +89,16 @@ def stop(processes: list[subprocess.Popen[str]]) -> None:
             p.kill()
 
 
-def test_three_workers_finish_sixty_queued_runs_exactly_once(
+def test_three_workers_finish_thirty_queued_runs_exactly_once(
     pg_db: str, model_server: tuple[str, Path], tmp_path: Path
 ) -> None:
     url, server_log = model_server
     tools_log = tmp_path / "tools.log"
     workers = [serve(pg_db, url, tools_log, {"TOOL_SLEEP": "0.02"}) for _ in range(3)]
     try:
-        run_ids = [f"q{n:02d}" for n in range(60)]
+        # 30 runs: five rounds of the workers' six slots (3 x queue_concurrency 2) is enough
+        # to prove exactly-once under contention; throughput is benchmarks/durable.py's job
+        run_ids = [f"q{n:02d}" for n in range(30)]
         started = time.perf_counter()
 
         async def go() -> list[object]:
@@ -112,7 +114,7 @@ def test_three_workers_finish_sixty_queued_runs_exactly_once(
     assert completed == {f"completed {r}:{k}": 1 for r in run_ids for k in range(4)}
     ends = Counter(line for line in lines(tools_log) if line.startswith("end"))
     assert ends == {f"end {r}/call-{k}": 1 for r in run_ids for k in range(3)}
-    print(f"\n60 runs on 3 workers: {elapsed:.1f} s, {60 / elapsed:.1f} runs/s")
+    print(f"\n{len(run_ids)} runs on 3 workers: {elapsed:.1f} s")
 
 
 def test_a_dead_worker_s_runs_are_finished_by_the_others(

@@ -288,3 +288,53 @@ async def test_a_stream_closed_after_the_run_is_not_warned_about(
         await _run_with_reader(close=True)
         await anyio.sleep(0.4)  # past the check's delay
     assert not [r for r in caplog.records if "still open" in r.getMessage()]
+
+
+@pytest.mark.anyio
+@pytest.mark.usefixtures("quick_warnings")
+async def test_two_runs_on_one_stream_never_closed_are_still_warned_about(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    send, receive = anyio.create_memory_object_stream[AgentEvent](100)
+    provider = ScriptedProvider(["one", "two"])
+
+    async def reader() -> None:
+        async with receive:
+            async for _ in receive:
+                pass
+
+    with caplog.at_level(logging.WARNING, logger="treadle.loop"):
+        with anyio.move_on_after(1.0):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(reader)
+                context = AgentContext()
+                await agent_loop("a", context, AgentLoopConfig(provider=provider), send)
+                await agent_loop("b", context, AgentLoopConfig(provider=provider), send)
+    send.close()
+    warned = [r for r in caplog.records if "still open" in r.getMessage()]
+    assert len(warned) == 1
+
+
+@pytest.mark.anyio
+@pytest.mark.usefixtures("quick_warnings")
+async def test_a_long_run_is_not_taken_for_an_unclosed_stream(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    send, receive = anyio.create_memory_object_stream[AgentEvent](100)
+    quick = AgentLoopConfig(provider=ScriptedProvider("one"))
+    slow = AgentLoopConfig(provider=ScriptedProvider("t w o", chunks=5, delay=0.15))
+
+    async def reader() -> None:
+        async with receive:
+            async for _ in receive:
+                pass
+
+    with caplog.at_level(logging.WARNING, logger="treadle.loop"):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(reader)
+            async with send:
+                context = AgentContext()
+                await agent_loop("a", context, quick, send)
+                await agent_loop("b", context, slow, send)  # longer than the check's delay
+        await anyio.sleep(0.4)
+    assert not [r for r in caplog.records if "still open" in r.getMessage()]

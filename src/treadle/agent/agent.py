@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
@@ -36,6 +37,7 @@ from ..types import (
     Usage,
     UserMessage,
 )
+from .forks import branch_agent, clone_agent, fork_agent
 from .planning import make_plan
 from .profile import Profile, run_ephemeral
 from .result import AgentBusy, AgentSnapshot, RunResult
@@ -228,36 +230,20 @@ class Agent(Generic[OutputT]):
         ``Cancelled``.
         """
         self._check_idle("branch")
-        count = len(self.messages)
-        at = count if at_index is None else at_index
-        if at < 0:
-            at += count
-        if not 0 <= at <= count:
-            raise IndexError(f"at_index {at_index} is outside a history of {count} messages")
-        clone = self._clone()
-        clone.context = self.context.model_copy(
-            update={
-                "messages": [],
-                "approvals": {},
-                "state": {},
-                "agent_id": str(uuid.uuid4()),
-                "loop_id": None,
-                "parent_loop_id": self.context.loop_id,
-                "continuation_kind": ContinuationKind.BRANCH,
-            }
-        )
-        if self._recorder is not None and self.store is not None:
-            self._recorder.sync_now()
-            new_id = self.store.branch(self.session_id, at, agent_id=clone.context.agent_id)
-            clone._open_session(self.store, new_id)
-        else:
-            from ..sessions import repair_history
+        return branch_agent(self, at_index)
 
-            prefix = [m.model_copy(deep=True) for m in self.messages[:at]]
-            clone.context.messages = repair_history(prefix)[0]
-            clone.context.session_id = str(uuid.uuid4())
-            clone.usage = usage_of(clone.context.messages)
-        return clone
+    def fork(
+        self, session_id: str | None = None, *, store: SessionStore | None = None
+    ) -> Agent[OutputT]:
+        """A new Agent with this one's model, tools and settings and a conversation of its
+        own (one per user or chat, in a server): with a store (``store``, else this agent's)
+        the session ``session_id``, resumed or created; without one, an empty history."""
+        return fork_agent(self, session_id, store)
+
+    def to_web(self, **options: Any) -> Any:
+        """This agent as a local web app (an ASGI app; extra ``web``): options as for
+        :func:`treadle.ui.web.web_app`. The extension is reached by name, lazily."""
+        return importlib.import_module("treadle.ui.web").web_app(self, **options)
 
     def close(self) -> None:
         """Release the stored session's write lock (another Agent may then resume it). Runs
@@ -461,20 +447,8 @@ class Agent(Generic[OutputT]):
     # ---- internals ----
 
     def _clone(self) -> Agent[OutputT]:
-        """A copy sharing settings, with no run state and no session (the caller gives it a
-        context)."""
-        clone: Agent[OutputT] = Agent.__new__(Agent)
-        clone.__dict__.update(self.__dict__)
-        clone.usage = Usage()
-        clone._running = False
-        clone._token = None
-        clone._steer_after, clone._steer_next, clone._interrupts, clone._follow_ups = [], [], [], []
-        clone._sink = None
-        clone._recorder = None
-        # The provider (and its HTTP client) is shared and stays the original's: closing a
-        # branch or an ephemeral copy never closes it under the original's runs.
-        clone._owns_provider = False
-        return clone
+        """A copy sharing settings, with no run state and no session (give it a context)."""
+        return clone_agent(self)
 
     def _open_session(self, store: SessionStore, session_id: str | None) -> None:
         from ..sessions import SessionRecorder

@@ -1,5 +1,5 @@
 """The ``treadle`` command: ``treadle run "prompt"``, ``treadle chat`` (stored sessions,
-``--resume ID``) and ``treadle sessions list|show|delete``."""
+``--resume ID``), ``treadle sessions list|show|delete`` and ``treadle ui`` (a web app)."""
 
 from __future__ import annotations
 
@@ -123,6 +123,9 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("id", help="a session id or an unambiguous prefix")
     delete = actions.add_parser("delete", parents=[where], help="remove a conversation")
     delete.add_argument("id", help="a session id or an unambiguous prefix")
+    from .ui import add_parser as add_ui
+
+    add_ui(sub, common)
     return parser
 
 
@@ -135,6 +138,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_sessions(args)
         if args.command == "chat":
             return cmd_chat(args)
+        if args.command == "ui":
+            from .ui import cmd_ui
+
+            return cmd_ui(args)
         return anyio.run(cmd_run, args)
     except KeyboardInterrupt:
         print("\ntreadle: interrupted", file=sys.stderr)

@@ -9,6 +9,7 @@ from typing import Any
 from anyio.streams.memory import MemoryObjectSendStream
 
 from ..cancellation import CancellationToken
+from ..errors import UsageError
 from ..types import (
     AgentMessage,
     AssistantMessage,
@@ -41,7 +42,7 @@ def _check_call(
             n for i, (n, _, types) in enumerate(args[:2]) if i != index and isinstance(value, types)
         ]
         hint = f" It looks like {name} and {swapped[0]} are swapped." if swapped else ""
-        raise TypeError(
+        raise UsageError(
             f"{function}(): argument {first + index} ({name}) must be {wanted}, not "
             f"{type(value).__name__}.{hint}"
         )
@@ -55,7 +56,7 @@ def _prompts(prompts: Any) -> list[AgentMessage]:
     if isinstance(prompts, Mapping):
         raise dict_prompt_error(prompts)  # iterating it would make one message per key
     if isinstance(prompts, (AgentContext, AgentLoopConfig)):
-        raise TypeError(
+        raise UsageError(
             f"agent_loop(): the first argument, prompts, must be the new messages (a str, a "
             f"message or a list of them), not {type(prompts).__name__}: the order is "
             "agent_loop(prompts, context, config, events)."

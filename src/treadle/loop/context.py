@@ -10,6 +10,7 @@ from typing import Any, Union
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
 from ..context import repair_transcript
+from ..errors import ConfigurationError
 from ..tools import FunctionTool, Tool, Toolset, as_tool
 from ..types import AgentMessage, AssistantMessage, ContinuationKind, ExtensionMessage
 from ..types._watch import ContentMark, edit_count
@@ -102,7 +103,8 @@ class AgentContext(BaseModel):
         names = [t.name for t in items if type(t) is FunctionTool or isinstance(t, Tool)]
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
-            raise ValueError(f"tool names must be unique; repeated: {', '.join(duplicates)}")
+            repeated = ", ".join(duplicates)
+            raise ConfigurationError(f"tool names must be unique; repeated: {repeated}")
         return items
 
     def resolve_system_prompt(self) -> str | None:

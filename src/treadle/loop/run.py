@@ -13,6 +13,7 @@ import anyio
 from anyio.abc import TaskGroup
 
 from ..cancellation import CancellationToken
+from ..errors import ConfigurationError
 from ..types import (
     AgentEnd,
     AgentEndReason,
@@ -382,6 +383,7 @@ async def _execute(
     started = False
     observing = OBSERVERS.set(run.observers)  # sub-agents started by tools inherit them
     sinking = CURRENT_SINK.set(None)  # emit_custom_event: from agent_start to agent_end
+    run.sink.run_started()
     try:
         try:
             started = await _start(run, context, config, context.parent_loop_id, kind)
@@ -513,7 +515,9 @@ async def agent_loop(
     """
     messages = _prompts(prompts)
     if not messages:
-        raise ValueError("agent_loop needs at least one prompt; use agent_loop_continue to resume")
+        raise ConfigurationError(
+            "agent_loop needs at least one prompt; use agent_loop_continue to resume"
+        )
     _check_call("agent_loop", context, config, events, cancel)
     _ensure_ids(context)
     pending = context.pending_tool_calls
@@ -532,16 +536,18 @@ async def agent_loop_continue(
     message, unless it has tool calls waiting for approval."""
     _check_call("agent_loop_continue", context, config, events, cancel, first=1)
     if not context.messages:
-        raise ValueError("agent_loop_continue needs a non-empty history; use agent_loop to start")
+        raise ConfigurationError(
+            "agent_loop_continue needs a non-empty history; use agent_loop to start"
+        )
     pending = context.pending_tool_calls
     last = context.messages[-1]
     if isinstance(last, AssistantMessage) and not pending:
-        raise ValueError(
+        raise ConfigurationError(
             "the last message is an assistant message, so there is nothing to continue from; "
             "add a user message with agent_loop, or remove the last assistant message to retry it"
         )
     if context.agent_id is None or context.session_id is None:
-        raise ValueError(
+        raise ConfigurationError(
             "agent_loop_continue needs context.agent_id and context.session_id from the run it "
             "continues (agent_loop writes them back); set them to continue a stored history"
         )

@@ -51,11 +51,12 @@ async def emit_custom_event(name: str, value: Any = None) -> CustomEvent | None:
 class _Sequencer:
     """The next ``seq`` of one stream, shared by every loop that sends to it."""
 
-    __slots__ = ("next", "runs", "watching")
+    __slots__ = ("active", "next", "runs", "watching")
 
     def __init__(self) -> None:
         self.next = 0
         self.runs = 0  # loops that have sent to it (counted once each, when they start)
+        self.active = 0  # top-level loop runs in progress on it (between run_started/after_run)
         self.watching = False  # a check for a stream left open is scheduled
 
 
@@ -107,6 +108,8 @@ class EventSink:
         "_held",
         "_lock",
         "_observers",
+        "_room",
+        "_running",
         "_seq",
         "_stall_warned",
         "_stream",
@@ -138,7 +141,10 @@ class EventSink:
         self._seq = _sequencer_for(stream) if stream is not None else _Sequencer()
         self._seq.runs += 1
         self._stall_warned = False
+        self._running = False
         self._lock: anyio.Lock | None = None  # this loop's events waiting for room, in order
+        room = stream.statistics().max_buffer_size if stream is not None else 0
+        self._room = room  # the buffer's size: no more updates than this can wait unread
         self.grace: float | None = None  # set once the run is being cancelled from outside
         self.own_cancel: Callable[[], bool] | None = None  # True: a cancellation is the loop's
 
@@ -175,6 +181,10 @@ class EventSink:
         sequencer = self._seq
         event.__dict__["seq"] = sequencer.next
         sequencer.next += 1
+        if self._observers:
+            self._observe(event)
+
+    def _observe(self, event: Any) -> None:
         for observe in self._observers:
             try:
                 observe(event)
@@ -185,12 +195,15 @@ class EventSink:
         """Hand ``event`` over now, stamped with the stream's next seq: the stamp and the send
         happen with no checkpoint between them, so buffer order is seq order. Raises
         ``WouldBlock`` (nothing taken) when the buffer is full."""
-        event.__dict__["seq"] = self._seq.next
+        sequencer = self._seq
+        event.__dict__["seq"] = sequencer.next
         try:
             stream.send_nowait(event)
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):
             self._stream = None  # the consumer is gone: the run goes on, observers still hear
-        self._stamp(event)
+        sequencer.next += 1
+        if self._observers:
+            self._observe(event)
 
     async def emit(self, event_type: type[Any], **fields: Any) -> Any:
         """Build, stamp and send one event; returns it (None when nobody listens; a merged
@@ -283,20 +296,33 @@ class EventSink:
     def _too_big(self, stream: MemoryObjectSendStream[AgentEvent], update: Any) -> bool:
         """Whether the unread updates, with this one, would pass ``max_bytes``: estimated as
         their count times the size of this update's block (the largest so far)."""
-        unread = stream.statistics().current_buffer_used
-        if unread < 16:  # a few waiting copies are cheap: the bound is about many of them
-            return False
         delta = update.delta
         if delta.type == "tool_call_delta":
             size = len(delta.arguments)
         else:
             size = update.__pydantic_private__["_snapshot"].length
+        if (self._room + 1) * size <= self.max_bytes:
+            return False  # even a full buffer of these would be under the bound
+        unread = stream.statistics().current_buffer_used
+        if unread < 16:  # a few waiting copies are cheap: the bound is about many of them
+            return False
         return (unread + 1) * size > self.max_bytes
+
+    def run_started(self) -> None:
+        """A top-level run starts on this stream (no check for a stream left open fires
+        while it runs)."""
+        if self._stream is not None and self.depth == 0:
+            self._seq.active += 1
+            self._running = True
 
     def after_run(self) -> None:
         """The run is over: for a top-level run whose stream is still open, check a few
         seconds on that its reader is not left waiting (see :func:`watch_unclosed`)."""
-        if self._stream is not None and self.depth == 0:
+        if not self._running:
+            return
+        self._running = False
+        self._seq.active -= 1
+        if self._stream is not None:
             watch_unclosed(self._stream)
 
     def start_grace(self) -> None:
@@ -325,9 +351,10 @@ class EventSink:
                 self._stall_warned = True
                 logger.warning(
                     "the run %s has waited %g s for room in its event stream: nobody reads "
-                    "it. Start the reader in another task before awaiting the loop (for "
-                    "example tg.start_soon(render, receive)), or pass events=None to run "
-                    "without a stream",
+                    "it (or its reader is stuck), and the run waits, dropping nothing. Start "
+                    "the reader in another task before awaiting the loop (for example "
+                    "tg.start_soon(render, receive)), or pass events=None to run without a "
+                    "stream",
                     self.loop_id,
                     STALL_WARNING_S,
                 )
@@ -357,9 +384,15 @@ def watch_unclosed(stream: MemoryObjectSendStream[AgentEvent]) -> None:
     def check() -> None:
         state.watching = False
         found = ref()
-        if found is None or state.runs != runs:
+        if found is None or state.active:
+            return  # gone, or a run is in progress: it checks again when it ends
+        if state.runs != runs:
+            watch_unclosed(found)  # used again since: look again later
             return
-        stats = found.statistics()
+        try:
+            stats = found.statistics()
+        except Exception:  # a diagnostic never fails the event loop it runs on
+            return
         if (
             stats.open_send_streams
             and stats.tasks_waiting_receive

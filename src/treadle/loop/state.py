@@ -17,7 +17,7 @@ from anyio.streams.memory import MemoryObjectSendStream
 
 from ..cancellation import CancelBridge, CancellationToken
 from ..context.transcript import repair_transcript
-from ..errors import UsageError
+from ..errors import ConfigurationError, UsageError
 from ..providers.base import ModelRequest
 from ..tools import Tool, Toolset, as_tool, tool_spec
 from ..types import (
@@ -73,7 +73,7 @@ def _as_message(item: Any) -> AgentMessage:
         return item
     if isinstance(item, Mapping):
         raise dict_prompt_error(item)
-    raise TypeError(
+    raise UsageError(
         f"expected a message (UserMessage, ...) or a str, got {type(item).__name__}; "
         "build user input with UserMessage.of('text')"
     )
@@ -248,7 +248,7 @@ class RunState:
                 if found.name in tools:
                     first = getattr(tools[found.name], "source", None) or "a tool"
                     second = getattr(found, "source", None) or "a tool"
-                    raise ValueError(
+                    raise ConfigurationError(
                         f"two tools are named {found.name!r} ({first} and {second}); names "
                         "must be unique: rename one, or give an MCP server another prefix"
                     )

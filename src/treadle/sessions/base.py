@@ -17,7 +17,7 @@ from typing import Any, Protocol, runtime_checkable
 from pydantic import Field
 
 from ..context.transcript import repair_transcript
-from ..errors import TreadleError
+from ..errors import ConfigurationError, TreadleError, UsageError
 from ..types import (
     AgentMessage,
     AssistantMessage,
@@ -208,7 +208,7 @@ def new_session_id() -> str:
 def check_id(session_id: str) -> str:
     """Ids become file names: letters, digits, ``.``, ``_`` and ``-`` only."""
     if not isinstance(session_id, str) or not _ID.fullmatch(session_id):
-        raise ValueError(
+        raise ConfigurationError(
             f"invalid session id {session_id!r}: use 1-128 letters, digits, '.', '_' or '-', "
             "starting with a letter or digit"
         )
@@ -218,7 +218,7 @@ def check_id(session_id: str) -> str:
 def check_message(message: Any) -> AgentMessage:
     kinds = (UserMessage, AssistantMessage, ToolResultMessage, ExtensionMessage)
     if not isinstance(message, kinds):
-        raise TypeError(f"expected a message, got {type(message).__name__}")
+        raise UsageError(f"expected a message, got {type(message).__name__}")
     return message
 
 
@@ -380,7 +380,7 @@ def finish_load(
 
 def check_branch_index(session_id: str, at_index: int, length: int) -> int:
     if isinstance(at_index, bool) or not isinstance(at_index, int):
-        raise TypeError("at_index must be an int")
+        raise UsageError("at_index must be an int")
     if not 0 <= at_index <= length:
         raise IndexError(
             f"at_index {at_index} is outside session {session_id!r}, which has {length} messages"

@@ -21,7 +21,7 @@ from pydantic import (
     create_model,
 )
 
-from ..errors import UsageError
+from ..errors import ConfigurationError, UsageError
 from ..types import ToolSpec
 from .base import ToolArgumentsError, ToolCategory, ToolContext
 
@@ -120,7 +120,7 @@ class FunctionTool:
         self.eager = eager
         self.idempotent = idempotent or eager  # safe to start early means safe to run again
         if retries < 0 or (retries and not self.idempotent):
-            raise ValueError(
+            raise ConfigurationError(
                 f"tool {self.name!r}: retries={retries} needs idempotent=True (a call that may "
                 "have had effects is never run again) and a count of 0 or more"
             )
@@ -138,7 +138,7 @@ class FunctionTool:
         try:
             hints = get_type_hints(func, include_extras=True)
         except (NameError, TypeError) as exc:
-            raise TypeError(
+            raise UsageError(
                 f"@tool could not resolve the type hints of {func.__qualname__}: {exc}. "
                 "Define the types it names before decorating it."
             ) from exc
@@ -176,7 +176,7 @@ class FunctionTool:
             )
             where = f"parameter {culprit!r}" if culprit else "a parameter"
             annotation = self._fields[culprit][0] if culprit else None
-            raise TypeError(
+            raise UsageError(
                 f"tool {self.name!r}: {where} is annotated {annotation!r}, which has no JSON "
                 "schema, so the model could not be told what to send. Use JSON-friendly "
                 "types (str, int, float, bool, list, dict, pydantic models, Literal, Enum)."
@@ -247,13 +247,13 @@ _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 def _tool_name(func: Callable[..., Any], name: str | None) -> str:
     chosen: str = name or str(getattr(func, "__name__", ""))
     if chosen == "<lambda>":
-        raise TypeError(
+        raise UsageError(
             "a lambda has no name to show the model: pass one, e.g. "
             "tool(name='add', description='Add two numbers.')(lambda a, b: a + b), "
             "or use a def with a docstring."
         )
     if not _NAME.match(chosen):
-        raise ValueError(
+        raise ConfigurationError(
             f"tool name {chosen!r} is not allowed: providers accept 1-64 letters, digits, "
             "'_' and '-'. Pass name= to choose another."
         )

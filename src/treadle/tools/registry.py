@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
+from ..errors import ConfigurationError, UsageError
 from ..types import ToolSpec
 from .base import Tool, Toolset
 from .function_tool import FunctionTool
@@ -21,7 +22,7 @@ def as_tool(obj: Tool | Callable[..., Any]) -> Tool:
         return obj
     if callable(obj):
         return FunctionTool(obj)
-    raise TypeError(
+    raise UsageError(
         f"{obj!r} is not a tool: pass a function, a @tool-decorated function, or an object "
         "with name, description, parameters and an async run(arguments, ctx) method"
     )
@@ -61,7 +62,9 @@ class ToolRegistry:
     def add(self, t: Tool | Callable[..., Any]) -> Tool:
         item = as_tool(t)
         if item.name in self._tools:
-            raise ValueError(f"two tools are named {item.name!r}; tool names must be unique")
+            raise ConfigurationError(
+                f"two tools are named {item.name!r}; tool names must be unique"
+            )
         self._tools[item.name] = item
         return item
 

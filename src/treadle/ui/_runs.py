@@ -21,7 +21,7 @@ from anyio.abc import TaskGroup
 
 from ..agent import Agent, RunResult
 from ..errors import TreadleError
-from ..loop import EventLogGap, KeyedLog
+from ..loop import EventLog, EventLogGap, KeyedLog
 from ..tools import ExternalTool
 from ..types import AgentEvent, AgentMessage
 
@@ -42,9 +42,13 @@ def parse_cursor(value: str | None) -> Cursor | None:
     if not value:
         return None
     head, _, tail = value.strip().partition(".")
-    if not head.isdigit() or (tail and not tail.isdigit()):
+    if not _digits(head) or (tail and not _digits(tail)):
         return None
     return int(head), int(tail or 0)
+
+
+def _digits(text: str) -> bool:
+    return text.isascii() and text.isdigit()  # "²".isdigit() is true, and int() refuses it
 
 
 def format_cursor(cursor: Cursor) -> str:
@@ -107,6 +111,9 @@ class LiveRun:
     translator: Translator
     result: RunResult[Any] | None = None
     done: anyio.Event = field(default_factory=anyio.Event)
+    events: EventLog | None = None
+    """Every treadle event of the run (sub-agents' too), when the runs keep them
+    (``UIRuns(keep_events=True)``: for an inspector)."""
 
 
 class UIRuns:
@@ -118,6 +125,7 @@ class UIRuns:
     ``history="server"``, e.g. agents with a session store: only the newest input of a
     request is used). Runs live in ``task_group`` (the server's), so a dropped connection
     does not end them; ``max_runs`` finished runs are kept for reconnects.
+    ``keep_events=True`` also keeps each run's raw events (:attr:`LiveRun.events`).
     """
 
     def __init__(
@@ -127,6 +135,7 @@ class UIRuns:
         history: HistoryMode = "client",
         max_runs: int = 200,
         max_frames: int = 50_000,
+        keep_events: bool = False,
     ) -> None:
         if history not in ("client", "server"):
             raise ValueError("history must be 'client' or 'server'")
@@ -139,6 +148,7 @@ class UIRuns:
         self.history: HistoryMode = history
         self.max_runs = max_runs
         self.max_frames = max_frames
+        self.keep_events = keep_events
         self.runs: OrderedDict[str, LiveRun] = OrderedDict()
         self._threads: dict[str, Agent[Any]] = {}
         self.task_group: TaskGroup | None = None
@@ -151,6 +161,15 @@ class UIRuns:
         if agent is None:
             agent = self._threads[thread_id] = self._agent(thread_id)
         return agent
+
+    def opened(self, thread_id: str) -> Agent[Any] | None:
+        """With ``history="server"``: the agent serving ``thread_id``, if one was opened."""
+        return self._threads.get(thread_id)
+
+    def adopt(self, thread_id: str, agent: Agent[Any]) -> None:
+        """Serve ``thread_id`` with ``agent`` (with ``history="server"``: a branch made
+        elsewhere, for example)."""
+        self._threads[thread_id] = agent
 
     def get(self, run_id: str) -> LiveRun | None:
         return self.runs.get(run_id)
@@ -185,6 +204,7 @@ class UIRuns:
             agent=agent,
             frames=FrameLog(max_frames=self.max_frames),
             translator=translator,
+            events=EventLog(max_events=self.max_frames) if self.keep_events else None,
         )
         self.runs[live.run_id] = live
         while len(self.runs) > self.max_runs:
@@ -201,6 +221,8 @@ class UIRuns:
             async with live.agent.stream(prompt) as events:
                 async for event in events:
                     last_seq = max(last_seq, event.seq)
+                    if live.events is not None:
+                        live.events.publish(event)
                     if event.depth == 0:
                         live.frames.append(event.seq, live.translator.translate(event))
             live.result = events.result
@@ -208,6 +230,8 @@ class UIRuns:
             live.frames.append(last_seq + 1, live.translator.failure(f"{type(exc).__name__}"))
         finally:
             live.frames.close()
+            if live.events is not None:
+                live.events.close()
             live.done.set()
 
     def serving(self) -> _Serving:

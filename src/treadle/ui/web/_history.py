@@ -1,0 +1,105 @@
+"""What the web page reads besides the UI message stream: a stored history as UI messages
+(the shape the stream builds, so the page has one model of a conversation) and treadle
+events as JSON for the inspector."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from ...types import (
+    AgentEvent,
+    AgentMessage,
+    AssistantMessage,
+    MessageUpdate,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+    ToolResultMessage,
+    UserMessage,
+)
+
+
+def messages_to_ui(
+    messages: Sequence[AgentMessage], pending: Sequence[str] = ()
+) -> list[dict[str, Any]]:
+    """A history as UI messages (``role`` and ``parts``). Consecutive assistant messages and
+    tool results make one assistant message (a ``step-start`` part per model response);
+    ``index`` is how many history messages the UI message ends at (a branch point). Calls in
+    ``pending`` wait for an approval (state ``approval-requested``)."""
+    out: list[dict[str, Any]] = []
+    tools: dict[str, dict[str, Any]] = {}
+    waiting = set(pending)
+    for index, message in enumerate(messages, start=1):
+        if isinstance(message, UserMessage):
+            out.append(
+                {
+                    "id": f"m{index}",
+                    "role": "user",
+                    "parts": [{"type": "text", "text": message.text}],
+                    "index": index,
+                }
+            )
+            continue
+        if isinstance(message, AssistantMessage):
+            if not out or out[-1]["role"] != "assistant":
+                out.append({"id": f"m{index}", "role": "assistant", "parts": [], "index": index})
+            current = out[-1]
+            current["index"] = index
+            parts: list[dict[str, Any]] = current["parts"]
+            parts.append({"type": "step-start"})
+            for block in message.content:
+                if isinstance(block, ThinkingContent) and block.thinking:
+                    parts.append({"type": "reasoning", "text": block.thinking, "state": "done"})
+                elif isinstance(block, TextContent) and block.text:
+                    parts.append({"type": "text", "text": block.text, "state": "done"})
+                elif isinstance(block, ToolCall):
+                    part: dict[str, Any] = {
+                        "type": f"tool-{block.name}",
+                        "toolCallId": block.id,
+                        "toolName": block.name,
+                        "input": block.arguments,
+                        "state": "approval-requested" if block.id in waiting else "input-available",
+                    }
+                    if block.id in waiting:
+                        part["approval"] = {"id": block.id}
+                    tools[block.id] = part
+                    parts.append(part)
+            if message.stop_reason == "aborted":
+                current["stopped"] = True
+            if message.error is not None and message.stop_reason == "error":
+                parts.append({"type": "error", "errorText": message.error.message})
+        elif isinstance(message, ToolResultMessage):
+            called = tools.get(message.tool_call_id)
+            if called is None:
+                continue
+            if message.is_error:
+                called["state"] = "output-error"
+                called["errorText"] = message.text
+            else:
+                called["state"] = "output-available"
+                called["output"] = message.text
+            if out and out[-1]["role"] == "assistant":
+                out[-1]["index"] = index
+    return out
+
+
+def event_json(event: AgentEvent) -> dict[str, Any]:
+    """One event for the inspector. A ``message_update`` carries its delta only (not the
+    message so far: that would make the stream quadratic)."""
+    if isinstance(event, MessageUpdate):
+        return {
+            "type": event.type,
+            "seq": event.seq,
+            "loop_id": event.loop_id,
+            "depth": event.depth,
+            "timestamp": event.timestamp,
+            "delta": event.delta.model_dump(mode="json"),
+        }
+    return event.model_dump(mode="json")
+
+
+def event_sse(event: AgentEvent) -> bytes:
+    body = json.dumps(event_json(event), ensure_ascii=False)
+    return f"id: {event.seq}\ndata: {body}\n\n".encode()

@@ -1,0 +1,759 @@
+// treadle ui: a chat over treadle's Vercel AI UI message stream endpoint, a live run
+// inspector over the raw events, and the session store. Plain JS, no build step, nothing
+// fetched from elsewhere. Model and user text only ever reach the page as text nodes
+// (textContent / createTextNode): never as HTML.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+const state = {
+  chatId: null,
+  running: false,
+  messages: [], // {id, role, parts, el, index, stopped}
+  current: null, // the assistant message the stream writes into
+  parts: new Map(), // stream part id -> part
+  tools: new Map(), // toolCallId -> part
+  splitNext: false,
+  lastEventId: null,
+  runs: new Map(), // run id -> inspector run
+  selected: null,
+  reconnects: 0, // how often a dropped stream was resumed (shown to tests)
+};
+
+// ---------- small DOM helpers ----------
+
+function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (v === undefined || v === null) continue;
+    if (k === "class") node.className = v;
+    else if (k === "text") node.textContent = v;
+    else if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
+    else node.setAttribute(k, v);
+  }
+  for (const c of children) node.append(c);
+  return node;
+}
+
+function fmtMs(ms) {
+  if (ms === null || ms === undefined || Number.isNaN(ms)) return "…";
+  return ms < 1000 ? `${Math.round(ms)} ms` : `${(ms / 1000).toFixed(2)} s`;
+}
+
+// crypto.randomUUID exists in secure contexts only (not on http://192.168.x.y): this works
+// everywhere
+function uid() {
+  return [...crypto.getRandomValues(new Uint8Array(16))].map((b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+function compactJSON(value) {
+  const flat = JSON.stringify(value);
+  return flat.length <= 72 ? flat : JSON.stringify(value, null, 2);
+}
+
+function setStatus(text) { $("status").textContent = text; }
+
+// ---------- Markdown, safely: every piece of text becomes a text node ----------
+
+function inline(text, into) {
+  // `code`, **bold**, *em* / _em_, [label](http...) ; everything else is text
+  const re = /(`+)([^`]+?)\1|\*\*([^*]+?)\*\*|(?<![\w*])\*([^*\s][^*]*?)\*(?![\w*])|(?<!\w)_([^_\s][^_]*?)_(?!\w)|\[([^\]]+)\]\(([^)\s]+)\)/g;
+  let last = 0;
+  for (const m of text.matchAll(re)) {
+    if (m.index > last) into.append(document.createTextNode(text.slice(last, m.index)));
+    if (m[2] !== undefined) into.append(el("code", { text: m[2] }));
+    else if (m[3] !== undefined) { const b = el("strong"); inline(m[3], b); into.append(b); }
+    else if (m[4] !== undefined || m[5] !== undefined) {
+      const i = el("em"); inline(m[4] ?? m[5], i); into.append(i);
+    } else if (m[6] !== undefined) {
+      const href = m[7];
+      if (/^https?:\/\//i.test(href)) {
+        const a = el("a", { rel: "noopener noreferrer", target: "_blank" });
+        a.href = href;
+        a.textContent = m[6];
+        into.append(a);
+      } else into.append(document.createTextNode(m[0]));
+    }
+    last = m.index + m[0].length;
+  }
+  if (last < text.length) into.append(document.createTextNode(text.slice(last)));
+}
+
+function markdown(src, into) {
+  into.replaceChildren();
+  const lines = src.replace(/\r\n?/g, "\n").split("\n");
+  let i = 0;
+  let para = [];
+  const flush = () => {
+    if (!para.length) return;
+    const p = el("p");
+    para.forEach((line, n) => { if (n) p.append(el("br")); inline(line, p); });
+    into.append(p);
+    para = [];
+  };
+  while (i < lines.length) {
+    const line = lines[i];
+    const fence = line.match(/^\s*(```+|~~~+)\s*([\w+-]*)/);
+    if (fence) {
+      flush();
+      const body = [];
+      i += 1;
+      while (i < lines.length && !lines[i].trim().startsWith(fence[1])) body.push(lines[i++]);
+      i += 1;
+      const code = el("code", { text: body.join("\n") });
+      if (fence[2]) code.dataset.lang = fence[2];
+      into.append(el("pre", { class: "code" }, code));
+      continue;
+    }
+    const heading = line.match(/^(#{1,6})\s+(.*)$/);
+    if (heading) {
+      flush();
+      const h = el(`h${Math.min(6, heading[1].length + 2)}`);
+      inline(heading[2], h);
+      into.append(h);
+      i += 1;
+      continue;
+    }
+    const item = line.match(/^\s*([-*+]|\d+[.)])\s+(.*)$/);
+    if (item) {
+      flush();
+      const ordered = /\d/.test(item[1]);
+      const list = el(ordered ? "ol" : "ul");
+      while (i < lines.length) {
+        const m = lines[i].match(/^\s*([-*+]|\d+[.)])\s+(.*)$/);
+        if (!m || /\d/.test(m[1]) !== ordered) break;
+        const li = el("li");
+        inline(m[2], li);
+        list.append(li);
+        i += 1;
+      }
+      into.append(list);
+      continue;
+    }
+    if (/^\s*>/.test(line)) {
+      flush();
+      const quote = [];
+      while (i < lines.length && /^\s*>/.test(lines[i])) quote.push(lines[i++].replace(/^\s*>\s?/, ""));
+      const bq = el("blockquote");
+      markdown(quote.join("\n"), bq);
+      into.append(bq);
+      continue;
+    }
+    if (/^\s*([-*_])(\s*\1){2,}\s*$/.test(line)) { flush(); into.append(el("hr")); i += 1; continue; }
+    if (!line.trim()) { flush(); i += 1; continue; }
+    para.push(line);
+    i += 1;
+  }
+  flush();
+}
+
+// ---------- messages ----------
+
+function messageEl(message) {
+  const body = el("div", { class: "body" });
+  const node = el("div", { class: `msg ${message.role}`, "data-testid": "message", "data-role": message.role },
+    el("div", { class: "who", text: message.role === "user" ? "You" : "Agent" }), body);
+  message.el = node;
+  message.body = body;
+  if (message.index !== undefined) addBranch(message);
+  return node;
+}
+
+function addBranch(message) {
+  if (message.branchEl || message.index === undefined) return;
+  const b = el("button", { type: "button", class: "branch", title: "A new conversation from here", text: "⑂ Branch" });
+  b.addEventListener("click", () => branchFrom(message));
+  message.branchEl = b;
+  message.el.querySelector(".who").append(b);
+}
+
+function addMessage(message) {
+  $("empty")?.remove();
+  state.messages.push(message);
+  $("messages").append(messageEl(message));
+  for (const part of message.parts) renderPart(message, part);
+  if (message.stopped) markStopped(message);
+  scrollDown();
+  return message;
+}
+
+function scrollDown() {
+  const box = $("messages");
+  if (box.scrollHeight - box.scrollTop - box.clientHeight < 160) box.scrollTop = box.scrollHeight;
+}
+
+function renderPart(message, part) {
+  if (part.type === "step-start") return;
+  if (!part.el) {
+    if (part.type === "text") part.el = el("div", { class: "md" });
+    else if (part.type === "reasoning") {
+      part.inner = el("div", { class: "thinking-text" });
+      part.el = el("details", { class: "thinking" }, el("summary", { text: "Thinking" }), part.inner);
+    } else if (part.type === "error") part.el = el("div", { class: "error", role: "alert" });
+    else if (part.type.startsWith("tool-")) part.el = toolCard(part);
+    else return;
+    message.body.append(part.el);
+  }
+  if (part.type === "text") markdown(part.text, part.el);
+  else if (part.type === "reasoning") part.inner.textContent = part.text;
+  else if (part.type === "error") part.el.textContent = part.errorText;
+  else updateTool(part);
+}
+
+function toolCard(part) {
+  state.tools.set(part.toolCallId, part);
+  const name = part.toolName || part.type.slice(5);
+  part.els = {
+    status: el("span", { class: "tool-status" }),
+    time: el("span", { class: "tool-time" }),
+    args: el("pre", { class: "args" }),
+    result: el("pre", { class: "result" }),
+    buttons: el("div", { class: "approval" }),
+  };
+  const card = el("div", { class: "tool", "data-testid": "tool-call", "data-tool": name, "data-call-id": part.toolCallId },
+    el("div", { class: "tool-head" }, el("span", { class: "tool-name", text: name }), part.els.status, part.els.time),
+    part.els.args, part.els.result, part.els.buttons);
+  return card;
+}
+
+function updateTool(part) {
+  const e = part.els;
+  part.el.dataset.state = part.state;
+  const labels = {
+    "input-streaming": "preparing…", "input-available": "running…", "output-available": "done",
+    "output-error": "error", "output-denied": "denied", "approval-requested": "needs approval",
+    "approval-responded": "answered",
+  };
+  e.status.textContent = labels[part.state] || part.state;
+  const args = part.input !== undefined ? compactJSON(part.input) : part.inputText || "";
+  e.args.textContent = args;
+  e.args.hidden = !args;
+  let out = "";
+  if (part.state === "output-available") out = typeof part.output === "string" ? part.output : JSON.stringify(part.output, null, 2);
+  if (part.state === "output-error") out = part.errorText || "error";
+  if (part.state === "output-denied") out = "The call was denied.";
+  e.result.textContent = out;
+  e.result.hidden = !out;
+  e.result.classList.toggle("failed", part.state === "output-error" || part.state === "output-denied");
+  const ms = part.durationMs ?? (part.finishedAt && part.startedAt ? part.finishedAt - part.startedAt : null);
+  e.time.textContent = ms !== null ? fmtMs(ms) : "";
+  if (part.state === "approval-requested" && !e.buttons.childElementCount) {
+    const yes = el("button", { type: "button", class: "approve", "data-testid": "approve", text: "Approve" });
+    const no = el("button", { type: "button", class: "deny", "data-testid": "deny", text: "Deny" });
+    yes.addEventListener("click", () => answerApproval(part, true));
+    no.addEventListener("click", () => answerApproval(part, false));
+    e.buttons.append(yes, no);
+  } else if (part.state !== "approval-requested") e.buttons.replaceChildren();
+}
+
+function markStopped(message) {
+  message.stopped = true;
+  message.el.dataset.stopped = "true";
+  if (!message.el.querySelector(".stopped-note")) message.body.append(el("div", { class: "stopped-note", text: "Stopped." }));
+}
+
+function ownerOf(part) {
+  return state.messages.find((m) => m.parts.includes(part));
+}
+
+// ---------- the UI message stream ----------
+
+function newAssistant(id) {
+  state.current = addMessage({ id: id || uid(), role: "assistant", parts: [] });
+  return state.current;
+}
+
+function addPart(part) {
+  const m = state.current || newAssistant();
+  m.parts.push(part);
+  renderPart(m, part);
+  scrollDown();
+  return part;
+}
+
+function apply(chunk) {
+  const t = chunk.type;
+  if (t === "start") {
+    const last = state.messages[state.messages.length - 1];
+    state.current = last && last.role === "assistant" && last.id === chunk.messageId ? last : newAssistant(chunk.messageId);
+  } else if (t === "start-step") {
+    if (state.splitNext) { state.splitNext = false; newAssistant(state.current?.id); }
+    (state.current || newAssistant()).parts.push({ type: "step-start" });
+  } else if (t === "text-start" || t === "reasoning-start") {
+    state.parts.set(chunk.id, addPart({ type: t === "text-start" ? "text" : "reasoning", text: "" }));
+  } else if (t === "text-delta" || t === "reasoning-delta") {
+    let part = state.parts.get(chunk.id);
+    if (!part) state.parts.set(chunk.id, (part = addPart({ type: t === "text-delta" ? "text" : "reasoning", text: "" })));
+    part.text += chunk.delta;
+    queueRender(part);
+  } else if (t === "text-end" || t === "reasoning-end") {
+    const part = state.parts.get(chunk.id);
+    if (part) renderPart(ownerOf(part) || state.current, part);
+  } else if (t === "tool-input-start") {
+    addPart({ type: `tool-${chunk.toolName}`, toolName: chunk.toolName, toolCallId: chunk.toolCallId, state: "input-streaming", inputText: "" });
+  } else if (t.startsWith("tool-")) {
+    let part = state.tools.get(chunk.toolCallId);
+    if (!part) part = addPart({ type: `tool-${chunk.toolName || "tool"}`, toolName: chunk.toolName, toolCallId: chunk.toolCallId, state: "input-streaming", inputText: "" });
+    if (t === "tool-input-delta") part.inputText += chunk.inputTextDelta;
+    else if (t === "tool-input-available") { part.input = chunk.input; part.state = "input-available"; part.startedAt = Date.now(); }
+    else if (t === "tool-output-available") { part.output = chunk.output; part.state = "output-available"; part.finishedAt = Date.now(); }
+    else if (t === "tool-output-error") { part.errorText = chunk.errorText; part.state = "output-error"; part.finishedAt = Date.now(); }
+    else if (t === "tool-output-denied") { part.state = "output-denied"; }
+    else if (t === "tool-approval-request") { part.state = "approval-requested"; part.approval = { id: chunk.approvalId }; }
+    updateTool(part);
+  } else if (t === "error") {
+    addPart({ type: "error", errorText: chunk.errorText });
+  } else if (t === "abort") {
+    if (state.current) markStopped(state.current);
+  } else if (t === "finish") {
+    if (state.current) state.current.el.dataset.finish = chunk.finishReason || "";
+  }
+}
+
+const dirty = new Set();
+let renderTimer = null;
+function queueRender(part) {
+  dirty.add(part);
+  if (renderTimer) return;
+  renderTimer = setTimeout(() => {
+    renderTimer = null;
+    for (const p of dirty) renderPart(ownerOf(p) || state.current, p);
+    dirty.clear();
+    scrollDown();
+  }, 16);
+}
+
+async function readSSE(response, onFrame) {
+  const reader = response.body.getReader();
+  const decoder = new TextDecoder();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buffer += decoder.decode(value, { stream: true });
+    let cut;
+    while ((cut = buffer.indexOf("\n\n")) >= 0) {
+      const block = buffer.slice(0, cut);
+      buffer = buffer.slice(cut + 2);
+      let id = null;
+      const data = [];
+      for (const line of block.split("\n")) {
+        if (line.startsWith("id:")) id = line.slice(3).trim();
+        else if (line.startsWith("data:")) data.push(line.slice(5).replace(/^ /, ""));
+      }
+      if (data.length) onFrame(id, data.join("\n"));
+    }
+  }
+}
+
+function setRunning(running) {
+  state.running = running;
+  $("stop").disabled = !running;
+  document.body.classList.toggle("running", running);
+  $("message-input").placeholder = running ? "Steer the running answer…" : "Message the agent…";
+  if (!running) flushRender();
+}
+
+function flushRender() {
+  if (renderTimer) { clearTimeout(renderTimer); renderTimer = null; }
+  for (const p of dirty) renderPart(ownerOf(p) || state.current, p);
+  dirty.clear();
+}
+
+// Reads a run's stream to its end; a dropped connection is resumed after the last frame
+// id received (Last-Event-ID), so nothing is lost or shown twice.
+async function consume(response) {
+  let finished = false;
+  const onFrame = (id, data) => {
+    if (id) state.lastEventId = id;
+    if (data === "[DONE]") { finished = true; return; }
+    try { apply(JSON.parse(data)); } catch (err) { console.error(err); }
+  };
+  try { await readSSE(response, onFrame); } catch (err) { console.warn("stream dropped", err); }
+  let tries = 0;
+  while (!finished && tries < 50) {
+    tries += 1;
+    state.reconnects += 1;
+    setStatus("reconnecting…");
+    await new Promise((r) => setTimeout(r, Math.min(2000, 200 * tries)));
+    try {
+      const headers = state.lastEventId ? { "last-event-id": state.lastEventId } : {};
+      const again = await fetch(`api/chat/${encodeURIComponent(state.chatId)}/stream`, { headers });
+      if (again.status === 204) break;
+      if (!again.ok) continue;
+      setStatus("");
+      await readSSE(again, onFrame);
+    } catch (err) { console.warn("stream dropped", err); }
+  }
+  setStatus("");
+}
+
+async function post(url, body) {
+  return fetch(url, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+}
+
+async function runRequest(messages) {
+  setRunning(true);
+  state.lastEventId = null;
+  state.parts.clear();
+  try {
+    const response = await post("api/chat", { id: state.chatId, messages, trigger: "submit-message" });
+    if (!response.ok) {
+      const text = await response.text();
+      let message = text;
+      try { message = JSON.parse(text).error || text; } catch (_) { /* plain text */ }
+      addPart({ type: "error", errorText: message });
+      return;
+    }
+    watchRun(response.headers.get("x-treadle-run-id"));
+    await consume(response);
+  } catch (err) {
+    addPart({ type: "error", errorText: String(err) });
+  } finally {
+    setRunning(false);
+    state.current = null;
+    afterRun();
+  }
+}
+
+async function afterRun() {
+  await refreshSessions();
+  if (!state.chatId) return;
+  try {
+    const r = await fetch(`api/sessions/${encodeURIComponent(state.chatId)}`);
+    if (!r.ok) return;
+    const data = await r.json();
+    if (data.running) return;
+    if (data.messages.length === state.messages.length) {
+      data.messages.forEach((m, i) => { state.messages[i].index = m.index; addBranch(state.messages[i]); });
+    }
+  } catch (_) { /* the list stays without branch points */ }
+}
+
+function send() {
+  const input = $("message-input");
+  const text = input.value.trim();
+  if (!text) return;
+  input.value = "";
+  if (state.running) { steer(text); return; }
+  if (!state.chatId) openChat(uid());
+  const message = { id: uid(), role: "user", parts: [{ type: "text", text }] };
+  addMessage(message);
+  runRequest([{ id: message.id, role: "user", parts: [{ type: "text", text }] }]);
+}
+
+async function steer(text) {
+  addMessage({ id: uid(), role: "user", parts: [{ type: "text", text }], steering: true }).el.classList.add("steering");
+  state.splitNext = true;
+  const r = await post(`api/chat/${encodeURIComponent(state.chatId)}/steer`, { text });
+  if (!r.ok) setStatus("the run had ended: send it again");
+}
+
+async function stop() {
+  if (!state.running || !state.chatId) return;
+  setStatus("stopping…");
+  $("stop").disabled = true;
+  await post(`api/chat/${encodeURIComponent(state.chatId)}/stop`, {});
+}
+
+function answerApproval(part, approved) {
+  part.state = "approval-responded";
+  part.approval = { ...(part.approval || {}), approved };
+  updateTool(part);
+  const message = ownerOf(part);
+  if (!message || message.parts.some((p) => p.state === "approval-requested")) return;
+  const answered = message.parts
+    .filter((p) => p.state === "approval-responded")
+    .map((p) => ({ type: p.type, toolCallId: p.toolCallId, state: "approval-responded", input: p.input, approval: p.approval }));
+  state.current = message;
+  runRequest([{ id: message.id, role: "assistant", parts: answered }]);
+}
+
+// ---------- sessions ----------
+
+function openChat(id) {
+  state.chatId = id;
+  history.replaceState(null, "", `#s=${encodeURIComponent(id)}`);
+  highlightSession();
+}
+
+function clearChat() {
+  state.messages = [];
+  state.current = null;
+  state.parts.clear();
+  state.tools.clear();
+  state.runs.clear();
+  $("messages").replaceChildren();
+  $("timeline").replaceChildren();
+  $("raw").textContent = "Click an item of the timeline to see its events.";
+  $("raw-title").textContent = "";
+}
+
+function newChat() {
+  if (state.running) return;
+  clearChat();
+  state.chatId = null;
+  history.replaceState(null, "", location.pathname + location.search);
+  $("messages").append(el("div", { id: "empty", class: "empty", text: "A new conversation. Ask something." }));
+  highlightSession();
+  $("message-input").focus();
+}
+
+async function openSession(id) {
+  if (state.running) return;
+  const r = await fetch(`api/sessions/${encodeURIComponent(id)}`);
+  if (r.status === 404) { clearChat(); openChat(id); return; }
+  if (!r.ok) { setStatus(`could not open that session (${r.status})`); return; }
+  const data = await r.json();
+  clearChat();
+  openChat(id);
+  for (const m of data.messages) addMessage({ ...m, id: m.id });
+  if (!data.messages.length) $("messages").append(el("div", { id: "empty", class: "empty", text: "No messages yet." }));
+  const runs = await (await fetch(`api/chat/${encodeURIComponent(id)}/runs`)).json();
+  for (const run of runs.runs) watchRun(run.id);
+  if (data.running) resumeRun(id);
+}
+
+// A run is going on: replay its stream from the start (the stored history shown ends where
+// it began), then follow it live.
+async function resumeRun(id) {
+  setRunning(true);
+  state.lastEventId = null;
+  state.parts.clear();
+  try {
+    const resp = await fetch(`api/chat/${encodeURIComponent(id)}/stream`);
+    if (resp.status === 200) await consume(resp);
+  } finally {
+    setRunning(false);
+    state.current = null;
+    afterRun();
+  }
+}
+
+async function branchFrom(message) {
+  if (state.running || !state.chatId) return;
+  const r = await post(`api/sessions/${encodeURIComponent(state.chatId)}/branch`, { at: message.index });
+  if (!r.ok) { setStatus("could not branch here"); return; }
+  const { id } = await r.json();
+  await openSession(id);
+  await refreshSessions();
+  $("message-input").focus();
+}
+
+async function refreshSessions() {
+  let data;
+  try { data = await (await fetch("api/sessions")).json(); } catch (_) { return; }
+  const list = $("session-list");
+  list.replaceChildren();
+  for (const s of data.sessions) {
+    const b = el("button", { type: "button", class: "session", "data-id": s.id },
+      el("span", { class: "session-title", text: s.title }),
+      el("span", { class: "session-meta", text: `${s.messages} msgs · ${new Date(s.updated_at).toLocaleString()}${s.parent_id ? " · ⑂" : ""}${s.running ? " · running" : ""}` }));
+    b.addEventListener("click", () => openSession(s.id));
+    list.append(el("li", {}, b));
+  }
+  if (!data.sessions.length) list.append(el("li", { class: "muted", text: "No sessions yet." }));
+  highlightSession();
+}
+
+function highlightSession() {
+  for (const b of document.querySelectorAll("#session-list .session")) {
+    b.classList.toggle("active", b.dataset.id === state.chatId);
+    if (b.dataset.id === state.chatId) b.setAttribute("aria-current", "true"); else b.removeAttribute("aria-current");
+  }
+}
+
+// ---------- inspector ----------
+
+function watchRun(runId) {
+  if (!runId || state.runs.has(runId)) return;
+  const run = { id: runId, events: [], items: [], t0: null, end: null, done: false, n: state.runs.size + 1 };
+  state.runs.set(runId, run);
+  const source = new EventSource(`api/runs/${encodeURIComponent(runId)}/events`);
+  run.source = source;
+  source.onmessage = (e) => {
+    const event = JSON.parse(e.data);
+    run.events.push(event);
+    digest(run, event);
+    queueTimeline();
+  };
+  source.addEventListener("end", () => { source.close(); run.done = true; queueTimeline(); });
+  source.addEventListener("gap", () => { source.close(); run.done = true; });
+}
+
+function item(run, kind, label, event, depth, extra = {}) {
+  const it = { kind, label, start: event.timestamp, end: null, events: [event], depth, ...extra };
+  run.items.push(it);
+  return it;
+}
+
+function digest(run, ev) {
+  run.t0 = run.t0 ?? ev.timestamp;
+  run.last = Math.max(run.last || 0, ev.timestamp);
+  const open = (run.open ||= {});
+  const key = (k) => `${ev.loop_id}:${k}`;
+  const depth = (ev.depth || 0) * 2; // a sub-agent sits under the tool call that runs it
+  switch (ev.type) {
+    case "agent_start":
+      open[key("run")] = item(run, "run", depth ? `sub-agent · ${ev.config?.model || ""}` : `run ${run.n} · ${ev.config?.model || ""}`, ev, depth);
+      break;
+    case "agent_end": {
+      const it = open[key("run")];
+      if (it) { it.end = ev.timestamp; it.events.push(ev); it.detail = `${ev.reason}`; }
+      break;
+    }
+    case "turn_start":
+      open[key("turn")] = item(run, "turn", `turn ${ev.turn_index}`, ev, depth);
+      open[key("model")] = item(run, "model", "model request", ev, depth + 1, { firstToken: null });
+      break;
+    case "message_update": {
+      const it = open[key("model")];
+      if (it) {
+        if (it.firstToken === null) it.firstToken = ev.timestamp;
+        if (it.events.length < 400) it.events.push(ev); else it.clipped = (it.clipped || 0) + 1;
+      }
+      break;
+    }
+    case "message_start":
+    case "message_end": {
+      const it = open[key("model")];
+      if (it && ev.message?.role === "assistant") {
+        it.events.push(ev);
+        if (ev.type === "message_end") {
+          it.end = ev.timestamp;
+          const u = ev.message.usage || {};
+          it.usage = u;
+          it.detail = `in ${u.input ?? 0} · out ${u.output ?? 0}${u.cost_usd != null ? ` · $${u.cost_usd.toFixed(5)}` : ""}`;
+          delete open[key("model")];
+        }
+      }
+      break;
+    }
+    case "tool_execution_start":
+      open[`tool:${ev.tool_call_id}`] = item(run, "tool", `tool ${ev.tool_name}`, ev, depth + 1, { callId: ev.tool_call_id });
+      break;
+    case "tool_execution_update":
+    case "tool_execution_end": {
+      const it = open[`tool:${ev.tool_call_id}`];
+      if (it) {
+        it.events.push(ev);
+        if (ev.type === "tool_execution_end") {
+          it.end = ev.timestamp;
+          it.detail = ev.is_error ? "error" : "ok";
+          const part = state.tools.get(ev.tool_call_id);
+          if (part) { part.durationMs = ev.duration_ms; updateTool(part); }
+        }
+      }
+      break;
+    }
+    case "turn_end": {
+      const it = open[key("turn")];
+      if (it) { it.end = ev.timestamp; it.events.push(ev); }
+      const m = open[key("model")];
+      if (m && m.end === null) { m.end = ev.timestamp; delete open[key("model")]; }
+      break;
+    }
+    case "provider_retry":
+      item(run, "retry", `retry ${ev.attempt}/${ev.max_retries} · ${ev.error_kind}`, ev, depth + 1).end = ev.timestamp;
+      break;
+    case "compaction_start":
+      open[key("compaction")] = item(run, "compaction", `compaction · ${ev.reason}`, ev, depth);
+      break;
+    case "compaction_end": {
+      const it = open[key("compaction")];
+      if (it) { it.end = ev.timestamp; it.events.push(ev); it.detail = `${ev.tokens_before} → ${ev.tokens_after} tokens`; }
+      break;
+    }
+    default: {
+      const it = open[key("run")];
+      if (it) it.events.push(ev);
+    }
+  }
+}
+
+let timelineTimer = null;
+function queueTimeline() {
+  if (timelineTimer) return;
+  timelineTimer = setTimeout(() => { timelineTimer = null; renderTimeline(); }, 60);
+}
+
+function renderTimeline() {
+  const box = $("timeline");
+  box.replaceChildren();
+  for (const run of state.runs.values()) {
+    if (run.t0 === null) continue;
+    const span = Math.max(1, (run.done ? run.last : Math.max(run.last, Date.now())) - run.t0);
+    for (const it of run.items) {
+      const end = it.end ?? (run.done ? run.last : Date.now());
+      const bar = el("div", { class: "bar" });
+      bar.style.left = `${((it.start - run.t0) / span) * 100}%`;
+      bar.style.width = `${Math.max(0.6, ((end - it.start) / span) * 100)}%`;
+      if (it.kind === "model" && it.firstToken !== null) {
+        const ttft = el("div", { class: "ttft" });
+        ttft.style.width = `${((it.firstToken - it.start) / Math.max(1, end - it.start)) * 100}%`;
+        bar.append(ttft);
+      }
+      const facts = [];
+      if (it.kind === "model") facts.push(`ttft ${it.firstToken !== null ? fmtMs(it.firstToken - it.start) : "…"}`);
+      facts.push(it.end !== null ? fmtMs(it.end - it.start) : "running");
+      if (it.detail) facts.push(it.detail);
+      const row = el("button", { type: "button", class: `item ${it.kind}`, "data-testid": "timeline-item", "data-kind": it.kind },
+        el("span", { class: "label", text: it.label }),
+        el("span", { class: "facts", text: facts.join(" · ") }),
+        el("span", { class: "track" }, bar));
+      row.style.paddingLeft = `${0.4 + it.depth * 0.9}rem`;
+      if (it === state.selected) row.classList.add("selected");
+      row.addEventListener("click", () => selectItem(it));
+      box.append(row);
+    }
+  }
+  if (!box.childElementCount) box.append(el("div", { class: "muted", text: "Runs show here as they happen." }));
+}
+
+function selectItem(it) {
+  state.selected = it;
+  $("raw-title").textContent = `· ${it.label} · ${it.events.length} events${it.clipped ? ` (+${it.clipped} deltas not kept)` : ""}`;
+  $("raw").textContent = JSON.stringify(it.events, null, 2);
+  renderTimeline();
+}
+
+// ---------- wiring ----------
+
+function applyTheme(theme) {
+  if (theme) document.documentElement.dataset.theme = theme;
+  else delete document.documentElement.dataset.theme;
+}
+
+async function start() {
+  applyTheme(localStorage.getItem("treadle-theme"));
+  $("theme").addEventListener("click", () => {
+    const dark = document.documentElement.dataset.theme ? document.documentElement.dataset.theme === "dark" : matchMedia("(prefers-color-scheme: dark)").matches;
+    const next = dark ? "light" : "dark";
+    localStorage.setItem("treadle-theme", next);
+    applyTheme(next);
+  });
+  $("toggle-inspector").addEventListener("click", (e) => {
+    const hidden = document.body.classList.toggle("no-inspector");
+    e.currentTarget.setAttribute("aria-pressed", String(!hidden));
+  });
+  $("composer").addEventListener("submit", (e) => { e.preventDefault(); send(); });
+  $("message-input").addEventListener("keydown", (e) => {
+    if (e.key === "Enter" && !e.shiftKey && !e.isComposing) { e.preventDefault(); send(); }
+  });
+  document.addEventListener("keydown", (e) => { if (e.key === "Escape" && state.running) { e.preventDefault(); stop(); } });
+  $("stop").addEventListener("click", stop);
+  $("new-chat").addEventListener("click", newChat);
+  try {
+    const info = await (await fetch("api/info")).json();
+    $("agent-title").textContent = info.title;
+    $("model").textContent = info.model;
+    document.title = `${info.title} · treadle`;
+  } catch (_) { /* the page works without it */ }
+  renderTimeline();
+  await refreshSessions();
+  const match = location.hash.match(/^#s=(.+)$/);
+  if (match) await openSession(decodeURIComponent(match[1]));
+  document.body.dataset.ready = "true";
+  $("message-input").focus();
+}
+
+start();

@@ -1,0 +1,79 @@
+"""``treadle ui tests.webapp.scripted_agent:agent`` started on 127.0.0.1 (through the CLI, from
+the repository root, as a user would) for the web-app tests, and a chromium tab on it."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+import pytest
+
+pytest.importorskip("starlette", reason="the web extra is not installed: pip install -e '.[web]'")
+pytest.importorskip("uvicorn", reason="the web extra is not installed: pip install -e '.[web]'")
+
+ROOT = Path(__file__).resolve().parents[2]
+SECRET = "sk-test-THIS-MUST-NEVER-REACH-THE-PAGE-42"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def serve_ui(*args: str, env: dict[str, str] | None = None, cwd: Path = ROOT) -> Iterator[str]:
+    """Run ``treadle ui ARGS --port P`` from the repository root; yield its base URL."""
+    port = free_port()
+    full = {**os.environ, "WEB_TEST_DELAY": "0.04", "OPENAI_API_KEY": SECRET, **(env or {})}
+    full.pop("TREADLE_MODEL", None)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "treadle", "ui", *args, "--port", str(port)],
+        cwd=cwd,
+        env=full,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    try:
+        while True:
+            try:
+                httpx.get(url + "/static/app.css", timeout=1)
+                break
+            except httpx.TransportError:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    process.kill()
+                    out, err = process.communicate()
+                    raise RuntimeError(f"treadle ui did not start:\n{out}\n{err}") from None
+                time.sleep(0.1)
+        yield url
+    finally:
+        if process.poll() is None:
+            process.terminate()
+            process.wait(10)
+
+
+@pytest.fixture(scope="module")
+def chromium() -> Iterator[str]:
+    """One headless chromium for a module's tests (each test opens its own tab)."""
+    from tests.browser import CHROMIUM, launch_chromium
+
+    if CHROMIUM is None:
+        pytest.skip("chromium is not installed (scripts/install-system-deps.sh installs it)")
+    with launch_chromium() as endpoint:
+        yield endpoint
+
+
+@pytest.fixture(scope="module")
+def web_server() -> Iterator[str]:
+    with serve_ui("tests.webapp.scripted_agent:agent") as url:
+        yield url

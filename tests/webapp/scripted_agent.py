@@ -1,0 +1,153 @@
+"""The agent the web-app tests serve (``treadle ui tests.webapp.scripted_agent:agent``): a
+scripted model answering by keyword, so every part of the page shows.
+
+"weather" calls a tool, "delete" a tool that asks for approval, "parallel" two slow tools
+at once, "think" thinks first, "hostile" answers with HTML and script, anything else gets a
+long answer streamed in small paced pieces (``WEB_TEST_DELAY`` seconds apart), long enough
+to stop or reload mid-answer. ``WEB_TEST_STORE``: a SQLite file for the sessions.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+
+from treadle import Agent, AgentContext, Ask, Hooks, RetryPolicy, ToolCall, tool
+from treadle.providers import ModelRequest, ProviderError, StreamEvent
+from treadle.testing import ScriptedProvider
+from treadle.testing.scripted import ScriptItem
+from treadle.types import (
+    AssistantMessage,
+    TextContent,
+    ThinkingContent,
+    ToolResultMessage,
+    UserMessage,
+)
+
+LONG = " ".join(f"word{n}" for n in range(120)) + "."
+HOSTILE = (
+    'Look: <img src=x onerror="window.pwned=1"> and <script>window.pwned=2</script> '
+    "and **bold** and `<b>code</b>` and [link](javascript:window.pwned=3)."
+)
+
+
+@tool(category="info")
+def weather(city: str) -> str:
+    """The weather in a city."""
+    return f"Sunny and 21 °C in {city}."
+
+
+@tool
+def delete_file(path: str) -> str:
+    """Delete a file (asks the user first)."""
+    return f"Deleted {path}."
+
+
+@tool(category="info")
+async def slow_lookup(topic: str) -> str:
+    """Look a topic up (slowly)."""
+    await anyio.sleep(0.6)
+    return f"{topic}: found"
+
+
+helper = Agent(
+    ScriptedProvider(["Helper says hi."] * 50, name="scripted", model="helper"),
+    name="helper",
+    description="A helper agent.",
+)
+
+
+class ApproveDeletes(Hooks):
+    async def before_tool_call(self, call: ToolCall, context: AgentContext) -> Ask | None:
+        return Ask("Delete this file?") if call.name == "delete_file" else None
+
+
+def answer(request: ModelRequest) -> AssistantMessage:
+    last = request.messages[-1] if request.messages else None
+    if isinstance(last, ToolResultMessage):
+        results = [m.text for m in request.messages if isinstance(m, ToolResultMessage)][-2:]
+        return AssistantMessage(content="Done: " + " / ".join(results))
+    text = last.text if isinstance(last, UserMessage) else ""
+    low = text.lower()
+    if "weather" in low:
+        return AssistantMessage(
+            content=[ToolCall(id="call-weather", name="weather", arguments={"city": "Porto"})]
+        )
+    if "delete" in low:
+        return AssistantMessage(
+            content=[
+                ToolCall(id="call-delete", name="delete_file", arguments={"path": "notes.txt"})
+            ]
+        )
+    if "parallel" in low:
+        return AssistantMessage(
+            content=[
+                ToolCall(id="call-a", name="slow_lookup", arguments={"topic": "alpha"}),
+                ToolCall(id="call-b", name="slow_lookup", arguments={"topic": "beta"}),
+            ]
+        )
+    if "delegate" in low:
+        return AssistantMessage(
+            content=[ToolCall(id="call-helper", name="helper", arguments={"task": "say hi"})]
+        )
+    if "hostile" in low:
+        return AssistantMessage(content=HOSTILE)
+    if "think" in low:
+        return AssistantMessage(
+            content=[
+                ThinkingContent(thinking="Let me think it over."),
+                TextContent(text="Thought."),
+            ]
+        )
+    if "envkey" in low:  # a model (or a tool) that leaks the server's environment
+        return AssistantMessage(content=f"The key is {os.environ.get('OPENAI_API_KEY')}.")
+    if "short" in low:
+        return AssistantMessage(content=f"Short answer to: {text}")
+    return AssistantMessage(content=f"You said: {text}. {LONG}")
+
+
+class WebTestModel(ScriptedProvider):
+    """Answers by :func:`answer`; a message saying "flaky" is refused once (a 429) first."""
+
+    def __init__(self, delay: float) -> None:
+        super().__init__([], name="scripted", model="web-test", chunks=60, delay=delay)
+        self.refused: set[str] = set()
+
+    async def stream(
+        self, request: ModelRequest, *, cancel: Any = None
+    ) -> AsyncIterator[StreamEvent]:
+        last = request.messages[-1] if request.messages else None
+        if isinstance(last, UserMessage) and "flaky" in last.text and last.text not in self.refused:
+            self.refused.add(last.text)
+            raise ProviderError("rate_limit", "slow down (scripted)", status_code=429)
+        async for event in super().stream(request, cancel=cancel):
+            yield event
+
+    @property
+    def remaining(self) -> int:
+        return 1
+
+    def _next_item(self) -> ScriptItem:
+        return answer
+
+
+def make_agent() -> Agent[None]:
+    store = None
+    if os.environ.get("WEB_TEST_STORE"):
+        from treadle.sessions import SqliteStore
+
+        store = SqliteStore(os.environ["WEB_TEST_STORE"])
+    return Agent(
+        WebTestModel(float(os.environ.get("WEB_TEST_DELAY", "0.04"))),
+        tools=[weather, delete_file, slow_lookup, helper.as_tool()],
+        hooks=[ApproveDeletes()],
+        retry=RetryPolicy(initial_delay_s=0.2, jitter=0),
+        name="web-test",
+        store=store,
+    )
+
+
+agent = make_agent()

@@ -1,0 +1,85 @@
+"""``treadle ui``: its help, the offline demo served and answering on a port, an agent
+module found in the current directory, a token asked for when one is set."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+
+from treadle.cli.ui import choose_token, is_loopback
+
+from .conftest import serve_ui
+
+
+def test_help_says_how_to_use_it() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "treadle", "ui", "--help"], capture_output=True, text=True
+    )
+    assert done.returncode == 0
+    for word in ("module:agent", "--host", "--port", "--token", "127.0.0.1", "TREADLE_MODEL"):
+        assert word in done.stdout
+
+
+def chat(url: str, text: str, chat_id: str = "c1") -> list[dict[str, object]]:
+    body = {
+        "id": chat_id,
+        "messages": [{"id": "u", "role": "user", "parts": [{"type": "text", "text": text}]}],
+    }
+    with httpx.stream(
+        "POST", url + "/api/chat", json=body, headers={"origin": url}, timeout=30
+    ) as r:
+        assert r.status_code == 200, r.read()
+        lines = [line[6:] for line in r.iter_lines() if line.startswith("data: ")]
+    return [json.loads(x) for x in lines if x != "[DONE]"]
+
+
+def test_treadle_ui_alone_serves_the_offline_demo_with_its_tools() -> None:
+    with serve_ui() as url:
+        info = httpx.get(url + "/api/info").json()
+        assert info["model"] == "offline:offline-demo"
+        page = httpx.get(url + "/")
+        assert page.status_code == 200 and 'data-testid="message-input"' in page.text
+        chunks = chat(url, "What is 17 + 25, and what is the weather in Lisbon?")
+        outputs = [c["output"] for c in chunks if c["type"] == "tool-output-available"]
+        assert sorted(outputs) == ["42.0", "Lisbon: 21 °C, clear sky"]
+        text = "".join(str(c["delta"]) for c in chunks if c["type"] == "text-delta")
+        assert "(offline model) The tools returned" in text
+
+
+def test_an_agent_module_is_found_in_the_current_directory(tmp_path: Path) -> None:
+    folder = tmp_path
+    (folder / "myagent.py").write_text(
+        "from treadle import Agent\n"
+        "from treadle.testing import ScriptedProvider\n"
+        "def make():\n"
+        "    return Agent(ScriptedProvider(['from my module'] * 3), name='mine')\n"
+    )
+    port_probe = [sys.executable, "-m", "treadle", "ui", "myagent:nothing", "--port", "1"]
+    missing = subprocess.run(port_probe, cwd=folder, capture_output=True, text=True)
+    assert missing.returncode != 0 and "myagent:nothing" in missing.stderr
+    with serve_ui("myagent:make", cwd=folder) as url:
+        assert httpx.get(url + "/api/info").json()["title"] == "mine"
+        text = "".join(str(c.get("delta", "")) for c in chat(url, "hi"))
+        assert text == "from my module"
+
+
+def test_a_token_set_on_the_command_line_is_asked_for() -> None:
+    with serve_ui("tests.webapp.scripted_agent:agent", "--token", "tok-from-cli-123") as url:
+        assert httpx.get(url + "/").status_code == 401
+        headers = {"authorization": "Bearer tok-from-cli-123"}
+        assert httpx.get(url + "/api/info", headers=headers).status_code == 200
+
+
+def test_a_token_is_made_when_the_address_is_not_loopback() -> None:
+    assert choose_token("127.0.0.1", None) is None
+    assert choose_token("localhost", None) is None
+    assert choose_token("::1", None) is None
+    assert choose_token("127.0.0.1", "given") == "given"
+    made = choose_token("0.0.0.0", None)
+    assert made is not None and len(made) >= 24
+    assert choose_token("192.168.1.5", None) != made
+    assert not is_loopback("0.0.0.0") and not is_loopback("example.com")
