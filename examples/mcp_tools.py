@@ -1,5 +1,6 @@
 """An MCP server's tools in an agent: the server is started over stdio, its tools are offered
-as mcp__notes__list_notes / mcp__notes__read_note, and stopped when the agent closes.
+as mcp__notes__list_notes / mcp__notes__read_note, and stopped when the agent closes. Then
+one server shared by two agents: opened once, borrowed by both.
 
     pip install 'treadle[mcp]'
     python examples/mcp_tools.py
@@ -14,13 +15,13 @@ import anyio
 from _model import model_or_script
 
 from treadle import Agent, AssistantMessage, ToolCall
-from treadle.mcp import MCPServerStdio
+from treadle.mcp import MCPStdioClient
 
 SERVER = Path(__file__).with_name("_mcp_server.py")
 
 
 async def main() -> None:
-    notes = MCPServerStdio("notes", command=sys.executable, args=[str(SERVER)])
+    notes = MCPStdioClient("notes", command=sys.executable, args=[str(SERVER)])
     provider = model_or_script(
         [
             AssistantMessage(content=[ToolCall(id="c1", name="mcp__notes__list_notes")]),
@@ -42,6 +43,22 @@ async def main() -> None:
                 if event.type == "tool_execution_end":
                     print(f"  {event.tool_name} -> {event.result.text}")
         print("answer:", events.result.text or f"({events.result.reason}: {events.result.error})")
+
+    # one connection, two agents: whoever opens it first owns it; the agents borrow it
+    async with notes:
+        print(f"server process {notes.pid} alive={notes.alive}")
+        planner = Agent(model_or_script([_call("list_notes"), "Two notes."]), tools=[notes])
+        checker = Agent(model_or_script([_call("list_notes"), "Still two."]), tools=[notes])
+        async with planner, checker:  # no "already running": both borrow it
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(planner.run, "How many notes?")
+                tg.start_soon(checker.run, "Count the notes again.")
+        print("planner:", planner.messages[-1].text, "| checker:", checker.messages[-1].text)
+    print(f"server stopped: alive={notes.alive}")
+
+
+def _call(tool: str) -> AssistantMessage:
+    return AssistantMessage(content=[ToolCall(id=f"c-{tool}", name=f"mcp__notes__{tool}")])
 
 
 if __name__ == "__main__":

@@ -3,11 +3,8 @@ over stdio and streamable HTTP on 127.0.0.1, on asyncio and trio."""
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
-import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +22,7 @@ from treadle import (
     ToolResultMessage,
     agent_loop,
 )
-from treadle.mcp import MCPError, MCPServerHTTP, MCPServerSSE, MCPServerStdio
+from treadle.mcp import MCPError, MCPHTTPClient, MCPSSEClient, MCPStdioClient
 from treadle.testing import ScriptedProvider
 
 pytestmark = pytest.mark.anyio
@@ -33,8 +30,8 @@ SERVER = str(Path(__file__).with_name("mcp_server.py"))
 SECRET = "Bearer sk-test-mcp-0123456789"
 
 
-def stdio(name: str = "demo", **options: Any) -> MCPServerStdio:
-    return MCPServerStdio(
+def stdio(name: str = "demo", **options: Any) -> MCPStdioClient:
+    return MCPStdioClient(
         name, command=sys.executable, args=[SERVER, "stdio"], errlog=subprocess.DEVNULL, **options
     )
 
@@ -47,48 +44,6 @@ def call(
 
 def results(messages: list[Any]) -> list[ToolResultMessage]:
     return [m for m in messages if isinstance(m, ToolResultMessage)]
-
-
-def start_server(transport: str) -> tuple[subprocess.Popen[bytes], int]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    process = subprocess.Popen(
-        [sys.executable, SERVER, transport, str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                break
-        except OSError:
-            time.sleep(0.05)
-    else:
-        process.kill()
-        raise RuntimeError("the MCP test server did not start")
-    return process, port
-
-
-@pytest.fixture(scope="module")
-def http_url() -> Iterator[str]:
-    process, port = start_server("http")
-    try:
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        process.terminate()
-        process.wait(10)
-
-
-@pytest.fixture(scope="module")
-def sse_url() -> Iterator[str]:
-    process, port = start_server("sse")
-    try:
-        yield f"http://127.0.0.1:{port}/sse"
-    finally:
-        process.terminate()
-        process.wait(10)
 
 
 async def test_tools_are_listed_with_prefix_description_and_schema() -> None:
@@ -165,7 +120,7 @@ async def test_without_restart_a_dead_server_is_reported() -> None:
 
 async def test_cancelling_a_run_cancels_the_mcp_request(tmp_path: Path) -> None:
     marker = tmp_path / "marker"
-    server = MCPServerStdio(
+    server = MCPStdioClient(
         "demo",
         command=sys.executable,
         args=[SERVER, "stdio"],
@@ -198,7 +153,7 @@ async def test_cancelling_a_run_cancels_the_mcp_request(tmp_path: Path) -> None:
 
 
 async def test_http_transport_with_secret_headers(http_url: str) -> None:
-    server = MCPServerHTTP("web", url=http_url, headers={"Authorization": SECRET})
+    server = MCPHTTPClient("web", url=http_url, headers={"Authorization": SECRET})
     assert SECRET not in repr(server) and "Authorization" in repr(server)
     provider = ScriptedProvider([call("mcp__web__headers"), "ok"])
     agent = Agent(provider, tools=[server])
@@ -211,7 +166,7 @@ async def test_http_transport_with_secret_headers(http_url: str) -> None:
 
 
 async def test_resources_and_prompts(http_url: str) -> None:
-    async with MCPServerHTTP("web", url=http_url) as server:
+    async with MCPHTTPClient("web", url=http_url) as server:
         resources = await server.list_resources()
         assert [str(r.uri) for r in resources] == ["file:///readme.txt"]
         (content,) = await server.read_resource("file:///readme.txt")
@@ -239,8 +194,10 @@ async def test_a_server_that_is_not_started_says_how() -> None:
 
 
 async def test_a_server_that_cannot_start_names_itself() -> None:
-    server = MCPServerStdio("broken", command=sys.executable, args=["-c", "raise SystemExit(1)"])
-    with pytest.raises(MCPError, match="could not start MCP server 'broken'"):
+    server = MCPStdioClient("broken", command=sys.executable, args=["-c", "raise SystemExit(1)"])
+    with pytest.raises(
+        MCPError, match=r"MCP server 'broken' \(command=.*\): could not start: Connection closed"
+    ):
         async with server:
             pass
 
@@ -271,7 +228,7 @@ async def test_without_a_sampling_provider_sampling_is_refused() -> None:
     assert result.is_error
 
 
-async def test_elicitation_goes_to_the_handler_and_is_declined_without_one() -> None:
+async def test_elicitation_goes_to_the_handler_and_is_refused_without_one() -> None:
     asked: list[tuple[str, dict[str, Any]]] = []
 
     async def approve(message: str, schema: dict[str, Any]) -> dict[str, Any]:
@@ -282,13 +239,13 @@ async def test_elicitation_goes_to_the_handler_and_is_declined_without_one() -> 
         accepted = await server.call_tool("confirm", {})
     assert accepted.text == "accept: True"
     assert asked[0][0] == "Delete everything?" and "ok" in asked[0][1]["properties"]
-    async with stdio() as server:
-        declined = await server.call_tool("confirm", {})
-    assert declined.text == "decline: None"
+    async with stdio() as server:  # not advertised: the server's request fails
+        refused = await server.call_tool("confirm", {})
+    assert refused.is_error and "Elicitation not supported" in refused.text
 
 
 async def test_the_older_sse_transport(sse_url: str) -> None:
-    server = MCPServerSSE("legacy", url=sse_url, headers={"Authorization": SECRET})
+    server = MCPSSEClient("legacy", url=sse_url, headers={"Authorization": SECRET})
     assert SECRET not in repr(server)
     provider = ScriptedProvider([call("mcp__legacy__add", {"a": 20, "b": 22}), "42"])
     agent = Agent(provider, tools=[server])

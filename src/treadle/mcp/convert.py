@@ -58,3 +58,15 @@ def _resource(resource: Any, secrets: list[str]) -> list[TextContent | ImageCont
         return [ImageContent(data=resource.blob, mime_type=mime)]
     size = len(base64.b64decode(resource.blob or ""))
     return [TextContent(text=f"[resource {uri}: {size} bytes of {mime}]")]
+
+
+def with_defaults(answer: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
+    """An accepted elicitation's answer with the schema's ``default`` filled in for every
+    field the answer left out (SEP-1034); fields it gave are kept as given."""
+    filled = dict(answer)
+    properties = schema.get("properties")
+    if isinstance(properties, dict):
+        for field, spec in properties.items():
+            if field not in filled and isinstance(spec, dict) and "default" in spec:
+                filled[field] = spec["default"]
+    return filled
