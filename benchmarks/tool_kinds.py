@@ -28,11 +28,13 @@ def main() -> int:
     opts = parser.parse_args()
     opts.scenario, opts.stream = "sequential", True
     ms: dict[str, list[float]] = {name: [] for name in KINDS}
+    cpu: dict[str, list[float]] = {name: [] for name in KINDS}
     with fake_server() as root:
         for _ in range(opts.reps):
             for name, extra in KINDS.items():
                 result = run_driver(TREADLE, ["--no-events", *extra], root + "/v1", opts)
                 ms[name].append(float(result["per_run_mean_ms"]))  # type: ignore[arg-type]
+                cpu[name].append(float(result["cpu_per_run_ms"]))  # type: ignore[arg-type]
     sync, asyn = (statistics.median(ms[name]) for name in KINDS)
     print(f"tool kinds, {opts.reps}x{opts.runs} runs, events=None")
     print(f"sync def tool:  {sync:7.2f} ms/run")
@@ -40,6 +42,12 @@ def main() -> int:
     print(
         f"difference: {sync - asyn:.2f} ms/run, {(sync - asyn) / CALLS_PER_RUN * 1000:.0f} us "
         f"per tool call ({sync / asyn:.2f}x)"
+    )
+    sync_cpu, async_cpu = (statistics.median(cpu[name]) for name in KINDS)
+    print(
+        f"cpu: sync {sync_cpu:.2f} ms/run, async {async_cpu:.2f} ms/run, "
+        f"{(sync_cpu - async_cpu) / CALLS_PER_RUN * 1000:.0f} us per tool call "
+        "(steadier than wall time on a busy machine)"
     )
     return 0
 

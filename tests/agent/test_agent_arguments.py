@@ -135,7 +135,7 @@ async def test_a_stop_string_is_one_sequence_everywhere() -> None:
     fake = WireFake.openai(["a", "b", "c", "d"])
     agent = Agent(fake.provider("gpt-4o-mini", api_key="k"), stop="tao")
     await agent.run("first")
-    await agent.run("second", model_settings={"stop": "END"})  # type: ignore[typeddict-item]
+    await agent.run("second", model_settings={"stop": "END"})
     config = AgentLoopConfig(provider=fake.provider("gpt-4o-mini", api_key="k"), stop="tao")
     await agent_loop("third", AgentContext(), config)
 
