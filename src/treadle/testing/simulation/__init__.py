@@ -16,7 +16,7 @@ From the command line (see docs/testing.md)::
 from ._invariants import INVARIANTS, InvariantViolation
 from ._run import Outcome, run_scenario, run_seed
 from ._scenario import Scenario, generate
-from ._shrink import shrink
+from ._shrink import shrink, shrink_to
 
 __all__ = [
     "INVARIANTS",
@@ -27,4 +27,5 @@ __all__ = [
     "run_scenario",
     "run_seed",
     "shrink",
+    "shrink_to",
 ]

@@ -91,11 +91,14 @@ def check_call(
     after: Sequence[AgentMessage],
     *,
     main_loop: str | None = None,
+    shared_stream: bool = True,
 ) -> AgentEnd:
     """Every per-stream invariant on the events of one loop call (its sub-loops included).
-    Returns the main loop's ``agent_end``."""
+    Returns the main loop's ``agent_end``. ``shared_stream=False``: the events were observed
+    (``on_event``) in a run without a stream, where each loop numbers its own events."""
     require(events, "INV-ONE-END", "no events at all")
-    check_seq(events, "consumer")
+    if shared_stream:
+        check_seq(events, "consumer")
     for e in events:
         text = e.model_dump_json()
         require(event_from_json(text) == e, "INV-JSON", f"{e.type} seq {e.seq} does not round-trip")
@@ -120,7 +123,9 @@ def check_call(
                 "INV-DEPTH",
                 f"sub-loop {lid[:8]} depth {depth} under a parent at {depths[parent]}",
             )
-    for evs in loops.values():
+    for lid, evs in loops.items():
+        if not shared_stream:
+            check_seq(evs, f"on_event observer, loop {lid[:8]}")
         _check_loop(evs)
     end = loops[main][-1]
     assert isinstance(end, AgentEnd)

@@ -210,7 +210,7 @@ class _Sim:
             get_follow_up_messages=self.follow_ups if sc.of("follow_up") else None,
             approval_handler=approval_handler(approval["handler"]) if approval else None,
         )
-        context = AgentContext(system_prompt="You are simulated.", tools=tools)
+        context = AgentContext(system_prompt="You are simulated.", tools=tools, agent_id="sim")
         prompts_move = sc.first("prompts")
         count = prompts_move["count"] if prompts_move else 1
         prompts = [UserMessage.of(f"prompt {i}") for i in range(count)]
@@ -468,11 +468,12 @@ async def _drive(sim: _Sim, outcome: Outcome) -> None:
         sim.ledger.call_index = calls
         call, returned, before, raised = await sim.one_call(prompt_arg, context, config)
         sim.first_call = False
-        events = call.events if sim.sc.first("consumer") is None or (
-            sim.sc.first("consumer") or {}
-        ).get("kind") != "none" else call.observed
+        streamed = (sim.sc.first("consumer") or {}).get("kind") != "none"
+        events = call.events if streamed else call.observed
         main = _main_loop(events)
-        end = check_call(events, returned, before, context.messages, main_loop=main)
+        end = check_call(
+            events, returned, before, context.messages, main_loop=main, shared_stream=streamed
+        )
         if raised is not None:
             require(
                 sim.ledger.aborts > 0,
@@ -592,7 +593,7 @@ async def _resume_after_crash(sim: _Sim, outcome: Outcome) -> None:
     store = sim.make_store(crash["kind"], where)
     sid = sim.session_id
     if crash["kind"] == "memory":
-        store.create(sid)
+        store.create(sid, agent_id="sim")
         with store.open_writer(sid) as writer:
             writer.extend(crash["messages"])
     elif crash["kind"] == "jsonl":
@@ -631,14 +632,22 @@ async def _resume_after_crash(sim: _Sim, outcome: Outcome) -> None:
         sim.ledger.executions = sim.ledger.executions[:executed_before]
         config = AgentLoopConfig(
             provider=ScriptedProvider(["Resumed and done."] * 20),
-            hooks=[recorder],
+            hooks=[_Observer(sim), recorder],
             retry=RetryPolicy(initial_delay_s=0.5, jitter=0.0),
         )
         sim.cancel_move = None
         sim.sc = Scenario(sim.sc.seed, [m for m in sim.sc.moves if m["move"] != "session"])
         call, returned, before, raised = await sim.one_call(None, context, config)
-        events = call.events or call.observed
-        end = check_call(events, returned, before, context.messages, main_loop=_main_loop(events))
+        streamed = (sim.sc.first("consumer") or {}).get("kind") != "none"
+        events = call.events if streamed else call.observed
+        end = check_call(
+            events,
+            returned,
+            before,
+            context.messages,
+            main_loop=_main_loop(events),
+            shared_stream=streamed,
+        )
         outcome.reasons.append("resumed:" + end.reason)
         outcome.trace.extend(_trace(events, 99))
         _check_no_rerun(sim.ledger.executions, "the run and its resumption after a crash")

@@ -42,15 +42,22 @@ def _simpler(move: Move) -> list[Move]:
     return out
 
 
+def shrink_to(scenario: Scenario, backend: str, invariant: str, *, budget: int = 400) -> Scenario:
+    """The smallest scenario found (within ``budget`` runs) that still breaks ``invariant``
+    on ``backend``."""
+    return shrink(scenario, lambda s: _fails(s, backend, invariant), budget=budget)
+
+
 def shrink(
     scenario: Scenario,
-    backend: str,
-    invariant: str,
+    fails: Callable[[Scenario], bool],
     *,
     budget: int = 400,
     log: Callable[[str], Any] | None = None,
 ) -> Scenario:
-    """The smallest scenario found (within ``budget`` runs) that still breaks ``invariant``."""
+    """The smallest scenario found (within ``budget`` tries) for which ``fails`` still holds:
+    first whole moves are deleted (halves, quarters, ... single moves), then each remaining
+    move is made plainer (fewer calls, no fault, default values), until nothing changes."""
     runs = 0
     current = scenario
     changed = True
@@ -62,7 +69,7 @@ def shrink(
             while i < len(current.moves) and runs < budget:
                 candidate = Scenario(current.seed, current.moves[:i] + current.moves[i + chunk :])
                 runs += 1
-                if _fails(candidate, backend, invariant):
+                if fails(candidate):
                     current, changed = candidate, True
                     if log:
                         log(f"  shrunk to {len(current.moves)} moves")
@@ -77,7 +84,7 @@ def shrink(
                     current.seed, current.moves[:i] + [simpler] + current.moves[i + 1 :]
                 )
                 runs += 1
-                if _fails(candidate, backend, invariant):
+                if fails(candidate):
                     current, changed = candidate, True
                     break
     return current
