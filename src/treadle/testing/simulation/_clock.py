@@ -12,29 +12,69 @@ from __future__ import annotations
 
 import asyncio
 import selectors
+import threading
 from collections.abc import Callable
 from typing import Any
 
 #: Real seconds to wait for a worker thread before looking again.
 _THREAD_POLL_S = 0.0005
+#: Real seconds a parked worker thread waits at most.
+_HOLD_REAL_S = 5.0
 #: Real seconds an idle loop with no timer and no thread waits before giving up on it.
 _IDLE_REAL_S = 2.0
 
 
 class ThreadGauge:
-    """How many anyio worker threads are busy: the default thread limiter's borrowed
-    tokens (read once the limiter exists, from inside the run)."""
+    """How many anyio worker threads are busy (the default thread limiter's borrowed
+    tokens), and the gate that makes their results arrive in a replayable order.
+
+    Thread work that the simulation controls (its sync tools, its session stores' writes)
+    calls :meth:`hold` before returning: the thread parks until the event loop has nothing
+    left to do, and parked threads are let go one at a time, in the order of their keys.
+    So a thread's result never races the loop's own work: it comes when the loop is idle,
+    at the same point on every run."""
 
     def __init__(self) -> None:
         self.limiter: Any = None
+        self.cond = threading.Condition()
+        self.parked: dict[str, bool] = {}
 
     def attach(self) -> None:
         import anyio.to_thread
 
         self.limiter = anyio.to_thread.current_default_thread_limiter()
+        self.loop_thread = threading.get_ident()
+
+    def hold_if_worker(self, key: str) -> None:
+        """:meth:`hold`, when called from a worker thread (not the event loop's)."""
+        if threading.get_ident() != getattr(self, "loop_thread", None):
+            self.hold(key)
 
     def busy(self) -> bool:
-        return self.limiter is not None and self.limiter.borrowed_tokens > 0
+        return (self.limiter is not None and self.limiter.borrowed_tokens > 0) or bool(
+            self.parked
+        )
+
+    def hold(self, key: str) -> None:
+        """In a worker thread, just before it returns: wait to be let go (at most a few real
+        seconds, so an abandoned thread never outlives its run for long)."""
+        with self.cond:
+            self.parked[key] = False
+            self.cond.wait_for(lambda: self.parked.get(key, True), timeout=_HOLD_REAL_S)
+            self.parked.pop(key, None)
+
+    def idle(self) -> None:
+        """The event loop has nothing to run: let the first parked thread go, once every busy
+        thread is parked (a thread still working may yet park with a smaller key)."""
+        with self.cond:
+            waiting = [k for k, go in self.parked.items() if not go]
+            if not waiting or any(go for go in self.parked.values()):
+                return
+            borrowed = self.limiter.borrowed_tokens if self.limiter is not None else 0
+            if len(waiting) < borrowed:
+                return
+            self.parked[min(waiting)] = True
+            self.cond.notify_all()
 
 
 class VirtualSelector(selectors.BaseSelector):
@@ -58,6 +98,7 @@ class VirtualSelector(selectors.BaseSelector):
         if ready or timeout == 0:
             return ready
         while self.loop.gauge.busy():  # a worker thread runs: wait for it in real time
+            self.loop.gauge.idle()
             ready = self.inner.select(_THREAD_POLL_S)
             if ready:
                 return ready
@@ -115,6 +156,7 @@ def trio_clock() -> Any:
             if deadline <= self.now:
                 return 0.0
             if self.gauge.busy():
+                self.gauge.idle()
                 return _THREAD_POLL_S
             if deadline == float("inf"):
                 return _IDLE_REAL_S

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import shutil
 import sqlite3
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,7 @@ from ._invariants import (
 )
 from ._scenario import Move, Scenario, generate
 from ._world import (
+    GatedStore,
     Ledger,
     SimAbort,
     SimFilter,
@@ -75,7 +77,7 @@ class Outcome:
 def run_scenario(scenario: Scenario, backend: str = "asyncio") -> Outcome:
     """Run ``scenario`` on ``backend`` ("asyncio" or "trio") under virtual time."""
     outcome = Outcome(scenario, backend)
-    with tempfile.TemporaryDirectory(prefix="treadle-sim-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="treadle-sim-") as tmp, _seeded_trio(scenario.seed):
         if backend == "trio":
             clock = trio_clock()
             options: dict[str, Any] = {"clock": clock}
@@ -95,6 +97,31 @@ def run_scenario(scenario: Scenario, backend: str = "asyncio") -> Outcome:
                 raise
             outcome.violation = found
     return outcome
+
+
+@contextlib.contextmanager
+def _seeded_trio(seed: int) -> Iterator[None]:
+    """Trio varies the order in which ready tasks run (to flush out ordering bugs). For a
+    replayable run its deterministic scheduling is switched on and its random source seeded
+    from the scenario's seed — the switch trio keeps for Hypothesis — and both are put back
+    afterwards. The seed still varies the order from one scenario to the next."""
+    try:
+        from trio._core import _run as trio_run
+    except ImportError:  # pragma: no cover - trio not installed
+        yield
+        return
+    rng = getattr(trio_run, "_r", None)
+    if rng is None:  # pragma: no cover - a trio without it
+        yield
+        return
+    state, deterministic = rng.getstate(), trio_run._ALLOW_DETERMINISTIC_SCHEDULING
+    rng.seed(seed)
+    trio_run._ALLOW_DETERMINISTIC_SCHEDULING = True
+    try:
+        yield
+    finally:
+        rng.setstate(state)
+        trio_run._ALLOW_DETERMINISTIC_SCHEDULING = deterministic
 
 
 def _first_violation(error: BaseException) -> InvariantViolation | None:
@@ -245,7 +272,7 @@ class _Sim:
         from ...sessions import SessionRecorder
 
         self.store = self.make_store(move["store"], self.tmp / "store")
-        recorder = SessionRecorder.open(self.store, context)
+        recorder = SessionRecorder.open(GatedStore(self.store, self.ledger), context)
         self.recorder = recorder
         self.session_id = recorder.session_id
         config.hooks.insert(1, recorder)
@@ -441,8 +468,9 @@ class _Sim:
 async def _main(
     scenario: Scenario, backend: str, clock: Any, tmp: Path, outcome: Outcome
 ) -> None:
-    gauge_of_current_loop(backend, clock)
+    gauge = gauge_of_current_loop(backend, clock)
     sim = _Sim(scenario, backend, tmp)
+    sim.ledger.gauge = gauge
     start = anyio.current_time()
     try:
         with anyio.fail_after(VIRTUAL_BUDGET_S):
@@ -621,7 +649,9 @@ async def _resume_after_crash(sim: _Sim, outcome: Outcome) -> None:
     session = sim.sc.first("session") or {}
     tools = list(sim.context.tools) if sim.context is not None else []
     context = AgentContext(system_prompt="You are simulated.", tools=tools)
-    recorder = SessionRecorder.open(store, context, sid, rerun=bool(session.get("rerun")))
+    recorder = SessionRecorder.open(
+        GatedStore(store, sim.ledger), context, sid, rerun=bool(session.get("rerun"))
+    )
     try:
         pending_ids = set(context.pending_tool_calls)
         check_history(context.messages, pending_ids)

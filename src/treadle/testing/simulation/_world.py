@@ -20,6 +20,15 @@ class SimAbort(BaseException):
     """What a simulated tool raises for "a BaseException" (not an Exception)."""
 
 
+class Unconvertible:
+    """A tool's return value that is neither JSON nor printable."""
+
+    def __str__(self) -> str:
+        raise TypeError("this value cannot be shown")
+
+    __repr__ = __str__
+
+
 @dataclass
 class Execution:
     """One time a simulated tool body started."""
@@ -38,6 +47,12 @@ class Ledger:
     handed_out: list[tuple[Any, str]] = field(default_factory=list)
     call_index: int = 0
     aborts: int = 0
+    gauge: Any = None
+
+    def hold(self, key: str) -> None:
+        """In a worker thread: wait for the virtual clock's turn (see ``ThreadGauge``)."""
+        if self.gauge is not None:
+            self.gauge.hold_if_worker(key)
 
     def hand_out(self, message: UserMessage) -> UserMessage:
         self.handed_out.append((message, message.model_dump_json()))
@@ -62,14 +77,17 @@ def make_tool(move: Move, ledger: Ledger) -> Any:
         if behaviour == "huge":
             return "h" * 250_000
         if behaviour == "unconvertible":
-            return object()
+            return Unconvertible()
         return f"{name} ok"
 
     if move["sync"]:
 
         def body_sync(x: int, ctx: ToolContext[Any]) -> Any:
             ledger.executions.append(Execution(_key(ctx), name, idempotent))
-            return outcome()
+            try:
+                return outcome()
+            finally:
+                ledger.hold(_key(ctx))
 
         body: Callable[..., Any] = body_sync
     else:
@@ -314,3 +332,45 @@ def approval_handler(kind: str) -> Any:
         return kind == "allow"
 
     return handler
+
+
+class GatedStore:
+    """A session store whose writers' calls, made from worker threads, return in the virtual
+    clock's turn (so a write never races the loop's own work)."""
+
+    def __init__(self, store: Any, ledger: Ledger) -> None:
+        self._store = store
+        self._ledger = ledger
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    def open_writer(self, session_id: str) -> Any:
+        return _GatedWriter(self._store.open_writer(session_id), self._ledger)
+
+
+class _GatedWriter:
+    def __init__(self, writer: Any, ledger: Ledger) -> None:
+        self._writer = writer
+        self._ledger = ledger
+        self._calls = 0
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._writer, name)
+        if not callable(value):
+            return value
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            self._calls += 1
+            try:
+                return value(*args, **kwargs)
+            finally:
+                self._ledger.hold(f"~store-{self._calls:06d}")
+
+        return call
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._writer.close()
