@@ -285,24 +285,38 @@ async def test_seq_order_kept_when_parallel_tools_outrun_the_consumer() -> None:
     check(rec)
 
 
-async def test_seq_shared_through_a_cloned_send_stream() -> None:
-    """A sub-agent is often handed ``send.clone()``: it is the same stream to the consumer."""
-    events: list[Any] = []
+async def test_seq_is_counted_per_send_stream_object() -> None:
+    """The counter lives on the send stream object (no table of streams, no anyio
+    internals): loops given one object share it; a clone is another object with its own
+    count (docs/loop.md: give every loop the same object, as ``ToolContext.events`` is)."""
     send, receive = anyio.create_memory_object_stream[AgentEvent](math.inf)
-    async with send:
+    async with send, receive:
         clone = send.clone()
         async with clone:
             await agent_loop(
                 ["a"], AgentContext(), AgentLoopConfig(provider=ScriptedProvider(["1"])), send
             )
+            first = [
+                receive.receive_nowait().seq
+                for _ in range(receive.statistics().current_buffer_used)
+            ]
             await agent_loop(
                 ["b"], AgentContext(), AgentLoopConfig(provider=ScriptedProvider(["2"])), clone
             )
-    async with receive:
-        async for e in receive:
-            events.append(e)
-    seqs = [e.seq for e in events]
-    assert seqs == sorted(set(seqs))
+            second = [
+                receive.receive_nowait().seq
+                for _ in range(receive.statistics().current_buffer_used)
+            ]
+            await agent_loop(
+                ["c"], AgentContext(), AgentLoopConfig(provider=ScriptedProvider(["3"])), send
+            )
+            third = [
+                receive.receive_nowait().seq
+                for _ in range(receive.statistics().current_buffer_used)
+            ]
+    assert first == list(range(len(first)))
+    assert second == list(range(len(second)))  # the clone counts on its own
+    assert third == list(range(len(first), len(first) + len(third)))  # send carries on
 
 
 @pytest.mark.parametrize("strategy", ["parallel", "sequential"])

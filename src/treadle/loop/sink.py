@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import contextvars
-import itertools
 import logging
-import threading
-import weakref
 from collections.abc import AsyncIterator, Callable, Sequence
 from time import time_ns
 from typing import Any
@@ -30,50 +27,59 @@ started by a tool of a run, inherits its parent's observers (the context is copi
 the tool's task), so a tracer on the parent sees the whole tree."""
 
 
-class _StreamState:
-    """Per stream: the seq counter and a FIFO lock that keeps seq order = delivery order
-    when several loops share the stream and its buffer is full."""
+class _Sequencer:
+    """The next ``seq`` of one stream, shared by every loop that sends to it."""
 
-    __slots__ = ("counter", "lock")
+    __slots__ = ("next",)
 
     def __init__(self) -> None:
-        self.counter = itertools.count()
-        self.lock = anyio.Lock()
+        self.next = 0
+
+
+_SEQUENCER_ATTR = "_treadle_seq"
+"""Where a send stream carries its sequencer: on the stream object itself, so every loop
+given that object (a parent and its sub-agents, loops run one after the other or side by
+side) counts on one sequence, with no table of streams kept anywhere."""
+
+
+def _sequencer_for(stream: Any) -> _Sequencer:
+    found = getattr(stream, _SEQUENCER_ATTR, None)
+    if isinstance(found, _Sequencer):
+        return found
+    found = _Sequencer()
+    try:
+        setattr(stream, _SEQUENCER_ATTR, found)
+    except (AttributeError, TypeError):  # a stream type without attributes: this loop only
+        pass
+    return found
 
 
 CANCEL_GRACE_S = 5.0
 """How long a cancelled loop waits for a consumer that stopped reading before it stops
 reporting (it never hangs on a stuck consumer once cancelled from outside)."""
 
-_states: weakref.WeakKeyDictionary[Any, _StreamState] = weakref.WeakKeyDictionary()
-_states_lock = threading.Lock()
-
-
-def _state_for(stream: Any) -> _StreamState:
-    """One state per stream, shared by every loop that sends to it. Clones of an anyio send
-    stream share their buffer (``_state``), so they share the seq counter too."""
-    key = getattr(stream, "_state", stream)
-    with _states_lock:
-        state = _states.get(key)
-        if state is None:
-            state = _states[key] = _StreamState()
-        return state
-
 
 class EventSink:
     """Sends a loop's events. Never closes the stream it was given.
 
+    ``seq`` is stamped at the moment an event goes into the stream's buffer, with no
+    checkpoint between the stamp and the send: an event waiting for room (or a merged update
+    held back) has no ``seq`` yet, so whatever another loop sends meanwhile takes the next
+    number, and ``seq`` increases along the stream in every composition. One loop's events
+    go out in the order it emitted them (a FIFO lock per loop while the buffer is full).
+
     A send is atomic with respect to cancellation: an event is either delivered whole or not
     at all, so the loop's bookkeeping of what it reported stays exact. A full buffer makes the
     loop wait for the consumer (no event is ever dropped); a consumer that closed its end
-    stops delivery, and the run goes on. ``seq`` is taken at the moment of delivery, so it
-    increases along the stream even when several loops share it.
+    stops delivery, and the run goes on. The ``on_event`` observers see each event once it
+    is delivered.
     """
 
     __slots__ = (
         "_held",
+        "_lock",
         "_observers",
-        "_state",
+        "_seq",
         "_stream",
         "depth",
         "grace",
@@ -99,10 +105,9 @@ class EventSink:
         self.loop_id = loop_id
         self.depth = depth
         self._observers = tuple(observers)
-        if stream is not None:
-            self._state: _StreamState | None = _state_for(stream)
-        else:  # observers only: seq counts this loop's events
-            self._state = _StreamState() if self._observers else None
+        # observers only: seq counts this loop's events
+        self._seq = _sequencer_for(stream) if stream is not None else _Sequencer()
+        self._lock: anyio.Lock | None = None  # this loop's events waiting for room, in order
         self.grace: float | None = None  # set once the run is being cancelled from outside
         self.own_cancel: Callable[[], bool] | None = None  # True: a cancellation is the loop's
 
@@ -116,12 +121,12 @@ class EventSink:
         return self._stream is not None or bool(self._observers)
 
     def _make(self, event_type: type[Any], fields: dict[str, Any]) -> Any:
-        assert self._state is not None
+        """Build an event; its ``seq`` is stamped when it is delivered (:meth:`_put`)."""
         if event_type is MessageUpdate:
             # The hot path (one per streamed delta): its values come from the loop itself and
             # are already valid, so no validation runs; the message is built when read.
             values = {
-                "seq": next(self._state.counter),
+                "seq": 0,
                 "loop_id": self.loop_id,
                 "depth": self.depth,
                 "timestamp": time_ns() // 1_000_000,  # now_ms(), inlined
@@ -131,76 +136,88 @@ class EventSink:
             private = {"_snapshot": fields["snapshot"]}
             return trusted(MessageUpdate, values, set(_UPDATE_FIELDS), private)
         return event_type(
-            seq=next(self._state.counter),
-            loop_id=self.loop_id,
-            depth=self.depth,
-            timestamp=now_ms(),
-            **fields,
+            seq=0, loop_id=self.loop_id, depth=self.depth, timestamp=now_ms(), **fields
         )
 
-    async def emit(self, event_type: type[Any], **fields: Any) -> Any:
-        """Build, stamp and send one event; returns it (None when nobody listens). The
-        ``on_event`` observers see it once it is delivered."""
-        if not self._observers:
-            return await self._send(event_type, fields)
-        if self._stream is None:
-            event = self._make(event_type, fields)
-        else:
-            event = await self._send(event_type, fields)
-        if event is not None:
-            for observe in self._observers:
-                try:
-                    observe(event)
-                except Exception:
-                    logger.exception("an on_event hook failed (ignored)")
-        return event
-
-    async def _send(self, event_type: type[Any], fields: dict[str, Any]) -> Any:
-        stream, state = self._stream, self._state
-        if stream is None or state is None:
-            return None
-        event: Any = None
-        try:
-            held = self._held
-            if held is not None:
-                if event_type is MessageUpdate and _same_block(held.delta, fields["delta"]):
-                    return self._merge(stream, held, fields)
-                await self._flush(stream, state)
-            if not state.lock.locked():
-                event = self._make(event_type, fields)
-                if (
-                    self.merge
-                    and event_type is MessageUpdate
-                    and _mergeable(event.delta)
-                    and self._too_big(stream, event)
-                ):
-                    self._held = event  # the unread updates are big enough: merge
-                    return event
-                try:
-                    stream.send_nowait(event)
-                    return event
-                except anyio.WouldBlock:
-                    if self.merge and event_type is MessageUpdate and _mergeable(event.delta):
-                        self._held = event  # the consumer lags: merge the next deltas in
-                        return event
-                    state.lock.acquire_nowait()  # nothing ran since the check: it is free
-                try:
-                    await self._deliver(stream, event)
-                finally:
-                    state.lock.release()
-                return event
-            with anyio.CancelScope(shield=True):
-                await state.lock.acquire()
+    def _stamp(self, event: Any) -> None:
+        """Take the next seq and tell the observers (the event counts as delivered)."""
+        sequencer = self._seq
+        event.__dict__["seq"] = sequencer.next
+        sequencer.next += 1
+        for observe in self._observers:
             try:
-                event = self._make(event_type, fields)
+                observe(event)
+            except Exception:
+                logger.exception("an on_event hook failed (ignored)")
+
+    def _put(self, stream: MemoryObjectSendStream[AgentEvent], event: Any) -> None:
+        """Hand ``event`` over now, stamped with the stream's next seq: the stamp and the send
+        happen with no checkpoint between them, so buffer order is seq order. Raises
+        ``WouldBlock`` (nothing taken) when the buffer is full."""
+        event.__dict__["seq"] = self._seq.next
+        try:
+            stream.send_nowait(event)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            self._stream = None  # the consumer is gone: the run goes on, observers still hear
+        self._stamp(event)
+
+    async def emit(self, event_type: type[Any], **fields: Any) -> Any:
+        """Build, stamp and send one event; returns it (None when nobody listens; a merged
+        update not delivered yet has no seq). The ``on_event`` observers see it once it is
+        delivered."""
+        stream = self._stream
+        if stream is None:
+            if not self._observers:
+                return None
+            event = self._make(event_type, fields)
+            self._stamp(event)
+            return event
+        return await self._send(stream, event_type, fields)
+
+    async def _send(
+        self,
+        stream: MemoryObjectSendStream[AgentEvent],
+        event_type: type[Any],
+        fields: dict[str, Any],
+    ) -> Any:
+        held = self._held
+        if held is not None:
+            if event_type is MessageUpdate and _same_block(held.delta, fields["delta"]):
+                return self._merge(stream, held, fields)
+            await self._flush(stream)
+        lock = self._lock
+        if lock is None or not lock.locked():
+            event = self._make(event_type, fields)
+            mergeable = self.merge and event_type is MessageUpdate and _mergeable(event.delta)
+            if mergeable and self._too_big(stream, event):
+                self._held = event  # the unread updates are big enough: merge
+                return event
+            try:
+                self._put(stream, event)
+                return event
+            except anyio.WouldBlock:
+                if mergeable:
+                    self._held = event  # the consumer lags: merge the next deltas in
+                    return event
+            lock = self._lock = lock or anyio.Lock()
+            lock.acquire_nowait()  # nothing ran since the check: it is free
+            try:
                 await self._deliver(stream, event)
             finally:
-                state.lock.release()
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-            self._stream = None
+                lock.release()
+            return event
+        with anyio.CancelScope(shield=True):
+            await lock.acquire()
+        try:
+            event = self._make(event_type, fields)
+            await self._deliver(stream, event)
+        finally:
+            lock.release()
         return event
 
-    def _merge(self, stream: Any, held: Any, fields: dict[str, Any]) -> Any:
+    def _merge(
+        self, stream: MemoryObjectSendStream[AgentEvent], held: Any, fields: dict[str, Any]
+    ) -> Any:
         """Fold one more delta of the same block into the held update (its text appended,
         the message snapshot the newest), then try again to hand it over without waiting."""
         delta = held.delta
@@ -215,29 +232,27 @@ class EventSink:
         if self._too_big(stream, held):
             return None
         try:
-            stream.send_nowait(held)
+            self._put(stream, held)
             self._held = None
         except anyio.WouldBlock:
             pass
-        return None  # no new event: the held one (already stamped) carries this delta
+        return None  # no new event: the held one carries this delta
 
-    async def _flush(self, stream: Any, state: _StreamState) -> None:
+    async def _flush(self, stream: MemoryObjectSendStream[AgentEvent]) -> None:
         """Deliver the held update before anything else (order is kept across blocks)."""
         held, self._held = self._held, None
+        lock = self._lock = self._lock or anyio.Lock()
         with anyio.CancelScope(shield=True):
-            await state.lock.acquire()
+            await lock.acquire()
         try:
             await self._deliver(stream, held)
         finally:
-            state.lock.release()
+            lock.release()
 
-    def _too_big(self, stream: Any, update: Any) -> bool:
+    def _too_big(self, stream: MemoryObjectSendStream[AgentEvent], update: Any) -> bool:
         """Whether the unread updates, with this one, would pass ``max_bytes``: estimated as
         their count times the size of this update's block (the largest so far)."""
-        try:
-            unread = len(stream._state.buffer)
-        except AttributeError:
-            return False
+        unread = stream.statistics().current_buffer_used
         if unread < 16:  # a few waiting copies are cheap: the bound is about many of them
             return False
         delta = update.delta
@@ -261,12 +276,13 @@ class EventSink:
         delay, waited = 0.0005, 0.0
         while True:
             try:
-                stream.send_nowait(event)
+                self._put(stream, event)
                 return
             except anyio.WouldBlock:
                 pass
             if self.grace is not None and waited >= self.grace:
                 self._stream = None  # the consumer is gone or stuck: stop, never hang
+                self._stamp(event)  # observers still hear of it
                 return
             try:
                 await anyio.sleep(delay)

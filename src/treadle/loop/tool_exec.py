@@ -298,7 +298,14 @@ class ToolBatch:
             return
         result = _bounded(result, self.run.config.max_tool_result_chars)
         for hook in self.run.overriding("after_tool_call"):
-            replaced = await self.run.call_hook(hook.after_tool_call, state.call, result)
+            try:
+                replaced = await self.run.call_hook(hook.after_tool_call, state.call, result)
+            except BaseException:
+                # The tool ran: it keeps its result (as far as the hooks got), so the history
+                # never says a call that had its effects was cancelled. The hook's failure
+                # ends the run with reason=error (§3) once every call has its end.
+                state.result = result
+                raise
             if isinstance(replaced, ToolResult):
                 result = replaced
             elif replaced is not None:

@@ -1,0 +1,63 @@
+"""Where two features meet (issue 21): hooks, steering, limits, filters and tool results
+combined. Each test names the rule of docs/contract.md it holds."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from harness import call, calls_message, check, results_of, run_recorded
+
+from treadle import (
+    AgentContext,
+    AgentLoopConfig,
+    Hooks,
+    ToolExecution,
+    ToolResult,
+    tool,
+)
+from treadle.testing import ScriptedProvider
+
+pytestmark = pytest.mark.anyio
+
+
+# ---- after_tool_call raising: a tool that ran keeps its result (§3) ----
+
+
+@pytest.mark.parametrize("mode", ["parallel", "sequential"])
+async def test_after_tool_call_raising_keeps_the_results_of_tools_that_ran(mode: str) -> None:
+    ran: list[str] = []
+
+    @tool
+    async def pay(amount: int) -> str:
+        """A side effect that must never run twice."""
+        ran.append(f"paid {amount}")
+        return f"paid {amount}"
+
+    class Broken(Hooks):
+        async def after_tool_call(self, call: Any, result: ToolResult) -> ToolResult | None:
+            if call.id == "c2":
+                raise RuntimeError("audit log is down")
+            return None
+
+    provider = ScriptedProvider(
+        [calls_message(call("c1", "pay", amount=1), call("c2", "pay", amount=2)), "unused"]
+    )
+    config = AgentLoopConfig(
+        provider=provider,
+        hooks=[Broken()],
+        tool_execution=ToolExecution(mode=mode),  # type: ignore[arg-type]
+    )
+    context = AgentContext(tools=[pay])
+    rec = await run_recorded(["go"], context, config)
+    check(rec)
+    assert rec.end.reason == "error" and "after_tool_call" in (rec.end.error.message or "")  # type: ignore[union-attr]
+    assert sorted(ran) == ["paid 1", "paid 2"]
+    results = results_of(context.messages)
+    # both ran: each keeps its real result, never "Cancelled" (a resumed session would
+    # otherwise see an unanswered side effect and could run it again)
+    assert results["c1"].text == "paid 1" and not results["c1"].is_error
+    assert results["c2"].text == "paid 2" and not results["c2"].is_error
+    # resuming the session answers from the history: nothing runs again
+    again = await run_recorded(None, context, AgentLoopConfig(provider=provider, hooks=[]))
+    assert again.end.reason == "completed" and sorted(ran) == ["paid 1", "paid 2"]
