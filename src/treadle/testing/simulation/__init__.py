@@ -13,8 +13,9 @@ From the command line (see docs/testing.md)::
     python -m treadle.testing.simulation --seed 1234 --backend asyncio   # replay one
 """
 
+from ._checks import Outcome
 from ._invariants import INVARIANTS, InvariantViolation
-from ._run import Outcome, run_scenario, run_seed
+from ._run import run_scenario, run_seed
 from ._scenario import Scenario, generate
 from ._shrink import shrink, shrink_to
 

@@ -16,7 +16,8 @@ import sys
 import time
 from collections.abc import Sequence
 
-from ._run import Outcome, run_scenario
+from ._checks import Outcome
+from ._run import run_scenario
 from ._scenario import Scenario, generate
 from ._shrink import shrink_to
 

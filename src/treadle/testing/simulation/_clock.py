@@ -51,9 +51,7 @@ class ThreadGauge:
             self.hold(key)
 
     def busy(self) -> bool:
-        return (self.limiter is not None and self.limiter.borrowed_tokens > 0) or bool(
-            self.parked
-        )
+        return (self.limiter is not None and self.limiter.borrowed_tokens > 0) or bool(self.parked)
 
     def hold(self, key: str) -> None:
         """In a worker thread, just before it returns: wait to be let go (at most a few real

@@ -233,6 +233,7 @@ def _check_loop(evs: list[Any]) -> None:
             f"custom events not just before agent_end in loop {lid}",
         )
     expected, open_turn = 0, None
+    open_turn_event: Any = None
     for e in evs:
         if isinstance(e, TurnStart):
             require(open_turn is None, "INV-TURNS", f"turn_start while a turn is open ({lid})")
@@ -244,7 +245,10 @@ def _check_loop(evs: list[Any]) -> None:
             open_turn = e
         elif isinstance(e, TurnEnd):
             require(open_turn is not None, "INV-TURNS", f"turn_end without turn_start ({lid})")
-            require(e.turn_index == open_turn.turn_index, "INV-TURNS", f"turn_end index ({lid})")
+            open_turn_event = open_turn
+            require(
+                e.turn_index == open_turn_event.turn_index, "INV-TURNS", f"turn_end index ({lid})"
+            )
             open_turn, expected = None, expected + 1
         elif isinstance(e, (MessageUpdate, ToolExecutionStart, ToolExecutionUpdate)):
             require(open_turn is not None, "INV-TURNS", f"{e.type} outside a turn ({lid})")
@@ -287,13 +291,17 @@ def _check_loop(evs: list[Any]) -> None:
     states: dict[str, str] = {}
     ended_at: dict[str, Any] = {}
     results: set[str] = set()
-    in_assistant, eager = False, set()
+    in_assistant, eager = False, set[str]()
     for e in evs:
         if isinstance(e, MessageStart) and e.message.role == "assistant":
             in_assistant, eager = True, set()
         elif in_assistant and isinstance(e, (MessageEnd, ProviderRetry)):
             in_assistant = False
-            kept = {c.id for c in e.message.tool_calls} if isinstance(e, MessageEnd) else set()
+            kept = (
+                {c.id for c in e.message.tool_calls}
+                if isinstance(e, MessageEnd) and isinstance(e.message, AssistantMessage)
+                else set()
+            )
             for cid in eager - kept:
                 require(
                     states.get(cid) == "ended",
@@ -355,7 +363,9 @@ def _check_loop(evs: list[Any]) -> None:
                 )
 
 
-def check_subscriber(seen: Sequence[Any], direct: Sequence[Any], after: int | None, name: str) -> None:
+def check_subscriber(
+    seen: Sequence[Any], direct: Sequence[Any], after: int | None, name: str
+) -> None:
     """A subscriber that joined with ``after_seq=after`` saw ``seen``."""
     check_seq(seen, name)
     expected = [e for e in direct if after is None or e.seq > after]
@@ -369,8 +379,8 @@ def check_subscriber(seen: Sequence[Any], direct: Sequence[Any], after: int | No
         raise InvariantViolation(
             "INV-SUBSCRIBER",
             f"{name} (after_seq={after}) saw {len(got)} events, the consumer {len(want)} after "
-            f"that point; first difference at #{first}: {got[first:first + 1]} vs "
-            f"{want[first:first + 1]}",
+            f"that point; first difference at #{first}: {got[first : first + 1]} vs "
+            f"{want[first : first + 1]}",
         )
     require(
         all(a == b for a, b in zip(seen, expected, strict=True)),

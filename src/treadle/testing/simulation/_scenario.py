@@ -161,7 +161,9 @@ def generate(seed: int) -> Scenario:
             }
         )
     if rng.random() < 0.25:
-        moves.append({"move": "approval", "handler": rng.choice(("none", "allow", "deny", "raise"))})
+        moves.append(
+            {"move": "approval", "handler": rng.choice(("none", "allow", "deny", "raise"))}
+        )
     if rng.random() < 0.3:
         kind = rng.choice(("max_turns", "max_total_tokens", "max_duration_s", "max_tool_calls"))
         value = {
@@ -184,7 +186,9 @@ def generate(seed: int) -> Scenario:
         if rng.random() < 0.5:
             moves.append({"move": "cancel", "how": how, "at_event": rng.randint(0, 60)})
         else:
-            moves.append({"move": "cancel", "how": how, "at_time": rng.choice((0.0, 0.02, 1.0, 5.0))})
+            moves.append(
+                {"move": "cancel", "how": how, "at_time": rng.choice((0.0, 0.02, 1.0, 5.0))}
+            )
     if rng.random() < 0.6:
         kind = rng.choice(("fast", "slow", "slow", "none"))
         moves.append(

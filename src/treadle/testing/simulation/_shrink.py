@@ -81,7 +81,7 @@ def shrink(
                 if runs >= budget:
                     break
                 candidate = Scenario(
-                    current.seed, current.moves[:i] + [simpler] + current.moves[i + 1 :]
+                    current.seed, [*current.moves[:i], simpler, *current.moves[i + 1 :]]
                 )
                 runs += 1
                 if fails(candidate):

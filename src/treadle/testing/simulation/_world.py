@@ -115,7 +115,9 @@ def make_tool(move: Move, ledger: Ledger) -> Any:
     )(body)
 
 
-def assistant(calls: list[tuple[str, str, dict[str, Any]]], text: str | None, thinking: bool) -> AssistantMessage:
+def assistant(
+    calls: list[tuple[str, str, dict[str, Any]]], text: str | None, thinking: bool
+) -> AssistantMessage:
     content: list[Any] = []
     if thinking:
         content.append(ThinkingContent(thinking="thinking it over"))
@@ -162,7 +164,9 @@ def make_subagent(move: Move, ledger: Ledger, retry: Any) -> Any:
     def reply(request: ModelRequest) -> AssistantMessage:
         turn = sum(1 for m in request.messages if m.role == "assistant")
         if turn + 1 < move["turns"]:
-            calls = [(f"{name}-t{turn}-c0", f"{name}_work", {"x": turn})]
+            calls: list[tuple[str, str, dict[str, Any]]] = [
+                (f"{name}-t{turn}-c0", f"{name}_work", {"x": turn})
+            ]
             if move["nested"]:
                 calls.append((f"{name}-t{turn}-c1", f"{name}_grand", {"task": "dig"}))
             return assistant(calls, None, False)
