@@ -82,6 +82,7 @@ async def _resume_after_crash(sim: _Sim, outcome: Outcome) -> None:
         call, returned, before, _ = await sim.one_call(None, context, config)
         streamed = (sim.sc.first("consumer") or {}).get("kind") != "none"
         events = call.events if streamed else call.observed
+        outcome.trace.extend(_trace(events, 99))
         end = check_call(
             events,
             returned,
@@ -91,7 +92,6 @@ async def _resume_after_crash(sim: _Sim, outcome: Outcome) -> None:
             shared_stream=streamed,
         )
         outcome.reasons.append("resumed:" + end.reason)
-        outcome.trace.extend(_trace(events, 99))
         _check_no_rerun(sim.ledger.executions, "the run and its resumption after a crash")
     finally:
         recorder.close()

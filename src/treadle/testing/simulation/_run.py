@@ -129,6 +129,8 @@ async def _drive(sim: _Sim, outcome: Outcome) -> None:
         streamed = (sim.sc.first("consumer") or {}).get("kind") != "none"
         events = call.events if streamed else call.observed
         main = _main_loop(events)
+        outcome.events += len(events)
+        outcome.trace.extend(_trace(events, calls))
         end = check_call(
             events, returned, before, context.messages, main_loop=main, shared_stream=streamed
         )
@@ -144,8 +146,6 @@ async def _drive(sim: _Sim, outcome: Outcome) -> None:
             check_subscriber(seen, events, None, name + " (whole view)")
         _check_hooks(sim, calls, events, main)
         outcome.reasons.append(end.reason)
-        outcome.events += len(events)
-        outcome.trace.extend(_trace(events, calls))
         calls += 1
         if raised is not None or end.reason != "suspended" or calls > MAX_RESUMES:
             break
