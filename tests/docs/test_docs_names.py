@@ -35,6 +35,7 @@ PUBLIC = [
     "treadle.providers",
     "treadle.sessions",
     "treadle.testing",
+    "treadle.testing.simulation",
     "treadle.tools",
     "treadle.types",
     "treadle.ui",
