@@ -14,6 +14,8 @@ from treadle import (
     Hooks,
     ToolExecution,
     ToolResult,
+    TurnStart,
+    UserMessage,
     tool,
 )
 from treadle.testing import ScriptedProvider
@@ -61,3 +63,61 @@ async def test_after_tool_call_raising_keeps_the_results_of_tools_that_ran(mode:
     # resuming the session answers from the history: nothing runs again
     again = await run_recorded(None, context, AgentLoopConfig(provider=provider, hooks=[]))
     assert again.end.reason == "completed" and sorted(ran) == ["paid 1", "paid 2"]
+
+
+# ---- steering + a before_turn veto: the steering message is kept (§4.1) ----
+
+
+@pytest.mark.parametrize("source", ["steering", "follow_up"])
+async def test_input_taken_before_a_vetoed_turn_joins_the_history(source: str) -> None:
+    @tool
+    async def add(a: int, b: int) -> int:
+        """Add."""
+        return a + b
+
+    waiting = [UserMessage.of("steer: stop adding")]
+    turn_one = [calls_message(call("c1", "add", a=1, b=2))] if source == "steering" else []
+
+    def take() -> list[Any]:
+        taken, waiting[:] = list(waiting), []
+        return taken
+
+    class VetoSecondTurn(Hooks):
+        async def before_turn(self, context: Any, turn_index: int) -> bool:
+            return turn_index < 1
+
+    provider = ScriptedProvider([*turn_one, "first answer", "never"])
+    config = AgentLoopConfig(
+        provider=provider,
+        hooks=[VetoSecondTurn()],
+        **{f"get_{source}_messages": take},  # type: ignore[arg-type]
+    )
+    if source == "steering":  # taken at the check before turn 1, after the tool call
+        polls = iter([[], *[None] * 10])
+
+        def first_empty() -> list[Any]:
+            return [] if next(polls) is not None else take()
+
+        config = config.model_copy(update={"get_steering_messages": first_empty})
+    context = AgentContext(tools=[add])
+    rec = await run_recorded(["go"], context, config)
+    check(rec)
+    assert rec.end.reason == "vetoed"
+    texts = [getattr(m, "text", "") for m in context.messages]
+    assert texts[-1] == "steer: stop adding", "the message taken from the queue vanished"
+    assert rec.end.messages[-1].text == "steer: stop adding"  # type: ignore[union-attr]
+    assert len(provider.requests) == 1  # the vetoed turn made no model call
+    assert [e.turn_index for e in rec.of_type(TurnStart)] == [0]
+
+
+async def test_prompts_of_a_first_turn_veto_are_not_taken() -> None:
+    class VetoAll(Hooks):
+        async def before_turn(self, context: Any, turn_index: int) -> bool:
+            return False
+
+    context = AgentContext()
+    rec = await run_recorded(
+        ["go"], context, AgentLoopConfig(provider=ScriptedProvider(["never"]), hooks=[VetoAll()])
+    )
+    check(rec)
+    assert rec.end.reason == "vetoed" and rec.end.messages == [] and context.messages == []

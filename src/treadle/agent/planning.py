@@ -5,10 +5,11 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from ..cancellation import CancelBridge, CancellationToken
-from ..loop import AgentLoopConfig
-from ..providers.base import ModelRequest, Provider, ProviderError, StreamDone
-from ..types import AgentMessage, AssistantMessage, PlanCreated, TextContent, Usage, UserMessage
+from ..cancellation import CancellationToken
+from ..loop import AgentLoopConfig, call_model, side_request
+from ..loop.errors import HookFailed
+from ..providers.base import Provider
+from ..types import AgentMessage, PlanCreated, TextContent, Usage, UserMessage
 from .runstate import RunState
 
 PLANNER_INSTRUCTION = (
@@ -30,27 +31,22 @@ async def make_plan(
     """The prompts, followed by the model's plan and "Carry out the plan." when it gave a
     numbered plan; the prompts alone when it answered DIRECT, failed, or was aborted. A
     plan is announced by ``plan_created`` at the next turn start."""
-    request = ModelRequest(
-        model=config.model_name,
+    request = side_request(
+        config,
+        [*history, *prompts],
+        purpose="planning",
         system_prompt=f"{system}\n\n{PLANNER_INSTRUCTION}" if system else PLANNER_INSTRUCTION,
-        messages=[m for m in [*history, *prompts] if m.role != "extension"],
-        max_tokens=config.max_tokens,
+        provider=provider,
     )
-    message: AssistantMessage | None = None
-    bridge = CancelBridge(token)  # abort() stops the planning call too
     try:
-        with bridge.scope():
-            async for event in provider.stream(request, cancel=token):
-                if isinstance(event, StreamDone):
-                    message = event.message
-    except ProviderError:
-        # No plan then: the run itself reports a failing provider (runs do not raise).
-        return prompts
-    finally:
-        bridge.close()
-    if message is None:
-        return prompts
+        # the loop's path: its before_model_request hooks, its retries, its settings
+        message = await call_model(config, request, provider=provider, cancel=token)
+    except HookFailed:
+        return prompts  # the run's first turn calls the same hook and ends with its error
     state.planning_usage = message.usage
+    if message.stop_reason in ("error", "aborted"):
+        # No plan then (logged by call_model): the run itself reports a failing provider.
+        return prompts
     text = message.text.strip()
     steps = [m.group(1).strip() for m in re.finditer(r"^\s*\d+[.)]\s*(.+)$", text, re.MULTILINE)]
     if not steps or text.upper().startswith("DIRECT"):

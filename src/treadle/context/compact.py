@@ -14,7 +14,13 @@ from ..types import (
     ToolSpec,
     Usage,
 )
-from .compaction import CompactionCancelled, CompactionJob, CompactionPolicy, pending_calls
+from .compaction import (
+    CompactionCancelled,
+    CompactionJob,
+    CompactionPolicy,
+    SummaryCall,
+    pending_calls,
+)
 from .tokens import ContextTracker
 from .transcript import repair_transcript
 
@@ -78,6 +84,7 @@ async def compact(
     cancel: CancellationToken | None = None,
     reason: str = "manual",
     force: bool | None = None,
+    complete: SummaryCall | None = None,
 ) -> CompactionResult:
     """Compact ``messages`` under ``policy`` (default: :class:`CompactionPolicy()`).
 
@@ -86,8 +93,9 @@ async def compact(
     ``provider`` and ``model`` also serve the summary call unless the policy names its own.
     With ``force`` (the default for ``reason="manual"``) the target is at most half the
     current size, and the strategies that are not a last resort run even when the history
-    is already under it: an explicit request to compact summarises. The input is never
-    modified.
+    is already under it: an explicit request to compact summarises. ``complete`` makes the
+    summary call (the loop passes its own model-call path: hooks, retries, settings); without
+    it the summary is a bare call to the provider. The input is never modified.
     """
     policy = policy if policy is not None else CompactionPolicy()
     provider_name = getattr(provider, "name", None)
@@ -106,6 +114,7 @@ async def compact(
         model=model,
         cancel=cancel,
         force=(reason == "manual") if force is None else force,
+        complete=complete,
     )
     before = job.total
     need = target

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, Union, runtime_checkable
 
@@ -100,6 +100,12 @@ def pending_calls(messages: Sequence[AgentMessage]) -> list[str]:
 # ---- the job strategies work on ----
 
 
+SummaryCall = Callable[[ModelRequest, Provider], Awaitable[AssistantMessage]]
+"""Makes a summary call: the request (model, system prompt, messages, max_tokens) and the
+provider it goes to; returns the answer (``stop_reason`` ``error`` / ``aborted`` when it
+failed / was cancelled)."""
+
+
 @dataclass
 class CompactionJob:
     """The state one compaction works on. Strategies read and replace ``messages`` through
@@ -115,6 +121,9 @@ class CompactionJob:
     model: str = ""
     cancel: CancellationToken | None = None
     force: bool = False
+    complete: SummaryCall | None = None
+    """How the summary call is made: the loop's model-call path (its hooks, retries and
+    settings) when compaction runs for a loop or an Agent; a bare provider call without."""
     usage: Usage = field(default_factory=Usage)
     summary: str | None = None
     summary_message: UserMessage | None = None
@@ -427,7 +436,12 @@ async def summarize_messages(messages: Sequence[AgentMessage], job: CompactionJo
             messages=[UserMessage.of(prompt)],
             max_tokens=max_tokens,
         )
-        reply = await _complete(provider, request, job.cancel)
+        if job.complete is not None:
+            reply: AssistantMessage | None = await job.complete(request, provider)
+            if reply is not None and reply.stop_reason == "aborted":
+                raise CompactionCancelled("the summary call was cancelled")
+        else:
+            reply = await _complete(provider, request, job.cancel)
         if reply is None:
             return None
         info = lookup_model(

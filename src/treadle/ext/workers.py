@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, Union, runtime_checkable
 
 from ..context import estimate_tokens
-from ..loop import AgentContext, AgentLoopConfig, RunEnding
-from ..providers import ModelRequest, Provider, StreamDone
+from ..loop import AgentContext, AgentLoopConfig, RunEnding, call_model, side_request
+from ..providers import Provider, ProviderError
 from ..types import (
     AgentMessage,
     AssistantMessage,
@@ -85,20 +85,26 @@ class WorkerContext:
     async def complete(
         self, prompt: str, *, system: str | None = None, max_tokens: int | None = 512
     ) -> AssistantMessage:
-        """One tool-free model call; its answer (raises ``ProviderError`` on failure)."""
-        request = ModelRequest(
-            model=self.model,
+        """One tool-free model call through the loop's model-call path (the run's
+        ``before_model_request`` hooks, ``RetryPolicy`` and model settings; ``max_tokens``
+        None: the run's); its answer (raises ``ProviderError`` once the retries failed)."""
+        request = side_request(
+            self.config,
+            [UserMessage.of(prompt)],
+            purpose="worker",
             system_prompt=system,
-            messages=[UserMessage.of(prompt)],
+            provider=self.provider,
+            model=self.model,
             max_tokens=max_tokens,
         )
-        message: AssistantMessage | None = None
-        async for event in self.provider.stream(request):
-            if isinstance(event, StreamDone):
-                message = event.message
-        if message is None:
-            raise RuntimeError("the model ended its stream without an answer")
+        message = await call_model(self.config, request, provider=self.provider)
         self.spent = self.spent + message.usage
+        if message.stop_reason in ("error", "aborted"):
+            error = message.error
+            if error is None:
+                raise ProviderError("cancelled", "the worker's model call was cancelled")
+            kind: Any = error.kind  # one of the provider's error kinds, as it was raised
+            raise ProviderError(kind, error.message, status_code=error.status_code)
         return message
 
 

@@ -23,6 +23,7 @@ from .decisions import Allow, Ask, Deny, ToolDecision
 from .eventlog import EventLog, EventLogGap, last_event_id, sse_frame
 from .keyedlog import KeyedLog
 from .run import LoopResult, agent_loop, agent_loop_continue, run_loop
+from .sidecall import call_model, side_request
 from .sink import iter_events
 
 __all__ = [
@@ -54,9 +55,11 @@ __all__ = [
     "Warn",
     "agent_loop",
     "agent_loop_continue",
+    "call_model",
     "compact_context",
     "iter_events",
     "last_event_id",
     "run_loop",
+    "side_request",
     "sse_frame",
 ]

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.to_thread
 
-from ..providers.base import ModelRequest, ProviderError
+from ..providers.base import ModelRequest, Provider, ProviderError
 from ..tools import Tool, tool_spec
 from ..types import (
     AssistantMessage,
@@ -38,6 +38,7 @@ from ..types import (
     MessageStart,
     Usage,
 )
+from .sidecall import call_model, side_request
 from .sink import EventSink
 
 if TYPE_CHECKING:
@@ -46,7 +47,7 @@ if TYPE_CHECKING:
     from ..cancellation import CancellationToken
     from ..context.catalog import ModelInfo
     from ..context.compact import CompactionResult
-    from ..context.compaction import CompactionPolicy
+    from ..context.compaction import CompactionPolicy, SummaryCall
     from ..context.tokens import ContextEstimate, ContextTracker, TokenCounter
     from ..types import AgentEvent
     from .config import AgentLoopConfig
@@ -304,6 +305,7 @@ class ContextGuard:
                     cancel=run.bridge.token,
                     reason=reason,
                     force=False,
+                    complete=summary_call(run.config, run.bridge.token),
                 )
         finally:
             if result is None:  # cancelled: the history is as it was
@@ -433,6 +435,7 @@ async def compact_context(
         cancel=cancel,
         reason="manual",
         force=force,
+        complete=summary_call(config, cancel),
     )
     if result.changed:
         context.messages[:] = result.messages
@@ -451,3 +454,21 @@ async def compact_context(
     for hook in config.hooks:
         await hook.after_compaction(result.stats())
     return result
+
+
+def summary_call(config: AgentLoopConfig, cancel: CancellationToken | None) -> SummaryCall:
+    """The compaction summary as a side call of ``config``: its hooks, retries, settings."""
+
+    async def complete(base: ModelRequest, provider: Provider) -> AssistantMessage:
+        request = side_request(
+            config,
+            base.messages,
+            purpose="compaction",
+            system_prompt=base.system_prompt,
+            provider=provider,
+            model=base.model,
+            max_tokens=base.max_tokens,
+        )
+        return await call_model(config, request, provider=provider, cancel=cancel)
+
+    return complete

@@ -378,3 +378,21 @@ class AgentLoopConfig(BaseModel):
             ),
             "retry": {"max_retries": self.retry.max_retries},
         }
+
+
+def settings_of(config: AgentLoopConfig, *, same_provider: bool = True) -> dict[str, Any]:
+    """The model settings every request of ``config`` carries, turns and side calls alike.
+    ``extra_body`` is provider-specific: it goes only to the config's own provider."""
+    settings: dict[str, Any] = {
+        "max_tokens": config.max_tokens,
+        "temperature": config.temperature,
+        "top_p": config.top_p,
+        "seed": config.seed,
+        "stop": config.stop,
+        "presence_penalty": config.presence_penalty,
+        "frequency_penalty": config.frequency_penalty,
+        "thinking_level": config.thinking_level,
+        "prompt_cache": config.prompt_cache,
+        "extra_body": dict(config.extra_body) if same_provider else {},
+    }
+    return settings

@@ -291,7 +291,12 @@ class _Run(RunState):
                     return LoopResult(reason="rejected")
             for hook in self.overriding("before_turn"):
                 if not await self.call_hook(hook.before_turn, self.context, self.turn_index):
-                    return LoopResult(reason="vetoed")  # a refusal: waiting input is not taken
+                    # A refusal: the run's own prompts are not taken (the caller has them),
+                    # but steering and follow-ups already taken from their callbacks join the
+                    # history, outside a turn: nothing the loop took is lost.
+                    self.inject = [m for m in self.inject if id(m) not in prompt_ids]
+                    await self.flush_inject()
+                    return LoopResult(reason="vetoed")
             await self.refresh_tools()
             await self.open_turn(trigger)
             if first and pending:

@@ -33,7 +33,7 @@ from ..types import (
     Usage,
     UserMessage,
 )
-from .config import AgentLoopConfig, Hooks, Pass, Reject, Warn
+from .config import AgentLoopConfig, Hooks, Pass, Reject, Warn, settings_of
 from .context import AgentContext
 from .errors import HookFailed
 from .sink import OBSERVERS, EventSink, Observer
@@ -316,18 +316,10 @@ class RunState:
             system_prompt=system,
             messages=messages,
             tools=list(self.tool_specs) if with_tools else [],
-            max_tokens=config.max_tokens,
-            temperature=config.temperature,
-            top_p=config.top_p,
-            seed=config.seed,
-            stop=config.stop,
-            presence_penalty=config.presence_penalty,
-            frequency_penalty=config.frequency_penalty,
-            thinking_level=config.thinking_level,
             tool_choice=config.tool_choice if with_tools else None,
             response_format=config.response_format,
-            prompt_cache=config.prompt_cache,
-            extra_body=dict(config.extra_body),
+            purpose="turn",
+            **settings_of(config),
         )
         for hook in self.overriding("before_model_request"):
             edited = await self.call_hook(hook.before_model_request, request)

@@ -92,8 +92,9 @@ class Tracing(Hooks):
     # ---- hooks ----
 
     async def before_model_request(self, request: ModelRequest) -> ModelRequest:
-        if self.capture_content:
-            self._last_request = request  # attached to the chat span it precedes
+        if self.capture_content and request.purpose == "turn":
+            self._last_request = request  # attached to the chat span it precedes (side calls
+            # have no chat span of their own)
         return request
 
     def on_event(self, event: AgentEvent) -> None:

@@ -68,6 +68,11 @@ class ModelRequest(Model):
     """Prompt-cache tier hint (Anthropic ``cache_control``); others ignore it."""
     extra_body: dict[str, Any] = Field(default_factory=dict)
     """Provider-specific fields merged into the request body as they are."""
+    purpose: str = "turn"
+    """What the call is for (never sent): ``"turn"`` (a turn of the loop, the final answer
+    at a limit included), ``"planning"``, ``"compaction"`` (a summary) or ``"worker"`` (a
+    post-run worker). Every call goes through the ``before_model_request`` hooks; one that
+    shapes turns only (tools, plan mode) may leave the others alone."""
 
 
 # ---- stream events: what Provider.stream yields ----
