@@ -75,6 +75,7 @@ def _check_hooks(sim: _Sim, index: int, events: Sequence[AgentEvent], main: str 
     require(ended, "INV-ONE-END", "the main loop sent no agent_end")
     open_turns: list[int] = []
     befores: dict[str, int] = {}
+    allowed_compactions = 0
     for kind, info in log:
         if kind == "before_turn":
             turn, ok = info
@@ -87,6 +88,15 @@ def _check_hooks(sim: _Sim, index: int, events: Sequence[AgentEvent], main: str 
                 f"after_turn({info}) without a before_turn({info}) that allowed it",
             )
             open_turns.remove(info)
+        elif kind == "before_compaction":
+            allowed_compactions += 1 if info else 0
+        elif kind == "after_compaction":
+            require(
+                allowed_compactions > 0,
+                "INV-HOOK-PAIRS",
+                "after_compaction without a before_compaction that allowed it",
+            )
+            allowed_compactions -= 1
         elif kind == "before_tool_call":
             befores[info] = befores.get(info, 0) + 1
         elif kind == "after_tool_call":

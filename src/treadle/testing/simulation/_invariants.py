@@ -17,6 +17,7 @@ from ...types import (
     AgentMessage,
     AgentStart,
     AssistantMessage,
+    CompactionEnd,
     CustomEvent,
     ExtensionMessage,
     InputRejected,
@@ -50,9 +51,11 @@ INVARIANTS: dict[str, str] = {
     "INV-JSON": "every event round-trips through JSON unchanged",
     "INV-CUSTOM-LAST": "custom events come only after the last turn_end, just before agent_end",
     "INV-NO-RERUN": "a non-idempotent tool never runs twice for one call id",
+    "INV-COMPACTION-HONEST": "a compaction that applied no strategy reports no change",
     "INV-SUBSCRIBER": "each EventLog subscriber sees exactly the direct consumer's sequence",
     "INV-HOOK-PAIRS": "hooks come in pairs: after_X only after its before_X, once",
     "INV-NO-MUTATION": "nothing the caller passed in (prompts, messages, steering) is mutated",
+    "INV-INPUT-KEPT": "a steering or follow-up message the loop took joins the history",
     "INV-RESUME": "after a crash the resumed history equals what was reported before it",
     "INV-NO-RAISE": "a loop call raises only what the contract lets through, after agent_end",
     "INV-TERMINATES": "every run ends (no hang), in bounded virtual time",
@@ -130,6 +133,23 @@ def check_call(
     end = loops[main][-1]
     assert isinstance(end, AgentEnd)
     main_events = loops[main]
+    compactions = [e for e in main_events if isinstance(e, CompactionEnd)]
+    for c in compactions:
+        require(
+            c.strategy
+            or (c.tokens_after == c.tokens_before and c.messages_after == c.messages_before),
+            "INV-COMPACTION-HONEST",
+            f"compaction_end with no strategy reports {c.tokens_before} -> {c.tokens_after} "
+            f"tokens, {c.messages_before} -> {c.messages_after} messages",
+        )
+    if compactions:  # the history was replaced: only this loop's own reports must agree
+        ended = [e.message for e in main_events if isinstance(e, MessageEnd)]
+        require(
+            end.messages == ended and (returned is None or list(returned) == ended),
+            "INV-END-MESSAGES",
+            f"agent_end.messages {_roles(end.messages)} != message_end messages {_roles(ended)}",
+        )
+        return _end_checks(end, main_events, after)
     before, after = list(before), list(after)
     require(
         len(after) >= len(before) and after[: len(before)] == before,
@@ -150,6 +170,12 @@ def check_call(
         "INV-END-MESSAGES",
         f"message_end messages {_roles(ended)} != appended {_roles(appended)}",
     )
+    return _end_checks(end, main_events, after)
+
+
+def _end_checks(
+    end: AgentEnd, main_events: Sequence[Any], after: Sequence[AgentMessage]
+) -> AgentEnd:
     total = Usage()
     for e in main_events:
         if isinstance(e, TurnEnd):

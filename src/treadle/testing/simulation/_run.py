@@ -10,7 +10,7 @@ from typing import Any
 
 import anyio
 
-from ...types import AgentMessage
+from ...types import AgentMessage, UserMessage
 from ._checks import Outcome, _check_hooks, _check_no_rerun, _main_loop, _trace
 from ._clock import asyncio_loop_factory, gauge_of_current_loop, trio_clock
 from ._crash import _resume_after_crash
@@ -166,6 +166,15 @@ async def _drive(sim: _Sim, outcome: Outcome) -> None:
             "INV-NO-MUTATION",
             f"a steering / follow-up message the caller handed over was changed: {message.text!r}",
         )
+    if "rejected" not in outcome.reasons:
+        texts = [m.content[0].text for m in context.messages if isinstance(m, UserMessage)]
+        for message, _ in sim.ledger.handed_out:
+            require(
+                message.content[0].text in texts,
+                "INV-INPUT-KEPT",
+                f"the steering / follow-up message {message.text!r} the loop took is not in "
+                "the history",
+            )
     _check_no_rerun(sim.ledger.executions, "the run")
     if sim.crash is not None:
         await _resume_after_crash(sim, outcome)

@@ -220,4 +220,11 @@ def generate(seed: int) -> Scenario:
         )
     if rng.random() < 0.2:
         moves.append({"move": "prompts", "count": rng.choice((2, 3))})
+    # Moves added later are drawn last, so older seeds keep the scenario they had.
+    if rng.random() < 0.15:
+        moves.append({"move": "compaction", "context_window": rng.choice((250, 400, 800))})
+        for _ in range(rng.choice((0, 1))):
+            kind = rng.choice(("before_compaction", "after_compaction"))
+            action = rng.choice(("raise", "veto", "pass"))
+            moves.append({"move": "hook", "kind": kind, "at": rng.randint(0, 2), "action": action})
     return Scenario(seed, moves)

@@ -139,6 +139,7 @@ class _Sim:
             get_steering_messages=self.steering if sc.of("steer") else None,
             get_follow_up_messages=self.follow_ups if sc.of("follow_up") else None,
             approval_handler=approval_handler(approval["handler"]) if approval else None,
+            compaction=self.compaction(),
         )
         context = AgentContext(system_prompt="You are simulated.", tools=tools, agent_id="sim")
         prompts_move = sc.first("prompts")
@@ -148,6 +149,16 @@ class _Sim:
         if session is not None:
             self.open_session(session, context, config)
         return context, config, prompts
+
+    def compaction(self) -> Any:
+        move = self.sc.first("compaction")
+        if move is None:
+            return None
+        from ...context.tokens import load_encoding
+
+        for name in ("o200k_base", "cl100k_base"):  # loaded now, not in a thread mid-run
+            load_encoding(name)
+        return {"context_window": move["context_window"]}
 
     def make_provider(self, subagents: set[str]) -> Any:
         move = self.sc.first("provider") or {"kind": "scripted", "format": "openai", "delay": 0.0}

@@ -308,6 +308,18 @@ class SimHooks(Hooks):
             return ToolResult.of("replaced by a hook")
         return None
 
+    async def before_compaction(self, estimate: int) -> bool:
+        action = self._action("before_compaction")
+        ok = action not in ("veto", "raise")
+        self._log("before_compaction", ok)
+        self._raise_if(action, "before_compaction")
+        return ok
+
+    async def after_compaction(self, stats: Any) -> None:
+        action = self._action("after_compaction")
+        self._log("after_compaction", None)
+        self._raise_if(action, "after_compaction")
+
     async def on_error(self, message: Any) -> None:
         self._raise_if(self._action("on_error"), "on_error")
 
