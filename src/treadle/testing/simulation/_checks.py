@@ -6,7 +6,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...types import AgentEnd, AgentEvent, AgentStart
+from ...loop.tool_exec import CANCELLED_TEXT
+from ...types import AgentEnd, AgentEvent, AgentStart, ToolResultMessage
 from ._invariants import (
     InvariantViolation,
     require,
@@ -49,6 +50,20 @@ def _check_no_rerun(executions: Sequence[Any], where: str) -> None:
                 f"{where}: non-idempotent tool {ex.tool} ran twice for call {ex.key}",
             )
         seen.add(ex.key)
+
+
+def _check_ran_kept(executions: Sequence[Any], messages: Sequence[Any]) -> None:
+    """A call whose tool body ran to its end keeps what it gave: never ``Cancelled``."""
+    last = {ex.key: ex for ex in executions if "/" not in ex.key}
+    results = {m.tool_call_id: m for m in messages if isinstance(m, ToolResultMessage)}
+    for key, ex in last.items():
+        result = results.get(key)
+        if ex.finished and result is not None:
+            require(
+                result.text != CANCELLED_TEXT,
+                "INV-RAN-KEPT",
+                f"tool {ex.tool} ran to its end for call {key}, but the call reads Cancelled",
+            )
 
 
 def _check_hooks(sim: _Sim, index: int, events: Sequence[AgentEvent], main: str | None) -> None:

@@ -53,6 +53,7 @@ INVARIANTS: dict[str, str] = {
     "INV-NO-RERUN": "a non-idempotent tool never runs twice for one call id",
     "INV-COMPACTION-HONEST": "a compaction that applied no strategy reports no change",
     "INV-SUBSCRIBER": "each EventLog subscriber sees exactly the direct consumer's sequence",
+    "INV-RAN-KEPT": "a call whose tool ran to its end keeps its result (never Cancelled)",
     "INV-HOOK-PAIRS": "hooks come in pairs: after_X only after its before_X, once",
     "INV-NO-MUTATION": "nothing the caller passed in (prompts, messages, steering) is mutated",
     "INV-INPUT-KEPT": "a steering or follow-up message the loop took joins the history",

@@ -11,7 +11,14 @@ from typing import Any
 import anyio
 
 from ...types import AgentMessage, UserMessage
-from ._checks import Outcome, _check_hooks, _check_no_rerun, _main_loop, _trace
+from ._checks import (
+    Outcome,
+    _check_hooks,
+    _check_no_rerun,
+    _check_ran_kept,
+    _main_loop,
+    _trace,
+)
 from ._clock import asyncio_loop_factory, gauge_of_current_loop, trio_clock
 from ._crash import _resume_after_crash
 from ._invariants import (
@@ -176,5 +183,6 @@ async def _drive(sim: _Sim, outcome: Outcome) -> None:
                 "the history",
             )
     _check_no_rerun(sim.ledger.executions, "the run")
+    _check_ran_kept(sim.ledger.executions, context.messages)
     if sim.crash is not None:
         await _resume_after_crash(sim, outcome)

@@ -36,6 +36,8 @@ class Execution:
     key: str
     tool: str
     idempotent: bool
+    finished: bool = False
+    """An async body got past its last wait: its outcome is decided."""
 
 
 @dataclass
@@ -93,13 +95,15 @@ def make_tool(move: Move, ledger: Ledger) -> Any:
     else:
 
         async def body_async(x: int, ctx: ToolContext[Any]) -> Any:
-            ledger.executions.append(Execution(_key(ctx), name, idempotent))
+            execution = Execution(_key(ctx), name, idempotent)
+            ledger.executions.append(execution)
             if behaviour == "progress":
                 for i in range(2):
                     await ctx.update(f"{name} step {i}")
                     await anyio.sleep(delay)
             elif delay or behaviour == "slow":
                 await anyio.sleep(delay if behaviour != "slow" else delay * 10 + 1.0)
+            execution.finished = True
             return outcome()
 
         body = body_async
