@@ -11,13 +11,17 @@ from harness import call, calls_message, check, results_of, run_recorded
 from treadle import (
     AgentContext,
     AgentLoopConfig,
+    ExecutionLimits,
     Hooks,
+    InputFilter,
     ToolExecution,
     ToolResult,
     TurnStart,
     UserMessage,
+    Warn,
     tool,
 )
+from treadle.loop import FilterResult
 from treadle.testing import ScriptedProvider
 
 pytestmark = pytest.mark.anyio
@@ -121,3 +125,100 @@ async def test_prompts_of_a_first_turn_veto_are_not_taken() -> None:
     )
     check(rec)
     assert rec.end.reason == "vetoed" and rec.end.messages == [] and context.messages == []
+
+
+# ---- the forced final-answer turn at a limit: before_turn / after_turn in pairs ----
+
+
+class TurnPairs(Hooks):
+    def __init__(self, veto_at: int | None = None) -> None:
+        self.calls: list[str] = []
+        self.veto_at = veto_at
+
+    async def before_turn(self, context: Any, turn_index: int) -> bool:
+        self.calls.append(f"before:{turn_index}")
+        return turn_index != self.veto_at
+
+    async def after_turn(self, context: Any, event: Any) -> None:
+        self.calls.append(f"after:{event.turn_index}")
+
+
+async def test_the_final_answer_turn_at_a_limit_calls_before_and_after_turn() -> None:
+    @tool
+    async def add(a: int, b: int) -> int:
+        """Add."""
+        return a + b
+
+    hooks = TurnPairs()
+    provider = ScriptedProvider(
+        [calls_message(call("c1", "add", a=1, b=2)), "the final answer from what I have"]
+    )
+    config = AgentLoopConfig(
+        provider=provider,
+        hooks=[hooks],
+        limits=ExecutionLimits(max_turns=1, on_limit="final_answer"),
+    )
+    context = AgentContext(tools=[add])
+    rec = await run_recorded(["go"], context, config)
+    check(rec)
+    assert rec.end.reason == "limit"
+    assert hooks.calls == ["before:0", "after:0", "before:1", "after:1"]
+    assert context.messages[-1].text == "the final answer from what I have"  # type: ignore[union-attr]
+
+
+async def test_a_vetoed_final_answer_turn_stops_with_the_note() -> None:
+    hooks = TurnPairs(veto_at=1)
+    provider = ScriptedProvider([calls_message(call("c1", "nope")), "never"])
+    config = AgentLoopConfig(
+        provider=provider,
+        hooks=[hooks],
+        limits=ExecutionLimits(max_turns=1, on_limit="final_answer"),
+    )
+    context = AgentContext()
+    rec = await run_recorded(["go"], context, config)
+    check(rec)
+    assert rec.end.reason == "limit"
+    assert hooks.calls == ["before:0", "after:0", "before:1"]
+    assert len(provider.requests) == 1  # no final-answer call after the veto
+    assert context.messages[-1].text.startswith("[Agent stopped: reached max_turns=1")  # type: ignore[union-attr]
+
+
+# ---- an input filter's warning: nothing the caller passed is edited (§3) ----
+
+
+class WarnAlways(InputFilter):
+    async def filter(self, text: str) -> FilterResult:
+        return Warn("be careful")
+
+
+@pytest.mark.parametrize("where", ["prompt", "steering"])
+async def test_a_filter_warning_leaves_the_callers_message_alone(where: str) -> None:
+    mine = UserMessage.of("please do it")
+    before = mine.model_copy(deep=True)
+    steering = [[], [mine]] if where == "steering" else []
+
+    def steer() -> list[Any]:
+        return steering.pop(0) if steering else []
+
+    @tool
+    async def noop() -> str:
+        """Nothing."""
+        return "ok"
+
+    script: list[Any] = ["done"]
+    if where == "steering":
+        script = [calls_message(call("c1", "noop")), "done"]
+    provider = ScriptedProvider(script)
+    config = AgentLoopConfig(
+        provider=provider, input_filters=[WarnAlways()], get_steering_messages=steer
+    )
+    context = AgentContext(tools=[noop])
+    prompts: list[Any] = [mine] if where == "prompt" else ["go"]
+    rec = await run_recorded(prompts, context, config)
+    check(rec)
+    assert rec.end.reason == "completed"
+    assert mine == before and len(mine.content) == 1, "the caller's message was edited"
+    stored = [m for m in context.messages if getattr(m, "text", "").startswith("please do it")]
+    assert len(stored) == 1 and stored[0] is not mine
+    assert stored[0].content[-1].text == "[Warning: be careful]"  # type: ignore[union-attr]
+    assert provider.requests[-1].messages[-1].text.endswith("[Warning: be careful]")

@@ -209,6 +209,10 @@ class Agent(Generic[OutputT]):
         one (all of them by default; negative counts from the end), with the same model,
         tools and settings. This agent is left untouched.
 
+        The branch shares this agent's provider and its HTTP client without owning them:
+        closing the branch leaves them open (a run of this agent in flight goes on); this
+        agent closes them.
+
         With a store the branch is a new session that records its parent and branch point
         and shares the prefix without copying it. Its first run reports
         ``continuation_kind="branch"`` with this agent's last loop as ``parent_loop_id``. A
@@ -459,6 +463,9 @@ class Agent(Generic[OutputT]):
         clone._steer_after, clone._steer_next, clone._interrupts, clone._follow_ups = [], [], [], []
         clone._sink = None
         clone._recorder = None
+        # The provider (and its HTTP client) is shared and stays the original's: closing a
+        # branch or an ephemeral copy never closes it under the original's runs.
+        clone._owns_provider = False
         return clone
 
     def _open_session(self, store: SessionStore, session_id: str | None) -> None:

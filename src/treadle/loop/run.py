@@ -257,7 +257,8 @@ class _Run(RunState):
 
     async def on_limit(self, reason: str) -> None:
         limits = self.config.limits
-        if limits.on_limit == "final_answer":
+        if limits.on_limit == "final_answer" and await self._turn_allowed():
+            # a turn like any other: before_turn first, after_turn after its turn_end
             await self.open_turn(TurnTrigger.CONTINUATION)
             await self.model_call(
                 with_tools=False,
@@ -267,6 +268,13 @@ class _Run(RunState):
             await self.close_turn()
         else:
             await self.append(UserMessage.of(f"[Agent stopped: {reason}]"))
+
+    async def _turn_allowed(self) -> bool:
+        """The before_turn hooks, in order; False when one of them says no."""
+        for hook in self.overriding("before_turn"):
+            if not await self.call_hook(hook.before_turn, self.context, self.turn_index):
+                return False
+        return True
 
     async def turns(self, prompts: list[AgentMessage], pending: list[str]) -> LoopResult:
         """LOOP-SPEC §4.1, one turn at a time, until something ends the run."""
@@ -283,20 +291,18 @@ class _Run(RunState):
                 await self.on_limit(hit)
                 return LoopResult(reason="limit", error=ErrorInfo(kind="limit", message=hit))
             self.inject.extend(await self._poll(self.config.get_steering_messages))
-            fresh = [m for m in self.inject if id(m) not in prompt_ids]
-            if fresh:
-                rejected = await self.filter_input(fresh)
+            if any(id(m) not in prompt_ids for m in self.inject):
+                rejected = await self.filter_input(self.inject, frozenset(prompt_ids))
                 if rejected is not None:
                     await self.sink.emit(InputRejected, reason=rejected.reason)
                     return LoopResult(reason="rejected")
-            for hook in self.overriding("before_turn"):
-                if not await self.call_hook(hook.before_turn, self.context, self.turn_index):
-                    # A refusal: the run's own prompts are not taken (the caller has them),
-                    # but steering and follow-ups already taken from their callbacks join the
-                    # history, outside a turn: nothing the loop took is lost.
-                    self.inject = [m for m in self.inject if id(m) not in prompt_ids]
-                    await self.flush_inject()
-                    return LoopResult(reason="vetoed")
+            if not await self._turn_allowed():
+                # A refusal: the run's own prompts are not taken (the caller has them), but
+                # steering and follow-ups already taken from their callbacks join the
+                # history, outside a turn: nothing the loop took is lost.
+                self.inject = [m for m in self.inject if id(m) not in prompt_ids]
+                await self.flush_inject()
+                return LoopResult(reason="vetoed")
             await self.refresh_tools()
             await self.open_turn(trigger)
             if first and pending:
@@ -417,6 +423,7 @@ async def _execute(
             if not started:
                 result.reason = "vetoed"
             elif prompts and (rejected := await run.filter_input(prompts)) is not None:
+                # (a warning replaces a prompt in ``prompts`` by an edited copy)
                 await run.sink.emit(InputRejected, reason=rejected.reason)
                 result.reason = "rejected"
             else:

@@ -237,12 +237,20 @@ class RunState:
         self.tool_specs = [tool_spec(t) for t in tools.values()]
         self._tools_key = key
 
-    async def filter_input(self, messages: Sequence[AgentMessage]) -> Reject | None:
-        """Run input filters over the user text; append warnings; the first Reject wins."""
-        users = [m for m in messages if isinstance(m, UserMessage)]
+    async def filter_input(
+        self, messages: list[AgentMessage], skip: frozenset[int] = frozenset()
+    ) -> Reject | None:
+        """Run input filters over the user text of ``messages`` (those whose id is not in
+        ``skip``); the first Reject wins. Warnings go on a copy of the last user message,
+        which takes its place in ``messages``: nothing the caller passed is edited."""
+        users = [
+            (i, m)
+            for i, m in enumerate(messages)
+            if isinstance(m, UserMessage) and id(m) not in skip
+        ]
         if not self.config.input_filters or not users:
             return None
-        text = "\n".join(m.text for m in users)
+        text = "\n".join(m.text for _, m in users)
         warnings: list[str] = []
         for input_filter in self.config.input_filters:
             verdict = await self.call_hook(input_filter.filter, text)
@@ -256,9 +264,9 @@ class RunState:
                     TypeError(f"returned {verdict!r}; return Pass(), Warn(...) or Reject(...)"),
                 )
         if warnings:
-            users[-1].content.append(
-                TextContent(text="\n".join(f"[Warning: {w}]" for w in warnings))
-            )
+            index, last = users[-1]
+            note = TextContent(text="\n".join(f"[Warning: {w}]" for w in warnings))
+            messages[index] = last.model_copy(update={"content": [*last.content, note]})
         return None
 
     async def _poll(self, source: Any) -> list[AgentMessage]:
