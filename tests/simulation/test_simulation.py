@@ -53,18 +53,18 @@ BUG_11 = "#21 item 11: compaction that applied no strategy reports fewer tokens"
 _BY_BUG: list[tuple[str, str, bool, tuple[int, ...]]] = [
     ("INV-SEQ", BUG_1, False, (158, 532)),
     ("INV-INPUT-KEPT", BUG_3, True, (304, 387)),
-    ("INV-HOOK-PAIRS", BUG_4, True, (
+    ("INV-HOOK-PAIRS", BUG_4, False, (
         37, 59, 77, 83, 92, 108, 123, 126, 248, 256, 258, 279, 320, 342, 361, 369, 380, 386,
         388, 391, 421, 444, 510, 575, 596, 604, 615, 627, 631, 634, 681, 683, 685, 686, 701,
         720, 736, 759, 780, 843, 857, 860, 862, 883, 901, 923, 925, 945, 960, 972, 981, 989,
         999,
     )),
-    ("INV-NO-MUTATION", BUG_5, True, (
+    ("INV-NO-MUTATION", BUG_5, False, (
         33, 79, 114, 121, 128, 227, 241, 290, 302, 311, 314, 326, 328, 344, 379, 384, 411,
         414, 518, 535, 545, 550, 559, 577, 592, 593, 594, 610, 639, 641, 695, 719, 744, 746,
         767, 771, 776, 838, 841, 880, 912, 916, 985,
     )),
-    ("INV-NO-MUTATION", BUG_5S, True, (87, 178, 307, 377, 713, 739, 781, 895, 915)),
+    ("INV-NO-MUTATION", BUG_5S, False, (87, 178, 307, 377, 713, 739, 781, 895, 915)),
     ("INV-COMPACTION-HONEST", BUG_11, True, (72, 137, 402, 697, 966)),
 ]  # fmt: skip
 #: seed -> (the invariant it broke, the bug, still open?, the backends it broke on)
