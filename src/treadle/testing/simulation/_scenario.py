@@ -227,4 +227,7 @@ def generate(seed: int) -> Scenario:
             kind = rng.choice(("before_compaction", "after_compaction"))
             action = rng.choice(("raise", "veto", "pass"))
             moves.append({"move": "hook", "kind": kind, "at": rng.randint(0, 2), "action": action})
+    for move in moves:
+        if move["move"] == "subagent":  # a sub-agent started eagerly, while the model streams
+            move["eager"] = rng.random() < 0.3
     return Scenario(seed, moves)

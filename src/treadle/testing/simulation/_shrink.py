@@ -36,7 +36,13 @@ def _simpler(move: Move) -> list[Move]:
             if move.get(key) != plain:
                 out.append({**move, key: plain})
     elif move["move"] == "subagent":
-        for key, plain in (("nested", False), ("turns", 1), ("fail", False), ("delay", 0.0)):
+        for key, plain in (
+            ("nested", False),
+            ("turns", 1),
+            ("fail", False),
+            ("delay", 0.0),
+            ("eager", False),
+        ):
             if move.get(key) != plain:
                 out.append({**move, key: plain})
     return out

@@ -183,7 +183,11 @@ def make_subagent(move: Move, ledger: Ledger, retry: Any) -> Any:
         description=f"Sub-agent {name}.",
         retry=retry,
     )
-    return child.as_tool()
+    sub_tool = child.as_tool()
+    if move.get("eager"):
+        sub_tool.eager = True  # type: ignore[attr-defined]
+        sub_tool.idempotent = True  # type: ignore[attr-defined]
+    return sub_tool
 
 
 def scripted_fault(kind: str) -> ProviderError:
