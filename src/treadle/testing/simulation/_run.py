@@ -174,7 +174,11 @@ async def _drive(sim: _Sim, outcome: Outcome) -> None:
             f"a steering / follow-up message the caller handed over was changed: {message.text!r}",
         )
     if "rejected" not in outcome.reasons:
-        texts = [m.content[0].text for m in context.messages if isinstance(m, UserMessage)]
+        texts = [
+            getattr(m.content[0], "text", None)
+            for m in context.messages
+            if isinstance(m, UserMessage) and m.content
+        ]
         for message, _ in sim.ledger.handed_out:
             require(
                 message.content[0].text in texts,
