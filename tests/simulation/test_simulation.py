@@ -35,6 +35,7 @@ BLOCK = 30
 # ---------------------------------------------------------------- seeds that once failed
 
 BUG_1 = "#21 item 1: seq out of order with parallel sub-agents on the parent's stream"
+BUG_2 = "#21 item 2: after_tool_call raising records a tool that ran as Cancelled"
 BUG_3 = (
     "#21 item 3, other ways out: a steering / follow-up message the loop took is lost when "
     "the run ends by a raising before_turn, an outer cancel scope, or an after_turn "
@@ -48,10 +49,12 @@ BUG_5S = (
 )
 BUG_11 = "#21 item 11: compaction that applied no strategy reports fewer tokens"
 
-# Seeds 0-999 of the first campaigns that broke an invariant, by bug. Each stays a
+# Seeds that broke an invariant in the first campaigns (0-999, and for item 2 the seeds
+# with a raising after_tool_call among 0-2999, run against the code before its fix), by bug. Each stays a
 # regression test; `open` ones are xfail while their bug is.
 _BY_BUG: list[tuple[str, str, bool, tuple[int, ...]]] = [
     ("INV-SEQ", BUG_1, False, (158, 532)),
+    ("INV-RAN-KEPT", BUG_2, False, (1110, 1401, 1679, 2040, 2185, 2340, 2998)),
     ("INV-INPUT-KEPT", BUG_3, True, (304, 387)),
     ("INV-HOOK-PAIRS", BUG_4, False, (
         37, 59, 77, 83, 92, 108, 123, 126, 248, 256, 258, 279, 320, 342, 361, 369, 380, 386,
