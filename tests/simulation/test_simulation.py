@@ -49,9 +49,9 @@ BUG_5S = (
 )
 BUG_11 = "#21 item 11: compaction that applied no strategy reports fewer tokens"
 
-# Seeds that broke an invariant in the first campaigns (0-999, and for item 2 the seeds
-# with a raising after_tool_call among 0-2999, run against the code before its fix), by bug. Each stays a
-# regression test; `open` ones are xfail while their bug is.
+# Seeds that broke an invariant in the first campaigns (0-999; for item 2 the seeds with a
+# raising after_tool_call among 0-2999, run against the code before its fix), by bug. Each
+# stays a regression test; `open` ones are xfail while their bug is.
 _BY_BUG: list[tuple[str, str, bool, tuple[int, ...]]] = [
     ("INV-SEQ", BUG_1, False, (158, 532)),
     ("INV-RAN-KEPT", BUG_2, False, (1110, 1401, 1679, 2040, 2185, 2340, 2998)),
