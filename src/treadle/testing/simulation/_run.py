@@ -173,7 +173,8 @@ async def _drive(sim: _Sim, outcome: Outcome) -> None:
             "INV-NO-MUTATION",
             f"a steering / follow-up message the caller handed over was changed: {message.text!r}",
         )
-    if "rejected" not in outcome.reasons:
+    compacted = any(t[4] == "compaction_end" for t in outcome.trace)
+    if "rejected" not in outcome.reasons and not compacted:  # compaction may drop messages
         texts = [
             getattr(m.content[0], "text", None)
             for m in context.messages
