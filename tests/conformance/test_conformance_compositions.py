@@ -3,19 +3,25 @@ combined. Each test names the rule of docs/contract.md it holds."""
 
 from __future__ import annotations
 
+import json
+import logging
 from typing import Any
 
+import anyio
 import pytest
 from harness import call, calls_message, check, results_of, run_recorded
 
 from treadle import (
     AgentContext,
     AgentLoopConfig,
+    CancellationToken,
     ExecutionLimits,
     Hooks,
     InputFilter,
     ToolExecution,
+    ToolExecutionEnd,
     ToolResult,
+    ToolResultMessage,
     TurnStart,
     UserMessage,
     Warn,
@@ -23,6 +29,7 @@ from treadle import (
 )
 from treadle.loop import FilterResult
 from treadle.testing import ScriptedProvider
+from treadle.types import message_from_json
 
 pytestmark = pytest.mark.anyio
 
@@ -222,3 +229,93 @@ async def test_a_filter_warning_leaves_the_callers_message_alone(where: str) -> 
     assert len(stored) == 1 and stored[0] is not mine
     assert stored[0].content[-1].text == "[Warning: be careful]"  # type: ignore[union-attr]
     assert provider.requests[-1].messages[-1].text.endswith("[Warning: be careful]")
+
+
+# ---- a cancelled tool result is recognisable by a field, not by its text (§4.3) ----
+
+
+async def test_a_cancelled_result_is_marked_and_an_error_saying_cancelled_is_not() -> None:
+    started = anyio.Event()
+
+    @tool
+    async def wait_forever() -> str:
+        """Never ends on its own."""
+        started.set()
+        await anyio.sleep_forever()
+        return "never"
+
+    @tool
+    async def liar() -> ToolResult:
+        """Fails with a text that reads like a cancellation."""
+        return ToolResult.error("Cancelled")
+
+    token = CancellationToken()
+
+    async def cancel_when_started(rec: Any, event: Any) -> None:
+        if isinstance(event, ToolExecutionEnd) and event.tool_call_id == "c2":
+            await started.wait()
+            token.cancel()
+
+    provider = ScriptedProvider(
+        [calls_message(call("c1", "wait_forever"), call("c2", "liar")), "never"]
+    )
+    context = AgentContext(tools=[wait_forever, liar])
+    rec = await run_recorded(
+        ["go"],
+        context,
+        AgentLoopConfig(provider=provider),
+        cancel=token,
+        on_event=cancel_when_started,
+    )
+    check(rec)
+    assert rec.end.reason == "cancelled"
+    results = results_of(context.messages)
+    assert results["c1"].cancelled and results["c1"].is_error
+    assert results["c2"].text == "Cancelled" and not results["c2"].cancelled
+    ends = {e.tool_call_id: e for e in rec.of_type(ToolExecutionEnd)}
+    assert ends["c1"].result.cancelled and not ends["c2"].result.cancelled
+    # the mark survives a round trip through JSON
+    again = message_from_json(results["c1"].model_dump_json())
+    assert isinstance(again, ToolResultMessage) and again.cancelled
+
+
+def test_stored_results_from_before_the_mark_still_load() -> None:
+    old = {
+        "role": "tool_result",
+        "tool_call_id": "c1",
+        "tool_name": "pay",
+        "content": [{"type": "text", "text": "Cancelled"}],
+        "is_error": True,
+        "timestamp": 1,
+    }
+    loaded = message_from_json(json.dumps(old))
+    assert isinstance(loaded, ToolResultMessage) and loaded.cancelled  # read as it was meant
+    ran = {**old, "content": [{"type": "text", "text": "paid"}], "is_error": False}
+    assert not message_from_json(json.dumps(ran)).cancelled  # type: ignore[union-attr]
+
+
+# ---- after_loop raising: logged, never swallowed silently (§3) ----
+
+
+async def test_an_after_loop_error_is_logged_and_the_next_hook_still_runs(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    seen: list[str] = []
+
+    class Broken(Hooks):
+        async def after_loop(self, new_messages: Any, usage: Any, reason: Any) -> None:
+            raise RuntimeError("the session table is gone")
+
+    class Later(Hooks):
+        async def after_loop(self, new_messages: Any, usage: Any, reason: Any) -> None:
+            seen.append(reason)
+
+    config = AgentLoopConfig(provider=ScriptedProvider(["hi"]), hooks=[Broken(), Later()])
+    with caplog.at_level(logging.ERROR, logger="treadle.loop"):
+        rec = await run_recorded(["go"], AgentContext(), config)
+    check(rec)
+    assert rec.end.reason == "completed" and seen == ["completed"]
+    failed = [r for r in caplog.records if "after_loop" in r.getMessage()]
+    assert failed, "the after_loop error was swallowed without a trace"
+    assert "Broken.after_loop" in failed[0].getMessage()
+    assert failed[0].exc_info is not None and "session table is gone" in str(failed[0].exc_info[1])

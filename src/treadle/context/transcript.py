@@ -78,13 +78,14 @@ def validate_transcript(
 
 
 def missing_result(
-    call_id: str, tool_name: str, text: str = MISSING_RESULT_TEXT
+    call_id: str, tool_name: str, text: str = MISSING_RESULT_TEXT, *, cancelled: bool = False
 ) -> ToolResultMessage:
     return ToolResultMessage(
         tool_call_id=call_id,
         tool_name=tool_name,
         content=[TextContent(text=text)],
         is_error=True,
+        cancelled=cancelled,
     )
 
 
@@ -92,11 +93,13 @@ def repair_transcript(
     messages: Sequence[AgentMessage],
     *,
     missing_text: str = MISSING_RESULT_TEXT,
+    missing_cancelled: bool = False,
     allow_pending: Iterable[str] = (),
 ) -> list[AgentMessage]:
     """A copy of ``messages`` that follows the rules: unanswered calls get an error result
-    (``missing_text``) right after their other results; results without a call, and second
-    results, are dropped. Valid histories come back equal."""
+    (``missing_text``; marked ``cancelled`` with ``missing_cancelled``) right after their
+    other results; results without a call, and second results, are dropped. Valid
+    histories come back equal."""
     pending_ok = set(allow_pending)
     out: list[AgentMessage] = []
     open_calls: dict[str, str] = {}  # id -> tool name, in call order
@@ -105,7 +108,7 @@ def repair_transcript(
         for call_id, name in open_calls.items():
             if keep_pending and call_id in pending_ok:
                 continue
-            out.append(missing_result(call_id, name, missing_text))
+            out.append(missing_result(call_id, name, missing_text, cancelled=missing_cancelled))
         open_calls.clear()
 
     for message in messages:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -9,7 +10,6 @@ from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup
-from anyio.streams.memory import MemoryObjectSendStream
 
 from ..cancellation import CancellationToken
 from ..types import (
@@ -20,11 +20,9 @@ from ..types import (
     AssistantMessage,
     ContinuationKind,
     ErrorInfo,
-    ExtensionMessage,
     InputRejected,
     MessageEnd,
     MessageStart,
-    ToolResultMessage,
     TurnEnd,
     TurnStart,
     TurnTrigger,
@@ -32,6 +30,7 @@ from ..types import (
     UserMessage,
     now_ms,
 )
+from .arguments import _check_call, _prompts
 from .compaction import ContextGuard
 from .config import AgentLoopConfig
 from .context import AgentContext
@@ -39,7 +38,7 @@ from .eager import EagerCalls, eager_turn
 from .ending import before_end
 from .errors import HookFailed
 from .sink import OBSERVERS
-from .state import EventStream, RunState, _as_message, _maybe_await
+from .state import EventStream, RunState, _maybe_await
 from .streaming import StreamBounds, StreamState, close_message, stream_message
 from .tool_exec import ToolBatch, ToolRaised
 
@@ -54,44 +53,7 @@ class LoopResult:
     pending_tool_calls: list[str] = field(default_factory=list)
 
 
-def _check_call(
-    function: str, context: Any, config: Any, events: Any, cancel: Any, *, first: int = 2
-) -> None:
-    """A caller's mistake (arguments swapped, a model string for a config) fails here, before
-    any event, naming the argument and what it should be. ``first`` is the position of
-    ``context`` in ``function``'s signature."""
-    args: list[tuple[str, Any, tuple[type, ...]]] = [
-        ("context", context, (AgentContext,)),
-        ("config", config, (AgentLoopConfig,)),
-        ("events", events, (MemoryObjectSendStream, type(None))),
-        ("cancel", cancel, (CancellationToken, type(None))),
-    ]
-    for index, (name, value, expected) in enumerate(args):
-        if isinstance(value, expected):
-            continue
-        wanted = " or ".join("None" if t is type(None) else t.__name__ for t in expected)
-        swapped = [
-            n for i, (n, _, types) in enumerate(args[:2]) if i != index and isinstance(value, types)
-        ]
-        hint = f" It looks like {name} and {swapped[0]} are swapped." if swapped else ""
-        raise TypeError(
-            f"{function}(): argument {first + index} ({name}) must be {wanted}, not "
-            f"{type(value).__name__}.{hint}"
-        )
-
-
-def _prompts(prompts: Any) -> list[AgentMessage]:
-    if isinstance(prompts, str) or isinstance(
-        prompts, (UserMessage, AssistantMessage, ToolResultMessage, ExtensionMessage)
-    ):
-        return [_as_message(prompts)]  # one prompt, never one message per character
-    if isinstance(prompts, (AgentContext, AgentLoopConfig)):
-        raise TypeError(
-            f"agent_loop(): the first argument, prompts, must be the new messages (a str, a "
-            f"message or a list of them), not {type(prompts).__name__}: the order is "
-            "agent_loop(prompts, context, config, events)."
-        )
-    return [_as_message(p) for p in prompts]
+logger = logging.getLogger("treadle.loop")
 
 
 class _Run(RunState):
@@ -502,11 +464,20 @@ async def _end(run: _Run, result: LoopResult) -> None:
 
 
 async def _after_loop(run: _Run, result: LoopResult) -> None:
+    """The after_loop hooks, each once, after agent_end. agent_end is sent, so a hook that
+    raises cannot change how the run ended: its error is logged (logger ``treadle.loop``,
+    with the traceback and the hook's name) and the next hook still runs (§3)."""
     for hook in run.config.hooks:
         try:
             await _maybe_await(hook.after_loop(list(run.new_messages), run.usage, result.reason))
         except Exception:
-            pass
+            name = getattr(hook.after_loop, "__qualname__", type(hook).__name__)
+            logger.exception(
+                "an after_loop hook failed (%s, run %s ended %s); the run's result stands",
+                name,
+                run.sink.loop_id,
+                result.reason,
+            )
 
 
 def _ensure_ids(context: AgentContext) -> None:

@@ -9,7 +9,7 @@ Everything reported is tracked here, so any way out of a run can close what is o
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import anyio

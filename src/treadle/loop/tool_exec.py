@@ -318,7 +318,7 @@ class ToolBatch:
         await self._end(state)
 
     async def _end(self, state: CallState) -> None:
-        result = state.result or ToolResult.error(CANCELLED_TEXT)
+        result = state.result or _cancelled()
         state.result = result
         elapsed = (time.perf_counter() - state.started_at) * 1000 if state.started_at else 0.0
         details = result.details
@@ -392,7 +392,7 @@ class ToolBatch:
             return ToolResult.error(
                 f"Tool '{call.name}' timed out after {timeout:g}s and was cancelled."
             )
-        return ToolResult.error(CANCELLED_TEXT)  # pragma: no cover - scope exits only by timeout
+        return _cancelled()  # pragma: no cover - scope exits only by timeout
 
     def _reporter(self, call: ToolCall) -> Callable[[ToolResult], Awaitable[None]]:
         sink = self.run.sink
@@ -429,6 +429,7 @@ class ToolBatch:
                     content=state.result.content,
                     details=state.result.details,
                     is_error=state.result.is_error,
+                    cancelled=state.result.cancelled,
                 )
             )
         return results
@@ -450,6 +451,11 @@ async def _run_with_retries(tool: Tool, args: dict[str, Any], ctx: ToolContext[A
         await anyio.sleep(delay)
         delay = min(delay * 2, 5.0)
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _cancelled() -> ToolResult:
+    """The result of a call that did not run to its end (marked, not only worded)."""
+    return ToolResult(content=[TextContent(text=CANCELLED_TEXT)], is_error=True, cancelled=True)
 
 
 def _describe(exc: BaseException) -> str:

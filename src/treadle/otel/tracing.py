@@ -317,7 +317,7 @@ class Tracing(Hooks):
         if event.child_loop_id:
             span.set_attribute("treadle.child_loop_id", event.child_loop_id)
         if event.is_error:
-            kind = "cancelled" if event.result.text == "Cancelled" else "tool_error"
+            kind = "cancelled" if event.result.cancelled else "tool_error"
             _fail(span, kind, event.result.text[:500])
         span.end(_ns(event.timestamp))
 

@@ -344,7 +344,9 @@ def repair_history(
     """``(messages, still_pending, repaired_ids)``: every unanswered tool call gets the
     result ``Cancelled`` except those in ``pending`` that are still open at the end."""
     still_pending = [c for c in open_calls_at_end(messages) if c in set(pending)]
-    repaired = repair_transcript(messages, missing_text=CANCELLED_TEXT, allow_pending=still_pending)
+    repaired = repair_transcript(
+        messages, missing_text=CANCELLED_TEXT, missing_cancelled=True, allow_pending=still_pending
+    )
     known = {id(m) for m in messages}
     fixed = [
         m.tool_call_id for m in repaired if isinstance(m, ToolResultMessage) and id(m) not in known

@@ -9,11 +9,23 @@ from __future__ import annotations
 from enum import Enum
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 
-from pydantic import Field, PrivateAttr, SerializerFunctionWrapHandler, model_serializer
+from pydantic import (
+    Field,
+    PrivateAttr,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
 
 from ._base import Model
 from .content import TextContent, ToolCall, UserContent
-from .messages import AgentMessage, AssistantMessage, ToolResultMessage, joined_text
+from .messages import (
+    AgentMessage,
+    AssistantMessage,
+    ToolResultMessage,
+    joined_text,
+    marked_if_cancelled,
+)
 from .usage import ErrorInfo, Usage
 
 
@@ -56,6 +68,11 @@ class ToolResult(Model):
     details: Any = None
     is_error: bool = False
     terminate: bool = False
+    cancelled: bool = False
+    """Set by the loop on a call that did not run to its end because the run was cancelled
+    (``is_error`` too); the result message carries it on (``ToolResultMessage.cancelled``)."""
+
+    _legacy = model_validator(mode="before")(marked_if_cancelled)
 
     @classmethod
     def of(cls, text: str, *, is_error: bool = False, details: Any = None) -> ToolResult:

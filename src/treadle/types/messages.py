@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from ._base import now_ms
 from ._watch import Watched
@@ -80,6 +80,34 @@ class AssistantMessage(Watched):
         )
 
 
+CANCELLED_TEXT = "Cancelled"
+"""The text of a cancelled call's result (what the model reads)."""
+
+
+def marked_if_cancelled(data: Any) -> Any:
+    """A result stored before ``cancelled`` existed was marked by its text alone: read it
+    as it was meant (an error whose whole text is ``Cancelled``)."""
+    if (
+        isinstance(data, dict)
+        and "cancelled" not in data
+        and data.get("is_error") is True
+        and _only_text(data.get("content")) == CANCELLED_TEXT
+    ):
+        return {**data, "cancelled": True}
+    return data
+
+
+def _only_text(content: Any) -> str | None:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list) and len(content) == 1:
+        block = content[0]
+        if isinstance(block, dict) and block.get("type") == "text":
+            text = block.get("text")
+            return text if isinstance(text, str) else None
+    return None
+
+
 class ToolResultMessage(Watched):
     """The answer to one tool call. ``details`` is for applications and never sent to a model."""
 
@@ -89,9 +117,15 @@ class ToolResultMessage(Watched):
     content: list[UserContent] = Field(default_factory=list)
     details: Any = None
     is_error: bool = False
+    cancelled: bool = False
+    """The call did not run to its end: the run was cancelled (or the call was left
+    unanswered and answered ``Cancelled`` when a session was resumed or branched).
+    ``is_error`` is true as well. Tell a cancellation by this field, never by the text."""
     timestamp: int = Field(default_factory=now_ms)
 
     _coerce = field_validator("content", mode="before")(_text_to_blocks)
+
+    _legacy = model_validator(mode="before")(marked_if_cancelled)
 
     @property
     def text(self) -> str:
