@@ -60,7 +60,7 @@ def _check_ran_kept(executions: Sequence[Any], messages: Sequence[Any]) -> None:
         result = results.get(key)
         if ex.finished and result is not None:
             require(
-                result.text != CANCELLED_TEXT,
+                not getattr(result, "cancelled", False) and result.text != CANCELLED_TEXT,
                 "INV-RAN-KEPT",
                 f"tool {ex.tool} ran to its end for call {key}, but the call reads Cancelled",
             )
