@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import sqlite3
 from collections.abc import Sequence
@@ -315,13 +316,15 @@ class _Sim:
                 await call.progress.wait()
             seen: list[AgentEvent] = []
             cursor: int | None = None
-            async for event in log.subscribe(None):
-                seen.append(event)
-                if move["reconnect_after"] is not None and len(seen) >= move["reconnect_after"]:
-                    break
-            else:
-                call.subscribers.append((f"subscriber {n}", seen, None, seen))
-                return
+            limit = move["reconnect_after"]
+            async with contextlib.aclosing(log.subscribe(None)) as stream:  # type: ignore[type-var]
+                async for event in stream:
+                    seen.append(event)
+                    if limit is not None and len(seen) >= limit:
+                        break  # the client goes away, and comes back below
+                else:
+                    call.subscribers.append((f"subscriber {n}", seen, None, seen))
+                    return
             keep = max(0, len(seen) - move["back"])
             first = seen[:keep]
             cursor = first[-1].seq if first else None
