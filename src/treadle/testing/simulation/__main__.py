@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import logging
 import shlex
 import sys
 import time
@@ -57,7 +58,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-shrink", action="store_true", help="report failures unshrunk")
     parser.add_argument("--show", action="store_true", help="print the scenario(s) run")
     parser.add_argument("--max-failures", type=int, default=20, help="stop after this many")
+    parser.add_argument(
+        "--log", action="store_true", help="show the loop's log (hooks fail on purpose)"
+    )
     args = parser.parse_args(argv)
+    if not args.log:
+        logging.getLogger("treadle").setLevel(logging.CRITICAL)
 
     if args.scenario is not None:
         scenarios = [Scenario.from_json(args.scenario)]
