@@ -60,6 +60,16 @@ FOUND_OPEN_TURN = (
     "found by the simulation (on main too): a second hook failure while the run closes "
     "after a first (on_message during close_open) leaves the turn open (no turn_end)"
 )
+FOUND_WRITE_AHEAD = (
+    "found by the simulation (on main too): after an on_message hook fails, the batch's other "
+    "results join the history and are reported (message_end) without on_message, so the "
+    "session store does not hold them: a crash then loses messages already reported"
+)
+FOUND_ASK_ABORT = (
+    "found by the simulation (on main too): when a tool raises a BaseException in a batch "
+    "where another call waits for approval (Ask, no handler), that call gets no "
+    "tool_execution_start/end and is not pending"
+)
 HARNESS_RESUME = "the harness: a compaction after the crash point rewrites the history"
 HARNESS_COMPACTION = (
     "the harness: a compaction (TruncateOldest) may drop a steering message from the history"
@@ -88,13 +98,15 @@ _BY_BUG: list[tuple[str, str, bool, tuple[int, ...]]] = [
     ("INV-NO-MUTATION", BUG_5S, False, (87, 178, 307, 377, 713, 739, 781, 895, 915)),
     ("INV-COMPACTION-HONEST", BUG_11, True, (
         72, 137, 402, 697, 966, 1164, 1242, 1416, 1560, 1826, 1828, 1900, 1960, 225324,
-        225791, 225901, 225949,
+        225791, 225901, 225949, 226296, 226633, 226755, 226890,
     )),
     ("INV-INPUT-KEPT", BUG_3, True, (225608, 225715, 225837)),
     ("INV-NO-RAISE", FOUND_RAISE, True, (225487,)),
     ("INV-ANSWERED", FOUND_PENDING, True, (225441,)),
     ("INV-TURNS", FOUND_OPEN_TURN, True, (226231,)),
-    ("INV-RESUME", HARNESS_RESUME, False, (225510, 225975)),
+    ("INV-RESUME", HARNESS_RESUME, False, (225510, 225975, 226672)),
+    ("INV-RESUME", FOUND_WRITE_AHEAD, True, (226392,)),
+    ("INV-TOOL-EVENTS", FOUND_ASK_ABORT, True, (226450, 226496)),
 ]  # fmt: skip
 #: seed -> (the invariant it broke, the bug, still open?, the backends it broke on)
 REGRESSIONS: dict[int, tuple[str, str, bool, tuple[str, ...]]] = {
