@@ -98,13 +98,17 @@ _BY_BUG: list[tuple[str, str, bool, tuple[int, ...]]] = [
     ("INV-NO-MUTATION", BUG_5S, False, (87, 178, 307, 377, 713, 739, 781, 895, 915)),
     ("INV-COMPACTION-HONEST", BUG_11, True, (
         72, 137, 402, 697, 966, 1164, 1242, 1416, 1560, 1826, 1828, 1900, 1960, 225324,
-        225791, 225901, 225949, 226296, 226633, 226755, 226890,
+        225791, 225901, 225949, 226044, 226296, 226633, 226755, 226890, 226984, 227071,
+        227073, 227133, 227423, 227524, 227532, 227575, 227666, 227846, 228044, 228146,
+        228152, 228186, 228338, 228420, 228695, 228826, 228912, 229074, 229192,
     )),
-    ("INV-INPUT-KEPT", BUG_3, True, (225608, 225715, 225837)),
+    ("INV-INPUT-KEPT", BUG_3, True, (
+        225608, 225715, 225837, 226094, 226196, 228231, 229272,
+    )),
     ("INV-NO-RAISE", FOUND_RAISE, True, (225487,)),
     ("INV-ANSWERED", FOUND_PENDING, True, (225441,)),
     ("INV-TURNS", FOUND_OPEN_TURN, True, (226231,)),
-    ("INV-RESUME", HARNESS_RESUME, False, (225510, 225975, 226672)),
+    ("INV-RESUME", HARNESS_RESUME, False, (225510, 225975, 226672, 228080)),
     ("INV-RESUME", FOUND_WRITE_AHEAD, True, (226392,)),
     ("INV-TOOL-EVENTS", FOUND_ASK_ABORT, True, (226450, 226496)),
 ]  # fmt: skip
@@ -114,7 +118,7 @@ REGRESSIONS: dict[int, tuple[str, str, bool, tuple[str, ...]]] = {
     for invariant, bug, still_open, seeds in _BY_BUG
     for seed in seeds
 }
-for _seed in (208, 1540, 225800, 226094, 226196):  # broke on asyncio only
+for _seed in (208, 1540, 225800, 228879):  # broke on asyncio only
     REGRESSIONS[_seed] = ("INV-INPUT-KEPT", BUG_3, True, ("asyncio",))
 OPEN = {seed for seed, (_, _, still_open, _) in REGRESSIONS.items() if still_open}
 
