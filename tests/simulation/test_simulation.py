@@ -316,7 +316,7 @@ def test_a_failure_report_names_the_seed_the_invariant_and_a_replay_command() ->
 
 
 def test_the_runner_runs_a_campaign_and_replays_a_seed(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["--seeds", "4", "--start", "400", "--backend", "trio"]) == 0
+    assert main(["--seeds", "4", "--start", "1000", "--backend", "trio"]) == 0
     out = capsys.readouterr().out
     assert "4 scenario(s) on trio" in out and "failures: 0" in out
     assert main(["--seed", "5", "--backend", "asyncio", "--show"]) == 0
