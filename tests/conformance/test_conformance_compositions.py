@@ -18,6 +18,8 @@ from treadle import (
     ExecutionLimits,
     Hooks,
     InputFilter,
+    Pass,
+    Reject,
     ToolExecution,
     ToolExecutionEnd,
     ToolResult,
@@ -319,3 +321,33 @@ async def test_an_after_loop_error_is_logged_and_the_next_hook_still_runs(
     assert failed, "the after_loop error was swallowed without a trace"
     assert "Broken.after_loop" in failed[0].getMessage()
     assert failed[0].exc_info is not None and "session table is gone" in str(failed[0].exc_info[1])
+
+
+# ---- steering rejected after a turn: agent_end carries what the turns added (§2.2) ----
+
+
+class RejectWord(InputFilter):
+    async def filter(self, text: str) -> FilterResult:
+        return Reject("no forbidden words") if "forbidden" in text else Pass()
+
+
+async def test_rejected_steering_ends_with_the_messages_the_turns_added() -> None:
+    @tool
+    async def add(a: int, b: int) -> int:
+        """Add."""
+        return a + b
+
+    steering: list[list[Any]] = [[], ["forbidden words"]]
+    provider = ScriptedProvider([calls_message(call("c1", "add", a=1, b=1)), "never"])
+    config = AgentLoopConfig(
+        provider=provider,
+        input_filters=[RejectWord()],
+        get_steering_messages=lambda: steering.pop(0) if steering else [],
+    )
+    context = AgentContext(tools=[add])
+    rec = await run_recorded(["go"], context, config)
+    check(rec)
+    assert rec.end.reason == "rejected"
+    assert [m.role for m in rec.end.messages] == ["user", "assistant", "tool_result"]
+    assert rec.end.messages == rec.returned == context.messages
+    assert all(getattr(m, "text", "") != "forbidden words" for m in context.messages)

@@ -337,7 +337,9 @@ async def test_stale_usage_after_a_compaction_does_not_fail_the_turn() -> None:
     events, _new = await collect(["still there?"], context, config)
     assert len(provider.requests) == 1 and events[-1].reason == "completed"  # type: ignore[union-attr]
     end = next(e for e in events if isinstance(e, CompactionEnd))
-    assert end.strategy == "" and end.tokens_after < 500
+    # nothing changed: the event claims no savings (the estimate was off, not the history)
+    assert end.strategy == "" and end.tokens_after == end.tokens_before
+    assert end.messages_after == end.messages_before
 
 
 async def test_compaction_is_remembered_across_runs() -> None:

@@ -72,7 +72,11 @@ before anything is tokenised (the first turn of a conversation)."""
 OVERFLOW_SHRINK = 0.75
 """After a provider's context_overflow, compact to at most this share of the estimate."""
 
-OverflowHandler = Callable[[ProviderError, ModelRequest], Awaitable[ModelRequest | None]]
+OverflowHandler = Callable[
+    [ProviderError, ModelRequest], Awaitable[ModelRequest | ProviderError | None]
+]
+"""After a ``context_overflow``: the request to retry with, the error to end the call with
+(compaction could not help), or ``None`` (the error stands as it is)."""
 
 
 def as_policy(value: Any) -> CompactionPolicy | None:
@@ -324,20 +328,21 @@ class ContextGuard:
             context.messages[:] = result.messages
             tracker.reset(context.messages)
             context.state[FLOOR_KEY] = len(context.messages)
-            tokens = result.tokens_after
+            tokens = reported = result.tokens_after
         elif not result.cancelled and result.tokens_before <= result.target:
             # Counting says the history is small: the usage we anchored on was reported
-            # before an earlier compaction (a restored session). Stop anchoring on it.
+            # before an earlier compaction (a restored session). Stop anchoring on it. The
+            # history is unchanged, so the events claim no savings: the estimate was off.
             tracker.floor = len(context.messages)
-            tokens = result.tokens_before
+            tokens, reported = result.tokens_before, estimate
         else:
-            tokens = estimate
+            tokens = reported = estimate
         if result.usage != Usage():
             run.turn_usage = run.turn_usage + result.usage
         await run.sink.emit(
             CompactionEnd,
             tokens_before=estimate,
-            tokens_after=tokens,
+            tokens_after=reported,
             messages_before=before,
             messages_after=len(context.messages),
             strategy=result.strategy,
@@ -345,7 +350,7 @@ class ContextGuard:
             summary=result.summary,
             usage=result.usage,
         )
-        stats = {**result.stats(), "tokens_before": estimate, "tokens_after": tokens}
+        stats = {**result.stats(), "tokens_before": estimate, "tokens_after": reported}
         for hook in run.config.hooks:
             await run.call_hook(hook.after_compaction, stats)
         return tokens
@@ -360,7 +365,9 @@ class ContextGuard:
             return None
         used = False
 
-        async def handle(error: ProviderError, request: ModelRequest) -> ModelRequest | None:
+        async def handle(
+            error: ProviderError, request: ModelRequest
+        ) -> ModelRequest | ProviderError | None:
             nonlocal used
             if used:
                 return None
@@ -375,7 +382,16 @@ class ContextGuard:
             if len(after) == len(before) and all(
                 a is b for a, b in zip(after, before, strict=True)
             ):
-                return None  # nothing changed (or a hook skipped it): the error stands
+                # Nothing changed (or a hook skipped it): the error stands, and says so
+                # rather than sending the same request again.
+                return ProviderError(
+                    "context_overflow",
+                    f"{error.message} (compaction could not shrink the request: "
+                    f"{len(after)} messages, nothing left to drop or summarise; shorten the "
+                    "input, or use a model with a larger context window)",
+                    status_code=error.status_code,
+                    provider=error.provider,
+                )
             messages = await self.run.request_messages()
             return request.model_copy(update={"messages": messages})
 

@@ -310,7 +310,9 @@ async def stream_message(
     *,
     fallback_text: str | None = None,
     text_only: bool = False,
-    on_overflow: Callable[[ProviderError, ModelRequest], Awaitable[ModelRequest | None]]
+    on_overflow: Callable[
+        [ProviderError, ModelRequest], Awaitable[ModelRequest | ProviderError | None]
+    ]
     | None = None,
     bounds: StreamBounds | None = None,
     on_call: Callable[[ToolCall], Awaitable[None]] | None = None,
@@ -355,6 +357,9 @@ async def stream_message(
             return await close_message(sink, state, state.closed("aborted"), on_final)
         if error.kind == "context_overflow" and on_overflow is not None and not state.started:
             retried = await on_overflow(error, request)
+            if isinstance(retried, ProviderError):
+                error, retryable = retried, False  # compaction could not help: say so
+                retried = None
             if retried is not None:
                 await sink.emit(
                     ProviderRetry,
