@@ -69,6 +69,7 @@ def make_tool(move: Move, ledger: Ledger) -> Any:
     """A FunctionTool behaving as the move says."""
     name, behaviour, delay = move["name"], move["behaviour"], float(move["delay"])
     idempotent = bool(move["idempotent"] or move["eager"])
+    retries = int(move["retries"]) if idempotent else 0
 
     def outcome() -> Any:
         if behaviour == "raise":
@@ -103,8 +104,13 @@ def make_tool(move: Move, ledger: Ledger) -> Any:
                     await anyio.sleep(delay)
             elif delay or behaviour == "slow":
                 await anyio.sleep(delay if behaviour != "slow" else delay * 10 + 1.0)
+            try:
+                value = outcome()
+            except BaseException:
+                execution.finished = retries == 0  # else a retry may follow (and be cut)
+                raise
             execution.finished = True
-            return outcome()
+            return value
 
         body = body_async
     body.__name__ = name
@@ -115,7 +121,7 @@ def make_tool(move: Move, ledger: Ledger) -> Any:
         sequential=bool(move["sequential"]),
         idempotent=idempotent,
         eager=bool(move["eager"]),
-        retries=int(move["retries"]) if idempotent else 0,
+        retries=retries,
     )(body)
 
 
