@@ -70,15 +70,16 @@ FOUND_ASK_ABORT = (
     "where another call waits for approval (Ask, no handler), that call gets no "
     "tool_execution_start/end and is not pending"
 )
+HARNESS_RETRY = "the harness: a raising attempt with retries left has not decided its call"
 HARNESS_RESUME = "the harness: a compaction after the crash point rewrites the history"
 HARNESS_COMPACTION = (
     "the harness: a compaction (TruncateOldest) may drop a steering message from the history"
 )
 BUG_11 = "#21 item 11: compaction that applied no strategy reports fewer tokens"
 
-# Seeds that broke an invariant in the campaigns (0-1999 and 225279-229278; for item 2 the
-# seeds with a raising after_tool_call among 0-2999, run against the code before its fix),
-# by bug. Each stays a regression test; `open` ones are xfail while their bug is.
+# Seeds that broke an invariant in the campaigns (0-1999, 225279-229278 and 686330-689329;
+# for item 2 the seeds with a raising after_tool_call among 0-2999, run against the code
+# before its fix), by bug. Each stays a regression test; `open` ones are xfail while their bug is.
 _BY_BUG: list[tuple[str, str, bool, tuple[int, ...]]] = [
     ("INV-SEQ", BUG_1, False, (158, 532)),
     ("INV-RAN-KEPT", BUG_2, False, (1110, 1401, 1679, 2040, 2185, 2340, 2998)),
@@ -103,14 +104,16 @@ _BY_BUG: list[tuple[str, str, bool, tuple[int, ...]]] = [
         228152, 228186, 228338, 228420, 228695, 228826, 228912, 229074, 229192,
     )),
     ("INV-INPUT-KEPT", BUG_3, True, (
-        225608, 225715, 225837, 226094, 226196, 228231, 229272,
+        225608, 225715, 225837, 226094, 226196, 228231, 229272, 687184, 687232, 687423,
+        688257, 688398, 688612, 689009, 689175, 689183,
     )),
     ("INV-NO-RAISE", FOUND_RAISE, True, (225487,)),
     ("INV-ANSWERED", FOUND_PENDING, True, (225441,)),
-    ("INV-TURNS", FOUND_OPEN_TURN, True, (226231,)),
+    ("INV-TURNS", FOUND_OPEN_TURN, True, (226231, 687899)),
     ("INV-RESUME", HARNESS_RESUME, False, (225510, 225975, 226672, 228080)),
     ("INV-RESUME", FOUND_WRITE_AHEAD, True, (226392,)),
-    ("INV-TOOL-EVENTS", FOUND_ASK_ABORT, True, (226450, 226496)),
+    ("INV-TOOL-EVENTS", FOUND_ASK_ABORT, True, (226450, 226496, 687479, 687966)),
+    ("INV-RAN-KEPT", HARNESS_RETRY, False, (689163,)),
 ]  # fmt: skip
 #: seed -> (the invariant it broke, the bug, still open?, the backends it broke on)
 REGRESSIONS: dict[int, tuple[str, str, bool, tuple[str, ...]]] = {
@@ -118,7 +121,7 @@ REGRESSIONS: dict[int, tuple[str, str, bool, tuple[str, ...]]] = {
     for invariant, bug, still_open, seeds in _BY_BUG
     for seed in seeds
 }
-for _seed in (208, 1540, 225800, 228879):  # broke on asyncio only
+for _seed in (208, 1540, 225800, 228879, 687740, 688972):  # broke on asyncio only
     REGRESSIONS[_seed] = ("INV-INPUT-KEPT", BUG_3, True, ("asyncio",))
 OPEN = {seed for seed, (_, _, still_open, _) in REGRESSIONS.items() if still_open}
 
