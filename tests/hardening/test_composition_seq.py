@@ -12,7 +12,7 @@ from typing import Any
 import anyio
 import pytest
 
-from treadle import Agent, AgentEvent, AssistantMessage, TextContent, ToolCall, tool
+from treadle import Agent, AgentEvent, AssistantMessage, Hooks, TextContent, ToolCall, tool
 from treadle.loop import EventLog
 from treadle.testing import ScriptedProvider
 
@@ -68,6 +68,15 @@ async def test_parallel_sub_agents_on_a_lagging_stream_keep_seq_order(
     buffer: int, lag: int
 ) -> None:
     a, b, c = _child("a", 2), _child("b", 1), _child("c", 3)
+
+    class Observed(Hooks):
+        def __init__(self) -> None:
+            self.seqs: list[int] = []
+
+        def on_event(self, event: AgentEvent) -> None:
+            self.seqs.append(event.seq)
+
+    observed = Observed()
     parent = Agent(
         ScriptedProvider(
             [
@@ -82,9 +91,13 @@ async def test_parallel_sub_agents_on_a_lagging_stream_keep_seq_order(
         ),
         tools=[a.as_tool(), b.as_tool(), c.as_tool()],
         event_buffer=buffer,
+        hooks=[observed],
     )
     events = await _read(parent, lag)
     _assert_ordered(events)
+    # on_event observers (inherited by the sub-agents) see each event once it is delivered:
+    # the same sequence as the consumer, merged updates included
+    assert observed.seqs == [e.seq for e in events]
     assert events[-1].type == "agent_end" and events[-1].depth == 0
     assert sum(1 for e in events if e.type == "agent_end") == 4
 
@@ -114,3 +127,27 @@ async def test_eager_tool_running_a_sub_agent_keeps_seq_order(buffer: int) -> No
     )
     events = await _read(parent, 3)
     _assert_ordered(events)
+
+
+async def test_observers_without_a_stream_see_seq_increase_across_sub_agents() -> None:
+    class Observed(Hooks):
+        def __init__(self) -> None:
+            self.seqs: list[int] = []
+
+        def on_event(self, event: AgentEvent) -> None:
+            self.seqs.append(event.seq)
+
+    observed = Observed()
+    a, b = _child("a", 1), _child("b", 2)
+    parent = Agent(
+        ScriptedProvider(
+            [_calls(("pa", "a", {"task": "one"}), ("pb", "b", {"task": "two"})), _say("done")]
+        ),
+        tools=[a.as_tool(), b.as_tool()],
+        hooks=[observed],
+    )
+    result = await parent.run("go")  # no stream: the observers are the only listeners
+    assert result.reason == "completed"
+    seqs = observed.seqs
+    assert len(seqs) > 20
+    assert all(y > x for x, y in itertools.pairwise(seqs)), "observers saw seq out of order"

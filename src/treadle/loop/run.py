@@ -37,7 +37,7 @@ from .context import AgentContext
 from .eager import EagerCalls, eager_turn
 from .ending import before_end
 from .errors import HookFailed
-from .sink import OBSERVERS
+from .sink import OBSERVED_SEQ, OBSERVERS
 from .state import EventStream, RunState, _maybe_await
 from .streaming import StreamBounds, StreamState, close_message, stream_message
 from .tool_exec import ToolBatch, ToolRaised
@@ -379,6 +379,7 @@ async def _execute(
     result = LoopResult()
     started = False
     observing = OBSERVERS.set(run.observers)  # sub-agents started by tools inherit them
+    counting = OBSERVED_SEQ.set(run.sink.observed_seq)  # ... and, without a stream, its seq
     try:
         try:
             started = await _start(run, context, config, context.parent_loop_id, kind)
@@ -433,6 +434,7 @@ async def _execute(
                     await _end(run, LoopResult(reason="cancelled"))
         raise
     finally:
+        OBSERVED_SEQ.reset(counting)
         OBSERVERS.reset(observing)
         run.bridge.close()
 

@@ -26,6 +26,13 @@ OBSERVERS: contextvars.ContextVar[tuple[Observer, ...]] = contextvars.ContextVar
 started by a tool of a run, inherits its parent's observers (the context is copied into
 the tool's task), so a tracer on the parent sees the whole tree."""
 
+OBSERVED_SEQ: contextvars.ContextVar[_Sequencer | None] = contextvars.ContextVar(
+    "treadle_observed_seq", default=None
+)
+"""The seq counter of the run this task is inside when that run has no stream (its
+``on_event`` observers are its only listeners): a sub-agent without a stream counts on it
+too, so the observers see ``seq`` increase across the whole tree."""
+
 
 class _Sequencer:
     """The next ``seq`` of one stream, shared by every loop that sends to it."""
@@ -79,6 +86,7 @@ class EventSink:
         "_held",
         "_lock",
         "_observers",
+        "_room",
         "_seq",
         "_stream",
         "depth",
@@ -105,15 +113,24 @@ class EventSink:
         self.loop_id = loop_id
         self.depth = depth
         self._observers = tuple(observers)
-        # observers only: seq counts this loop's events
-        self._seq = _sequencer_for(stream) if stream is not None else _Sequencer()
+        if stream is not None:
+            self._seq = _sequencer_for(stream)
+        else:  # observers only: one count for the runs nested in one another without a stream
+            self._seq = OBSERVED_SEQ.get() or _Sequencer()
         self._lock: anyio.Lock | None = None  # this loop's events waiting for room, in order
+        room = stream.statistics().max_buffer_size if stream is not None else 0
+        self._room = room  # the buffer's size: no more updates than this can wait unread
         self.grace: float | None = None  # set once the run is being cancelled from outside
         self.own_cancel: Callable[[], bool] | None = None  # True: a cancellation is the loop's
 
     @property
     def stream(self) -> MemoryObjectSendStream[AgentEvent] | None:
         return self._stream
+
+    @property
+    def observed_seq(self) -> _Sequencer | None:
+        """The counter sub-agents without a stream share with this loop (None: it has one)."""
+        return self._seq if self._stream is None else None
 
     @property
     def active(self) -> bool:
@@ -144,6 +161,10 @@ class EventSink:
         sequencer = self._seq
         event.__dict__["seq"] = sequencer.next
         sequencer.next += 1
+        if self._observers:
+            self._observe(event)
+
+    def _observe(self, event: Any) -> None:
         for observe in self._observers:
             try:
                 observe(event)
@@ -154,12 +175,15 @@ class EventSink:
         """Hand ``event`` over now, stamped with the stream's next seq: the stamp and the send
         happen with no checkpoint between them, so buffer order is seq order. Raises
         ``WouldBlock`` (nothing taken) when the buffer is full."""
-        event.__dict__["seq"] = self._seq.next
+        sequencer = self._seq
+        event.__dict__["seq"] = sequencer.next
         try:
             stream.send_nowait(event)
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):
             self._stream = None  # the consumer is gone: the run goes on, observers still hear
-        self._stamp(event)
+        sequencer.next += 1
+        if self._observers:
+            self._observe(event)
 
     async def emit(self, event_type: type[Any], **fields: Any) -> Any:
         """Build, stamp and send one event; returns it (None when nobody listens; a merged
@@ -169,6 +193,9 @@ class EventSink:
         if stream is None:
             if not self._observers:
                 return None
+            held, self._held = self._held, None
+            if held is not None:  # held when the consumer went away: observers still hear
+                self._stamp(held)
             event = self._make(event_type, fields)
             self._stamp(event)
             return event
@@ -252,14 +279,16 @@ class EventSink:
     def _too_big(self, stream: MemoryObjectSendStream[AgentEvent], update: Any) -> bool:
         """Whether the unread updates, with this one, would pass ``max_bytes``: estimated as
         their count times the size of this update's block (the largest so far)."""
-        unread = stream.statistics().current_buffer_used
-        if unread < 16:  # a few waiting copies are cheap: the bound is about many of them
-            return False
         delta = update.delta
         if delta.type == "tool_call_delta":
             size = len(delta.arguments)
         else:
             size = update.__pydantic_private__["_snapshot"].length
+        if (self._room + 1) * size <= self.max_bytes:
+            return False  # even a full buffer of these would be under the bound
+        unread = stream.statistics().current_buffer_used
+        if unread < 16:  # a few waiting copies are cheap: the bound is about many of them
+            return False
         return (unread + 1) * size > self.max_bytes
 
     def start_grace(self) -> None:
