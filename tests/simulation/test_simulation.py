@@ -35,6 +35,10 @@ BLOCK = 30
 # ---------------------------------------------------------------- seeds that once failed
 
 BUG_1 = "#21 item 1: seq out of order with parallel sub-agents on the parent's stream"
+BUG_1N = (
+    "#21 item 1 (without a stream): a sub-agent numbered its events from 0 again, so on_event "
+    "observers saw seq go back"
+)
 BUG_2 = "#21 item 2: after_tool_call raising records a tool that ran as Cancelled"
 BUG_3 = (
     "#21 item 3, other ways out: a steering / follow-up message the loop took is lost when "
@@ -82,6 +86,7 @@ BUG_11 = "#21 item 11: compaction that applied no strategy reports fewer tokens"
 # before its fix), by bug. Each stays a regression test; `open` ones are xfail while their bug is.
 _BY_BUG: list[tuple[str, str, bool, tuple[int, ...]]] = [
     ("INV-SEQ", BUG_1, False, (158, 532)),
+    ("INV-SEQ", BUG_1N, False, (96, 137, 146, 152, 180, 263, 371, 408, 413, 467)),
     ("INV-RAN-KEPT", BUG_2, False, (1110, 1401, 1679, 2040, 2185, 2340, 2998)),
     ("INV-INPUT-KEPT", BUG_3, True, (304, 387, 1111, 1236, 1917)),
     ("INV-INPUT-KEPT", HARNESS_COMPACTION, False, (1147,)),

@@ -13,6 +13,7 @@ from ._checks import Outcome, _check_no_rerun, _main_loop, _trace
 from ._invariants import (
     check_call,
     check_history,
+    check_observer,
     require,
 )
 from ._scenario import Scenario
@@ -90,8 +91,9 @@ async def _resume_after_crash(sim: _Sim, outcome: Outcome) -> None:
             before,
             context.messages,
             main_loop=_main_loop(events),
-            shared_stream=streamed,
         )
+        if streamed:
+            check_observer(call.observed, call.events)
         outcome.reasons.append("resumed:" + end.reason)
         _check_no_rerun(sim.ledger.executions, "the run and its resumption after a crash")
     finally:

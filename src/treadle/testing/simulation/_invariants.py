@@ -52,6 +52,7 @@ INVARIANTS: dict[str, str] = {
     "INV-CUSTOM-LAST": "custom events come only after the last turn_end, just before agent_end",
     "INV-NO-RERUN": "a non-idempotent tool never runs twice for one call id",
     "INV-COMPACTION-HONEST": "a compaction that applied no strategy reports no change",
+    "INV-OBSERVER": "with a stream, on_event observers see exactly the consumer's sequence",
     "INV-SUBSCRIBER": "each EventLog subscriber sees exactly the direct consumer's sequence",
     "INV-RAN-KEPT": "a call whose tool ran to its end keeps its result (never Cancelled)",
     "INV-HOOK-PAIRS": "hooks come in pairs: after_X only after its before_X, once",
@@ -95,14 +96,12 @@ def check_call(
     after: Sequence[AgentMessage],
     *,
     main_loop: str | None = None,
-    shared_stream: bool = True,
 ) -> AgentEnd:
-    """Every per-stream invariant on the events of one loop call (its sub-loops included).
-    Returns the main loop's ``agent_end``. ``shared_stream=False``: the events were observed
-    (``on_event``) in a run without a stream, where each loop numbers its own events."""
+    """Every per-stream invariant on the events of one loop call (its sub-loops included):
+    what a consumer received, or, without a stream, what ``on_event`` saw. Returns the main
+    loop's ``agent_end``."""
     require(events, "INV-ONE-END", "no events at all")
-    if shared_stream:
-        check_seq(events, "consumer")
+    check_seq(events, "the stream")
     for e in events:
         text = e.model_dump_json()
         require(event_from_json(text) == e, "INV-JSON", f"{e.type} seq {e.seq} does not round-trip")
@@ -127,9 +126,7 @@ def check_call(
                 "INV-DEPTH",
                 f"sub-loop {lid[:8]} depth {depth} under a parent at {depths[parent]}",
             )
-    for lid, evs in loops.items():
-        if not shared_stream:
-            check_seq(evs, f"on_event observer, loop {lid[:8]}")
+    for evs in loops.values():
         _check_loop(evs)
     end = loops[main][-1]
     assert isinstance(end, AgentEnd)
@@ -413,4 +410,25 @@ def check_subscriber(
         all(a == b for a, b in zip(seen, expected, strict=True)),
         "INV-SUBSCRIBER",
         f"{name} saw events with other contents than the consumer",
+    )
+
+
+def check_observer(observed: Sequence[Any], direct: Sequence[Any]) -> None:
+    """What ``on_event`` saw, with a stream: exactly what the consumer received."""
+    got = [(e.seq, e.type) for e in observed]
+    want = [(e.seq, e.type) for e in direct]
+    if got != want:
+        first = next(
+            (i for i, (a, b) in enumerate(zip(got, want, strict=False)) if a != b),
+            min(len(got), len(want)),
+        )
+        raise InvariantViolation(
+            "INV-OBSERVER",
+            f"on_event saw {len(got)} events, the consumer {len(want)}; first difference at "
+            f"#{first}: {got[first : first + 1]} vs {want[first : first + 1]}",
+        )
+    require(
+        all(a == b for a, b in zip(observed, direct, strict=True)),
+        "INV-OBSERVER",
+        "on_event saw events with other contents than the consumer",
     )

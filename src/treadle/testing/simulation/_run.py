@@ -24,6 +24,7 @@ from ._crash import _resume_after_crash
 from ._invariants import (
     InvariantViolation,
     check_call,
+    check_observer,
     check_seq,
     check_subscriber,
     require,
@@ -138,9 +139,9 @@ async def _drive(sim: _Sim, outcome: Outcome) -> None:
         main = _main_loop(events)
         outcome.events += len(events)
         outcome.trace.extend(_trace(events, calls))
-        end = check_call(
-            events, returned, before, context.messages, main_loop=main, shared_stream=streamed
-        )
+        end = check_call(events, returned, before, context.messages, main_loop=main)
+        if streamed:
+            check_observer(call.observed, call.events)
         if raised is not None:
             require(
                 sim.ledger.aborts > 0,
