@@ -81,9 +81,10 @@ HARNESS_COMPACTION = (
 )
 BUG_11 = "#21 item 11: compaction that applied no strategy reports fewer tokens"
 
-# Seeds that broke an invariant in the campaigns (0-1999, 225279-229278 and 686330-689329;
-# for item 2 the seeds with a raising after_tool_call among 0-2999, run against the code
-# before its fix), by bug. Each stays a regression test; `open` ones are xfail while their bug is.
+# Seeds that broke an invariant in the campaigns (0-1999, 225279-229278, 686330-689329 and
+# 1192682-1194681; for item 2 the seeds with a raising after_tool_call among 0-2999, run
+# against the code before its fix), by bug. Each stays a regression test; `open` ones are
+# xfail while their bug is.
 _BY_BUG: list[tuple[str, str, bool, tuple[int, ...]]] = [
     ("INV-SEQ", BUG_1, False, (158, 532)),
     ("INV-SEQ", BUG_1N, False, (96, 137, 146, 152, 180, 263, 371, 408, 413, 467)),
@@ -110,10 +111,11 @@ _BY_BUG: list[tuple[str, str, bool, tuple[int, ...]]] = [
     )),
     ("INV-INPUT-KEPT", BUG_3, True, (
         225608, 225715, 225837, 226094, 226196, 228231, 229272, 687184, 687232, 687423,
-        688257, 688398, 688612, 689009, 689175, 689183,
+        688257, 688398, 688612, 689009, 689175, 689183, 1193020, 1193399, 1193877, 1194464,
+        1194505, 1194588, 1194617, 1194629,
     )),
     ("INV-NO-RAISE", FOUND_RAISE, True, (225487,)),
-    ("INV-ANSWERED", FOUND_PENDING, True, (225441,)),
+    ("INV-ANSWERED", FOUND_PENDING, True, (225441, 1193555)),
     ("INV-TURNS", FOUND_OPEN_TURN, True, (226231, 687899)),
     ("INV-RESUME", HARNESS_RESUME, False, (225510, 225975, 226672, 228080)),
     ("INV-RESUME", FOUND_WRITE_AHEAD, True, (226392,)),
