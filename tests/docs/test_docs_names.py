@@ -37,6 +37,7 @@ PUBLIC = [
     "treadle.providers",
     "treadle.sessions",
     "treadle.testing",
+    "treadle.testing.simulation",
     "treadle.tools",
     "treadle.types",
     "treadle.ui",

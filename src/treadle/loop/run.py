@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -130,7 +129,7 @@ class _Run(RunState):
         limits = self.config.limits
         deadline = None
         if limits.max_duration_s is not None:
-            left = limits.max_duration_s - (time.monotonic() - self.started_at)
+            left = limits.max_duration_s - (anyio.current_time() - self.started_at)
             deadline = anyio.current_time() + max(0.0, left)
         room = None
         if limits.max_total_tokens is not None:
@@ -211,7 +210,7 @@ class _Run(RunState):
             used = self.usage.total_tokens
             return f"used {used} tokens of max_total_tokens={limits.max_total_tokens}"
         if limits.max_duration_s is not None:
-            elapsed = time.monotonic() - self.started_at
+            elapsed = anyio.current_time() - self.started_at
             if elapsed >= limits.max_duration_s:
                 return f"ran {elapsed:.1f}s of max_duration_s={limits.max_duration_s:g}"
         if limits.max_cost_usd is not None and (self.usage.cost_usd or 0.0) >= limits.max_cost_usd:

@@ -9,10 +9,10 @@ Everything reported is tracked here, so any way out of a run can close what is o
 from __future__ import annotations
 
 import inspect
-import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import anyio
 from anyio.streams.memory import MemoryObjectSendStream
 
 from ..cancellation import CancelBridge, CancellationToken
@@ -167,7 +167,7 @@ class RunState:
         self.turn_usage = Usage()
         self.stream_state: StreamState | None = None
         self.tool_calls_run = 0
-        self.started_at = time.monotonic()
+        self.started_at = anyio.current_time()  # the event loop's clock (mockable)
         self.inject: list[AgentMessage] = []
         self.tools: dict[str, Tool] = {}
         self._overrides: dict[str, list[Hooks]] = {}

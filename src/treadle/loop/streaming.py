@@ -5,7 +5,6 @@ from __future__ import annotations
 import inspect
 import math
 import random
-import time
 from collections.abc import Awaitable, Callable
 from contextlib import aclosing, nullcontext
 from dataclasses import dataclass
@@ -75,7 +74,7 @@ class _Watch:
         self.hard = min(self.call_deadline, run)
         self.chars = 0
         self.step = bounds.idle_s / 4 if bounds.idle_s is not None else math.inf
-        self.pushed = time.monotonic()
+        self.pushed = now
         self.scope = anyio.CancelScope(deadline=self._deadline(now))
 
     def _deadline(self, now: float) -> float:
@@ -84,9 +83,10 @@ class _Watch:
 
     def tick(self, event: Any) -> bool:
         """After each stream event; True when the token room is used up."""
-        if time.monotonic() - self.pushed > self.step:
-            self.pushed = time.monotonic()
-            self.scope.deadline = self._deadline(anyio.current_time())
+        now = anyio.current_time()
+        if now - self.pushed > self.step:
+            self.pushed = now
+            self.scope.deadline = self._deadline(now)
         room = self.bounds.token_room
         if room is None:
             return False

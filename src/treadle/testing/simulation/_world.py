@@ -1,0 +1,416 @@
+"""The pieces a scenario's moves turn into: tools, sub-agents, providers, hooks, filters."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import anyio.lowlevel
+
+from ...loop import Allow, Ask, Deny, Hooks, InputFilter, Pass, Reject, Warn, emit_custom_event
+from ...providers.base import ModelRequest, ProviderError
+from ...tools import ToolContext, ToolResult, tool
+from ...types import AssistantMessage, TextContent, ThinkingContent, ToolCall, UserMessage
+from ._scenario import Move, Scenario
+
+
+class SimAbort(BaseException):
+    """What a simulated tool raises for "a BaseException" (not an Exception)."""
+
+
+class Unconvertible:
+    """A tool's return value that is neither JSON nor printable."""
+
+    def __str__(self) -> str:
+        raise TypeError("this value cannot be shown")
+
+    __repr__ = __str__
+
+
+@dataclass
+class Execution:
+    """One time a simulated tool body started."""
+
+    key: str
+    tool: str
+    idempotent: bool
+    finished: bool = False
+    """An async body got past its last wait: its outcome is decided."""
+
+
+@dataclass
+class Ledger:
+    """What the simulation's own pieces saw: tool runs, hook calls, messages handed out."""
+
+    executions: list[Execution] = field(default_factory=list)
+    hooks: list[tuple[str, int, Any]] = field(default_factory=list)
+    handed_out: list[tuple[Any, str]] = field(default_factory=list)
+    call_index: int = 0
+    aborts: int = 0
+    gauge: Any = None
+
+    def hold(self, key: str) -> None:
+        """In a worker thread: wait for the virtual clock's turn (see ``ThreadGauge``)."""
+        if self.gauge is not None:
+            self.gauge.hold_if_worker(key)
+
+    def hand_out(self, message: UserMessage) -> UserMessage:
+        self.handed_out.append((message, message.model_dump_json()))
+        return message
+
+
+def _key(ctx: ToolContext[Any]) -> str:
+    return ctx.tool_call_id if ctx.depth == 0 else f"{ctx.loop_id}/{ctx.tool_call_id}"
+
+
+def make_tool(move: Move, ledger: Ledger) -> Any:
+    """A FunctionTool behaving as the move says."""
+    name, behaviour, delay = move["name"], move["behaviour"], float(move["delay"])
+    idempotent = bool(move["idempotent"] or move["eager"])
+    retries = int(move["retries"]) if idempotent else 0
+
+    def outcome() -> Any:
+        if behaviour == "raise":
+            raise ValueError(f"{name} failed on purpose")
+        if behaviour == "abort":
+            ledger.aborts += 1
+            raise SimAbort(f"{name} raised a BaseException")
+        if behaviour == "huge":
+            return "h" * 250_000
+        if behaviour == "unconvertible":
+            return Unconvertible()
+        return f"{name} ok"
+
+    if move["sync"]:
+
+        def body_sync(x: int, ctx: ToolContext[Any]) -> Any:
+            ledger.executions.append(Execution(_key(ctx), name, idempotent))
+            try:
+                return outcome()
+            finally:
+                ledger.hold(_key(ctx))
+
+        body: Callable[..., Any] = body_sync
+    else:
+
+        async def body_async(x: int, ctx: ToolContext[Any]) -> Any:
+            execution = Execution(_key(ctx), name, idempotent)
+            ledger.executions.append(execution)
+            if behaviour == "progress":
+                for i in range(2):
+                    await ctx.update(f"{name} step {i}")
+                    await anyio.sleep(delay)
+            elif delay or behaviour == "slow":
+                await anyio.sleep(delay if behaviour != "slow" else delay * 10 + 1.0)
+            try:
+                value = outcome()
+            except BaseException:
+                execution.finished = retries == 0  # else a retry may follow (and be cut)
+                raise
+            execution.finished = True
+            return value
+
+        body = body_async
+    body.__name__ = name
+    body.__doc__ = f"Simulated tool {name}."
+    return tool(
+        name=name,
+        timeout=move["timeout"],
+        sequential=bool(move["sequential"]),
+        idempotent=idempotent,
+        eager=bool(move["eager"]),
+        retries=retries,
+    )(body)
+
+
+def assistant(
+    calls: list[tuple[str, str, dict[str, Any]]], text: str | None, thinking: bool
+) -> AssistantMessage:
+    content: list[Any] = []
+    if thinking:
+        content.append(ThinkingContent(thinking="thinking it over"))
+    if text:
+        content.append(TextContent(text=text))
+    content.extend(ToolCall(id=cid, name=n, arguments=args) for cid, n, args in calls)
+    return AssistantMessage(content=content, stop_reason="tool_use" if calls else "stop")
+
+
+def reply_message(move: Move, subagents: set[str]) -> AssistantMessage:
+    calls = []
+    for i, (tname, x) in enumerate(move["calls"]):
+        args = {"task": f"task {x}"} if tname in subagents else {"x": x}
+        calls.append((f"r{move['index']}c{i}", tname, args))
+    return assistant(calls, move["text"], bool(move["thinking"]))
+
+
+def make_subagent(move: Move, ledger: Ledger, retry: Any) -> Any:
+    """``Agent.as_tool`` of a scripted child agent (optionally with a grandchild)."""
+    from ...agent import Agent
+    from ..scripted import ScriptedProvider
+
+    name = move["name"]
+
+    @tool(name=f"{name}_work")
+    async def child_tool(x: int, ctx: ToolContext[Any]) -> str:
+        """A sub-agent's own tool."""
+        ledger.executions.append(Execution(_key(ctx), f"{name}_work", False))
+        await anyio.sleep(0.01)
+        if move["fail"]:
+            raise RuntimeError("the child's tool failed")
+        return "child tool ok"
+
+    tools: list[Any] = [child_tool]
+    if move["nested"]:
+        grand = Agent(
+            ScriptedProvider(["grandchild done"] * 40, delay=move["delay"]),
+            name=f"{name}_grand",
+            description="A grandchild agent.",
+            retry=retry,
+        )
+        tools.append(grand.as_tool())
+
+    def reply(request: ModelRequest) -> AssistantMessage:
+        turn = sum(1 for m in request.messages if m.role == "assistant")
+        if turn + 1 < move["turns"]:
+            calls: list[tuple[str, str, dict[str, Any]]] = [
+                (f"{name}-t{turn}-c0", f"{name}_work", {"x": turn})
+            ]
+            if move["nested"]:
+                calls.append((f"{name}-t{turn}-c1", f"{name}_grand", {"task": "dig"}))
+            return assistant(calls, None, False)
+        return assistant([], f"{name} finished", False)
+
+    child = Agent(
+        ScriptedProvider([reply] * 60, delay=move["delay"]),
+        tools=tools,
+        name=name,
+        description=f"Sub-agent {name}.",
+        retry=retry,
+    )
+    sub_tool = child.as_tool()
+    if move.get("eager"):
+        sub_tool.eager = True  # type: ignore[attr-defined]
+        sub_tool.idempotent = True  # type: ignore[attr-defined]
+    return sub_tool
+
+
+def scripted_fault(kind: str) -> ProviderError:
+    if kind == "429":
+        return ProviderError("rate_limit", "slow down", status_code=429, retry_after=0.5)
+    if kind == "5xx":
+        return ProviderError("server", "internal error", status_code=500)
+    if kind == "overloaded":
+        return ProviderError("overloaded", "overloaded", status_code=529)
+    return ProviderError("bad_request", "the request was refused", status_code=400)
+
+
+def wire_fault(kind: str, message: AssistantMessage, fmt: str) -> Any:
+    from ..wire import Fail, Raw, Slow, StreamError, Truncate
+
+    if kind == "429":
+        return Fail(429, retry_after=0.5)
+    if kind == "5xx":
+        return Fail(503 if fmt == "openai" else 500)
+    if kind == "disconnect":
+        return Truncate(message, after=2, reset=True)
+    if kind == "truncate":
+        return Truncate(message, after=3, mid_event=True)
+    if kind == "stream_error":
+        return StreamError("a partial answer", after=2)
+    if kind == "hang":
+        return Slow(message, delay=10_000.0)
+    body = (
+        b'data: {"id":"x","object":"chat.completion.chunk","choices":[{"index":0,"delta":'
+        b'{"content":"Hel"}}]}\n\ndata: {"id":"x","choices":[{"index":0,"delta":{"cont\n\n'
+        if fmt == "openai"
+        else b'event: message_start\ndata: {"type":"message_start","message":{"id":"m",'
+        b'"role":"assistant","content":[],"model":"m","usage":{"input_tokens":1,'
+        b'"output_tokens":0}}}\n\nevent: content_block_delta\ndata: {"type":"content_bl\n\n'
+    )
+    return Raw(body, headers={"content-type": "text/event-stream"})
+
+
+class SimFilter(InputFilter):
+    def __init__(self, moves: list[Move]) -> None:
+        self.moves = moves
+        self.calls = 0
+
+    def filter(self, text: str) -> Any:
+        n, self.calls = self.calls, self.calls + 1
+        for m in self.moves:
+            if m["at"] == n:
+                return Warn("careful") if m["action"] == "warn" else Reject("not allowed")
+        return Pass()
+
+
+class SimHooks(Hooks):
+    """Every hook kind, logging each call into the ledger and acting as the moves say."""
+
+    def __init__(self, scenario: Scenario, ledger: Ledger, subagents: set[str]) -> None:
+        self.moves = scenario.of("hook")
+        self.ledger = ledger
+        self.subagents = subagents
+        self.counts: dict[str, int] = {}
+
+    def _action(self, kind: str) -> str | None:
+        n = self.counts.get(kind, 0)
+        self.counts[kind] = n + 1
+        for m in self.moves:
+            if m["kind"] == kind and m["at"] == n:
+                return str(m["action"])
+        return None
+
+    def _log(self, kind: str, info: Any) -> None:
+        self.ledger.hooks.append((kind, self.ledger.call_index, info))
+
+    async def _emit_if(self, action: str | None, kind: str) -> None:
+        """``emit``: a custom event sent mid-run (``emit_custom_event``), on this run's stream."""
+        if action == "emit":
+            await emit_custom_event("sim.hook", {"kind": kind})
+
+    def _raise_if(self, action: str | None, kind: str) -> None:
+        if action == "raise":
+            raise RuntimeError(f"simulated {kind} hook failure")
+
+    async def before_loop(self, context: Any) -> bool:
+        action = self._action("before_loop")
+        self._log("before_loop", None)
+        await anyio.lowlevel.checkpoint()
+        self._raise_if(action, "before_loop")
+        return action != "veto"
+
+    async def after_loop(self, new_messages: Any, usage: Any, reason: Any) -> None:
+        action = self._action("after_loop")
+        self._log("after_loop", reason)
+        self._raise_if(action, "after_loop")
+
+    async def before_turn(self, context: Any, turn_index: int) -> bool:
+        action = self._action("before_turn")
+        ok = action not in ("veto", "raise")
+        self._log("before_turn", (turn_index, ok))
+        await anyio.lowlevel.checkpoint()
+        await self._emit_if(action, "before_turn")
+        self._raise_if(action, "before_turn")
+        return ok
+
+    async def after_turn(self, context: Any, event: Any) -> None:
+        action = self._action("after_turn")
+        self._log("after_turn", event.turn_index)
+        await self._emit_if(action, "after_turn")
+        self._raise_if(action, "after_turn")
+
+    async def before_model_request(self, request: Any) -> Any:
+        action = self._action("before_model_request")
+        self._log("before_model_request", None)
+        await anyio.lowlevel.checkpoint()
+        await self._emit_if(action, "before_model_request")
+        self._raise_if(action, "before_model_request")
+        return request
+
+    async def before_tool_call(self, call: Any, context: Any) -> Any:
+        action = self._action("before_tool_call")
+        self._log("before_tool_call", call.id)
+        await anyio.lowlevel.checkpoint()
+        await self._emit_if(action, "before_tool_call")
+        self._raise_if(action, "before_tool_call")
+        if action == "ask":
+            return Ask("may I?")
+        if action == "deny":
+            return Deny("simulated denial")
+        if action == "replace" and call.name not in self.subagents:
+            return Allow(arguments={"x": 42})
+        return None
+
+    async def after_tool_call(self, call: Any, result: Any) -> Any:
+        action = self._action("after_tool_call")
+        self._log("after_tool_call", call.id)
+        await self._emit_if(action, "after_tool_call")
+        self._raise_if(action, "after_tool_call")
+        if action == "replace":
+            return ToolResult.of("replaced by a hook")
+        return None
+
+    async def before_compaction(self, estimate: int) -> bool:
+        action = self._action("before_compaction")
+        ok = action not in ("veto", "raise")
+        self._log("before_compaction", ok)
+        self._raise_if(action, "before_compaction")
+        return ok
+
+    async def after_compaction(self, stats: Any) -> None:
+        action = self._action("after_compaction")
+        self._log("after_compaction", None)
+        self._raise_if(action, "after_compaction")
+
+    async def on_error(self, message: Any) -> None:
+        self._raise_if(self._action("on_error"), "on_error")
+
+    async def on_message(self, message: Any) -> None:
+        self._raise_if(self._action("on_message"), "on_message")
+
+    async def before_end(self, ending: Any) -> None:
+        action = self._action("before_end")
+        self._log("before_end", ending.reason)
+        if action == "emit":
+            await ending.emit("sim", {"reason": ending.reason})
+        self._raise_if(action, "before_end")
+
+    def on_event(self, event: Any) -> None:
+        self._raise_if(self._action("on_event"), "on_event")
+
+
+def approval_handler(kind: str) -> Any:
+    if kind == "none":
+        return None
+
+    async def handler(call: Any, context: Any, ask: Any) -> Any:
+        await anyio.sleep(0.01)
+        if kind == "raise":
+            raise RuntimeError("simulated approval handler failure")
+        return kind == "allow"
+
+    return handler
+
+
+class GatedStore:
+    """A session store whose writers' calls, made from worker threads, return in the virtual
+    clock's turn (so a write never races the loop's own work)."""
+
+    def __init__(self, store: Any, ledger: Ledger) -> None:
+        self._store = store
+        self._ledger = ledger
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    def open_writer(self, session_id: str) -> Any:
+        return _GatedWriter(self._store.open_writer(session_id), self._ledger)
+
+
+class _GatedWriter:
+    def __init__(self, writer: Any, ledger: Ledger) -> None:
+        self._writer = writer
+        self._ledger = ledger
+        self._calls = 0
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._writer, name)
+        if not callable(value):
+            return value
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            self._calls += 1
+            try:
+                return value(*args, **kwargs)
+            finally:
+                self._ledger.hold(f"~store-{self._calls:06d}")
+
+        return call
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._writer.close()
