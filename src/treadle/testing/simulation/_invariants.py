@@ -34,6 +34,7 @@ from ...types import (
     Usage,
     event_from_json,
 )
+from ._world import MID_RUN_EVENT
 
 INVARIANTS: dict[str, str] = {
     "INV-SEQ": "seq strictly increases on every stream, across all loops sharing it",
@@ -49,8 +50,8 @@ INVARIANTS: dict[str, str] = {
     "INV-USAGE": "agent_end.usage is the sum of the turn_end usages",
     "INV-DEPTH": "sub-agent events carry their own loop_id and a depth one below the parent",
     "INV-JSON": "every event round-trips through JSON unchanged",
-    "INV-CUSTOM-LAST": "custom events come after agent_start; after the last turn_end only "
-    "custom events come before agent_end",
+    "INV-CUSTOM-LAST": "custom events come between agent_start and agent_end; a before_end "
+    "hook's come just before agent_end",
     "INV-NO-RERUN": "a non-idempotent tool never runs twice for one call id",
     "INV-COMPACTION-HONEST": "a compaction that applied no strategy reports no change",
     "INV-OBSERVER": "with a stream, on_event observers see exactly the consumer's sequence",
@@ -252,16 +253,20 @@ def _check_loop(evs: list[Any]) -> None:
     custom = [i for i, e in enumerate(evs) if isinstance(e, CustomEvent)]
     if custom:
         starts = [i for i, e in enumerate(evs) if isinstance(e, AgentStart)]
-        turn_ends = [i for i, e in enumerate(evs) if isinstance(e, TurnEnd)]
-        last_turn_end = turn_ends[-1] if turn_ends else -1
-        tail = [i for i in custom if i > last_turn_end]
         require(
-            bool(starts)
-            and custom[0] > starts[0]
-            and (not tail or tail == list(range(tail[0], len(evs) - 1))),
+            bool(starts) and custom[0] > starts[0],
             "INV-CUSTOM-LAST",
-            f"custom events before agent_start, or not just before agent_end, in loop {lid}",
+            f"a custom event before agent_start in loop {lid}",
         )
+        # before_end hooks' events (every name but the mid-run hooks' MID_RUN_EVENT)
+        ending = [i for i in custom if evs[i].name != MID_RUN_EVENT]
+        if ending:
+            tail = range(ending[0], len(evs) - 1)
+            require(
+                all(isinstance(evs[i], CustomEvent) for i in tail),
+                "INV-CUSTOM-LAST",
+                f"before_end's custom events not just before agent_end in loop {lid}",
+            )
     expected, open_turn = 0, None
     open_turn_event: Any = None
     for e in evs:
@@ -313,6 +318,8 @@ def _check_loop(evs: list[Any]) -> None:
                 "INV-MESSAGE-PAIRS",
                 f"{e.type} inside a {open_msg.role if open_msg else ''} pair ({lid})",
             )
+        elif isinstance(e, CustomEvent) and e.name == MID_RUN_EVENT:
+            pass  # emit_custom_event: wherever its sender runs (§7.5)
         else:
             require(open_msg is None, "INV-MESSAGE-PAIRS", f"{e.type} inside a pair ({lid})")
     require(open_msg is None, "INV-MESSAGE-PAIRS", f"a message was left open ({lid})")

@@ -15,6 +15,9 @@ from ...tools import ToolContext, ToolResult, tool
 from ...types import AssistantMessage, TextContent, ThinkingContent, ToolCall, UserMessage
 from ._scenario import Move, Scenario
 
+MID_RUN_EVENT = "sim.hook"
+"""The name of the custom events the simulation's hooks send mid-run (``emit``)."""
+
 
 class SimAbort(BaseException):
     """What a simulated tool raises for "a BaseException" (not an Exception)."""
@@ -268,7 +271,7 @@ class SimHooks(Hooks):
     async def _emit_if(self, action: str | None, kind: str) -> None:
         """``emit``: a custom event sent mid-run (``emit_custom_event``), on this run's stream."""
         if action == "emit":
-            await emit_custom_event("sim.hook", {"kind": kind})
+            await emit_custom_event(MID_RUN_EVENT, {"kind": kind})
 
     def _raise_if(self, action: str | None, kind: str) -> None:
         if action == "raise":
