@@ -74,6 +74,27 @@ def test_an_assistant_shaped_dict_points_at_assistant_message() -> None:
         agent.run_sync({"role": "assistant", "content": "done"})  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("mode", ["after_batch", "next_tool", "interrupt"])
+def test_steer_refuses_a_dict_at_once_and_queues_nothing(mode: str) -> None:
+    provider = ScriptedProvider("the answer")
+    agent = Agent(provider)
+    with pytest.raises(UsageError, match=r"a dict is not a prompt.*UserMessage\.of\('hi'\)"):
+        agent.steer(DICT_PROMPT, mode=mode)  # type: ignore[arg-type]
+    agent.run_sync("the question")  # nothing half-queued joins the next run
+    assert [m.text for m in agent.messages] == ["the question", "the answer"]
+
+
+def test_follow_up_refuses_a_dict_at_once_and_queues_nothing() -> None:
+    provider = ScriptedProvider("the answer")
+    agent = Agent(provider)
+    with pytest.raises(UsageError, match="a dict is not a prompt"):
+        agent.follow_up(DICT_PROMPT)  # type: ignore[arg-type]
+    with pytest.raises(UsageError, match="expected a message"):
+        agent.follow_up(42)  # type: ignore[arg-type]
+    agent.run_sync("the question")
+    assert [m.text for m in agent.messages] == ["the question", "the answer"]
+
+
 # ---------------------------------------------------------------- a message built positionally
 
 

@@ -146,7 +146,7 @@ def messages_from_ag_ui(messages: Sequence[dict[str, Any]]) -> tuple[list[AgentM
                 try:
                     arguments = json.loads(fn.get("arguments") or "{}")
                 except ValueError as exc:
-                    raise ValueError(
+                    raise RequestError(
                         f"tool call {call.get('id')!r}: arguments are not JSON ({exc})"
                     ) from None
                 names[call["id"]] = fn.get("name", "")
