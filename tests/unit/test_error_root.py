@@ -7,12 +7,16 @@ import ast
 import importlib
 import inspect
 import pkgutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 import treadle
-from treadle import MissingExtra, TreadleError
+from treadle import ConfigurationError, MissingExtra, StateError, TreadleError, UsageError
+from treadle.cancellation import CancellationToken
+from treadle.errors import OutOfRange, UnknownName
+from treadle.testing import ScriptedProvider
 
 
 def treadle_modules() -> list[str]:
@@ -171,3 +175,42 @@ def test_every_allowlist_entry_still_matches_something() -> None:
             used.update(k for k in ALLOWED if isinstance(k, str) and path.startswith(k))
     stale = [k for k in ALLOWED if k not in used and isinstance(k, tuple)]  # not the dirs
     assert stale == [], f"remove these allowlist entries: {stale}"
+
+
+def _branch_too_far() -> None:
+    treadle.Agent(ScriptedProvider("hi")).branch(at_index=5)
+
+
+def _unknown_profile() -> None:
+    from treadle.agent import Profile
+    from treadle.ext.profiles import Profiles
+
+    Profiles([Profile(name="coder")]).switch("writer")
+
+
+def _closed_log() -> None:
+    from treadle.loop import KeyedLog
+
+    log: KeyedLog[int, int] = KeyedLog(key=lambda item: item)
+    log.close()
+    log.add(1)
+
+
+@pytest.mark.parametrize(
+    ("mistake", "cls", "builtin"),
+    [
+        (lambda: treadle.ToolExecution.batched(0), ConfigurationError, ValueError),
+        (lambda: treadle.EventLog(max_events=0), ConfigurationError, ValueError),
+        (lambda: CancellationToken().cancel("later"), ConfigurationError, ValueError),  # type: ignore[arg-type]
+        (lambda: treadle.Agent(ScriptedProvider("hi"), api_key="k"), UsageError, TypeError),
+        (_branch_too_far, OutOfRange, IndexError),
+        (_unknown_profile, UnknownName, KeyError),
+        (_closed_log, StateError, RuntimeError),
+    ],
+)
+def test_converted_errors_are_caught_by_the_root_and_by_their_old_base(
+    mistake: Callable[[], object], cls: type[Exception], builtin: type[Exception]
+) -> None:
+    with pytest.raises(TreadleError) as caught:
+        mistake()
+    assert isinstance(caught.value, cls) and isinstance(caught.value, builtin)

@@ -273,7 +273,8 @@ def add_external_tools(agent: Agent[Any], tools: Sequence[ExternalTool]) -> None
     if clash:
         raise RequestError(
             f"the client declares tools the agent already has: {', '.join(clash)}; "
-            "rename one of them"
+            "rename one of them",
+            422,
         )
     agent.context.tools = [*kept, *tools]
 
