@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from .cancellation import CancellationToken
 from .context import repair_transcript, validate_transcript
-from .errors import ConfigurationError, MissingExtra, TreadleError, UsageError
+from .errors import ConfigurationError, MissingExtra, StateError, TreadleError, UsageError
 from .loop import (
     AgentContext,
     AgentLoopConfig,
@@ -187,6 +187,7 @@ __all__ = [
     "RunEnding",
     "RunFailed",
     "RunResult",
+    "StateError",
     "StopReason",
     "TaskComplete",
     "TextContent",

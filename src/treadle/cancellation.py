@@ -11,6 +11,8 @@ from typing import Literal
 import anyio
 import anyio.lowlevel
 
+from .errors import ConfigurationError
+
 CancelMode = Literal["immediate", "after_turn"]
 
 
@@ -54,7 +56,9 @@ class CancellationToken:
     def cancel(self, mode: CancelMode = "immediate", reason: str | None = None) -> None:
         """Request cancellation. Idempotent; ``immediate`` wins over ``after_turn``."""
         if mode not in ("immediate", "after_turn"):
-            raise ValueError(f"cancel mode must be 'immediate' or 'after_turn', not {mode!r}")
+            raise ConfigurationError(
+                f"cancel mode must be 'immediate' or 'after_turn', not {mode!r}"
+            )
         with self._lock:
             if self._mode == "immediate" or self._mode == mode:
                 return

@@ -10,7 +10,15 @@ This module imports nothing: any module may import it, extras included.
 
 from __future__ import annotations
 
-__all__ = ["ConfigurationError", "MissingExtra", "TreadleError", "UsageError"]
+__all__ = [
+    "ConfigurationError",
+    "MissingExtra",
+    "OutOfRange",
+    "StateError",
+    "TreadleError",
+    "UnknownName",
+    "UsageError",
+]
 
 
 class TreadleError(Exception):
@@ -26,6 +34,22 @@ class ConfigurationError(TreadleError, ValueError):
 class UsageError(TreadleError, TypeError):
     """A call treadle cannot make sense of (a dict as a prompt, a message built with a
     positional argument, …); the message says how to write it."""
+
+
+class OutOfRange(ConfigurationError, IndexError):
+    """An index outside what it points into (``agent.branch(at_index=99)`` on a shorter
+    history, cutting a session to more messages than it holds); still an ``IndexError``."""
+
+
+class UnknownName(ConfigurationError, KeyError):
+    """A name that is not among the choices (a profile to switch to); the message lists
+    them. Still a ``KeyError``."""
+
+
+class StateError(TreadleError, RuntimeError):
+    """An operation the object cannot do in its current state (a result read before the
+    run ended, a log added to after it closed, a server used outside its ``async with``);
+    the message says what to do first."""
 
 
 class MissingExtra(TreadleError, ImportError):

@@ -3,11 +3,13 @@ logged warning, for a stream left unread or unclosed) that says what to do."""
 
 from __future__ import annotations
 
+import gc
 import logging
 import subprocess
 import sys
 import textwrap
 import time
+import weakref
 from typing import Any
 
 import anyio
@@ -32,6 +34,7 @@ from treadle import (
     agent_loop,
     tool,
 )
+from treadle.loop import _watcher
 from treadle.providers import Anthropic, Gemini, Ollama, OpenAIChat, OpenAIResponses, get_provider
 from treadle.testing import ScriptedProvider
 from treadle.tools import ToolContext
@@ -72,6 +75,27 @@ def test_an_assistant_shaped_dict_points_at_assistant_message() -> None:
     agent = Agent(ScriptedProvider("never sent"))
     with pytest.raises(UsageError, match=r"AssistantMessage\(content='done'\)"):
         agent.run_sync({"role": "assistant", "content": "done"})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("mode", ["after_batch", "next_tool", "interrupt"])
+def test_steer_refuses_a_dict_at_once_and_queues_nothing(mode: str) -> None:
+    provider = ScriptedProvider("the answer")
+    agent = Agent(provider)
+    with pytest.raises(UsageError, match=r"a dict is not a prompt.*UserMessage\.of\('hi'\)"):
+        agent.steer(DICT_PROMPT, mode=mode)  # type: ignore[arg-type]
+    agent.run_sync("the question")  # nothing half-queued joins the next run
+    assert [m.text for m in agent.messages] == ["the question", "the answer"]
+
+
+def test_follow_up_refuses_a_dict_at_once_and_queues_nothing() -> None:
+    provider = ScriptedProvider("the answer")
+    agent = Agent(provider)
+    with pytest.raises(UsageError, match="a dict is not a prompt"):
+        agent.follow_up(DICT_PROMPT)  # type: ignore[arg-type]
+    with pytest.raises(UsageError, match="expected a message"):
+        agent.follow_up(42)  # type: ignore[arg-type]
+    agent.run_sync("the question")
+    assert [m.text for m in agent.messages] == ["the question", "the answer"]
 
 
 # ---------------------------------------------------------------- a message built positionally
@@ -229,6 +253,7 @@ def test_importing_an_extension_without_its_extra_names_the_extra() -> None:
 @pytest.fixture
 def quick_warnings(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sink, "STALL_WARNING_S", 0.2)
+    monkeypatch.setattr(sink, "CANCEL_GRACE_S", 0.2)  # a cancelled run stops waiting soon
 
 
 @pytest.mark.anyio
@@ -313,6 +338,61 @@ async def test_two_runs_on_one_stream_never_closed_are_still_warned_about(
     send.close()
     warned = [r for r in caplog.records if "still open" in r.getMessage()]
     assert len(warned) == 1
+
+
+@pytest.mark.usefixtures("quick_warnings")
+def test_a_waiting_unclosed_check_keeps_no_stream_alive() -> None:
+    pending = _watcher.pending()
+    send, receive = anyio.create_memory_object_stream[AgentEvent](1)
+    sink.watch_unclosed(send)
+    sink.watch_unclosed(send)  # a second run's check while one waits: not added
+    assert _watcher.pending() == pending + 1
+    ref = weakref.ref(send)
+    del send, receive
+    gc.collect()
+    assert ref() is None  # collected before its deadline: the watcher held it weakly
+
+
+def test_the_unclosed_checks_share_one_thread_that_ends_when_none_waits() -> None:
+    """Checks of many runs wait on one watcher thread (not one per run, no task on any
+    event loop); it ends once none waits, and the next check starts it again. In a fresh
+    process, so no other test's checks are waiting."""
+    script = textwrap.dedent(
+        """
+        import threading, time
+        import anyio
+        import treadle.loop.sink as sink
+        from treadle.loop import _watcher
+
+        sink.STALL_WARNING_S = 0.1
+
+        def watchers():
+            return sum(t.name == _watcher.THREAD_NAME for t in threading.enumerate())
+
+        def idle(timeout=5.0):
+            end = time.monotonic() + timeout
+            while watchers() and time.monotonic() < end:
+                time.sleep(0.01)
+            return watchers() == 0
+
+        assert watchers() == 0
+        streams = [anyio.create_memory_object_stream(1) for _ in range(50)]
+        for send, _ in streams:
+            sink.watch_unclosed(send)
+        print(watchers(), _watcher.pending())
+        assert idle(), "the watcher thread did not end"
+        print(watchers(), _watcher.pending())
+        sink.watch_unclosed(streams[0][0])  # expired: may be checked again
+        print(watchers())
+        assert idle(), "the restarted watcher thread did not end"
+        print(watchers())
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["1", "50", "0", "0", "1", "0"]
 
 
 @pytest.mark.anyio

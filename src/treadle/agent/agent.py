@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Generic, Literal
 from anyio.streams.memory import MemoryObjectSendStream
 
 from ..cancellation import CancellationToken, CancelMode
+from ..errors import ConfigurationError
 from ..loop import (
     AgentContext,
     AgentLoopConfig,
@@ -26,6 +27,7 @@ from ..loop import (
 )
 from ..loop.config import validated_settings
 from ..loop.sink import EventSink
+from ..loop.state import _as_message
 from ..providers.base import Provider, ThinkingLevel
 from ..tools import Tool, open_toolsets
 from ..types import (
@@ -307,7 +309,7 @@ class Agent(Generic[OutputT]):
         on with this message. Without a run in progress it joins the next run's prompt.
         Safe to call from another task or thread.
         """
-        item = UserMessage.of(message) if isinstance(message, str) else message
+        item = _as_message(message)  # a dict gets the same clear error as a dict prompt
         if mode == "after_batch":
             self._steer_after.append(item)
         elif mode == "next_tool":
@@ -317,11 +319,11 @@ class Agent(Generic[OutputT]):
             if self._token is not None:
                 self._token.cancel("immediate", reason="interrupted by a steering message")
         else:
-            raise ValueError("mode must be 'after_batch', 'next_tool' or 'interrupt'")
+            raise ConfigurationError("mode must be 'after_batch', 'next_tool' or 'interrupt'")
 
     def follow_up(self, message: str | AgentMessage) -> None:
         """A message to handle after the run would otherwise end (it keeps going)."""
-        self._follow_ups.append(UserMessage.of(message) if isinstance(message, str) else message)
+        self._follow_ups.append(_as_message(message))
 
     def abort(self, mode: CancelMode = "immediate") -> None:
         """Stop the run in progress (``immediate`` or ``after_turn``). Thread-safe."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from ..errors import OutOfRange
 from ..types import ContinuationKind, Usage
 from .runstate import usage_of
 
@@ -38,7 +39,7 @@ def branch_agent(agent: A, at_index: int | None) -> A:
     if at < 0:
         at += count
     if not 0 <= at <= count:
-        raise IndexError(f"at_index {at_index} is outside a history of {count} messages")
+        raise OutOfRange(f"at_index {at_index} is outside a history of {count} messages")
     clone: Any = clone_agent(agent)
     clone.context = source.context.model_copy(
         update={

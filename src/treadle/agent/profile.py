@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Union
 
+from ..errors import ConfigurationError
 from ..loop import AgentContext
 from ..types import AgentMessage
 from .result import RunResult
@@ -28,7 +29,7 @@ class Profile:
 
     def __post_init__(self) -> None:
         if self.max_turns is not None and self.max_turns < 0:
-            raise ValueError("max_turns must be at least 0")
+            raise ConfigurationError("max_turns must be at least 0")
 
 
 async def run_ephemeral(

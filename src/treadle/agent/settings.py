@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..errors import UsageError
 from ..loop.config import validated_settings
 from ..providers.base import Provider
 
@@ -17,12 +18,12 @@ def resolve_model(model: Any, *, api_key: str | None, base_url: str | None) -> P
         options = {k: v for k, v in (("api_key", api_key), ("base_url", base_url)) if v}
         return get_provider(model, **options)
     if api_key is not None or base_url is not None:
-        raise TypeError(
+        raise UsageError(
             "api_key= and base_url= apply to a model string such as 'openai:gpt-4o-mini'; "
             f"this {type(model).__name__} is already built: give them to its constructor."
         )
     if not callable(getattr(model, "stream", None)):
-        raise TypeError(
+        raise UsageError(
             f"Agent(model=...) takes a model string such as 'openai:gpt-4o-mini' or a "
             f"Provider object, not {type(model).__name__} ({model!r})."
         )

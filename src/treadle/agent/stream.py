@@ -9,6 +9,7 @@ from typing import Any, Generic
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+from ..errors import StateError
 from ..types import AgentEvent
 from .result import AgentOutputT as OutputT
 from .result import RunResult
@@ -63,7 +64,7 @@ class AgentStream(Generic[OutputT]):
         """The run's :class:`RunResult`, once it has ended (after the ``async with`` block, or
         after the last event). Reading it earlier raises ``RuntimeError``."""
         if self._result is None:
-            raise RuntimeError(
+            raise StateError(
                 "the run has not ended yet: read events.result after the 'async with' block"
             )
         return self._result

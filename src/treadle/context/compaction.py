@@ -25,7 +25,7 @@ from typing import Any, Protocol, Union, runtime_checkable
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..cancellation import CancellationToken
-from ..errors import TreadleError
+from ..errors import ConfigurationError, TreadleError
 from ..providers.base import ModelRequest, Provider, ProviderError, StreamDone
 from ..types import (
     AgentMessage,
@@ -224,7 +224,7 @@ class TrimToolOutputs:
 
     def __post_init__(self) -> None:
         if self.head_tokens + self.tail_tokens >= self.max_tokens:
-            raise ValueError("head_tokens + tail_tokens must be less than max_tokens")
+            raise ConfigurationError("head_tokens + tail_tokens must be less than max_tokens")
 
     def trimmed(self, message: ToolResultMessage, tokens: int, limit: int) -> ToolResultMessage:
         scale = limit / self.max_tokens

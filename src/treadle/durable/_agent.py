@@ -12,6 +12,7 @@ import anyio
 import anyio.to_thread
 
 from ..agent import TASK_PARAMETERS, Agent, RunResult
+from ..errors import ConfigurationError
 from ..sessions import SessionStore
 from ..tools import Tool, ToolContext, ToolResult, Toolset
 from ._connection import require
@@ -46,7 +47,7 @@ class DurableAgent:
         store: SessionStore | None = None,
     ) -> None:
         if getattr(agent, "store", None) is not None:
-            raise ValueError(
+            raise ConfigurationError(
                 "give the session store to DurableAgent(store=...), not to the Agent: each "
                 "durable run is kept as the session named by its run id"
             )

@@ -8,6 +8,7 @@ from typing import Any
 import anyio
 
 from ..agent import RunResult
+from ..errors import ConfigurationError
 from ..types import AgentEnd, AgentEvent, AgentStart
 from ._connection import require
 from ._events import EventStore
@@ -54,7 +55,9 @@ class DurableRun:
         ``agent_start`` … ``agent_end`` pair per stretch (see docs/durable.md, "Events
         across crashes and waits")."""
         if after is not None and from_seq is not None:
-            raise ValueError("give after= (the last seq seen) or from_seq= (the first wanted)")
+            raise ConfigurationError(
+                "give after= (the last seq seen) or from_seq= (the first wanted)"
+            )
         store: EventStore = require("events")
         cursor = from_seq - 1 if from_seq is not None else -1 if after is None else after
         while True:

@@ -22,6 +22,7 @@ from pydantic import TypeAdapter
 from ..providers import ModelRequest, StreamEvent
 from ..tools import Tool, ToolContext, ToolResult, to_tool_result
 from ..types import AssistantMessage
+from ._database import DurableError
 
 if TYPE_CHECKING:
     from dbos import DBOSClient, StepReservation
@@ -151,7 +152,7 @@ def _turn_calls(ctx: ToolContext[Any]) -> list[str]:
 
 
 async def _never() -> Any:
-    raise RuntimeError("a recorded step was asked to run again")
+    raise DurableError("a recorded step was asked to run again")
 
 
 async def _value(value: Any) -> Any:

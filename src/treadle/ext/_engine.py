@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..agent import Agent
+from ..errors import UsageError
 from ..loop import Hooks
 from ..providers import Provider, get_provider
 from ..tools import Tool
@@ -79,7 +80,7 @@ class Engine:
         to :func:`engine` (``policy=`` or ``observers=``), where they take their place in
         the order."""
         if "hooks" in options:
-            raise TypeError(
+            raise UsageError(
                 "Engine.agent() takes no hooks: pass them to engine(policy=[...]) (vetoes, "
                 "approvals) or engine(observers=[...]) (tracing, logging) so they run in "
                 "their place among the engine's hooks"

@@ -13,6 +13,7 @@ import re
 import time
 from pathlib import Path
 
+from ..errors import ConfigurationError
 from ..loop import Hooks
 from ..providers import ModelRequest
 from ..types import AgentMessage, ToolCall, ToolResult, Usage
@@ -51,7 +52,7 @@ class McpCuration(Hooks):
 
     def __init__(self, db: str | Path = ":memory:", *, top_k: int = 10) -> None:
         if top_k < 0:
-            raise ValueError("top_k must be 0 or more")
+            raise ConfigurationError("top_k must be 0 or more")
         self._db = Database(db, _AUDIT)
         self.top_k = top_k
 

@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..errors import ConfigurationError, StateError
 from ..loop import AgentContext, Hooks
 from ..providers import ModelRequest
 from ..tools import FunctionTool
@@ -76,7 +77,7 @@ class MemoryStore:
                 self.fts = True
             except sqlite3.OperationalError as exc:
                 if fts:
-                    raise RuntimeError(f"this SQLite has no FTS5: {exc}") from exc
+                    raise StateError(f"this SQLite has no FTS5: {exc}") from exc
                 log.info("FTS5 unavailable (%s); memory search falls back to LIKE", exc)
         if self.fts:
             self._sync_index()
@@ -93,7 +94,7 @@ class MemoryStore:
         """Store a fact (an exact repeat returns the stored one)."""
         text = " ".join(text.split())
         if not text:
-            raise ValueError("a fact needs some text")
+            raise ConfigurationError("a fact needs some text")
         with self._db.transaction() as conn:
             row = conn.execute(
                 "SELECT id, text, created FROM facts WHERE text = ?", (text,)

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..agent import Agent, Profile
+from ..errors import ConfigurationError, UnknownName
 from ..loop import ExecutionLimits
 from ..tools import FunctionTool, Tool, Toolset
 
@@ -46,10 +47,10 @@ class Profiles:
         switch_name: str = "switch_profile",
     ) -> None:
         if not profiles:
-            raise ValueError("Profiles needs at least one profile")
+            raise ConfigurationError("Profiles needs at least one profile")
         self.profiles = {p.name: p for p in profiles}
         if len(self.profiles) != len(profiles):
-            raise ValueError("profile names must be unique")
+            raise ConfigurationError("profile names must be unique")
         self.active = self.profiles[active] if active is not None else profiles[0]
         self.persona = persona
         self.switches: list[tuple[str, str]] = []
@@ -61,7 +62,7 @@ class Profiles:
         """Make ``name`` the active profile (``KeyError`` naming the choices if unknown)."""
         profile = self.profiles.get(name)
         if profile is None:
-            raise KeyError(f"no profile {name!r}; choose one of: {', '.join(self.profiles)}")
+            raise UnknownName(f"no profile {name!r}; choose one of: {', '.join(self.profiles)}")
         if profile is not self.active:
             self.switches.append((self.active.name, name))
             self.active = profile

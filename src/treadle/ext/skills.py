@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from ..errors import ConfigurationError
 from ..loop import AgentContext, Hooks
 from ..providers import ModelRequest
 from ..tools import FunctionTool
@@ -163,7 +164,7 @@ class SkillArms:
 
     def set(self, skill: str, alpha: float, beta: float) -> None:
         if alpha <= 0 or beta <= 0:
-            raise ValueError("alpha and beta must be positive")
+            raise ConfigurationError("alpha and beta must be positive")
         self._db.execute(
             "INSERT INTO arms(skill, alpha, beta, updated) VALUES (?, ?, ?, ?) "
             "ON CONFLICT(skill) DO UPDATE SET alpha = excluded.alpha, beta = excluded.beta, "

@@ -26,6 +26,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Union
 
 from ..cancellation import CancellationToken
+from ..errors import UsageError
 from ..providers import (
     ModelRequest,
     Provider,
@@ -86,7 +87,7 @@ class WorkflowGate:
         if isinstance(answer, str):
             answer = AssistantMessage(content=[TextContent(text=answer)])
         if not isinstance(answer, AssistantMessage):
-            raise TypeError(f"the interceptor returned {type(answer).__name__}")
+            raise UsageError(f"the interceptor returned {type(answer).__name__}")
         stop = "tool_use" if answer.tool_calls else answer.stop_reason
         return answer.model_copy(
             update={

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.to_thread
 
+from ..errors import UsageError
 from ..providers.base import ModelRequest, Provider, ProviderError
 from ..tools import Tool, tool_spec
 from ..types import (
@@ -92,7 +93,7 @@ def as_policy(value: Any) -> CompactionPolicy | None:
         return value
     if isinstance(value, Mapping):
         return CompactionPolicy(**value)
-    raise TypeError(
+    raise UsageError(
         "AgentLoopConfig.compaction must be a CompactionPolicy, a dict of its fields, True "
         f"(defaults) or None, not {type(value).__name__}"
     )

@@ -9,6 +9,7 @@ from typing import Any, Literal, TypedDict, Union
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
 
 from .._redact import redact_url
+from ..errors import ConfigurationError, UsageError
 from ..providers.base import (
     RETRYABLE_KINDS,
     ModelRequest,
@@ -233,13 +234,13 @@ class ToolExecution:
     @classmethod
     def parallel(cls, max_concurrency: int | None = None) -> ToolExecution:
         if max_concurrency is not None and max_concurrency < 1:
-            raise ValueError("max_concurrency must be at least 1")
+            raise ConfigurationError("max_concurrency must be at least 1")
         return cls("parallel", max_concurrency=max_concurrency)
 
     @classmethod
     def batched(cls, n: int) -> ToolExecution:
         if n < 1:
-            raise ValueError("batch size must be at least 1")
+            raise ConfigurationError("batch size must be at least 1")
         return cls("batched", batch_size=n)
 
 
@@ -344,13 +345,13 @@ class AgentLoopConfig(BaseModel):
     @classmethod
     def _provider_object(cls, value: Any) -> Any:
         if isinstance(value, str):
-            raise TypeError(
+            raise UsageError(
                 f"AgentLoopConfig(provider=...) takes a Provider object, not the model string "
                 f"{value!r}: use provider=get_provider({value!r}) "
                 "(from treadle.providers import get_provider)."
             )
         if not callable(getattr(value, "stream", None)):
-            raise TypeError(
+            raise UsageError(
                 f"AgentLoopConfig(provider=...) got {type(value).__name__}, which has no "
                 "stream(request, *, cancel=None) method: pass a treadle.providers adapter "
                 "(OpenAIChat, Anthropic, ...), get_provider('openai:gpt-4o-mini'), or your own "
@@ -424,7 +425,7 @@ def validated_settings(settings: Any, *, where: str = "model_settings") -> dict[
     global _settings_model
     unknown = sorted(set(settings) - set(_SETTING_NAMES))
     if unknown:
-        raise TypeError(
+        raise UsageError(
             f"unknown model setting(s) {', '.join(unknown)}; "
             f"{where} takes: {', '.join(sorted(_SETTING_NAMES))}"
         )
@@ -442,5 +443,5 @@ def validated_settings(settings: Any, *, where: str = "model_settings") -> dict[
             f"{'.'.join(str(p) for p in e['loc'])}={repr(e['input'])[:60]}: {e['msg']}"
             for e in exc.errors(include_url=False)
         )
-        raise ValueError(f"invalid {where}: {problems}") from None
+        raise ConfigurationError(f"invalid {where}: {problems}") from None
     return {name: getattr(checked, name) for name in settings}

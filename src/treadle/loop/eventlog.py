@@ -17,6 +17,7 @@ from typing import IO
 from anyio.streams.memory import MemoryObjectReceiveStream
 from pydantic import ValidationError
 
+from ..errors import ConfigurationError
 from ..types import AgentEvent, event_from_json
 from .keyedlog import EventLogGap, KeyedLog
 
@@ -39,7 +40,7 @@ class EventLog(KeyedLog[AgentEvent, int]):
 
     def __init__(self, *, max_events: int = 10_000, path: str | Path | None = None) -> None:
         if max_events < 1:
-            raise ValueError("max_events must be at least 1")
+            raise ConfigurationError("max_events must be at least 1")
         super().__init__(_seq, max_items=max_events)
         self.path = Path(path) if path is not None else None
         self._file: IO[str] | None = None
@@ -74,7 +75,9 @@ class EventLog(KeyedLog[AgentEvent, int]):
         """Keep ``event`` (its ``seq`` must be above the last one) and wake the readers."""
         last = self.last_key
         if not self.closed and last is not None and event.seq <= last:
-            raise ValueError(f"seq {event.seq} is not after {last}: events must come in order")
+            raise ConfigurationError(
+                f"seq {event.seq} is not after {last}: events must come in order"
+            )
         if self._file is not None and not self.closed:
             self._file.write(event.model_dump_json() + "\n")
         self.add(event)

@@ -15,7 +15,7 @@ from typing import Generic, TypeVar
 
 import anyio
 
-from ..errors import TreadleError
+from ..errors import ConfigurationError, StateError, TreadleError
 
 T = TypeVar("T")
 K = TypeVar("K", int, tuple[int, int])
@@ -30,7 +30,7 @@ class KeyedLog(Generic[T, K]):
 
     def __init__(self, key: Callable[[T], K], *, max_items: int = 10_000) -> None:
         if max_items < 1:
-            raise ValueError("max_items must be at least 1")
+            raise ConfigurationError("max_items must be at least 1")
         self.key: Callable[[T], K] = key
         self.max_items = max_items
         self._items: list[T] = []
@@ -55,10 +55,10 @@ class KeyedLog(Generic[T, K]):
     def add(self, item: T) -> None:
         """Keep ``item`` (its key must be above the last one) and wake the readers."""
         if self._closed:
-            raise RuntimeError(f"this {type(self).__name__} is closed: its run has ended")
+            raise StateError(f"this {type(self).__name__} is closed: its run has ended")
         key, last = self.key(item), self.last_key
         if last is not None and key <= last:
-            raise ValueError(f"{key} is not after {last}: items must come in order")
+            raise ConfigurationError(f"{key} is not after {last}: items must come in order")
         self._keep(item)
         self._wake()
 

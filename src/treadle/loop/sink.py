@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import contextvars
 import logging
-import sys
-import weakref
 from collections.abc import AsyncIterator, Callable, Sequence
 from time import time_ns
 from typing import Any
@@ -15,6 +13,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from ..types import AgentEvent, CustomEvent, MessageUpdate, now_ms
 from ..types._base import trusted
+from . import _watcher
 
 _UPDATE_FIELDS = frozenset({"seq", "loop_id", "depth", "timestamp", "message", "delta"})
 logger = logging.getLogger("treadle.loop")
@@ -390,68 +389,12 @@ class EventSink:
 def watch_unclosed(stream: MemoryObjectSendStream[AgentEvent]) -> None:
     """After a top-level run returns: if, ``STALL_WARNING_S`` later, the stream is still
     open, empty, a task waits to receive from it and no run has used it since, log that its
-    send end was probably never closed (the reader would wait forever). One timer per run at
-    most (none while one is pending for the stream), nothing per event."""
-    state = _sequencer_for(stream)
-    if state.watching:
-        return
-    runs = state.runs
-    ref = weakref.ref(stream)
-
-    def check() -> None:
-        state.watching = False
-        found = ref()
-        if found is None or state.active:
-            return  # gone, or a run is in progress: it checks again when it ends
-        if state.runs != runs:
-            watch_unclosed(found)  # used again since: look again later
-            return
-        try:
-            stats = found.statistics()
-        except Exception:  # a diagnostic never fails the event loop it runs on
-            return
-        if (
-            stats.open_send_streams
-            and stats.tasks_waiting_receive
-            and not stats.current_buffer_used
-        ):
-            logger.warning(
-                "agent_loop returned %g s ago, but its event stream is still open and a "
-                "task is waiting to read from it: close the send end when the loop returns "
-                "(`async with send:` around the call, or `await send.aclose()`), or the "
-                "reader waits forever. If you keep the stream open for another run, ignore "
-                "this",
-                STALL_WARNING_S,
-            )
-
-    state.watching = _call_later(STALL_WARNING_S, check)
-
-
-def _call_later(delay: float, callback: Callable[[], None]) -> bool:
-    """Run ``callback`` on this event loop ``delay`` seconds from now, outside any task
-    group: a diagnostic timer that must not keep the caller's task group (or the loop)
-    waiting, which anyio has no call for, so it uses the backend's own (a timer handle on
-    asyncio, a system task on trio). Returns False when neither is available."""
-    try:
-        import asyncio
-
-        asyncio.get_running_loop().call_later(delay, callback)
-        return True
-    except RuntimeError:
-        pass
-    trio = sys.modules.get("trio")
-    if trio is None:
-        return False
-
-    async def later() -> None:
-        await trio.sleep(delay)
-        callback()
-
-    try:
-        trio.lowlevel.spawn_system_task(later, name="treadle: event stream check")
-    except RuntimeError:
-        return False
-    return True
+    send end was probably never closed (the reader would wait forever). At most one check
+    per stream is pending, nothing is done per event, and the check runs on one lazily
+    started watcher thread per process that sleeps until the earliest deadline in a heap of
+    weakly referenced streams and reads their ``statistics()``, so no task or timer is put
+    on the event loop and no backend-specific code is needed (see ``_watcher``)."""
+    _watcher.watch(stream, _sequencer_for(stream), STALL_WARNING_S)
 
 
 _MERGEABLE = frozenset({"text", "thinking", "tool_call_delta"})

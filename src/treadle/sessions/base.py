@@ -17,7 +17,7 @@ from typing import Any, Protocol, runtime_checkable
 from pydantic import Field
 
 from ..context.transcript import repair_transcript
-from ..errors import ConfigurationError, TreadleError, UsageError
+from ..errors import ConfigurationError, OutOfRange, TreadleError, UsageError
 from ..types import (
     AgentMessage,
     AssistantMessage,
@@ -382,7 +382,7 @@ def check_branch_index(session_id: str, at_index: int, length: int) -> int:
     if isinstance(at_index, bool) or not isinstance(at_index, int):
         raise UsageError("at_index must be an int")
     if not 0 <= at_index <= length:
-        raise IndexError(
+        raise OutOfRange(
             f"at_index {at_index} is outside session {session_id!r}, which has {length} messages"
         )
     return at_index
@@ -491,7 +491,7 @@ class WriterBase:
         with self._mutex:
             self._check_open()
             if not 0 <= length <= self._length:
-                raise IndexError(f"cannot cut {self._length} messages to {length}")
+                raise OutOfRange(f"cannot cut {self._length} messages to {length}")
             if length != self._length:
                 self._write_truncate(length)
                 self._length = length

@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 import anyio
 import anyio.to_thread
 
+from ..errors import ConfigurationError
 from ..loop.config import Hooks
 from ..loop.context import AgentContext
 from ..types import AgentMessage, AssistantMessage, Usage
@@ -82,7 +83,7 @@ class SessionRecorder(Hooks):
         pending: Sequence[str] = (),
     ) -> None:
         if len(stored) != writer.length:
-            raise ValueError(
+            raise ConfigurationError(
                 f"stored has {len(stored)} messages but session {writer.session_id!r} holds "
                 f"{writer.length}"
             )

@@ -33,6 +33,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
+from ..errors import ConfigurationError
 from ..types import AgentMessage
 from .base import (
     LogView,
@@ -110,7 +111,7 @@ class SqliteStore(StoreBase):
         timeout: float = 10.0,
     ) -> None:
         if synchronous not in ("FULL", "NORMAL"):
-            raise ValueError("synchronous must be 'FULL' or 'NORMAL'")
+            raise ConfigurationError("synchronous must be 'FULL' or 'NORMAL'")
         self.path = str(path) if str(path) == ":memory:" else str(Path(path).expanduser())
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)

@@ -49,7 +49,7 @@ from typing import Any, Literal
 import httpx
 
 from .._redact import REDACTED, SECRET_PARAMS
-from ..errors import TreadleError
+from ..errors import ConfigurationError, TreadleError
 from .exchange import RecordedRequest, Reply, ReplyStream
 
 logger = logging.getLogger("treadle.testing")
@@ -176,9 +176,9 @@ class Cassette:
         secrets: Iterable[str] = (),
     ) -> None:
         if mode not in ("auto", "record", "replay"):
-            raise ValueError(f"mode must be 'auto', 'record' or 'replay', not {mode!r}")
+            raise ConfigurationError(f"mode must be 'auto', 'record' or 'replay', not {mode!r}")
         if match not in ("body", "path", "order"):
-            raise ValueError(f"match must be 'body', 'path' or 'order', not {match!r}")
+            raise ConfigurationError(f"match must be 'body', 'path' or 'order', not {match!r}")
         self.path = Path(path)
         self.match = match
         self.recording = mode == "record" or (mode == "auto" and not self.path.exists())

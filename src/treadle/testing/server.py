@@ -22,7 +22,7 @@ import anyio
 from anyio.abc import SocketAttribute, SocketStream
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from ..errors import TreadleError
+from ..errors import ConfigurationError, TreadleError
 from .exchange import RecordedRequest, Reply
 
 __all__ = ["serve"]
@@ -64,7 +64,7 @@ async def serve(
     connection is read and then dropped unanswered — the client sees "Server disconnected
     without sending a response" — and takes no script item."""
     if host not in _LOOPBACK:
-        raise ValueError(f"serve() binds to the loopback interface only, not {host!r}")
+        raise ConfigurationError(f"serve() binds to the loopback interface only, not {host!r}")
     bind = _LOOPBACK[host]
     listener = await anyio.create_tcp_listener(local_host=bind, local_port=port)
     numbers = itertools.count(1)

@@ -32,6 +32,7 @@ import anyio
 import anyio.lowlevel
 import httpx
 
+from ..errors import UsageError
 from ..types import AssistantMessage, TextContent, Usage
 from .exchange import RecordedRequest, Reply, ReplyStream, rechunk
 from .formats import Context, Format, FormatName, StreamErrorKind, get_format, number
@@ -385,7 +386,7 @@ class FakeTransport(httpx.AsyncBaseTransport):
         elif isinstance(item, (AssistantMessage, str)):
             self.format.check(_message(item))
         elif not isinstance(item, (Fail, Raw)) and not callable(item):
-            raise TypeError(
+            raise UsageError(
                 f"not a wire script item: {item!r} (use an AssistantMessage, a string, Fail, "
                 "Truncate, StreamError, Slow, Raw or a callable)"
             )

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ..errors import ConfigurationError, StateError
 from .base import ToolCategory, ToolContext
 
 
@@ -29,7 +30,7 @@ class ExternalTool:
         category: ToolCategory | str = ToolCategory.EXEC,
     ) -> None:
         if not name:
-            raise ValueError("an ExternalTool needs a name")
+            raise ConfigurationError("an ExternalTool needs a name")
         self.name = name
         self.description = description
         self.parameters: dict[str, Any] = parameters or {"type": "object", "properties": {}}
@@ -48,7 +49,7 @@ class ExternalTool:
         return f"ExternalTool({self.name!r})"
 
     async def run(self, arguments: dict[str, Any], ctx: ToolContext[Any]) -> Any:
-        raise RuntimeError(
+        raise StateError(
             f"tool {self.name!r} is external: the loop leaves its calls pending for the "
             "application to answer (append a ToolResultMessage, then continue the run)"
         )

@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import Field, field_validator
 
+from ..errors import ConfigurationError
 from ._watch import Watched
 from .text import clean_text
 
@@ -39,7 +40,7 @@ class ImageContent(Watched):
     def from_bytes(cls, data: bytes, mime_type: str) -> ImageContent:
         """An image from its raw bytes (PNG, JPEG, GIF, WebP: whatever the model accepts)."""
         if not mime_type.startswith("image/"):
-            raise ValueError(
+            raise ConfigurationError(
                 f"mime_type must be an image type such as 'image/png', not {mime_type!r}"
             )
         return cls(data=base64.b64encode(data).decode("ascii"), mime_type=mime_type)

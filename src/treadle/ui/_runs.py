@@ -19,8 +19,8 @@ from typing import Any, Literal, Protocol
 import anyio
 from anyio.abc import TaskGroup
 
-from ..agent import Agent, RunResult
-from ..errors import TreadleError
+from ..agent import Agent, AgentBusy, RunResult
+from ..errors import ConfigurationError, StateError, TreadleError
 from ..loop import EventLog, EventLogGap, KeyedLog
 from ..tools import ExternalTool
 from ..types import AgentEvent, AgentMessage
@@ -139,9 +139,9 @@ class UIRuns:
         keep_events: bool = False,
     ) -> None:
         if history not in ("client", "server"):
-            raise ValueError("history must be 'client' or 'server'")
+            raise ConfigurationError("history must be 'client' or 'server'")
         if history == "server" and isinstance(agent, Agent):
-            raise ValueError(
+            raise ConfigurationError(
                 "history='server' keeps one conversation per thread: pass a function "
                 "thread_id -> Agent (for example one opening Agent(store=..., session_id=...))"
             )
@@ -193,12 +193,12 @@ class UIRuns:
         """Start a run (``prompt`` empty: continue the agent's history) in the server's task
         group and return it at once."""
         if self.task_group is None:
-            raise RuntimeError(
+            raise StateError(
                 "UIRuns has no task group: serve it inside `async with runs.serving():` "
                 "(the ASGI apps do this in their lifespan)"
             )
         if agent.running:
-            raise RuntimeError(f"thread {thread_id!r} already has a run in progress")
+            raise AgentBusy(f"thread {thread_id!r} already has a run in progress")
         live = LiveRun(
             run_id=run_id or uuid.uuid4().hex,
             thread_id=thread_id,
@@ -271,9 +271,10 @@ def add_external_tools(agent: Agent[Any], tools: Sequence[ExternalTool]) -> None
     taken = {getattr(t, "name", None) for t in kept}
     clash = sorted(t.name for t in tools if t.name in taken)
     if clash:
-        raise ValueError(
+        raise RequestError(
             f"the client declares tools the agent already has: {', '.join(clash)}; "
-            "rename one of them"
+            "rename one of them",
+            422,
         )
     agent.context.tools = [*kept, *tools]
 

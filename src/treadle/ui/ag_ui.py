@@ -146,8 +146,9 @@ def messages_from_ag_ui(messages: Sequence[dict[str, Any]]) -> tuple[list[AgentM
                 try:
                     arguments = json.loads(fn.get("arguments") or "{}")
                 except ValueError as exc:
-                    raise ValueError(
-                        f"tool call {call.get('id')!r}: arguments are not JSON ({exc})"
+                    raise RequestError(
+                        f"tool call {call.get('id')!r}: arguments are not JSON ({exc})",
+                        422,
                     ) from None
                 names[call["id"]] = fn.get("name", "")
                 blocks.append(ToolCall(id=call["id"], name=fn.get("name", ""), arguments=arguments))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from ...errors import ConfigurationError
 from .anthropic import AnthropicFormat
 from .base import Context, Encoded, Format, FormatName, StreamErrorKind, number, pieces
 from .gemini import GeminiFormat
@@ -41,7 +42,7 @@ def get_format(name: str) -> Format:
     factory = FORMATS.get(key)
     if factory is None:
         choices = ", ".join(sorted(FORMATS))
-        raise ValueError(f"unknown wire format {name!r}: use one of {choices}")
+        raise ConfigurationError(f"unknown wire format {name!r}: use one of {choices}")
     return factory()
 
 
