@@ -27,6 +27,7 @@ from typing import Any
 import httpx
 
 from ..cancellation import CancellationToken
+from ..errors import ConfigurationError
 from ..types import (
     AgentMessage,
     AssistantMessage,
@@ -219,11 +220,13 @@ def _tool_config(choice: str | dict[str, Any] | None) -> dict[str, Any] | None:
     if isinstance(choice, dict):
         name = choice.get("name")
         if not isinstance(name, str):
-            raise ValueError(f"tool_choice must name a tool, got {choice!r}")
+            raise ConfigurationError(f"tool_choice must name a tool, got {choice!r}")
         return {"functionCallingConfig": {"mode": "ANY", "allowedFunctionNames": [name]}}
     modes = {"auto": "AUTO", "none": "NONE", "required": "ANY"}
     if choice not in modes:
-        raise ValueError(f"tool_choice must be auto, none, required or {{'name': ...}}: {choice!r}")
+        raise ConfigurationError(
+            f"tool_choice must be auto, none, required or {{'name': ...}}: {choice!r}"
+        )
     return {"functionCallingConfig": {"mode": modes[choice]}}
 
 

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...context.transcript import validate_transcript
+from ...errors import TreadleError
 from ...types import (
     AgentEnd,
     AgentMessage,
@@ -67,7 +68,7 @@ INVARIANTS: dict[str, str] = {
 }
 
 
-class InvariantViolation(AssertionError):
+class InvariantViolation(TreadleError, AssertionError):
     """An invariant of the contract did not hold; ``invariant`` is its id (``INV-...``)."""
 
     def __init__(self, invariant: str, message: str) -> None:
