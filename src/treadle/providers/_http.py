@@ -406,7 +406,12 @@ class HTTPAdapter:
 
     def _headers(self) -> dict[str, str]:
         """Request headers, auth included. Subclasses add their own scheme."""
-        return {"content-type": "application/json", **self._extra_headers}
+        return self._headers_with({})
+
+    def _headers_with(self, auth: Mapping[str, str]) -> dict[str, str]:
+        """The JSON content type, then ``auth`` (an adapter's own scheme), then the caller's
+        ``headers``, which win over both."""
+        return {"content-type": "application/json", **auth, **self._extra_headers}
 
     async def _send(
         self, url: str, body: Body, headers: Mapping[str, str] | None

@@ -25,18 +25,10 @@ from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..cancellation import CancellationToken
-from ..types import (
-    AssistantMessage,
-    ExtensionMessage,
-    ImageContent,
-    TextContent,
-    ThinkingContent,
-    ToolResultMessage,
-    UserMessage,
-)
+from ..types import AssistantMessage, ImageContent, TextContent, ThinkingContent, ToolResultMessage
 from ..types.messages import AgentMessage
 from ._assemble import check_cancel, json_object
-from ._convert import safe_tool_call_id, same_origin, thinking_as_text
+from ._convert import each_message, safe_tool_call_id, same_origin, thinking_as_text, user_parts
 from ._http import HTTPAdapter, HTTPOptions
 from .anthropic_stream import StreamState, events_from_message
 from .base import (
@@ -92,12 +84,7 @@ class Anthropic(HTTPAdapter):
         return self._required_key("ANTHROPIC_API_KEY", "Anthropic")
 
     def _headers(self) -> dict[str, str]:
-        return {
-            "content-type": "application/json",
-            "anthropic-version": API_VERSION,
-            "x-api-key": self._key(),
-            **self._extra_headers,
-        }
+        return self._headers_with({"anthropic-version": API_VERSION, "x-api-key": self._key()})
 
     def stream(
         self, request: ModelRequest, *, cancel: CancellationToken | None = None
@@ -213,15 +200,12 @@ def _image_block(image: ImageContent) -> dict[str, Any]:
     }
 
 
+def _text_block(text: str) -> dict[str, Any]:
+    return {"type": "text", "text": text}
+
+
 def _user_blocks(content: list[TextContent | ImageContent]) -> list[dict[str, Any]]:
-    blocks: list[dict[str, Any]] = []
-    for block in content:
-        if isinstance(block, TextContent):
-            if block.text:  # Anthropic rejects empty text blocks
-                blocks.append({"type": "text", "text": block.text})
-        else:
-            blocks.append(_image_block(block))
-    return blocks
+    return user_parts(content, _text_block, _image_block)  # Anthropic rejects empty text
 
 
 def _assistant_blocks(message: AssistantMessage, provider: str) -> list[dict[str, Any]]:
@@ -230,7 +214,7 @@ def _assistant_blocks(message: AssistantMessage, provider: str) -> list[dict[str
     for block in message.content:
         if isinstance(block, TextContent):
             if block.text:
-                blocks.append({"type": "text", "text": block.text})
+                blocks.append(_text_block(block.text))
         elif isinstance(block, ThinkingContent):
             if native and block.signature and block.redacted:
                 blocks.append({"type": "redacted_thinking", "data": block.signature})
@@ -241,7 +225,7 @@ def _assistant_blocks(message: AssistantMessage, provider: str) -> list[dict[str
             else:
                 text = thinking_as_text(block)
                 if text:
-                    blocks.append({"type": "text", "text": text})
+                    blocks.append(_text_block(text))
         else:
             blocks.append(
                 {
@@ -289,19 +273,15 @@ def _append(wire: list[dict[str, Any]], role: str, blocks: list[dict[str, Any]])
 
 def _convert_messages(messages: list[AgentMessage], provider: str) -> list[dict[str, Any]]:
     wire: list[dict[str, Any]] = []
-    for message in messages:
-        if isinstance(message, UserMessage):
-            blocks = _user_blocks(message.content)
-            if blocks:
-                _append(wire, "user", blocks)
-        elif isinstance(message, AssistantMessage):
-            blocks = _assistant_blocks(message, provider)
-            if blocks:
-                _append(wire, "assistant", blocks)
-        elif isinstance(message, ToolResultMessage):
-            _append(wire, "user", [_tool_result_block(message)])
-        elif isinstance(message, ExtensionMessage):
-            continue
+    turns = each_message(
+        messages,
+        user=lambda message: ("user", _user_blocks(message.content)),
+        assistant=lambda message: ("assistant", _assistant_blocks(message, provider)),
+        tool=lambda message: ("user", [_tool_result_block(message)]),
+    )
+    for role, blocks in turns:
+        if blocks:
+            _append(wire, role, blocks)
     return wire
 
 
