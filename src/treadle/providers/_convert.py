@@ -17,15 +17,8 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, TypeVar
 
-from ..types import (
-    AgentMessage,
-    AssistantMessage,
-    ImageContent,
-    TextContent,
-    ThinkingContent,
-    ToolResultMessage,
-    UserMessage,
-)
+from ..types.content import ImageContent, TextContent, ThinkingContent
+from ..types.messages import AgentMessage, AssistantMessage, ToolResultMessage, UserMessage
 
 T = TypeVar("T")
 
@@ -37,6 +30,12 @@ order they are written into a body; ``presence_penalty`` and ``frequency_penalty
 where an API takes them (:data:`PENALTIES`)."""
 
 PENALTIES = (*SETTINGS, "presence_penalty", "frequency_penalty")
+
+
+def wire_names(fields: Iterable[str], **renamed: str) -> dict[str, str]:
+    """A settings table for :func:`put_settings`: each field under its own name, but for
+    those ``renamed`` (``max_tokens="num_predict"``)."""
+    return {field: renamed.get(field, field) for field in fields}
 
 
 def safe_tool_call_id(call_id: str, *, max_len: int = 64) -> str:

@@ -35,6 +35,7 @@ from ._convert import (
     text_of,
     unwrap_schema,
     visible_thinking,
+    wire_names,
 )
 from ._http import HTTPAdapter, HTTPOptions, classify
 from ._sse import NDJSONDecoder
@@ -46,7 +47,7 @@ if TYPE_CHECKING:
 DEFAULT_BASE_URL = "http://localhost:11434"
 DEFAULT_PORT = 11434
 # The request's settings as Ollama's model options.
-_OPTIONS = {name: name for name in PENALTIES} | {"max_tokens": "num_predict"}
+_OPTIONS = wire_names(PENALTIES, max_tokens="num_predict")
 _STOPS: dict[str, StopReason] = {"length": "length"}
 
 

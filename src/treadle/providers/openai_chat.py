@@ -42,13 +42,21 @@ from ..types import (
     AssistantMessage,
     ImageContent,
     TextContent,
-    ThinkingContent,
     ToolCall,
     ToolResultMessage,
     UserMessage,
 )
 from ._assemble import check_cancel, read_events
-from ._convert import image_data_url, safe_tool_call_id, same_origin
+from ._convert import (
+    PENALTIES,
+    image_data_url,
+    put_settings,
+    safe_tool_call_id,
+    same_origin,
+    text_of,
+    visible_thinking,
+    wire_names,
+)
 from ._http import HTTPAdapter, HTTPOptions, classify
 from ._sse import SSEDecoder, SSEEvent
 from ._wire import ToolsJSON, WireCache, dumpb, dumps, splice
@@ -165,14 +173,7 @@ class OpenAIChat(HTTPAdapter):
             tools = b'"tools":' + self._tools.encode(request.tools)
             if request.tool_choice is not None:
                 rest["tool_choice"] = _tool_choice(request.tool_choice)
-        if request.max_tokens is not None:
-            rest[self.max_tokens_field] = request.max_tokens
-        if request.temperature is not None:
-            rest["temperature"] = request.temperature
-        for setting in ("top_p", "seed", "stop", "presence_penalty", "frequency_penalty"):
-            value = getattr(request, setting)
-            if value is not None:
-                rest[setting] = value
+        put_settings(rest, request, wire_names(PENALTIES, max_tokens=self.max_tokens_field))
         if request.thinking_level != "off":
             rest["reasoning_effort"] = request.thinking_level
         if request.response_format is not None:
@@ -244,11 +245,7 @@ class OpenAIChat(HTTPAdapter):
         ]
         reasoning = ""
         if self.reasoning_field and same_origin(message, self.name):
-            reasoning = "\n".join(
-                block.thinking
-                for block in message.content
-                if isinstance(block, ThinkingContent) and not block.redacted and block.thinking
-            )
+            reasoning = visible_thinking(message)
         if not texts and not calls:
             return None  # nothing a model may see (thinking alone is not a message)
         converted: dict[str, Any] = {"role": "assistant", "content": "\n".join(texts) or None}
@@ -261,7 +258,7 @@ class OpenAIChat(HTTPAdapter):
     def _tool_result(
         self, message: ToolResultMessage, pending: list[dict[str, Any]]
     ) -> dict[str, Any]:
-        text = "\n".join(block.text for block in message.content if isinstance(block, TextContent))
+        text = text_of(message.content)
         images = [block for block in message.content if isinstance(block, ImageContent)]
         call_id = self._call_id(message.tool_call_id)
         if images:

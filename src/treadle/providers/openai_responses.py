@@ -45,6 +45,7 @@ from ._convert import (
     text_of,
     thinking_as_text,
     user_parts,
+    wire_names,
 )
 from ._http import HTTPAdapter, HTTPOptions
 from .base import (
@@ -59,7 +60,7 @@ if TYPE_CHECKING:
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 _EFFORTS = {"minimal": "minimal", "low": "low", "medium": "medium", "high": "high"}
 # The request's settings the Responses API takes, under its names.
-_SETTINGS = {"max_tokens": "max_output_tokens", "temperature": "temperature", "top_p": "top_p"}
+_SETTINGS = wire_names(("max_tokens", "temperature", "top_p"), max_tokens="max_output_tokens")
 
 
 class OpenAIResponses(HTTPAdapter):
