@@ -14,13 +14,14 @@ from __future__ import annotations
 import base64
 import hashlib
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 from ..types.content import ImageContent, TextContent, ThinkingContent
 from ..types.messages import AgentMessage, AssistantMessage, ToolResultMessage, UserMessage
 
 T = TypeVar("T")
+P = TypeVar("P")
 
 _ID_CHARS = re.compile(r"[^A-Za-z0-9_-]")
 
@@ -120,6 +121,27 @@ def each_message(
             yield assistant(message)
         elif isinstance(message, ToolResultMessage):
             yield tool(message)
+
+
+def after_tool_runs(
+    entries: Iterable[tuple[T | None, Sequence[P], bool]], gather: Callable[[list[P]], T]
+) -> list[T]:
+    """A history's converted entries in order, for APIs whose tool results cannot carry
+    images: each entry is ``(converted or None, parts it leaves behind, is a tool result)``,
+    and the parts a run of tool results leaves (their images) follow that run, as one
+    ``gather(parts)`` entry (tool results must directly follow the call that asked)."""
+    out: list[T] = []
+    pending: list[P] = []
+    for converted, parts, tool in entries:
+        if pending and not tool:
+            out.append(gather(pending))
+            pending = []
+        if converted is not None:
+            out.append(converted)
+        pending.extend(parts)
+    if pending:
+        out.append(gather(pending))
+    return out
 
 
 def put_settings(target: dict[str, Any], request: Any, names: Mapping[str, str]) -> None:

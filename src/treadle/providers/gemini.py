@@ -40,6 +40,7 @@ from ..types import (
 )
 from ._assemble import check_cancel
 from ._convert import (
+    after_tool_runs,
     merge_extra,
     put_settings,
     safe_tool_call_id,
@@ -70,6 +71,7 @@ _CONFIG = {
     "frequency_penalty": "frequencyPenalty",
 }
 KEY_VARIABLES = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
+_Turn = tuple[str, list[dict[str, Any]]]
 
 # Google's documented placeholder for a function call whose real signature is unknown (a
 # history made by another provider); Gemini 3 rejects unsigned calls otherwise.
@@ -332,37 +334,33 @@ def _clean(
 
 
 def _contents(messages: Iterable[AgentMessage], model: str) -> list[dict[str, Any]]:
-    contents: list[dict[str, Any]] = []
-    images: list[dict[str, Any]] = []  # tool-result images, sent after the responses
+    def entry(message: AgentMessage) -> tuple[_Turn | None, list[dict[str, Any]], bool]:
+        if isinstance(message, ToolResultMessage):
+            return ("user", [_function_response(message)]), _tool_images(message), True
+        if isinstance(message, UserMessage):
+            return ("user", user_parts(message.content, _text_part, _image_part)), [], False
+        if isinstance(message, AssistantMessage):
+            return ("model", _model_parts(message, model)), [], False
+        return None, [], False
 
-    def add(role: str, parts: list[dict[str, Any]]) -> None:
+    # Tool-result images are sent in a user turn after the function responses.
+    turns = after_tool_runs(map(entry, messages), lambda images: ("user", images))
+    contents: list[dict[str, Any]] = []
+    for role, parts in turns:
         if not parts:
-            return
+            continue
         if contents and contents[-1]["role"] == role:
             contents[-1]["parts"].extend(parts)
         else:
             contents.append({"role": role, "parts": parts})
-
-    def flush_images() -> None:
-        if images:
-            add("user", list(images))
-            images.clear()
-
-    for message in messages:
-        if isinstance(message, ToolResultMessage):
-            add("user", [_function_response(message)])
-            found = [_image_part(b) for b in message.content if isinstance(b, ImageContent)]
-            if found:
-                label = f"Images returned by the {message.tool_name} tool:"
-                images.extend([{"text": label}, *found])
-            continue
-        flush_images()
-        if isinstance(message, UserMessage):
-            add("user", user_parts(message.content, _text_part, _image_part))
-        elif isinstance(message, AssistantMessage):
-            add("model", _model_parts(message, model))
-    flush_images()
     return contents
+
+
+def _tool_images(message: ToolResultMessage) -> list[dict[str, Any]]:
+    found = [_image_part(b) for b in message.content if isinstance(b, ImageContent)]
+    if not found:
+        return []
+    return [{"text": f"Images returned by the {message.tool_name} tool:"}, *found]
 
 
 def _text_part(text: str) -> dict[str, Any]:

@@ -49,6 +49,7 @@ from ..types import (
 from ._assemble import check_cancel, read_events
 from ._convert import (
     PENALTIES,
+    after_tool_runs,
     image_data_url,
     put_settings,
     safe_tool_call_id,
@@ -203,17 +204,7 @@ class OpenAIChat(HTTPAdapter):
         if not any(map(_IMAGES, encoded)):  # the common case, without a Python-level loop
             out.extend(filter(None, map(_TEXT, encoded)))
             return out
-        pending: list[bytes] = []
-        for text, images, tool in encoded:
-            if pending and not tool:
-                out.append(_user_parts(pending))
-                pending = []
-            if text is not None:
-                out.append(text)
-            if images:
-                pending.extend(images)
-        if pending:
-            out.append(_user_parts(pending))
+        out.extend(after_tool_runs(encoded, _user_parts))
         return out
 
     def _encode(self, message: Any) -> _Encoded:
