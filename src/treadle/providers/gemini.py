@@ -165,12 +165,7 @@ class Gemini(HTTPAdapter):
         self, request: ModelRequest, *, cancel: CancellationToken | None = None
     ) -> AsyncIterator[StreamEvent]:
         if not self._api_key:
-            raise ProviderError(
-                "auth",
-                "no Gemini API key: set the GEMINI_API_KEY (or GOOGLE_API_KEY) environment "
-                "variable or pass api_key=",
-                provider=self.name,
-            )
+            raise self._no_key("no Gemini API key", "GEMINI_API_KEY (or GOOGLE_API_KEY)")
         check_cancel(cancel, self.name)
         model = request.model or self.model
         body = self.build_body(request)

@@ -39,7 +39,7 @@ from ._convert import (
 )
 from ._http import HTTPAdapter, HTTPOptions, classify
 from ._sse import NDJSONDecoder
-from .base import ModelRequest, ProviderError, StreamEvent, ThinkingLevel
+from .base import ModelRequest, StreamEvent, ThinkingLevel
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -141,12 +141,7 @@ class Ollama(HTTPAdapter):
     ) -> AsyncIterator[StreamEvent]:
         host = httpx.URL(self.base_url).host
         if not self._api_key and (host == "ollama.com" or host.endswith(".ollama.com")):
-            raise ProviderError(
-                "auth",
-                "ollama.com needs an API key: set the OLLAMA_API_KEY environment variable "
-                "or pass api_key=",
-                provider=self.name,
-            )
+            raise self._no_key("ollama.com needs an API key", "OLLAMA_API_KEY")
         check_cancel(cancel, self.name)
         body = self.build_body(request)
         state = _Response(self.name, body["model"])

@@ -279,12 +279,7 @@ class OpenAIChat(HTTPAdapter):
     ) -> AsyncIterator[StreamEvent]:
         """Stream one model response; see :class:`~treadle.providers.base.Provider`."""
         if self._require_key and not self._api_key:
-            raise ProviderError(
-                "auth",
-                f"no API key for {self.name}: set the {self._key_env} environment variable "
-                "or pass api_key=",
-                provider=self.name,
-            )
+            raise self._no_key(f"no API key for {self.name}", self._key_env)
         check_cancel(cancel, self.name)
         body = self.encode_body(request)
         url = f"{self.base_url}/chat/completions"
