@@ -11,7 +11,6 @@ the adapter.
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -85,10 +84,6 @@ def text_of(content: Iterable[Any]) -> str:
 
 def image_data_url(image: ImageContent) -> str:
     return f"data:{image.mime_type};base64,{image.data}"
-
-
-def image_bytes(image: ImageContent) -> bytes:
-    return base64.b64decode(image.data)
 
 
 def user_parts(

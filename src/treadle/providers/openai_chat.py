@@ -28,7 +28,7 @@ import hashlib
 import ipaddress
 import json
 import re
-from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Iterator
 from contextlib import aclosing
 from functools import partial
 from operator import itemgetter
@@ -382,10 +382,6 @@ class OpenAIChat(HTTPAdapter):
         }
         yield from state.chunk(chunk)
         yield from state.end()
-
-
-def _tools(specs: Sequence[Any]) -> list[dict[str, Any]]:
-    return [_tool(spec.name, spec.description, spec.parameters) for spec in specs]
 
 
 def _tool(name: str, description: str, parameters: dict[str, Any]) -> dict[str, Any]:
