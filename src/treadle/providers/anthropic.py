@@ -28,7 +28,15 @@ from ..cancellation import CancellationToken
 from ..types import AssistantMessage, ImageContent, TextContent, ThinkingContent, ToolResultMessage
 from ..types.messages import AgentMessage
 from ._assemble import check_cancel, json_object
-from ._convert import each_message, safe_tool_call_id, same_origin, thinking_as_text, user_parts
+from ._convert import (
+    each_message,
+    put_settings,
+    safe_tool_call_id,
+    same_origin,
+    thinking_as_text,
+    user_parts,
+    wire_names,
+)
 from ._http import HTTPAdapter, HTTPOptions
 from .anthropic_stream import StreamState, events_from_message
 from .base import (
@@ -51,6 +59,7 @@ DEFAULT_THINKING_BUDGETS: dict[str, int] = {
     "high": 16384,
 }
 _MIN_THINKING_BUDGET = 1024
+_SAMPLING = wire_names(("temperature", "top_p"))
 
 
 class Anthropic(HTTPAdapter):
@@ -147,11 +156,10 @@ class Anthropic(HTTPAdapter):
             if max_tokens <= budget:
                 max_tokens += budget
             body["thinking"] = {"type": "enabled", "budget_tokens": budget}
-        elif request.temperature is not None:
-            # Anthropic rejects any temperature but 1 while thinking, so it is sent only without.
-            body["temperature"] = request.temperature
-        if request.top_p is not None and not thinking:
-            body["top_p"] = request.top_p
+        else:
+            # Anthropic rejects any temperature but 1 (and top_p) while thinking, so they
+            # are sent only without.
+            put_settings(body, request, _SAMPLING)
         if request.stop:
             body["stop_sequences"] = list(request.stop)
         body["max_tokens"] = max_tokens
