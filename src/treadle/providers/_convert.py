@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
-from ..types.content import ImageContent, TextContent, ThinkingContent
+from ..types.content import ImageContent, TextContent, ThinkingContent, ToolCall
 from ..types.messages import AgentMessage, AssistantMessage, ToolResultMessage, UserMessage
 
 T = TypeVar("T")
@@ -98,6 +98,36 @@ def user_parts(
         for block in content
         if not isinstance(block, TextContent) or block.text
     ]
+
+
+def assistant_parts(
+    message: AssistantMessage,
+    provider: str,
+    *,
+    text: Callable[[str], T],
+    thinking: Callable[[ThinkingContent], T | None],
+    call: Callable[[ToolCall], T],
+) -> list[T]:
+    """An assistant message's blocks in a provider's shape, in order: text through ``text``
+    (empty text left out), tool calls through ``call``, and thinking through ``thinking``
+    when this provider made the message (None: the block cannot go back as thinking),
+    otherwise as text (:func:`thinking_as_text`) or not at all."""
+    native = same_origin(message, provider)
+    out: list[T] = []
+    for block in message.content:
+        if isinstance(block, TextContent):
+            if block.text:
+                out.append(text(block.text))
+        elif isinstance(block, ThinkingContent):
+            part = thinking(block) if native else None
+            if part is None:
+                shown = thinking_as_text(block)
+                part = text(shown) if shown else None
+            if part is not None:
+                out.append(part)
+        else:
+            out.append(call(block))
+    return out
 
 
 def each_message(

@@ -25,15 +25,14 @@ from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..cancellation import CancellationToken
-from ..types import AssistantMessage, ImageContent, TextContent, ThinkingContent, ToolResultMessage
-from ..types.messages import AgentMessage
+from ..types.content import ImageContent, TextContent, ThinkingContent, ToolCall
+from ..types.messages import AgentMessage, AssistantMessage, ToolResultMessage
 from ._assemble import check_cancel, json_object
 from ._convert import (
+    assistant_parts,
     each_message,
     put_settings,
     safe_tool_call_id,
-    same_origin,
-    thinking_as_text,
     user_parts,
     wire_names,
 )
@@ -217,33 +216,27 @@ def _user_blocks(content: list[TextContent | ImageContent]) -> list[dict[str, An
 
 
 def _assistant_blocks(message: AssistantMessage, provider: str) -> list[dict[str, Any]]:
-    native = same_origin(message, provider)
-    blocks: list[dict[str, Any]] = []
-    for block in message.content:
-        if isinstance(block, TextContent):
-            if block.text:
-                blocks.append(_text_block(block.text))
-        elif isinstance(block, ThinkingContent):
-            if native and block.signature and block.redacted:
-                blocks.append({"type": "redacted_thinking", "data": block.signature})
-            elif native and block.signature:
-                blocks.append(
-                    {"type": "thinking", "thinking": block.thinking, "signature": block.signature}
-                )
-            else:
-                text = thinking_as_text(block)
-                if text:
-                    blocks.append(_text_block(text))
-        else:
-            blocks.append(
-                {
-                    "type": "tool_use",
-                    "id": safe_tool_call_id(block.id),
-                    "name": block.name,
-                    "input": block.arguments,
-                }
-            )
-    return blocks
+    return assistant_parts(
+        message, provider, text=_text_block, thinking=_signed_thinking, call=_tool_use
+    )
+
+
+def _signed_thinking(block: ThinkingContent) -> dict[str, Any] | None:
+    """Anthropic's own thinking goes back with its signature (None: it has none)."""
+    if not block.signature:
+        return None
+    if block.redacted:
+        return {"type": "redacted_thinking", "data": block.signature}
+    return {"type": "thinking", "thinking": block.thinking, "signature": block.signature}
+
+
+def _tool_use(call: ToolCall) -> dict[str, Any]:
+    return {
+        "type": "tool_use",
+        "id": safe_tool_call_id(call.id),
+        "name": call.name,
+        "input": call.arguments,
+    }
 
 
 def _tool_result_block(message: ToolResultMessage) -> dict[str, Any]:

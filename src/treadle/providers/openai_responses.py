@@ -26,24 +26,16 @@ from typing import TYPE_CHECKING, Any
 from pydantic_core import from_json, to_json
 
 from ..cancellation import CancellationToken
-from ..types import (
-    AssistantMessage,
-    ImageContent,
-    TextContent,
-    ThinkingContent,
-    ToolResultMessage,
-    UserMessage,
-)
-from ..types.messages import AgentMessage
+from ..types.content import ImageContent, TextContent, ThinkingContent, ToolCall
+from ..types.messages import AgentMessage, AssistantMessage, ToolResultMessage, UserMessage
 from ._assemble import check_cancel, json_object
 from ._convert import (
+    assistant_parts,
     each_message,
     image_data_url,
     put_settings,
     safe_tool_call_id,
-    same_origin,
     text_of,
-    thinking_as_text,
     user_parts,
     wire_names,
 )
@@ -211,33 +203,25 @@ def reasoning_item(block: ThinkingContent) -> dict[str, Any] | None:
 
 
 def _assistant_items(message: AssistantMessage, provider: str) -> list[dict[str, Any]]:
-    native = same_origin(message, provider)
-    items: list[dict[str, Any]] = []
-    for block in message.content:
-        if isinstance(block, TextContent):
-            if block.text:
-                items.append({"role": "assistant", "content": block.text})
-        elif isinstance(block, ThinkingContent):
-            item = reasoning_item(block) if native else None
-            if item is not None:
-                items.append(item)
-            else:
-                text = thinking_as_text(block)
-                if text:
-                    items.append({"role": "assistant", "content": text})
-        else:
-            arguments = block.raw_arguments
-            if arguments is None:
-                arguments = to_json(block.arguments).decode()
-            items.append(
-                {
-                    "type": "function_call",
-                    "call_id": safe_tool_call_id(block.id),
-                    "name": block.name,
-                    "arguments": arguments,
-                }
-            )
-    return items
+    return assistant_parts(
+        message,
+        provider,
+        text=lambda text: {"role": "assistant", "content": text},
+        thinking=reasoning_item,
+        call=_function_call,
+    )
+
+
+def _function_call(call: ToolCall) -> dict[str, Any]:
+    arguments = call.raw_arguments
+    if arguments is None:
+        arguments = to_json(call.arguments).decode()
+    return {
+        "type": "function_call",
+        "call_id": safe_tool_call_id(call.id),
+        "name": call.name,
+        "arguments": arguments,
+    }
 
 
 def _tool_output(message: ToolResultMessage) -> dict[str, Any]:
