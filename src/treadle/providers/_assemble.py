@@ -265,6 +265,15 @@ class Assembler:
     def has_calls(self) -> bool:
         return any(block.kind == "tool" for block in self.blocks)
 
+    def stop_for(
+        self, reason: str | None, table: Mapping[str, StopReason], default: StopReason = "stop"
+    ) -> StopReason:
+        """The provider's stop reason through ``table`` (``default`` for one not in it);
+        ``"stop"`` becomes ``"tool_use"`` when the message has tool calls, since they still
+        need answering whatever the provider called the end."""
+        stop = table.get(reason or "", default)
+        return "tool_use" if stop == "stop" and self.has_calls() else stop
+
     def message(
         self, stop_reason: StopReason, usage: Usage | None, error: ErrorInfo | None = None
     ) -> AssistantMessage:

@@ -1,14 +1,41 @@
-"""Helpers adapters share when turning a treadle history into a provider's wire format."""
+"""Helpers adapters share when turning a treadle history into a provider's wire format.
+
+What is common to every API lives here: the walk over a history by message kind
+(:func:`each_message`), text and image blocks in a provider's shape (:func:`user_parts`),
+the text of a content list (:func:`text_of`), the request settings under each API's own
+names (:func:`put_settings`), the JSON schema a caller gave for structured output
+(:func:`unwrap_schema`) and ``extra_body`` merged into a body (:func:`merge_extra`). What
+each API spells its own way (roles, block shapes, how tool results are grouped) stays in
+the adapter.
+"""
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import re
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, TypeVar
 
-from ..types import AssistantMessage, ImageContent, ThinkingContent
+from ..types.content import ImageContent, TextContent, ThinkingContent, ToolCall
+from ..types.messages import AgentMessage, AssistantMessage, ToolResultMessage, UserMessage
+
+T = TypeVar("T")
+P = TypeVar("P")
 
 _ID_CHARS = re.compile(r"[^A-Za-z0-9_-]")
+
+SETTINGS = ("max_tokens", "temperature", "top_p", "seed", "stop")
+"""The request's generation settings every API knows (each under its own name), in the
+order they are written into a body; ``presence_penalty`` and ``frequency_penalty`` follow
+where an API takes them (:data:`PENALTIES`)."""
+
+PENALTIES = (*SETTINGS, "presence_penalty", "frequency_penalty")
+
+
+def wire_names(fields: Iterable[str], **renamed: str) -> dict[str, str]:
+    """A settings table for :func:`put_settings`: each field under its own name, but for
+    those ``renamed`` (``max_tokens="num_predict"``)."""
+    return {field: renamed.get(field, field) for field in fields}
 
 
 def safe_tool_call_id(call_id: str, *, max_len: int = 64) -> str:
@@ -41,9 +68,136 @@ def thinking_as_text(block: ThinkingContent) -> str | None:
     return f"<thinking>\n{block.thinking}\n</thinking>"
 
 
+def visible_thinking(message: AssistantMessage) -> str:
+    """The message's thinking that can be read (not redacted, not empty), joined by lines."""
+    return "\n".join(
+        block.thinking
+        for block in message.content
+        if isinstance(block, ThinkingContent) and not block.redacted and block.thinking
+    )
+
+
+def text_of(content: Iterable[Any]) -> str:
+    """The text blocks of ``content`` joined by lines (other blocks are left out)."""
+    return "\n".join(block.text for block in content if isinstance(block, TextContent))
+
+
 def image_data_url(image: ImageContent) -> str:
     return f"data:{image.mime_type};base64,{image.data}"
 
 
-def image_bytes(image: ImageContent) -> bytes:
-    return base64.b64decode(image.data)
+def user_parts(
+    content: Iterable[TextContent | ImageContent],
+    text: Callable[[str], T],
+    image: Callable[[ImageContent], T],
+) -> list[T]:
+    """Text and image blocks in a provider's shape (``text(block.text)``, ``image(block)``),
+    in order; empty text blocks are left out (several APIs reject them)."""
+    return [
+        text(block.text) if isinstance(block, TextContent) else image(block)
+        for block in content
+        if not isinstance(block, TextContent) or block.text
+    ]
+
+
+def assistant_parts(
+    message: AssistantMessage,
+    provider: str,
+    *,
+    text: Callable[[str], T],
+    thinking: Callable[[ThinkingContent], T | None],
+    call: Callable[[ToolCall], T],
+) -> list[T]:
+    """An assistant message's blocks in a provider's shape, in order: text through ``text``
+    (empty text left out), tool calls through ``call``, and thinking through ``thinking``
+    when this provider made the message (None: the block cannot go back as thinking),
+    otherwise as text (:func:`thinking_as_text`) or not at all."""
+    native = same_origin(message, provider)
+    out: list[T] = []
+    for block in message.content:
+        if isinstance(block, TextContent):
+            if block.text:
+                out.append(text(block.text))
+        elif isinstance(block, ThinkingContent):
+            part = thinking(block) if native else None
+            if part is None:
+                shown = thinking_as_text(block)
+                part = text(shown) if shown else None
+            if part is not None:
+                out.append(part)
+        else:
+            out.append(call(block))
+    return out
+
+
+def each_message(
+    messages: Iterable[AgentMessage],
+    *,
+    user: Callable[[UserMessage], T],
+    assistant: Callable[[AssistantMessage], T],
+    tool: Callable[[ToolResultMessage], T],
+) -> Iterator[T]:
+    """The history converted one message at a time, by the function for its kind.
+    Extension messages are the application's own and never reach a provider."""
+    for message in messages:
+        if isinstance(message, UserMessage):
+            yield user(message)
+        elif isinstance(message, AssistantMessage):
+            yield assistant(message)
+        elif isinstance(message, ToolResultMessage):
+            yield tool(message)
+
+
+def after_tool_runs(
+    entries: Iterable[tuple[T | None, Sequence[P], bool]], gather: Callable[[list[P]], T]
+) -> list[T]:
+    """A history's converted entries in order, for APIs whose tool results cannot carry
+    images: each entry is ``(converted or None, parts it leaves behind, is a tool result)``,
+    and the parts a run of tool results leaves (their images) follow that run, as one
+    ``gather(parts)`` entry (tool results must directly follow the call that asked)."""
+    out: list[T] = []
+    pending: list[P] = []
+    for converted, parts, tool in entries:
+        if pending and not tool:
+            out.append(gather(pending))
+            pending = []
+        if converted is not None:
+            out.append(converted)
+        pending.extend(parts)
+    if pending:
+        out.append(gather(pending))
+    return out
+
+
+def put_settings(target: dict[str, Any], request: Any, names: Mapping[str, str]) -> None:
+    """The request's generation settings that are set, written into ``target`` under the
+    API's names: ``names`` maps a :class:`~treadle.providers.base.ModelRequest` field to
+    its wire name, in the order they are written (fields it does not name are not sent)."""
+    for field, name in names.items():
+        value = getattr(request, field)
+        if value is not None:
+            target[name] = value
+
+
+def unwrap_schema(response_format: dict[str, Any]) -> dict[str, Any]:
+    """The JSON schema in a ``response_format``: a bare schema, ``{"name", "schema"}``, or
+    OpenAI's ``{"type": "json_schema", "json_schema": {"schema": ...}}``."""
+    inner = response_format.get("json_schema")
+    if isinstance(inner, dict):
+        response_format = inner
+    schema = response_format.get("schema")
+    if isinstance(schema, dict) and "properties" not in response_format:
+        return schema
+    return response_format
+
+
+def merge_extra(body: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
+    """``extra_body`` merged last; a dict merges one level deep, so ``{"options": {"k": 3}}``
+    adds to the body's ``options`` instead of replacing them."""
+    for key, value in extra.items():
+        current = body.get(key)
+        if isinstance(current, dict) and isinstance(value, dict):
+            body[key] = {**current, **value}
+        else:
+            body[key] = value
+    return body

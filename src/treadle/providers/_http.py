@@ -397,16 +397,26 @@ class HTTPAdapter:
         error before any I/O when there is none."""
         key = self._api_key or env_key(variable)
         if not key:
-            raise ProviderError(
-                "auth",
-                f"no {label} API key: set the {variable} environment variable or pass api_key=",
-                provider=self.name,
-            )
+            raise self._no_key(f"no {label} API key", variable)
         return key
+
+    def _no_key(self, what: str, variable: str) -> ProviderError:
+        """The ``auth`` error for a call made without the key it needs: ``what`` is
+        missing, and how to give it (``variable``, or ``api_key=``)."""
+        return ProviderError(
+            "auth",
+            f"{what}: set the {variable} environment variable or pass api_key=",
+            provider=self.name,
+        )
 
     def _headers(self) -> dict[str, str]:
         """Request headers, auth included. Subclasses add their own scheme."""
-        return {"content-type": "application/json", **self._extra_headers}
+        return self._headers_with({})
+
+    def _headers_with(self, auth: Mapping[str, str]) -> dict[str, str]:
+        """The JSON content type, then ``auth`` (an adapter's own scheme), then the caller's
+        ``headers``, which win over both."""
+        return {"content-type": "application/json", **auth, **self._extra_headers}
 
     async def _send(
         self, url: str, body: Body, headers: Mapping[str, str] | None

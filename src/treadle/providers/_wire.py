@@ -170,7 +170,7 @@ class WireCache(Generic[T]):
         prefixes = self._prefixes
         prefixes.pop(key, None)
         try:
-            anchor = weakref.ref(items[0], _forgetter(prefixes, key))
+            anchor = weakref.ref(items[0], _remover(prefixes, key))
         except TypeError:
             return  # not weak-referenceable: nothing to anchor the prefix to
         prefix = _Prefix(edits)
@@ -231,31 +231,23 @@ class WireCache(Generic[T]):
         try:
             kept, blocks = _snapshot(message)
             key = id(message)
-            ref = weakref.ref(message, _dropper(self._entries, key))
+            ref = weakref.ref(message, _remover(self._entries, key))
         except (AttributeError, TypeError):
             return value  # not a pydantic model, or not weak-referenceable: not kept
         self._entries[key] = (ref, kept, blocks, value)
         return value
 
 
-def _forgetter(
-    prefixes: dict[int, tuple[weakref.ref[Any], _Prefix]], key: int
-) -> Callable[[weakref.ref[Any]], None]:
-    def forget(ref: weakref.ref[Any]) -> None:
-        found = prefixes.get(key)
+def _remover(table: dict[int, Any], key: int) -> Callable[[weakref.ref[Any]], None]:
+    """A weak reference's callback: remove ``table[key]`` when the entry there (a tuple
+    whose first item is its weak reference) is still the one this reference was made for."""
+
+    def remove(ref: weakref.ref[Any]) -> None:
+        found = table.get(key)
         if found is not None and found[0] is ref:
-            del prefixes[key]
+            del table[key]
 
-    return forget
-
-
-def _dropper(entries: dict[int, _Entry[Any]], key: int) -> Callable[[weakref.ref[Any]], None]:
-    def drop(ref: weakref.ref[Any]) -> None:
-        found = entries.get(key)
-        if found is not None and found[0] is ref:
-            del entries[key]
-
-    return drop
+    return remove
 
 
 def splice(

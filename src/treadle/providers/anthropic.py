@@ -25,18 +25,17 @@ from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..cancellation import CancellationToken
-from ..types import (
-    AssistantMessage,
-    ExtensionMessage,
-    ImageContent,
-    TextContent,
-    ThinkingContent,
-    ToolResultMessage,
-    UserMessage,
-)
-from ..types.messages import AgentMessage
+from ..types.content import ImageContent, TextContent, ThinkingContent, ToolCall
+from ..types.messages import AgentMessage, AssistantMessage, ToolResultMessage
 from ._assemble import check_cancel, json_object
-from ._convert import safe_tool_call_id, same_origin, thinking_as_text
+from ._convert import (
+    assistant_parts,
+    each_message,
+    put_settings,
+    safe_tool_call_id,
+    user_parts,
+    wire_names,
+)
 from ._http import HTTPAdapter, HTTPOptions
 from .anthropic_stream import StreamState, events_from_message
 from .base import (
@@ -59,6 +58,7 @@ DEFAULT_THINKING_BUDGETS: dict[str, int] = {
     "high": 16384,
 }
 _MIN_THINKING_BUDGET = 1024
+_SAMPLING = wire_names(("temperature", "top_p"))
 
 
 class Anthropic(HTTPAdapter):
@@ -92,12 +92,7 @@ class Anthropic(HTTPAdapter):
         return self._required_key("ANTHROPIC_API_KEY", "Anthropic")
 
     def _headers(self) -> dict[str, str]:
-        return {
-            "content-type": "application/json",
-            "anthropic-version": API_VERSION,
-            "x-api-key": self._key(),
-            **self._extra_headers,
-        }
+        return self._headers_with({"anthropic-version": API_VERSION, "x-api-key": self._key()})
 
     def stream(
         self, request: ModelRequest, *, cancel: CancellationToken | None = None
@@ -160,11 +155,10 @@ class Anthropic(HTTPAdapter):
             if max_tokens <= budget:
                 max_tokens += budget
             body["thinking"] = {"type": "enabled", "budget_tokens": budget}
-        elif request.temperature is not None:
-            # Anthropic rejects any temperature but 1 while thinking, so it is sent only without.
-            body["temperature"] = request.temperature
-        if request.top_p is not None and not thinking:
-            body["top_p"] = request.top_p
+        else:
+            # Anthropic rejects any temperature but 1 (and top_p) while thinking, so they
+            # are sent only without.
+            put_settings(body, request, _SAMPLING)
         if request.stop:
             body["stop_sequences"] = list(request.stop)
         body["max_tokens"] = max_tokens
@@ -213,45 +207,36 @@ def _image_block(image: ImageContent) -> dict[str, Any]:
     }
 
 
+def _text_block(text: str) -> dict[str, Any]:
+    return {"type": "text", "text": text}
+
+
 def _user_blocks(content: list[TextContent | ImageContent]) -> list[dict[str, Any]]:
-    blocks: list[dict[str, Any]] = []
-    for block in content:
-        if isinstance(block, TextContent):
-            if block.text:  # Anthropic rejects empty text blocks
-                blocks.append({"type": "text", "text": block.text})
-        else:
-            blocks.append(_image_block(block))
-    return blocks
+    return user_parts(content, _text_block, _image_block)  # Anthropic rejects empty text
 
 
 def _assistant_blocks(message: AssistantMessage, provider: str) -> list[dict[str, Any]]:
-    native = same_origin(message, provider)
-    blocks: list[dict[str, Any]] = []
-    for block in message.content:
-        if isinstance(block, TextContent):
-            if block.text:
-                blocks.append({"type": "text", "text": block.text})
-        elif isinstance(block, ThinkingContent):
-            if native and block.signature and block.redacted:
-                blocks.append({"type": "redacted_thinking", "data": block.signature})
-            elif native and block.signature:
-                blocks.append(
-                    {"type": "thinking", "thinking": block.thinking, "signature": block.signature}
-                )
-            else:
-                text = thinking_as_text(block)
-                if text:
-                    blocks.append({"type": "text", "text": text})
-        else:
-            blocks.append(
-                {
-                    "type": "tool_use",
-                    "id": safe_tool_call_id(block.id),
-                    "name": block.name,
-                    "input": block.arguments,
-                }
-            )
-    return blocks
+    return assistant_parts(
+        message, provider, text=_text_block, thinking=_signed_thinking, call=_tool_use
+    )
+
+
+def _signed_thinking(block: ThinkingContent) -> dict[str, Any] | None:
+    """Anthropic's own thinking goes back with its signature (None: it has none)."""
+    if not block.signature:
+        return None
+    if block.redacted:
+        return {"type": "redacted_thinking", "data": block.signature}
+    return {"type": "thinking", "thinking": block.thinking, "signature": block.signature}
+
+
+def _tool_use(call: ToolCall) -> dict[str, Any]:
+    return {
+        "type": "tool_use",
+        "id": safe_tool_call_id(call.id),
+        "name": call.name,
+        "input": call.arguments,
+    }
 
 
 def _tool_result_block(message: ToolResultMessage) -> dict[str, Any]:
@@ -289,19 +274,15 @@ def _append(wire: list[dict[str, Any]], role: str, blocks: list[dict[str, Any]])
 
 def _convert_messages(messages: list[AgentMessage], provider: str) -> list[dict[str, Any]]:
     wire: list[dict[str, Any]] = []
-    for message in messages:
-        if isinstance(message, UserMessage):
-            blocks = _user_blocks(message.content)
-            if blocks:
-                _append(wire, "user", blocks)
-        elif isinstance(message, AssistantMessage):
-            blocks = _assistant_blocks(message, provider)
-            if blocks:
-                _append(wire, "assistant", blocks)
-        elif isinstance(message, ToolResultMessage):
-            _append(wire, "user", [_tool_result_block(message)])
-        elif isinstance(message, ExtensionMessage):
-            continue
+    turns = each_message(
+        messages,
+        user=lambda message: ("user", _user_blocks(message.content)),
+        assistant=lambda message: ("assistant", _assistant_blocks(message, provider)),
+        tool=lambda message: ("user", [_tool_result_block(message)]),
+    )
+    for role, blocks in turns:
+        if blocks:
+            _append(wire, role, blocks)
     return wire
 
 

@@ -134,9 +134,7 @@ class StreamState(Assembler):
 
     def end(self) -> list[StreamEvent]:
         """The complete message, after any block still open."""
-        stop: StopReason = _STOP_REASONS.get(self.stop_reason or "", "stop")
-        if stop == "stop" and self.has_calls():
-            stop = "tool_use"
+        stop = self.stop_for(self.stop_reason, _STOP_REASONS)
         u = self.usage
         cache_read = u.get("cache_read_input_tokens", 0)
         cache_write = u.get("cache_creation_input_tokens", 0)

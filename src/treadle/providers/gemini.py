@@ -40,7 +40,17 @@ from ..types import (
     UserMessage,
 )
 from ._assemble import check_cancel
-from ._convert import safe_tool_call_id, same_origin, thinking_as_text
+from ._convert import (
+    after_tool_runs,
+    merge_extra,
+    put_settings,
+    safe_tool_call_id,
+    same_origin,
+    text_of,
+    thinking_as_text,
+    unwrap_schema,
+    user_parts,
+)
 from ._http import HTTPAdapter
 from .base import (
     ModelRequest,
@@ -51,14 +61,18 @@ from .base import (
 from .gemini_stream import ChunkDecoder, Response
 
 DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com"
-_SAMPLING_FIELDS = (
-    ("top_p", "topP"),
-    ("seed", "seed"),
-    ("stop", "stopSequences"),
-    ("presence_penalty", "presencePenalty"),
-    ("frequency_penalty", "frequencyPenalty"),
-)
+# The request's settings under generationConfig's names.
+_CONFIG = {
+    "max_tokens": "maxOutputTokens",
+    "temperature": "temperature",
+    "top_p": "topP",
+    "seed": "seed",
+    "stop": "stopSequences",
+    "presence_penalty": "presencePenalty",
+    "frequency_penalty": "frequencyPenalty",
+}
 KEY_VARIABLES = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
+_Turn = tuple[str, list[dict[str, Any]]]
 
 # Google's documented placeholder for a function call whose real signature is unknown (a
 # history made by another provider); Gemini 3 rejects unsigned calls otherwise.
@@ -135,23 +149,16 @@ class Gemini(HTTPAdapter):
         if tool_config is not None:
             body["toolConfig"] = tool_config
         config: dict[str, Any] = {}
-        if request.max_tokens is not None:
-            config["maxOutputTokens"] = request.max_tokens
-        if request.temperature is not None:
-            config["temperature"] = request.temperature
-        for field, name in _SAMPLING_FIELDS:
-            value = getattr(request, field)
-            if value is not None:
-                config[name] = value
+        put_settings(config, request, _CONFIG)
         thinking = thinking_config(model, request.thinking_level)
         if thinking is not None:
             config["thinkingConfig"] = thinking
         if request.response_format is not None:
             config["responseMimeType"] = "application/json"
-            config["responseSchema"] = sanitize_schema(_unwrap_schema(request.response_format))
+            config["responseSchema"] = sanitize_schema(unwrap_schema(request.response_format))
         if config:
             body["generationConfig"] = config
-        return _merge(body, request.extra_body)
+        return merge_extra(body, request.extra_body)
 
     # ---- response ----
 
@@ -159,12 +166,7 @@ class Gemini(HTTPAdapter):
         self, request: ModelRequest, *, cancel: CancellationToken | None = None
     ) -> AsyncIterator[StreamEvent]:
         if not self._api_key:
-            raise ProviderError(
-                "auth",
-                "no Gemini API key: set the GEMINI_API_KEY (or GOOGLE_API_KEY) environment "
-                "variable or pass api_key=",
-                provider=self.name,
-            )
+            raise self._no_key("no Gemini API key", "GEMINI_API_KEY (or GOOGLE_API_KEY)")
         check_cancel(cancel, self.name)
         model = request.model or self.model
         body = self.build_body(request)
@@ -237,18 +239,6 @@ def _declaration(tool: ToolSpec) -> dict[str, Any]:
     if parameters.get("properties") or parameters.get("type", "object") != "object":
         declaration["parameters"] = parameters
     return declaration
-
-
-def _unwrap_schema(response_format: dict[str, Any]) -> dict[str, Any]:
-    """Accept OpenAI's wrappers ({"type": "json_schema", "json_schema": {"schema": ...}})
-    as well as a bare schema."""
-    inner = response_format.get("json_schema")
-    if isinstance(inner, dict):
-        response_format = inner
-    schema = response_format.get("schema")
-    if isinstance(schema, dict) and "properties" not in response_format:
-        return schema
-    return response_format
 
 
 def sanitize_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
@@ -342,47 +332,37 @@ def _clean(
 
 
 def _contents(messages: Iterable[AgentMessage], model: str) -> list[dict[str, Any]]:
-    contents: list[dict[str, Any]] = []
-    images: list[dict[str, Any]] = []  # tool-result images, sent after the responses
+    def entry(message: AgentMessage) -> tuple[_Turn | None, list[dict[str, Any]], bool]:
+        if isinstance(message, ToolResultMessage):
+            return ("user", [_function_response(message)]), _tool_images(message), True
+        if isinstance(message, UserMessage):
+            return ("user", user_parts(message.content, _text_part, _image_part)), [], False
+        if isinstance(message, AssistantMessage):
+            return ("model", _model_parts(message, model)), [], False
+        return None, [], False
 
-    def add(role: str, parts: list[dict[str, Any]]) -> None:
+    # Tool-result images are sent in a user turn after the function responses.
+    turns = after_tool_runs(map(entry, messages), lambda images: ("user", images))
+    contents: list[dict[str, Any]] = []
+    for role, parts in turns:
         if not parts:
-            return
+            continue
         if contents and contents[-1]["role"] == role:
             contents[-1]["parts"].extend(parts)
         else:
             contents.append({"role": role, "parts": parts})
-
-    def flush_images() -> None:
-        if images:
-            add("user", list(images))
-            images.clear()
-
-    for message in messages:
-        if isinstance(message, ToolResultMessage):
-            add("user", [_function_response(message)])
-            found = [_image_part(b) for b in message.content if isinstance(b, ImageContent)]
-            if found:
-                label = f"Images returned by the {message.tool_name} tool:"
-                images.extend([{"text": label}, *found])
-            continue
-        flush_images()
-        if isinstance(message, UserMessage):
-            add("user", [_user_part(block) for block in message.content if _has_data(block)])
-        elif isinstance(message, AssistantMessage):
-            add("model", _model_parts(message, model))
-    flush_images()
     return contents
 
 
-def _has_data(block: TextContent | ImageContent) -> bool:
-    return not isinstance(block, TextContent) or bool(block.text)
+def _tool_images(message: ToolResultMessage) -> list[dict[str, Any]]:
+    found = [_image_part(b) for b in message.content if isinstance(b, ImageContent)]
+    if not found:
+        return []
+    return [{"text": f"Images returned by the {message.tool_name} tool:"}, *found]
 
 
-def _user_part(block: TextContent | ImageContent) -> dict[str, Any]:
-    if isinstance(block, TextContent):
-        return {"text": block.text}
-    return _image_part(block)
+def _text_part(text: str) -> dict[str, Any]:
+    return {"text": text}
 
 
 def _image_part(image: ImageContent) -> dict[str, Any]:
@@ -390,7 +370,7 @@ def _image_part(image: ImageContent) -> dict[str, Any]:
 
 
 def _function_response(message: ToolResultMessage) -> dict[str, Any]:
-    text = "\n".join(b.text for b in message.content if isinstance(b, TextContent))
+    text = text_of(message.content)
     if not text and any(isinstance(b, ImageContent) for b in message.content):
         text = "(see the images below)"
     return {
@@ -457,15 +437,3 @@ def _model_parts(message: AssistantMessage, model: str) -> list[dict[str, Any]]:
 def _generation_at_least(model: str, major: int) -> bool:
     found = _GENERATION.search(model)
     return found is not None and int(found.group(1)) >= major
-
-
-def _merge(body: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
-    """``extra_body`` merged last; a dict merges one level deep, so ``{"generationConfig":
-    {"topK": 3}}`` adds to the config instead of replacing it."""
-    for key, value in extra.items():
-        current = body.get(key)
-        if isinstance(current, dict) and isinstance(value, dict):
-            body[key] = {**current, **value}
-        else:
-            body[key] = value
-    return body

@@ -30,6 +30,7 @@ _FINISH_NAMES = {
     8: "SPII",
     9: "MALFORMED_FUNCTION_CALL",
 }
+_STOPS: dict[str, StopReason] = {"STOP": "stop", "MAX_TOKENS": "length"}
 _FILTERED = frozenset(
     {
         "SAFETY",
@@ -207,18 +208,17 @@ class Response(Assembler):
 
     def end(self) -> list[StreamEvent]:
         """The complete message, after any block still open."""
-        stop, error = self._stop_reason(self.has_calls())
+        stop, error = self._stop_reason()
         return self.closing(stop, _usage(self.usage), error)
 
-    def _stop_reason(self, has_calls: bool) -> tuple[StopReason, ErrorInfo | None]:
+    def _stop_reason(self) -> tuple[StopReason, ErrorInfo | None]:
         if self.blocked is not None:
             return "error", ErrorInfo(
                 kind="content_filter", message=f"Gemini blocked the prompt: {self.blocked}"
             )
-        if self.finish == "STOP":
-            return ("tool_use" if has_calls else "stop"), None
-        if self.finish == "MAX_TOKENS":
-            return "length", None
+        stop = self.stop_for(self.finish, _STOPS, default="error")
+        if stop != "error":
+            return stop, None
         kind = "content_filter" if self.finish in _FILTERED else "model_error"
         detail = f": {self.finish_message}" if self.finish_message else ""
         return "error", ErrorInfo(kind=kind, message=f"Gemini stopped with {self.finish}{detail}")

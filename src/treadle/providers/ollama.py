@@ -20,8 +20,6 @@ from ..types import (
     AgentMessage,
     AssistantMessage,
     ImageContent,
-    TextContent,
-    ThinkingContent,
     ToolCall,
     ToolResultMessage,
     Usage,
@@ -29,15 +27,28 @@ from ..types import (
 )
 from ..types.usage import StopReason
 from ._assemble import Assembler, check_cancel, count, usage
+from ._convert import (
+    PENALTIES,
+    each_message,
+    merge_extra,
+    put_settings,
+    text_of,
+    unwrap_schema,
+    visible_thinking,
+    wire_names,
+)
 from ._http import HTTPAdapter, HTTPOptions, classify
 from ._sse import NDJSONDecoder
-from .base import ModelRequest, ProviderError, StreamEvent, ThinkingLevel
+from .base import ModelRequest, StreamEvent, ThinkingLevel
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
 DEFAULT_BASE_URL = "http://localhost:11434"
 DEFAULT_PORT = 11434
+# The request's settings as Ollama's model options.
+_OPTIONS = wire_names(PENALTIES, max_tokens="num_predict")
+_STOPS: dict[str, StopReason] = {"length": "length"}
 
 
 def host_url(value: str) -> str:
@@ -114,27 +125,14 @@ class Ollama(HTTPAdapter):
             ]
         body["think"] = think_value(model, request.thinking_level)
         options = dict(self.options)
-        if request.max_tokens is not None:
-            options["num_predict"] = request.max_tokens
-        if request.temperature is not None:
-            options["temperature"] = request.temperature
-        for setting in ("top_p", "seed", "stop", "presence_penalty", "frequency_penalty"):
-            value = getattr(request, setting)
-            if value is not None:
-                options[setting] = value
+        put_settings(options, request, _OPTIONS)
         if options:
             body["options"] = options
         if request.response_format is not None:
-            body["format"] = _unwrap_schema(request.response_format)
+            body["format"] = unwrap_schema(request.response_format)
         if self.keep_alive is not None:
             body["keep_alive"] = self.keep_alive
-        for key, value in request.extra_body.items():
-            current = body.get(key)
-            if isinstance(current, dict) and isinstance(value, dict):
-                body[key] = {**current, **value}
-            else:
-                body[key] = value
-        return body
+        return merge_extra(body, request.extra_body)
 
     # ---- response ----
 
@@ -143,12 +141,7 @@ class Ollama(HTTPAdapter):
     ) -> AsyncIterator[StreamEvent]:
         host = httpx.URL(self.base_url).host
         if not self._api_key and (host == "ollama.com" or host.endswith(".ollama.com")):
-            raise ProviderError(
-                "auth",
-                "ollama.com needs an API key: set the OLLAMA_API_KEY environment variable "
-                "or pass api_key=",
-                provider=self.name,
-            )
+            raise self._no_key("ollama.com needs an API key", "OLLAMA_API_KEY")
         check_cancel(cancel, self.name)
         body = self.build_body(request)
         state = _Response(self.name, body["model"])
@@ -173,38 +166,23 @@ def think_value(model: str, level: ThinkingLevel) -> bool | str:
     return True
 
 
-def _unwrap_schema(response_format: dict[str, Any]) -> Any:
-    inner = response_format.get("json_schema")
-    if isinstance(inner, dict):
-        response_format = inner
-    schema = response_format.get("schema")
-    if isinstance(schema, dict) and "properties" not in response_format:
-        return schema
-    return response_format
-
-
 def _messages(history: Iterable[AgentMessage]) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    for message in history:
-        if isinstance(message, UserMessage):
-            out.append(_with_images({"role": "user", "content": _text(message.content)}, message))
-        elif isinstance(message, ToolResultMessage):
-            entry: dict[str, Any] = {
-                "role": "tool",
-                "content": _text(message.content),
-                "tool_name": message.tool_name,
-                "tool_call_id": message.tool_call_id,
-            }
-            out.append(_with_images(entry, message))
-        elif isinstance(message, AssistantMessage):
-            reply = _assistant(message)
-            if reply is not None:
-                out.append(reply)
-    return out
+    converted = each_message(history, user=_user, assistant=_assistant, tool=_tool_result)
+    return [entry for entry in converted if entry is not None]
 
 
-def _text(content: Iterable[Any]) -> str:
-    return "\n".join(b.text for b in content if isinstance(b, TextContent))
+def _user(message: UserMessage) -> dict[str, Any]:
+    return _with_images({"role": "user", "content": text_of(message.content)}, message)
+
+
+def _tool_result(message: ToolResultMessage) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "role": "tool",
+        "content": text_of(message.content),
+        "tool_name": message.tool_name,
+        "tool_call_id": message.tool_call_id,
+    }
+    return _with_images(entry, message)
 
 
 def _with_images(entry: dict[str, Any], message: UserMessage | ToolResultMessage) -> dict[str, Any]:
@@ -216,12 +194,8 @@ def _with_images(entry: dict[str, Any], message: UserMessage | ToolResultMessage
 
 def _assistant(message: AssistantMessage) -> dict[str, Any] | None:
     # Ollama's thinking carries no signature, so any provider's visible thinking can go back.
-    thinking = "\n".join(
-        b.thinking
-        for b in message.content
-        if isinstance(b, ThinkingContent) and not b.redacted and b.thinking
-    )
-    text = _text(message.content)
+    thinking = visible_thinking(message)
+    text = text_of(message.content)
     calls = [
         {"id": c.id, "function": {"name": c.name, "arguments": c.arguments}}
         for c in message.content
@@ -281,9 +255,4 @@ class _Response(Assembler):
 
     def end(self) -> list[StreamEvent]:
         """The complete message, after any block still open."""
-        stop: StopReason = "stop"
-        if self.done_reason == "length":
-            stop = "length"
-        elif self.has_calls():
-            stop = "tool_use"
-        return self.closing(stop, self.usage)
+        return self.closing(self.stop_for(self.done_reason, _STOPS), self.usage)

@@ -28,7 +28,7 @@ import hashlib
 import ipaddress
 import json
 import re
-from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Iterator
 from contextlib import aclosing
 from functools import partial
 from operator import itemgetter
@@ -42,13 +42,22 @@ from ..types import (
     AssistantMessage,
     ImageContent,
     TextContent,
-    ThinkingContent,
     ToolCall,
     ToolResultMessage,
     UserMessage,
 )
 from ._assemble import check_cancel, read_events
-from ._convert import image_data_url, safe_tool_call_id, same_origin
+from ._convert import (
+    PENALTIES,
+    after_tool_runs,
+    image_data_url,
+    put_settings,
+    safe_tool_call_id,
+    same_origin,
+    text_of,
+    visible_thinking,
+    wire_names,
+)
 from ._http import HTTPAdapter, HTTPOptions, classify
 from ._sse import SSEDecoder, SSEEvent
 from ._wire import ToolsJSON, WireCache, dumpb, dumps, splice
@@ -165,14 +174,7 @@ class OpenAIChat(HTTPAdapter):
             tools = b'"tools":' + self._tools.encode(request.tools)
             if request.tool_choice is not None:
                 rest["tool_choice"] = _tool_choice(request.tool_choice)
-        if request.max_tokens is not None:
-            rest[self.max_tokens_field] = request.max_tokens
-        if request.temperature is not None:
-            rest["temperature"] = request.temperature
-        for setting in ("top_p", "seed", "stop", "presence_penalty", "frequency_penalty"):
-            value = getattr(request, setting)
-            if value is not None:
-                rest[setting] = value
+        put_settings(rest, request, wire_names(PENALTIES, max_tokens=self.max_tokens_field))
         if request.thinking_level != "off":
             rest["reasoning_effort"] = request.thinking_level
         if request.response_format is not None:
@@ -202,17 +204,7 @@ class OpenAIChat(HTTPAdapter):
         if not any(map(_IMAGES, encoded)):  # the common case, without a Python-level loop
             out.extend(filter(None, map(_TEXT, encoded)))
             return out
-        pending: list[bytes] = []
-        for text, images, tool in encoded:
-            if pending and not tool:
-                out.append(_user_parts(pending))
-                pending = []
-            if text is not None:
-                out.append(text)
-            if images:
-                pending.extend(images)
-        if pending:
-            out.append(_user_parts(pending))
+        out.extend(after_tool_runs(encoded, _user_parts))
         return out
 
     def _encode(self, message: Any) -> _Encoded:
@@ -244,11 +236,7 @@ class OpenAIChat(HTTPAdapter):
         ]
         reasoning = ""
         if self.reasoning_field and same_origin(message, self.name):
-            reasoning = "\n".join(
-                block.thinking
-                for block in message.content
-                if isinstance(block, ThinkingContent) and not block.redacted and block.thinking
-            )
+            reasoning = visible_thinking(message)
         if not texts and not calls:
             return None  # nothing a model may see (thinking alone is not a message)
         converted: dict[str, Any] = {"role": "assistant", "content": "\n".join(texts) or None}
@@ -261,7 +249,7 @@ class OpenAIChat(HTTPAdapter):
     def _tool_result(
         self, message: ToolResultMessage, pending: list[dict[str, Any]]
     ) -> dict[str, Any]:
-        text = "\n".join(block.text for block in message.content if isinstance(block, TextContent))
+        text = text_of(message.content)
         images = [block for block in message.content if isinstance(block, ImageContent)]
         call_id = self._call_id(message.tool_call_id)
         if images:
@@ -291,12 +279,7 @@ class OpenAIChat(HTTPAdapter):
     ) -> AsyncIterator[StreamEvent]:
         """Stream one model response; see :class:`~treadle.providers.base.Provider`."""
         if self._require_key and not self._api_key:
-            raise ProviderError(
-                "auth",
-                f"no API key for {self.name}: set the {self._key_env} environment variable "
-                "or pass api_key=",
-                provider=self.name,
-            )
+            raise self._no_key(f"no API key for {self.name}", self._key_env)
         check_cancel(cancel, self.name)
         body = self.encode_body(request)
         url = f"{self.base_url}/chat/completions"
@@ -399,10 +382,6 @@ class OpenAIChat(HTTPAdapter):
         }
         yield from state.chunk(chunk)
         yield from state.end()
-
-
-def _tools(specs: Sequence[Any]) -> list[dict[str, Any]]:
-    return [_tool(spec.name, spec.description, spec.parameters) for spec in specs]
 
 
 def _tool(name: str, description: str, parameters: dict[str, Any]) -> dict[str, Any]:

@@ -19,6 +19,14 @@ _STANDARD_FIELDS = frozenset(
 # Checked first, in this order; only one reasoning field is read per delta, because some
 # servers repeat the same text in several (OpenRouter: ``reasoning`` and ``reasoning_details``).
 _REASONING_FIELDS = ("reasoning_content", "reasoning", "thinking")
+# Some servers say "stop" after tool calls; the calls still need answering (``stop_for``).
+_STOPS: dict[str, StopReason] = {
+    "length": "length",
+    "content_filter": "error",
+    "tool_calls": "tool_use",
+    "function_call": "tool_use",
+}
+_FILTERED = "the provider's content filter stopped the response"
 
 
 class ChatStream(Assembler):
@@ -148,24 +156,12 @@ class ChatStream(Assembler):
 
     def end(self) -> list[StreamEvent]:
         """The last events: any still-open blocks closed, then the complete message."""
-        stop, error = _stop_reason(self.finish_reason, self.has_calls())
+        stop = self.stop_for(self.finish_reason, _STOPS)
+        error = ErrorInfo(kind="content_filter", message=_FILTERED) if stop == "error" else None
         return self.closing(stop, self.usage, error)
 
 
 # ---- helpers ----
-
-
-def _stop_reason(reason: str | None, has_calls: bool) -> tuple[StopReason, ErrorInfo | None]:
-    if reason == "length":
-        return "length", None
-    if reason == "content_filter":
-        return "error", ErrorInfo(
-            kind="content_filter", message="the provider's content filter stopped the response"
-        )
-    # Some servers say "stop" after tool calls; the calls still need answering.
-    if reason in ("tool_calls", "function_call") or has_calls:
-        return "tool_use", None
-    return "stop", None
 
 
 def _usage(raw: dict[str, Any]) -> Usage:

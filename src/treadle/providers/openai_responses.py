@@ -26,18 +26,19 @@ from typing import TYPE_CHECKING, Any
 from pydantic_core import from_json, to_json
 
 from ..cancellation import CancellationToken
-from ..types import (
-    AssistantMessage,
-    ExtensionMessage,
-    ImageContent,
-    TextContent,
-    ThinkingContent,
-    ToolResultMessage,
-    UserMessage,
-)
-from ..types.messages import AgentMessage
+from ..types.content import ImageContent, TextContent, ThinkingContent, ToolCall
+from ..types.messages import AgentMessage, AssistantMessage, ToolResultMessage, UserMessage
 from ._assemble import check_cancel, json_object
-from ._convert import image_data_url, safe_tool_call_id, same_origin, thinking_as_text
+from ._convert import (
+    assistant_parts,
+    each_message,
+    image_data_url,
+    put_settings,
+    safe_tool_call_id,
+    text_of,
+    user_parts,
+    wire_names,
+)
 from ._http import HTTPAdapter, HTTPOptions
 from .base import (
     ModelRequest,
@@ -50,6 +51,8 @@ if TYPE_CHECKING:
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 _EFFORTS = {"minimal": "minimal", "low": "low", "medium": "medium", "high": "high"}
+# The request's settings the Responses API takes, under its names.
+_SETTINGS = wire_names(("max_tokens", "temperature", "top_p"), max_tokens="max_output_tokens")
 
 
 class OpenAIResponses(HTTPAdapter):
@@ -83,11 +86,7 @@ class OpenAIResponses(HTTPAdapter):
         return self._required_key("OPENAI_API_KEY", "OpenAI")
 
     def _headers(self) -> dict[str, str]:
-        return {
-            "content-type": "application/json",
-            "authorization": f"Bearer {self._key()}",
-            **self._extra_headers,
-        }
+        return self._headers_with({"authorization": f"Bearer {self._key()}"})
 
     def stream(
         self, request: ModelRequest, *, cancel: CancellationToken | None = None
@@ -129,12 +128,7 @@ class OpenAIResponses(HTTPAdapter):
             ]
             if request.tool_choice is not None:
                 body["tool_choice"] = _tool_choice(request.tool_choice)
-        if request.max_tokens is not None:
-            body["max_output_tokens"] = request.max_tokens
-        if request.temperature is not None:
-            body["temperature"] = request.temperature
-        if request.top_p is not None:
-            body["top_p"] = request.top_p
+        put_settings(body, request, _SETTINGS)
         if request.thinking_level != "off":
             reasoning: dict[str, Any] = {"effort": _EFFORTS[request.thinking_level]}
             if self.reasoning_summary:
@@ -180,14 +174,11 @@ def _text_format(response_format: dict[str, Any]) -> dict[str, Any]:
 
 
 def _input_content(content: list[TextContent | ImageContent]) -> list[dict[str, Any]]:
-    parts: list[dict[str, Any]] = []
-    for block in content:
-        if isinstance(block, TextContent):
-            if block.text:
-                parts.append({"type": "input_text", "text": block.text})
-        else:
-            parts.append({"type": "input_image", "image_url": image_data_url(block)})
-    return parts
+    return user_parts(
+        content,
+        lambda text: {"type": "input_text", "text": text},
+        lambda image: {"type": "input_image", "image_url": image_data_url(image)},
+    )
 
 
 def reasoning_item(block: ThinkingContent) -> dict[str, Any] | None:
@@ -212,33 +203,25 @@ def reasoning_item(block: ThinkingContent) -> dict[str, Any] | None:
 
 
 def _assistant_items(message: AssistantMessage, provider: str) -> list[dict[str, Any]]:
-    native = same_origin(message, provider)
-    items: list[dict[str, Any]] = []
-    for block in message.content:
-        if isinstance(block, TextContent):
-            if block.text:
-                items.append({"role": "assistant", "content": block.text})
-        elif isinstance(block, ThinkingContent):
-            item = reasoning_item(block) if native else None
-            if item is not None:
-                items.append(item)
-            else:
-                text = thinking_as_text(block)
-                if text:
-                    items.append({"role": "assistant", "content": text})
-        else:
-            arguments = block.raw_arguments
-            if arguments is None:
-                arguments = to_json(block.arguments).decode()
-            items.append(
-                {
-                    "type": "function_call",
-                    "call_id": safe_tool_call_id(block.id),
-                    "name": block.name,
-                    "arguments": arguments,
-                }
-            )
-    return items
+    return assistant_parts(
+        message,
+        provider,
+        text=lambda text: {"role": "assistant", "content": text},
+        thinking=reasoning_item,
+        call=_function_call,
+    )
+
+
+def _function_call(call: ToolCall) -> dict[str, Any]:
+    arguments = call.raw_arguments
+    if arguments is None:
+        arguments = to_json(call.arguments).decode()
+    return {
+        "type": "function_call",
+        "call_id": safe_tool_call_id(call.id),
+        "name": call.name,
+        "arguments": arguments,
+    }
 
 
 def _tool_output(message: ToolResultMessage) -> dict[str, Any]:
@@ -246,7 +229,7 @@ def _tool_output(message: ToolResultMessage) -> dict[str, Any]:
     if any(isinstance(block, ImageContent) for block in message.content):
         output = _input_content(message.content)  # OpenAI takes text and images here
     else:
-        output = "\n".join(b.text for b in message.content if isinstance(b, TextContent))
+        output = text_of(message.content)
     return {
         "type": "function_call_output",
         "call_id": safe_tool_call_id(message.tool_call_id),
@@ -255,19 +238,18 @@ def _tool_output(message: ToolResultMessage) -> dict[str, Any]:
 
 
 def _convert_messages(messages: list[AgentMessage], provider: str) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = []
-    for message in messages:
-        if isinstance(message, UserMessage):
-            content = _input_content(message.content)
-            if content:
-                items.append({"role": "user", "content": content})
-        elif isinstance(message, AssistantMessage):
-            items.extend(_assistant_items(message, provider))
-        elif isinstance(message, ToolResultMessage):
-            items.append(_tool_output(message))
-        elif isinstance(message, ExtensionMessage):
-            continue
-    return items
+    converted = each_message(
+        messages,
+        user=_user_items,
+        assistant=lambda message: _assistant_items(message, provider),
+        tool=lambda message: [_tool_output(message)],
+    )
+    return [item for items in converted for item in items]
+
+
+def _user_items(message: UserMessage) -> list[dict[str, Any]]:
+    content = _input_content(message.content)
+    return [{"role": "user", "content": content}] if content else []
 
 
 # ---- response handling ----

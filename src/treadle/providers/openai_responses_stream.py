@@ -13,6 +13,8 @@ from ._assemble import Assembler, count, usage
 from ._http import classify
 from .base import ProviderError, StreamEvent
 
+_STOPS: dict[str, StopReason] = {"max_output_tokens": "length"}
+
 
 def events_from_response(response: dict[str, Any]) -> list[dict[str, Any]]:
     """A non-streamed Response as the stream events that would have produced it."""
@@ -179,13 +181,7 @@ class StreamState(Assembler):
 
     def end(self) -> list[StreamEvent]:
         """The complete message, after any block still open."""
-        stop: StopReason
-        if self.incomplete_reason == "max_output_tokens":
-            stop = "length"
-        elif self.has_calls():
-            stop = "tool_use"
-        else:
-            stop = "stop"
+        stop = self.stop_for(self.incomplete_reason, _STOPS)
         return self.closing(stop, _usage(self.usage))
 
 
