@@ -50,7 +50,7 @@ async def test_openai_compatible_server_down_names_its_url() -> None:
 async def test_a_refused_remote_host_is_still_retryable_network() -> None:
     import httpx
 
-    from treadle.providers._http import transport_error
+    from treadle.providers._errors import transport_error
 
     exc = httpx.ConnectError("[Errno 111] Connection refused")
     error = transport_error(exc, "openai", "https://api.example.com/v1")

@@ -9,7 +9,7 @@ from pydantic_core import to_json
 
 from ..types.usage import StopReason
 from ._assemble import Assembler, usage
-from ._http import classify
+from ._errors import classify
 from .base import StreamEvent
 
 _STOP_REASONS: dict[str, StopReason] = {

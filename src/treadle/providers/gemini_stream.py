@@ -11,7 +11,7 @@ from ..types import ErrorInfo, Usage
 from ..types.usage import StopReason
 from ._assemble import Assembler, count, usage
 from ._convert import safe_tool_call_id
-from ._http import classify
+from ._errors import classify
 from ._sse import MAX_LINE_CHARS, SSEDecoder, StreamLineTooLong
 from .base import StreamEvent
 

@@ -37,7 +37,8 @@ from ._convert import (
     visible_thinking,
     wire_names,
 )
-from ._http import HTTPAdapter, HTTPOptions, classify
+from ._errors import classify
+from ._http import HTTPAdapter, HTTPOptions
 from ._sse import NDJSONDecoder
 from .base import ModelRequest, StreamEvent, ThinkingLevel
 

@@ -58,7 +58,8 @@ from ._convert import (
     visible_thinking,
     wire_names,
 )
-from ._http import HTTPAdapter, HTTPOptions, classify
+from ._errors import classify
+from ._http import HTTPAdapter, HTTPOptions
 from ._sse import SSEDecoder, SSEEvent
 from ._wire import ToolsJSON, WireCache, dumpb, dumps, splice
 from .base import (

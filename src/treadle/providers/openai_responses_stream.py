@@ -10,7 +10,7 @@ from pydantic_core import to_json
 from ..types import Usage
 from ..types.usage import StopReason
 from ._assemble import Assembler, count, usage
-from ._http import classify
+from ._errors import classify
 from .base import ProviderError, StreamEvent
 
 _STOPS: dict[str, StopReason] = {"max_output_tokens": "length"}

@@ -1,0 +1,207 @@
+"""How HTTP adapters read failures: a response's status and body, or a transport error,
+become a :class:`ProviderError` of the right kind, with the server's retry hint."""
+
+from __future__ import annotations
+
+import email.utils
+import re
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import httpx
+
+from .._redact import redact_url
+from ..errors import ConfigurationError
+from .base import ErrorKind, ProviderError
+
+# A request larger than the model's context, as the servers people run word it (from their
+# documented error bodies): OpenAI ("maximum context length", code context_length_exceeded),
+# Anthropic ("prompt is too long", "exceed context limit"), Gemini ("input token count ...
+# exceeds the maximum number of tokens"), llama.cpp (type exceed_context_size_error, "exceeds
+# the available context size"), vLLM ("maximum context length", "longer than the maximum
+# model length"), Ollama ("the input length exceeds the context length"), LM Studio ("tokens
+# to keep from the initial prompt is greater than the context length", "context the
+# overflows", "Context size has been exceeded").
+_CONTEXT_OVERFLOW = re.compile(
+    r"context[ _-]?(length|window)|maximum context|prompt is too long|too many tokens"
+    r"|context_length_exceeded|exceed\w* (the )?(available |maximum |max )?(context|token)"
+    r"|input is too long|reduce the length|token count .* exceeds|request too large for model"
+    r"|longer than the maximum model length|greater than the context length"
+    r"|context (the )?overflows|context size has been exceeded"
+    r"|exceed_context_size|context_exceeded",
+    re.IGNORECASE,
+)
+_TRY_AGAIN = re.compile(r"(?:try again|retry) in (\d+(?:\.\d+)?)\s*(ms|s|sec|seconds?)\b", re.I)
+_RETRY_DELAY = re.compile(r"^(\d+(?:\.\d+)?)s$")
+
+
+def parse_retry_after(headers: Mapping[str, str]) -> float | None:
+    """Seconds to wait from ``retry-after-ms`` or ``retry-after`` (seconds or an HTTP date)."""
+    millis = headers.get("retry-after-ms")
+    if millis:
+        try:
+            return max(0.0, float(millis) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _hint_from_body(message: str, payload: Any) -> float | None:
+    """A provider's own retry hint: "try again in 125ms", or Gemini's RetryInfo.retryDelay."""
+    match = _TRY_AGAIN.search(message)
+    if match:
+        amount = float(match.group(1))
+        return amount / 1000 if match.group(2).lower() == "ms" else amount
+    error = payload.get("error") if isinstance(payload, dict) else None
+    details = error.get("details") if isinstance(error, dict) else None
+    if isinstance(details, list):
+        for detail in details:
+            delay = detail.get("retryDelay") if isinstance(detail, dict) else None
+            if isinstance(delay, str) and (m := _RETRY_DELAY.match(delay)):
+                return float(m.group(1))
+    return None
+
+
+def error_message(payload: Any, fallback: str) -> tuple[str, str]:
+    """(message, type/code) from the error shapes providers use."""
+    if isinstance(payload, list) and payload:
+        payload = payload[0]
+    if not isinstance(payload, dict):
+        return fallback, ""
+    error = payload.get("error", payload)
+    if isinstance(error, str):
+        return error, ""
+    if not isinstance(error, dict):
+        return fallback, ""
+    message = error.get("message") or fallback
+    metadata = error.get("metadata")
+    if isinstance(metadata, dict) and isinstance(metadata.get("raw"), str):
+        message = f"{message}: {metadata['raw']}"
+    codes = [error.get(key) for key in ("type", "code", "status")]
+    return str(message), " ".join(str(c) for c in codes if c not in (None, ""))
+
+
+def classify(
+    status: int,
+    payload: Any,
+    *,
+    provider: str,
+    headers: Mapping[str, str] | None = None,
+    fallback: str = "",
+) -> ProviderError:
+    """Map an HTTP status and error body to a :class:`ProviderError`."""
+    message, code = error_message(payload, fallback or f"HTTP {status}")
+    lowered = code.lower()
+    kind: ErrorKind
+    if status == 429 or "rate_limit" in lowered or "resource_exhausted" in lowered:
+        kind = "rate_limit"
+    elif status == 529 or "overloaded" in lowered or "overloaded" in message.lower():
+        kind = "overloaded"
+    elif status in (401, 403) or "authentication" in lowered or "permission" in lowered:
+        kind = "auth"
+    elif status == 408 or status == 504:
+        kind = "timeout"
+    elif _CONTEXT_OVERFLOW.search(message) or _CONTEXT_OVERFLOW.search(code) or status == 413:
+        kind = "context_overflow"
+    elif status >= 500 or any(c in lowered for c in ("api_error", "server_error", "internal")):
+        kind = "server"
+    else:
+        kind = "bad_request"
+    retry_after = parse_retry_after(headers) if headers else None
+    if retry_after is None and kind in ("rate_limit", "overloaded", "server"):
+        retry_after = _hint_from_body(message, payload)
+    return ProviderError(
+        kind, message, status_code=status or None, retry_after=retry_after, provider=provider
+    )
+
+
+_STALE_CONNECTION = (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)
+"""What a request sent on a kept-alive connection the server had already closed fails with,
+before any response byte: "Server disconnected without sending a response", a reset, a
+broken pipe."""
+
+_LOOPBACK = {"localhost", "127.0.0.1", "::1", "[::1]", "0.0.0.0"}
+
+
+def _refused(exc: BaseException, depth: int = 0) -> bool:
+    """Whether ``exc`` (or what caused it, including trio's group of connect attempts) is
+    a refused connection."""
+    seen: BaseException | None = exc
+    while seen is not None and depth < 20:
+        if isinstance(seen, ConnectionRefusedError) or "refused" in str(seen).lower():
+            return True
+        group = getattr(seen, "exceptions", None)  # ExceptionGroup (trio's happy eyeballs)
+        if isinstance(group, tuple) and any(_refused(e, depth + 1) for e in group):
+            return True
+        seen = seen.__cause__ or seen.__context__
+        depth += 1
+    return False
+
+
+def check_base_url(base_url: str) -> None:
+    """Fail at construction, naming the fix, for a ``base_url`` no request could go to (no
+    ``http://`` or ``https://``, no host): otherwise the first call would fail instead — a
+    configuration error, which no retry can mend."""
+    try:
+        url = httpx.URL(base_url)
+        ok = url.scheme in ("http", "https") and bool(url.host)
+    except httpx.InvalidURL:
+        ok = False
+    if ok:
+        return
+    shown = redact_url(base_url)
+    guess = f"; did you mean 'http://{shown}'?" if "://" not in base_url and shown else ""
+    raise ConfigurationError(
+        f"base_url {shown!r} is not an http:// or https:// URL with a host: give the full "
+        f"address, e.g. 'https://api.openai.com/v1' or 'http://localhost:8000/v1'{guess}"
+    )
+
+
+_UNSENDABLE = (httpx.UnsupportedProtocol, httpx.InvalidURL, httpx.LocalProtocolError)
+"""Failures of the request itself (its URL, a header value): configuration errors, never
+retried."""
+
+
+def transport_error(
+    exc: httpx.TransportError | httpx.InvalidURL, provider: str, base_url: str = "", hint: str = ""
+) -> ProviderError:
+    """A connection-level failure, naming the server and what to check. Only the exception's
+    own text is kept, never the request.
+
+    A refused connection to this machine (``localhost``, ``127.0.0.1``) means nothing is
+    listening there: it is ``unreachable`` and not retried, so the caller hears of it at once
+    instead of after the retries' back-off."""
+    where = redact_url(base_url) if base_url else "the server"
+    if isinstance(exc, _UNSENDABLE):  # the text may quote a header (the key): not kept
+        message = (
+            f"the request to {where} could not be sent ({type(exc).__name__}): a configuration "
+            "error, not retried; check base_url (http:// or https://) and the api_key and "
+            "headers for stray characters such as a newline"
+        )
+        return ProviderError("bad_request", message, provider=provider)
+    kind: ErrorKind = "timeout" if isinstance(exc, httpx.TimeoutException) else "network"
+    detail = str(exc) or type(exc).__name__
+    host = httpx.URL(base_url).host if base_url else ""
+    if isinstance(exc, httpx.ConnectError) and host in _LOOPBACK and _refused(exc):
+        kind = "unreachable"
+        check = hint or "is the server running, and is base_url right?"
+        message = f"nothing is listening at {where} (connection refused): {check}"
+    elif isinstance(exc, httpx.ConnectError):
+        check = hint or "check base_url, your network and any proxy settings"
+        message = f"could not connect to {where} ({type(exc).__name__}: {detail}); {check}"
+    else:
+        message = f"{type(exc).__name__} talking to {where}: {detail}"
+    return ProviderError(kind, message, provider=provider)
