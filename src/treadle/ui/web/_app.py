@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ...agent import Agent
+from ...errors import MissingExtra
 from ...loop import EventLogGap
 from ...sessions import MemoryStore, SessionError, SessionNotFound, SessionStore
 from ...types import AgentMessage, UserMessage
@@ -76,7 +77,7 @@ def build_web_app(
         from starlette.responses import JSONResponse, Response, StreamingResponse
         from starlette.routing import Route
     except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError(
+        raise MissingExtra(
             "the treadle web app needs Starlette: pip install 'treadle[web]'"
         ) from exc
 
