@@ -74,6 +74,15 @@ FOUND_ASK_ABORT = (
     "where another call waits for approval (Ask, no handler), that call gets no "
     "tool_execution_start/end and is not pending"
 )
+FOUND_FINISH_CANCELLED = (
+    "found by the simulation (campaign 4200000-4200999, on main too): an outer cancel while a "
+    "batch finished (an eager call still running) dropped the batch, leaving its calls "
+    "without result messages"
+)
+HARNESS_CUSTOM_IN_PAIR = (
+    "the harness: a custom event sent by a before_tool_call hook of an eager call while the "
+    "answer streams comes inside the assistant pair, as §2 allows"
+)
 HARNESS_RETRY = "the harness: a raising attempt with retries left has not decided its call"
 HARNESS_RESUME = "the harness: a compaction after the crash point rewrites the history"
 HARNESS_COMPACTION = (
@@ -81,10 +90,10 @@ HARNESS_COMPACTION = (
 )
 BUG_11 = "#21 item 11: compaction that applied no strategy reports fewer tokens"
 
-# Seeds that broke an invariant in the campaigns (0-1999, 225279-229278, 686330-689329 and
-# 1192682-1194681; for item 2 the seeds with a raising after_tool_call among 0-2999, run
-# against the code before its fix), by bug. Each stays a regression test; `open` ones are
-# xfail while their bug is.
+# Seeds that broke an invariant in the campaigns (0-1999, 225279-229278, 686330-689329,
+# 1192682-1194681 and 4200000-4200999; for item 2 the seeds with a raising after_tool_call
+# among 0-2999, run against the code before its fix), by bug. Each stays a regression test;
+# `open` ones are xfail while their bug is.
 _BY_BUG: list[tuple[str, str, bool, tuple[int, ...]]] = [
     ("INV-SEQ", BUG_1, False, (158, 532)),
     ("INV-SEQ", BUG_1N, False, (96, 137, 146, 152, 180, 263, 371, 408, 413, 467)),
@@ -121,6 +130,8 @@ _BY_BUG: list[tuple[str, str, bool, tuple[int, ...]]] = [
     ("INV-RESUME", FOUND_WRITE_AHEAD, False, (226392,)),
     ("INV-TOOL-EVENTS", FOUND_ASK_ABORT, False, (226450, 226496, 687479, 687966)),
     ("INV-RAN-KEPT", HARNESS_RETRY, False, (689163,)),
+    ("INV-TOOL-EVENTS", FOUND_FINISH_CANCELLED, False, (4200812,)),
+    ("INV-MESSAGE-PAIRS", HARNESS_CUSTOM_IN_PAIR, False, (4200543,)),
 ]  # fmt: skip
 #: seed -> (the invariant it broke, the bug, still open?, the backends it broke on)
 REGRESSIONS: dict[int, tuple[str, str, bool, tuple[str, ...]]] = {

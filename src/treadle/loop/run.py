@@ -182,8 +182,8 @@ class _Run(RunState):
 
     async def record_batch(self, batch: ToolBatch, *, suspend: bool = False) -> None:
         """Answer the batch's calls and add their results (``suspend``: pending calls wait)."""
-        self.batch = None
         results = await batch.finish(suspend=suspend and batch.raised is None)
+        self.batch = None  # only now: a batch interrupted while it finishes is finished again
         self.tool_calls_run += len(results)
         self.turn_results.extend(results)
         self.due.extend(results)
