@@ -240,3 +240,23 @@ async def test_an_asked_call_beside_a_base_exception_is_answered_cancelled() -> 
     (asked,) = [m for m in context.messages if getattr(m, "tool_call_id", None) == "c1"]
     assert asked.cancelled and asked.is_error
     assert validate_transcript(context.messages) == []
+
+
+async def test_an_unknown_tool_gets_no_after_tool_call_without_its_before_tool_call() -> None:
+    seen: list[tuple[str, str]] = []
+
+    class Pairs(Hooks):
+        def before_tool_call(self, call: ToolCall, context: AgentContext) -> None:
+            seen.append(("before", call.id))
+
+        def after_tool_call(self, call: ToolCall, result: Any) -> None:
+            seen.append(("after", call.id))
+
+    context = AgentContext(tools=[ok])
+    config = AgentLoopConfig(
+        provider=ScriptedProvider([calls("missing", "ok"), "done"]), hooks=[Pairs()]
+    )
+    await agent_loop("go", context, config)
+    assert seen == [("before", "c1"), ("after", "c1")]  # c0 names no tool: no hook pair
+    (unknown,) = [m for m in context.messages if getattr(m, "tool_call_id", None) == "c0"]
+    assert "Unknown tool 'missing'" in unknown.text  # type: ignore[union-attr]

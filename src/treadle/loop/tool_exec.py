@@ -309,7 +309,8 @@ class ToolBatch:
         if result is None:
             return
         result = _bounded(result, self.run.config.max_tool_result_chars)
-        for hook in self.run.overriding("after_tool_call"):
+        known = state.call.name in self.run.tools  # before_tool_call ran only for a known tool
+        for hook in self.run.overriding("after_tool_call") if known else ():
             try:
                 replaced = await self.run.call_hook(hook.after_tool_call, state.call, result)
             except BaseException:
