@@ -307,7 +307,9 @@ def _check_loop(evs: list[Any]) -> None:
             else:
                 require(open_msg is None, "INV-MESSAGE-PAIRS", f"provider_retry in a pair ({lid})")
             open_msg = None
-        elif isinstance(e, (ToolExecutionStart, ToolExecutionUpdate, ToolExecutionEnd)):
+        elif isinstance(
+            e, (ToolExecutionStart, ToolExecutionUpdate, ToolExecutionEnd, CustomEvent)
+        ):  # eager calls, and custom events sent while the answer streams (§2)
             require(
                 open_msg is None or open_msg.role == "assistant",
                 "INV-MESSAGE-PAIRS",
