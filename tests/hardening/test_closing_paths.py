@@ -260,3 +260,30 @@ async def test_an_unknown_tool_gets_no_after_tool_call_without_its_before_tool_c
     assert seen == [("before", "c1"), ("after", "c1")]  # c0 names no tool: no hook pair
     (unknown,) = [m for m in context.messages if getattr(m, "tool_call_id", None) == "c0"]
     assert "Unknown tool 'missing'" in unknown.text  # type: ignore[union-attr]
+
+
+async def test_a_call_waiting_for_approval_is_answered_when_the_run_is_cancelled() -> None:
+    token = CancellationToken()
+
+    @tool
+    async def cancel_now() -> str:
+        """Cancels the run at once."""
+        token.cancel()
+        return "cancelled it"
+
+    class AskForOk(Hooks):
+        def before_tool_call(self, call: ToolCall, context: AgentContext) -> Any:
+            return Ask() if call.name == "ok" else None
+
+    rec = Recorder()
+    context = AgentContext(tools=[cancel_now, ok])
+    config = AgentLoopConfig(
+        provider=ScriptedProvider([calls("cancel_now", "ok"), "never"]), hooks=[AskForOk(), rec]
+    )
+    await agent_loop("go", context, config, cancel=token)
+    (end,) = rec.of("agent_end")
+    assert end.reason == "cancelled" and end.pending_tool_calls == []
+    (asked,) = [m for m in context.messages if getattr(m, "tool_call_id", None) == "c1"]
+    assert asked.cancelled
+    assert sorted(e.tool_call_id for e in rec.of("tool_execution_end")) == ["c0", "c1"]
+    assert validate_transcript(context.messages) == []

@@ -57,8 +57,11 @@ FOUND_RAISE = (
     "-> record_batch) instead of re-raising the tool's exception after agent_end"
 )
 FOUND_PENDING = (
-    "found by the simulation (on main too): continuing a suspended run whose before_turn "
-    "raises leaves the decided call unanswered (no result, and not pending)"
+    "found by the simulation (on main too): continuing a suspended run that ends before its "
+    "first turn runs the decided calls (before_turn raises, or the steering taken is "
+    "rejected) leaves them unanswered (no result, and not pending). Answering them needs "
+    "tool events outside a turn (INV-TURNS), keeping them pending needs pending calls on a "
+    "non-suspended end (INV-ANSWERED): a contract choice"
 )
 FOUND_OPEN_TURN = (
     "found by the simulation (on main too): a second hook failure while the run closes "
@@ -79,6 +82,17 @@ FOUND_FINISH_CANCELLED = (
     "batch finished (an eager call still running) dropped the batch, leaving its calls "
     "without result messages"
 )
+FOUND_CANCEL_ASK = (
+    "found by the simulation (campaign 4201000-4204999, on main too): an immediate cancel in "
+    "a batch where a call waits for approval (Ask, no handler) left that call unanswered and "
+    "not pending on a cancelled run"
+)
+FOUND_LATE_CUSTOM = (
+    "found by the simulation (campaign 4201000-4204999, on main too): a custom event an "
+    "after_turn hook sends after the last turn_end is followed by the limit note or by "
+    "input_rejected, not only by agent_end (contract §2 lets hooks emit where they run, "
+    "§7.15 wants only custom events after the last turn_end: one of them must give)"
+)
 HARNESS_CUSTOM_IN_PAIR = (
     "the harness: a custom event sent by a before_tool_call hook of an eager call while the "
     "answer streams comes inside the assistant pair, as §2 allows"
@@ -91,7 +105,7 @@ HARNESS_COMPACTION = (
 BUG_11 = "#21 item 11: compaction that applied no strategy reports fewer tokens"
 
 # Seeds that broke an invariant in the campaigns (0-1999, 225279-229278, 686330-689329,
-# 1192682-1194681 and 4200000-4200999; for item 2 the seeds with a raising after_tool_call
+# 1192682-1194681 and 4200000-4204999; for item 2 the seeds with a raising after_tool_call
 # among 0-2999, run against the code before its fix), by bug. Each stays a regression test;
 # `open` ones are xfail while their bug is.
 _BY_BUG: list[tuple[str, str, bool, tuple[int, ...]]] = [
@@ -124,7 +138,7 @@ _BY_BUG: list[tuple[str, str, bool, tuple[int, ...]]] = [
         1194505, 1194588, 1194617, 1194629,
     )),
     ("INV-NO-RAISE", FOUND_RAISE, False, (225487,)),
-    ("INV-ANSWERED", FOUND_PENDING, True, (225441, 1193555)),
+    ("INV-ANSWERED", FOUND_PENDING, True, (225441, 1193555, 4203751, 4204902)),
     ("INV-TURNS", FOUND_OPEN_TURN, False, (226231, 687899)),
     ("INV-RESUME", HARNESS_RESUME, False, (225510, 225975, 226672, 228080)),
     ("INV-RESUME", FOUND_WRITE_AHEAD, False, (226392,)),
@@ -132,6 +146,8 @@ _BY_BUG: list[tuple[str, str, bool, tuple[int, ...]]] = [
     ("INV-RAN-KEPT", HARNESS_RETRY, False, (689163,)),
     ("INV-TOOL-EVENTS", FOUND_FINISH_CANCELLED, False, (4200812,)),
     ("INV-MESSAGE-PAIRS", HARNESS_CUSTOM_IN_PAIR, False, (4200543,)),
+    ("INV-TOOL-EVENTS", FOUND_CANCEL_ASK, False, (4201061,)),
+    ("INV-CUSTOM-LAST", FOUND_LATE_CUSTOM, True, (4201916, 4202105)),
 ]  # fmt: skip
 #: seed -> (the invariant it broke, the bug, still open?, the backends it broke on)
 REGRESSIONS: dict[int, tuple[str, str, bool, tuple[str, ...]]] = {

@@ -177,7 +177,7 @@ class _Run(RunState):
     async def run_tools(self, calls: Any, *, resumed: bool = False) -> ToolBatch:
         batch = self.batch = self.batch or ToolBatch(self, calls, resumed=resumed)
         await batch.execute()
-        await self.record_batch(batch, suspend=True)
+        await self.record_batch(batch, suspend=not self.bridge.immediate)  # cancelled: answered
         return batch
 
     async def record_batch(self, batch: ToolBatch, *, suspend: bool = False) -> None:
@@ -297,10 +297,10 @@ class _Run(RunState):
                     return LoopResult(reason="cancelled")
                 batch: ToolBatch | None = await self.run_tools(calls) if calls else None
             await self.close_turn()
+            if batch is not None and batch.pending_ids:  # (not when cancelled by then)
+                return LoopResult(reason="suspended", pending_tool_calls=batch.pending_ids)
             if self.bridge.immediate:
                 return LoopResult(reason="cancelled")
-            if batch is not None and batch.pending_ids:
-                return LoopResult(reason="suspended", pending_tool_calls=batch.pending_ids)
             if batch is not None and batch.terminate:
                 return LoopResult(reason="completed")
             if self.bridge.after_turn:
