@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError, create_model
 
 from ..loop import AgentContext, Hooks
-from ..loop.run import LAST_ERROR_KEY
+from ..loop.ending import LAST_ERROR_KEY
 from ..loop.sink import EventSink
 from ..loop.state import dict_prompt_error
 from ..tools import TaskComplete, ToolContext

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -22,8 +21,6 @@ from ..types import (
     ContinuationKind,
     ErrorInfo,
     InputRejected,
-    MessageEnd,
-    MessageStart,
     TurnEnd,
     TurnStart,
     TurnTrigger,
@@ -36,10 +33,10 @@ from .compaction import ContextGuard
 from .config import AgentLoopConfig
 from .context import AgentContext
 from .eager import EagerCalls, eager_turn
-from .ending import before_end
+from .ending import after_loop, end_run
 from .errors import HookFailed
 from .sink import CURRENT_SINK, OBSERVED_SEQ, OBSERVERS
-from .state import EventStream, RunState, _maybe_await
+from .state import EventStream, RunState
 from .streaming import StreamBounds, StreamState, close_message, stream_message
 from .tool_exec import ToolBatch, ToolRaised
 
@@ -52,9 +49,6 @@ class LoopResult:
     reason: AgentEndReason = "completed"
     error: ErrorInfo | None = None
     pending_tool_calls: list[str] = field(default_factory=list)
-
-
-logger = logging.getLogger("treadle.loop")
 
 
 class _Run(RunState):
@@ -150,14 +144,17 @@ class _Run(RunState):
         if not self.turn_open:
             return
         message = self.turn_message
+        failure: HookFailed | None = None
         if message is None:  # the turn ended before a model call: record that it was aborted
-            message = AssistantMessage(
+            message = self.turn_message = AssistantMessage(
                 model=self.config.model_name,
                 provider=getattr(self.config.provider, "name", ""),
                 stop_reason="aborted",
             )
-            await self.append(message)
-            self.turn_message = message
+            try:
+                await self.append(message)
+            except HookFailed as exc:  # the turn still ends; the run ends with the error
+                failure = exc
         self.turn_open = False
         self.usage = self.usage + self.turn_usage
         fields: dict[str, Any] = {
@@ -172,32 +169,29 @@ class _Run(RunState):
                 loop_id=self.sink.loop_id, depth=self.sink.depth, timestamp=now_ms(), **fields
             )
         self.turn_index += 1
+        if failure is not None:
+            raise failure
         for hook in self.overriding("after_turn"):
             await self.call_hook(hook.after_turn, self.context, event)
 
     async def run_tools(self, calls: Any, *, resumed: bool = False) -> ToolBatch:
         batch = self.batch = self.batch or ToolBatch(self, calls, resumed=resumed)
         await batch.execute()
-        await self.record_batch(batch)
+        await self.record_batch(batch, suspend=not self.bridge.immediate)  # cancelled: answered
         return batch
 
-    async def record_batch(self, batch: ToolBatch) -> None:
-        self.batch = None
-        results = await batch.finish()
+    async def record_batch(self, batch: ToolBatch, *, suspend: bool = False) -> None:
+        """Answer the batch's calls and add their results (``suspend``: pending calls wait)."""
+        results = await batch.finish(suspend=suspend and batch.raised is None)
+        self.batch = None  # only now: a batch interrupted while it finishes is finished again
         self.tool_calls_run += len(results)
         self.turn_results.extend(results)
-        for i, result in enumerate(results):
-            try:
-                await self.append(result)
-            except BaseException:
-                for rest in results[i + 1 :]:  # every call keeps its result, hooks or not
-                    await self.sink.emit(MessageStart, message=rest)
-                    self.context.messages.append(rest)
-                    self.new_messages.append(rest)
-                    await self.sink.emit(MessageEnd, message=rest)
-                raise
-        if batch.raised is not None:
-            raise ToolRaised(batch.raised)
+        self.due.extend(results)
+        try:
+            await self.append_all(self.due)  # every call keeps its result, hooks or not
+        finally:
+            if batch.raised is not None:
+                raise ToolRaised(batch.raised)
 
     def limit_hit(self) -> str | None:
         limits = self.config.limits
@@ -244,7 +238,7 @@ class _Run(RunState):
         """LOOP-SPEC §4.1, one turn at a time, until something ends the run."""
         trigger = self.config.first_turn_trigger if prompts else TurnTrigger.CONTINUATION
         first = True
-        prompt_ids = {id(m) for m in prompts}  # filtered before agent_start already
+        prompt_ids = self.prompt_ids = {id(m) for m in prompts}  # filtered already
         while True:
             if self.bridge.after_turn:
                 await self.flush_inject()
@@ -258,6 +252,7 @@ class _Run(RunState):
             if any(id(m) not in prompt_ids for m in self.inject):
                 rejected = await self.filter_input(self.inject, frozenset(prompt_ids))
                 if rejected is not None:
+                    self.inject = []  # not taken
                     await self.sink.emit(InputRejected, reason=rejected.reason)
                     return LoopResult(reason="rejected")
             if not await self._turn_allowed():
@@ -278,9 +273,7 @@ class _Run(RunState):
                     await self.close_turn()
                     return LoopResult(reason="suspended", pending_tool_calls=resumed.pending_ids)
             first = False
-            injected, self.inject = self.inject, []
-            for message in injected:
-                await self.append(message)
+            await self.flush_inject()
 
             async with eager_turn(self) as self.eager_group:  # eager calls: docs/loop.md
                 message = await self.guard.check() or await self.model_call()  # §4.1 steps 4-5
@@ -304,10 +297,10 @@ class _Run(RunState):
                     return LoopResult(reason="cancelled")
                 batch: ToolBatch | None = await self.run_tools(calls) if calls else None
             await self.close_turn()
+            if batch is not None and batch.pending_ids:  # (not when cancelled by then)
+                return LoopResult(reason="suspended", pending_tool_calls=batch.pending_ids)
             if self.bridge.immediate:
                 return LoopResult(reason="cancelled")
-            if batch is not None and batch.pending_ids:
-                return LoopResult(reason="suspended", pending_tool_calls=batch.pending_ids)
             if batch is not None and batch.terminate:
                 return LoopResult(reason="completed")
             if self.bridge.after_turn:
@@ -332,18 +325,45 @@ class _Run(RunState):
         return None
 
     async def close_open(self) -> None:
-        """After an interruption: close the open message, answer open calls, close the turn."""
-        state = self.stream_state
-        if state is not None and state.started and not state.ended:
-            message = await close_message(
-                self.sink, state, state.final or state.closed("aborted"), self.record_reply
-            )
-            if message.tool_calls and self.batch is None:
+        """On any way out but a suspension: close the open message, answer open calls, close
+        the turn, then add the steering and follow-ups taken for a turn that will not come,
+        outside a turn. Each step runs whatever a hook did in the one before; the first
+        failure is raised at the end (a tool's ``BaseException`` first)."""
+        failures: list[Exception] = []
+        for step in (self._close_message, self._close_calls, self.close_turn, self._close_input):
+            try:
+                await step()
+            except (HookFailed, ToolRaised) as exc:
+                failures.append(exc)
+        failures.sort(key=lambda exc: not isinstance(exc, ToolRaised))
+        if failures:
+            raise failures[0]
+
+    async def _close_message(self) -> None:
+        state, self.stream_state = self.stream_state, None
+        if state is None or not state.started:
+            return
+        try:
+            if not state.ended:
+                final = state.final or state.closed("aborted")
+                await close_message(self.sink, state, final, self.record_reply)
+        finally:
+            message = state.final
+            if message is not None and message.tool_calls and self.batch is None:
                 self.batch = ToolBatch(self, message.tool_calls)
-        self.stream_state = None
+
+    async def _close_calls(self) -> None:
+        await self.append_all(self.due)
         if self.batch is not None:
             await self.record_batch(self.batch)
-        await self.close_turn()
+
+    async def flush_inject(self) -> None:
+        await self._close_calls()  # the results of calls still open come first
+        await super().flush_inject()
+
+    async def _close_input(self) -> None:
+        self.inject = [m for m in self.inject if id(m) not in self.prompt_ids]
+        await self.flush_inject()
 
 
 async def _start(
@@ -380,6 +400,7 @@ async def _execute(
     context, config = run.context, run.config
     result = LoopResult()
     started = False
+    raised: BaseException | None = None
     observing = OBSERVERS.set(run.observers)  # sub-agents started by tools inherit them
     sinking = CURRENT_SINK.set(None)  # emit_custom_event: from agent_start to agent_end
     run.sink.run_started()
@@ -398,6 +419,8 @@ async def _execute(
             else:
                 run.inject = list(prompts)
                 result = await run.turns(prompts, pending)
+                if result.reason != "suspended":
+                    await run.close_open()
         except HookFailed as exc:
             result = LoopResult(reason="error", error=ErrorInfo(kind="hook", message=str(exc)))
             if not started:
@@ -411,25 +434,19 @@ async def _execute(
                     continuation_kind=kind,
                     config=config.snapshot(),
                 )
-            await _safe_close(run)
+            raised = await _safe_close(run)
         except ToolRaised as exc:
             await _safe_close(run)
-            await _end(
-                run,
-                LoopResult(
-                    reason="error",
-                    error=ErrorInfo(
-                        kind="tool", message=f"{type(exc.original).__name__}: {exc.original}"
-                    ),
-                ),
-            )
-            raise exc.original from None
+            raised = exc.original
+        if raised is not None:  # a tool's BaseException: raised again after agent_end
+            message = f"{type(raised).__name__}: {raised}"
+            result = LoopResult(reason="error", error=ErrorInfo(kind="tool", message=message))
         if started:
-            if result.reason == "cancelled":
-                await run.close_open()
             await _end(run, result)
         else:
-            await _after_loop(run, result)
+            await after_loop(run, result.reason)
+        if raised is not None:
+            raise raised from None
         return run.new_messages
     except anyio.get_cancelled_exc_class():
         run.sink.start_grace()
@@ -447,48 +464,20 @@ async def _execute(
         run.sink.after_run()
 
 
-async def _safe_close(run: _Run) -> None:
+async def _safe_close(run: _Run) -> BaseException | None:
+    """``close_open`` for a run already ending with an error: a hook failing now changes
+    nothing. Returns a tool's ``BaseException`` met on the way, to raise after the end."""
     try:
         await run.close_open()
+    except ToolRaised as exc:
+        return exc.original
     except HookFailed:
-        pass  # already ending with an error; the history is closed before the hook ran
-
-
-LAST_ERROR_KEY = "treadle.last_error"
-"""``context.state`` key holding the ``ErrorInfo`` of the last run that ended with one."""
+        pass  # the first failure stands; close_open closed everything regardless
+    return None
 
 
 async def _end(run: _Run, result: LoopResult) -> None:
-    await before_end(run, result.reason, result.error, result.pending_tool_calls)
-    run.end_sent = True
-    CURRENT_SINK.set(None)  # nothing after agent_end (after_loop hooks)
-    run.context.state[LAST_ERROR_KEY] = result.error
-    await run.sink.emit(
-        AgentEnd,
-        messages=list(run.new_messages),
-        usage=run.usage,
-        reason=result.reason,
-        error=result.error,
-        pending_tool_calls=result.pending_tool_calls,
-    )
-    await _after_loop(run, result)
-
-
-async def _after_loop(run: _Run, result: LoopResult) -> None:
-    """The after_loop hooks, each once, after agent_end. agent_end is sent, so a hook that
-    raises cannot change how the run ended: its error is logged (logger ``treadle.loop``,
-    with the traceback and the hook's name) and the next hook still runs (§3)."""
-    for hook in run.config.hooks:
-        try:
-            await _maybe_await(hook.after_loop(list(run.new_messages), run.usage, result.reason))
-        except Exception:
-            name = getattr(hook.after_loop, "__qualname__", type(hook).__name__)
-            logger.exception(
-                "an after_loop hook failed (%s, run %s ended %s); the run's result stands",
-                name,
-                run.sink.loop_id,
-                result.reason,
-            )
+    await end_run(run, result.reason, result.error, result.pending_tool_calls)
 
 
 def _ensure_ids(context: AgentContext) -> None:
@@ -575,16 +564,19 @@ async def run_loop(
         context.loop_id = str(uuid.uuid4())
     run = _Run(context, config, events, cancel, new_messages)
     try:
+        raised: BaseException | None = None
         try:
             result = await run.turns([], context.pending_tool_calls)
+            if result.reason != "suspended":
+                await run.close_open()
         except HookFailed as exc:
-            await _safe_close(run)
+            raised = await _safe_close(run)
             result = LoopResult(reason="error", error=ErrorInfo(kind="hook", message=str(exc)))
         except ToolRaised as exc:  # raise_tool_errors=True: the history is closed first
             await _safe_close(run)
-            raise exc.original from None
-        if result.reason == "cancelled":
-            await run.close_open()
+            raised = exc.original
+        if raised is not None:
+            raise raised from None
         result.usage = run.usage
         return result
     except anyio.get_cancelled_exc_class():

@@ -168,7 +168,9 @@ class RunState:
         self.stream_state: StreamState | None = None
         self.tool_calls_run = 0
         self.started_at = anyio.current_time()  # the event loop's clock (mockable)
-        self.inject: list[AgentMessage] = []
+        self.inject: list[AgentMessage] = []  # user input taken for the next turn
+        self.prompt_ids: set[int] = set()  # the run's prompts among them (not taken yet)
+        self.due: list[AgentMessage] = []  # tool results decided, not yet in the history
         self.tools: dict[str, Tool] = {}
         self._overrides: dict[str, list[Hooks]] = {}
         self.tool_specs: list[ToolSpec] = []
@@ -208,8 +210,14 @@ class RunState:
         """Add to the history; ``on_message`` hooks run before its message_end is sent."""
         self.context.messages.append(message)
         self.new_messages.append(message)
-        for hook in self.overriding("on_message"):
-            await self.call_hook(hook.on_message, message)
+        failure: HookFailed | None = None
+        for hook in self.overriding("on_message"):  # every hook sees it, whatever one does
+            try:
+                await self.call_hook(hook.on_message, message)
+            except HookFailed as exc:
+                failure = failure or exc
+        if failure is not None:
+            raise failure
 
     async def record_reply(self, message: AssistantMessage) -> None:
         """The model's answer for this turn: priced, counted in the turn's usage, recorded.
@@ -300,12 +308,27 @@ class RunState:
         except TypeError as exc:
             raise HookFailed(getattr(source, "__qualname__", repr(source)), exc) from None
 
+    async def append_all(self, queue: list[AgentMessage]) -> None:
+        """Append the messages of ``queue`` in order, each taken off it once it is in the
+        history: every one joins even when an ``on_message`` hook fails (the first failure
+        is raised after the last), and an interruption leaves the rest in ``queue``."""
+        failure: HookFailed | None = None
+        while queue:
+            message = queue[0]
+            try:
+                await self.append(message)
+            except HookFailed as exc:
+                failure = failure or exc
+            finally:
+                if self.new_messages and self.new_messages[-1] is message:
+                    queue.pop(0)
+        if failure is not None:
+            raise failure
+
     async def flush_inject(self) -> None:
         """User messages waiting for a turn that will not come join the history anyway
         (as message pairs outside a turn): the run ending early must not lose them."""
-        injected, self.inject = self.inject, []
-        for message in injected:
-            await self.append(message)
+        await self.append_all(self.inject)
 
     async def poll_steering(self) -> bool:
         """Collect steering messages for the next turn; True when any arrived."""

@@ -441,7 +441,12 @@ async def close_message(
         await sink.emit(MessageStart, message=final)
     if state.final is None:
         state.final = final  # before on_final: if a hook fails, cleanup must not record it again
-        await on_final(final)
+        try:
+            await on_final(final)
+        except Exception:  # a hook failed: the message is in the history, its pair closes
+            state.ended = True
+            await sink.emit(MessageEnd, message=final)
+            raise
     state.ended = True
     await sink.emit(MessageEnd, message=state.final)
     return state.final

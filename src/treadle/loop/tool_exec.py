@@ -309,7 +309,8 @@ class ToolBatch:
         if result is None:
             return
         result = _bounded(result, self.run.config.max_tool_result_chars)
-        for hook in self.run.overriding("after_tool_call"):
+        known = state.call.name in self.run.tools  # before_tool_call ran only for a known tool
+        for hook in self.run.overriding("after_tool_call") if known else ():
             try:
                 replaced = await self.run.call_hook(hook.after_tool_call, state.call, result)
             except BaseException:
@@ -420,12 +421,15 @@ class ToolBatch:
 
     # ---- closing ----
 
-    async def finish(self) -> list[ToolResultMessage]:
+    async def finish(self, *, suspend: bool = False) -> list[ToolResultMessage]:
         """Report every call that has not been (cancelled, skipped), then the result
-        messages in call order. Pending calls (awaiting approval) get nothing yet."""
+        messages in call order. Pending calls (awaiting approval) get nothing yet when the
+        run ``suspend``s on them; on any other way out they are answered ``Cancelled``."""
         await self.end_discarded()
         await self.join(cancel=True)  # eager calls still running (a cancelled stream)
         for state in self.states:
+            if state.pending and not suspend:
+                state.pending = False
             if state.pending:
                 continue
             if not state.started:

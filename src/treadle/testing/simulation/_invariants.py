@@ -313,14 +313,14 @@ def _check_loop(evs: list[Any]) -> None:
             else:
                 require(open_msg is None, "INV-MESSAGE-PAIRS", f"provider_retry in a pair ({lid})")
             open_msg = None
-        elif isinstance(e, (ToolExecutionStart, ToolExecutionUpdate, ToolExecutionEnd)):
+        elif isinstance(
+            e, (ToolExecutionStart, ToolExecutionUpdate, ToolExecutionEnd, CustomEvent)
+        ):  # eager calls, and custom events sent while the answer streams (§2)
             require(
                 open_msg is None or open_msg.role == "assistant",
                 "INV-MESSAGE-PAIRS",
                 f"{e.type} inside a {open_msg.role if open_msg else ''} pair ({lid})",
             )
-        elif isinstance(e, CustomEvent) and e.name == MID_RUN_EVENT:
-            pass  # emit_custom_event: wherever its sender runs (§7.5)
         else:
             require(open_msg is None, "INV-MESSAGE-PAIRS", f"{e.type} inside a pair ({lid})")
     require(open_msg is None, "INV-MESSAGE-PAIRS", f"a message was left open ({lid})")
