@@ -22,6 +22,9 @@ pytestmark = pytest.mark.skipif(
 )
 
 
+PROMPT = "you> "
+
+
 class Terminal:
     """A tmux session running bash, 120x40, on its own server socket."""
 
@@ -38,8 +41,19 @@ class Terminal:
         )
         return done.stdout
 
-    def type(self, text: str, *, enter: bool = False) -> None:
-        self._tmux("send-keys", "-l", text)
+    def type(self, text: str, *, enter: bool = False, prompt: str | None = None) -> None:
+        """Type ``text``; at a line editor's ``prompt``, as a person would: once it shows.
+        Keys sent in the instant before the line editor reads the terminal are discarded
+        when it sets the terminal up (a flush a person never types into); type again then."""
+        for _ in range(3 if prompt else 1):
+            self._tmux("send-keys", "-l", text)
+            if prompt is None:  # a shell: it echoes what it reads, whenever it reads it
+                break
+            try:
+                self.wait_for(rf"{re.escape(prompt)}{re.escape(text)} *$", timeout=3.0)
+                break
+            except AssertionError:
+                continue
         if enter:
             self.keys("Enter")
 
@@ -94,13 +108,13 @@ def env_for(tmp_path: Path, delay: float = 0.005) -> dict[str, str]:
 def test_chat_answers_recalls_history_and_quits_on_ctrl_d(term: Terminal, tmp_path: Path) -> None:
     term.run(treadle("chat", "--model", "offline"), env_for(tmp_path))
     term.wait_for(r"^you> ")
-    term.type("first question", enter=True)
+    term.type("first question", enter=True, prompt=PROMPT)
     term.wait_for(r"You said: 'first question'")
     term.wait_for(r"tokens in \d+ out \d+\s*\n+you> $")
     term.keys("Up")  # readline recalls the previous prompt
     term.wait_for(r"^you> first question$")
     term.keys("C-u")  # and edits it
-    term.type("/nosuch", enter=True)
+    term.type("/nosuch", enter=True, prompt=PROMPT)
     term.wait_for(r"unknown command /nosuch; the commands are: /model")
     term.keys("C-d")
     screen = term.wait_for(r"^EXIT=\d+")
@@ -111,20 +125,20 @@ def test_chat_answers_recalls_history_and_quits_on_ctrl_d(term: Terminal, tmp_pa
 def test_ctrl_c_mid_answer_aborts_and_returns_to_the_prompt(term: Terminal, tmp_path: Path) -> None:
     term.run(treadle("chat", "--model", "offline"), env_for(tmp_path, delay=1.0))
     term.wait_for(r"^you> ")
-    term.type("tell me a long story", enter=True)
+    term.type("tell me a long story", enter=True, prompt=PROMPT)
     term.wait_for(r"You said")  # the answer is streaming
     term.keys("C-c")
     screen = term.wait_for(r"\(interrupted\)[\s\S]*you> $")
     assert "I am not a real model" not in screen  # it was cut off mid-answer
     assert "[run ended: cancelled]" in screen and "Traceback" not in screen
-    term.type("still here?", enter=True)  # the conversation goes on
+    term.type("still here?", enter=True, prompt=PROMPT)  # the conversation goes on
     term.wait_for(r"You said: 'still here\?'", timeout=30)
 
 
 def test_ctrl_c_at_the_prompt_clears_then_quits(term: Terminal, tmp_path: Path) -> None:
     term.run(treadle("chat", "--model", "offline", "--no-store"), env_for(tmp_path))
     term.wait_for(r"^you> ")
-    term.type("half a thought")
+    term.type("half a thought", prompt=PROMPT)
     term.keys("C-c")  # clears the line, no warning
     term.wait_for(r"^you> half a thought\^C\n+you> $")
     term.keys("C-c")  # on an empty line: says how to quit
@@ -147,7 +161,7 @@ def test_resume_shows_the_last_exchange(term: Terminal, tmp_path: Path) -> None:
     env = env_for(tmp_path)
     term.run(treadle("chat", "--model", "offline"), env)
     term.wait_for(r"^you> ")
-    term.type("remember the blue door", enter=True)
+    term.type("remember the blue door", enter=True, prompt=PROMPT)
     term.wait_for(r"tokens in \d+ out \d+\s*\n+you> $")
     term.keys("C-d")
     term.wait_for(r"^EXIT=0")
