@@ -19,6 +19,7 @@ from treadle import (
     ToolExecutionStart,
     TurnStart,
     TurnTrigger,
+    UserMessage,
     tool,
     validate_transcript,
 )
@@ -148,3 +149,68 @@ async def test_continue_without_decision_stays_valid() -> None:
     check(rec, requests=provider.requests)
     pending = rec.end.pending_tool_calls if rec.end.reason == "suspended" else []
     assert validate_transcript(context.messages, allow_pending=pending) == []
+
+
+class FailingTurns(AskForDanger):
+    """Asks for ``danger``; ``before_turn`` raises while ``failing`` is set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failing = False
+
+    async def before_turn(self, context: Any, turn_index: int) -> bool:
+        if self.failing:
+            raise RuntimeError("before_turn failed")
+        return True
+
+
+async def test_a_continued_run_ending_before_its_first_turn_keeps_the_calls_pending() -> None:
+    # Contract §2.2: the decided calls stay pending (reported so), and continuing again runs them.
+    world, context, config, provider, _, _ = await suspend("parallel")
+    hooks = FailingTurns()
+    config = config.model_copy(update={"hooks": [hooks]})
+    context.approve("c1")
+    hooks.failing = True
+    rec = await run_recorded(None, context, config)
+    assert rec.end.reason == "error"
+    assert rec.end.pending_tool_calls == ["c1"]
+    assert context.pending_tool_calls == ["c1"]
+    assert world.ran == [("safe", 1)], "the approved call did not run"
+    assert validate_transcript(context.messages, allow_pending=["c1"]) == []
+
+    hooks.failing = False
+    rec = await run_recorded(None, context, config)
+    check(rec, requests=provider.requests)
+    assert rec.end.reason == "completed" and rec.end.pending_tool_calls == []
+    assert world.ran == [("safe", 1), ("danger", "/tmp/x")]
+    assert results_of(context.messages)["c1"].text == "deleted /tmp/x"
+    assert validate_transcript(context.messages) == []
+
+
+async def test_steering_is_taken_once_the_resumed_calls_are_answered() -> None:
+    # A steering message taken before the calls ran would have no place in the history if
+    # the run then ended before its first turn: it is taken after their results instead.
+    _, context, config, provider, _, _ = await suspend("parallel")
+    hooks = FailingTurns()
+    waiting = [UserMessage.of("also tidy up")]
+    polls: list[int] = []
+
+    def steering() -> list[UserMessage]:
+        polls.append(len(waiting))
+        taken, waiting[:] = list(waiting), []
+        return taken
+
+    config = config.model_copy(update={"hooks": [hooks], "get_steering_messages": steering})
+    context.approve("c1")
+    hooks.failing = True
+    rec = await run_recorded(None, context, config)
+    assert rec.end.reason == "error" and rec.end.pending_tool_calls == ["c1"]
+    assert polls == [], "nothing is taken while the calls wait"
+
+    hooks.failing = False
+    rec = await run_recorded(None, context, config)
+    check(rec, requests=provider.requests)
+    roles = [m.role for m in rec.end.messages]
+    assert roles == ["tool_result", "user", "assistant"]  # c1's result, the steering, the answer
+    assert rec.end.messages[1].text == "also tidy up"  # type: ignore[union-attr]
+    assert validate_transcript(context.messages) == []

@@ -57,11 +57,10 @@ FOUND_RAISE = (
     "-> record_batch) instead of re-raising the tool's exception after agent_end"
 )
 FOUND_PENDING = (
-    "found by the simulation (on main too): continuing a suspended run that ends before its "
-    "first turn runs the decided calls (before_turn raises, or the steering taken is "
-    "rejected) leaves them unanswered (no result, and not pending). Answering them needs "
-    "tool events outside a turn (INV-TURNS), keeping them pending needs pending calls on a "
-    "non-suspended end (INV-ANSWERED): a contract choice"
+    "found by the simulation: continuing a suspended run that ends before its first turn "
+    "runs the decided calls (before_turn raises, or the steering taken is rejected) left "
+    "them unanswered (no result, and not pending). Decided (contract §2.2): they stay "
+    "pending, reported in agent_end.pending_tool_calls, and continuing again runs them"
 )
 FOUND_OPEN_TURN = (
     "found by the simulation (on main too): a second hook failure while the run closes "
@@ -139,7 +138,7 @@ _BY_BUG: list[tuple[str, str, bool, tuple[int, ...]]] = [
         1194505, 1194588, 1194617, 1194629,
     )),
     ("INV-NO-RAISE", FOUND_RAISE, False, (225487,)),
-    ("INV-ANSWERED", FOUND_PENDING, True, (225441, 1193555, 4203751, 4204902)),
+    ("INV-ANSWERED", FOUND_PENDING, False, (225441, 1193555, 4203751, 4204902)),
     ("INV-TURNS", FOUND_OPEN_TURN, False, (226231, 687899)),
     ("INV-RESUME", HARNESS_RESUME, False, (225510, 225975, 226672, 228080)),
     ("INV-RESUME", FOUND_WRITE_AHEAD, False, (226392,)),

@@ -150,7 +150,7 @@ def check_call(
             "INV-END-MESSAGES",
             f"agent_end.messages {_roles(end.messages)} != message_end messages {_roles(ended)}",
         )
-        return _end_checks(end, main_events, after)
+        return _end_checks(end, main_events, before, after)
     before, after = list(before), list(after)
     require(
         len(after) >= len(before) and after[: len(before)] == before,
@@ -171,22 +171,43 @@ def check_call(
         "INV-END-MESSAGES",
         f"message_end messages {_roles(ended)} != appended {_roles(appended)}",
     )
-    return _end_checks(end, main_events, after)
+    return _end_checks(end, main_events, before, after)
 
 
 def _end_checks(
-    end: AgentEnd, main_events: Sequence[Any], after: Sequence[AgentMessage]
+    end: AgentEnd,
+    main_events: Sequence[Any],
+    before: Sequence[AgentMessage],
+    after: Sequence[AgentMessage],
 ) -> AgentEnd:
     total = Usage()
     for e in main_events:
         if isinstance(e, TurnEnd):
             total = total + e.usage
     require(end.usage == total, "INV-USAGE", f"agent_end.usage {end.usage} != sum {total}")
-    pending = set(end.pending_tool_calls) if end.reason == "suspended" else set()
-    if end.reason != "suspended":
-        require(not end.pending_tool_calls, "INV-ANSWERED", "pending calls on a finished run")
+    pending = set(end.pending_tool_calls)
+    if end.reason != "suspended":  # only calls a continued run never took up (§2.2)
+        untouched = set(_open_calls(before)) if list(after) == list(before) else set()
+        require(
+            pending <= untouched,
+            "INV-ANSWERED",
+            f"pending calls {sorted(pending - untouched)} on a run that ended {end.reason}",
+        )
     check_history(after, pending)
     return end
+
+
+def _open_calls(messages: Sequence[AgentMessage]) -> list[str]:
+    """The calls of the last assistant message without a result after it."""
+    answered: set[str] = set()
+    for m in reversed(messages):
+        if isinstance(m, AssistantMessage):
+            return [c.id for c in m.tool_calls if c.id not in answered]
+        if isinstance(m, ToolResultMessage):
+            answered.add(m.tool_call_id)
+        elif not isinstance(m, ExtensionMessage):
+            return []
+    return []
 
 
 def check_history(messages: Sequence[AgentMessage], pending: set[str]) -> None:
