@@ -173,21 +173,53 @@ class EventSink:
     def _make(self, event_type: type[Any], fields: dict[str, Any]) -> Any:
         """Build an event; its ``seq`` is stamped when it is delivered (:meth:`_put`)."""
         if event_type is MessageUpdate:
-            # The hot path (one per streamed delta): its values come from the loop itself and
-            # are already valid, so no validation runs; the message is built when read.
-            values = {
-                "seq": 0,
-                "loop_id": self.loop_id,
-                "depth": self.depth,
-                "timestamp": time_ns() // 1_000_000,  # now_ms(), inlined
-                "type": "message_update",
-                "delta": fields["delta"],
-            }
-            private = {"_snapshot": fields["snapshot"]}
-            return trusted(MessageUpdate, values, set(_UPDATE_FIELDS), private)
+            return self._update(fields["snapshot"], fields["delta"])
         return event_type(
             seq=0, loop_id=self.loop_id, depth=self.depth, timestamp=now_ms(), **fields
         )
+
+    def _update(self, snapshot: Any, delta: Any) -> Any:
+        """A ``message_update``: the hot path (one per streamed delta). Its values come from
+        the loop itself and are already valid, so no validation runs; the message is built
+        when read."""
+        values = {
+            "seq": 0,
+            "loop_id": self.loop_id,
+            "depth": self.depth,
+            "timestamp": time_ns() // 1_000_000,  # now_ms(), inlined
+            "type": "message_update",
+            "delta": delta,
+        }
+        return trusted(MessageUpdate, values, set(_UPDATE_FIELDS), {"_snapshot": snapshot})
+
+    def offer_update(self, snapshot: Any, delta: Any) -> bool:
+        """:meth:`emit` of a ``message_update`` when that needs no waiting, without the
+        coroutines: True when it is done (delivered, held back to merge, or nobody listens);
+        False when nothing was done and the caller must ``await emit(...)`` instead."""
+        stream = self._stream
+        if stream is None:
+            return not self._observers
+        held = self._held
+        if held is not None:
+            if not _same_block(held.delta, delta):
+                return False  # the held update goes first, which may wait
+            self._merge(stream, held, {"delta": delta, "snapshot": snapshot})
+            return True
+        lock = self._lock
+        if lock is not None and lock.locked():
+            return False  # this loop's events wait for room: this one queues behind them
+        event = self._update(snapshot, delta)
+        mergeable = self.merge and _mergeable(delta)
+        if mergeable and self._too_big(stream, event):
+            self._held = event
+            return True
+        try:
+            self._put(stream, event)
+        except anyio.WouldBlock:
+            if not mergeable:
+                return False
+            self._held = event  # the consumer lags: merge the next deltas in
+        return True
 
     def _stamp(self, event: Any) -> None:
         """Take the next seq and tell the observers (the event counts as delivered)."""

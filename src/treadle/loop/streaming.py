@@ -539,7 +539,9 @@ async def _consume(
                     state.started = True
                     await sink.emit(MessageStart, message=state.view())
                 if kind in _DELTAS:
-                    await sink.emit(MessageUpdate, snapshot=state.snapshot(), delta=event)
+                    snapshot = state.snapshot()
+                    if not sink.offer_update(snapshot, event):
+                        await sink.emit(MessageUpdate, snapshot=snapshot, delta=event)
             if on_call is not None and kind == "tool_call_end":
                 await on_call(event.tool_call)
     return final
