@@ -184,7 +184,7 @@ def run_result(
         reason=reason,
         error=error,
         output=state.output if state.has_output else None,
-        pending_tool_calls=context.pending_tool_calls if reason == "suspended" else [],
+        pending_tool_calls=context.pending_tool_calls,  # [] unless suspended or untouched (§2.2)
     )
 
 
