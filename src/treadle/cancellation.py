@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from typing import Literal
 
 import anyio
@@ -118,8 +119,12 @@ class CancelBridge:
             self._unsubscribe()
             self._unsubscribe = None
 
-    def scope(self) -> _Registered:
-        """A cancel scope that an immediate cancellation cancels (already cancelled if it came)."""
+    def scope(self) -> AbstractContextManager[object]:
+        """A cancel scope that an immediate cancellation cancels (already cancelled if it
+        came); without a token nothing can, so no scope is made (it costs several µs on
+        asyncio, and a run makes one per model call and per tool batch)."""
+        if self.token is None:
+            return nullcontext()
         return _Registered(self)
 
     def _cancel_all(self) -> None:

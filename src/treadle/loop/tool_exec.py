@@ -219,6 +219,8 @@ class ToolBatch:
         """Cancel the discarded eager calls, wait for them, and end each started one (its
         own result, or the discarded text); they get no result message. Shielded: they
         are cancelled already, and no call may be left without its end."""
+        if not self.discarded:
+            return
         with anyio.CancelScope(shield=True):
             for state in self.discarded:
                 if state.scope is not None:
