@@ -13,6 +13,7 @@ from typing import Any
 
 from ...context.transcript import validate_transcript
 from ...errors import TreadleError
+from ...sessions.base import open_calls_at_end
 from ...types import (
     AgentEnd,
     AgentMessage,
@@ -187,7 +188,7 @@ def _end_checks(
     require(end.usage == total, "INV-USAGE", f"agent_end.usage {end.usage} != sum {total}")
     pending = set(end.pending_tool_calls)
     if end.reason != "suspended":  # only calls a continued run never took up (§2.2)
-        untouched = set(_open_calls(before)) if list(after) == list(before) else set()
+        untouched = set(open_calls_at_end(before)) if list(after) == list(before) else set()
         require(
             pending <= untouched,
             "INV-ANSWERED",
@@ -195,19 +196,6 @@ def _end_checks(
         )
     check_history(after, pending)
     return end
-
-
-def _open_calls(messages: Sequence[AgentMessage]) -> list[str]:
-    """The calls of the last assistant message without a result after it."""
-    answered: set[str] = set()
-    for m in reversed(messages):
-        if isinstance(m, AssistantMessage):
-            return [c.id for c in m.tool_calls if c.id not in answered]
-        if isinstance(m, ToolResultMessage):
-            answered.add(m.tool_call_id)
-        elif not isinstance(m, ExtensionMessage):
-            return []
-    return []
 
 
 def check_history(messages: Sequence[AgentMessage], pending: set[str]) -> None:
