@@ -10,7 +10,7 @@ events with :meth:`Assembler.take`. Tool arguments follow one rule everywhere (s
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -78,7 +78,11 @@ def json_object(payload: Any, provider: str) -> dict[str, Any]:
 def check_cancel(cancel: CancellationToken | None, provider: str) -> None:
     """Raise ``cancelled`` when the caller asked to stop now."""
     if cancel is not None and cancel.immediate:
-        raise ProviderError("cancelled", "cancelled by the caller", provider=provider)
+        raise _cancelled(provider)
+
+
+def _cancelled(provider: str) -> ProviderError:
+    return ProviderError("cancelled", "cancelled by the caller", provider=provider)
 
 
 def count(values: Mapping[str, Any], key: str) -> int:
@@ -131,8 +135,12 @@ class Assembler:
     """The message being assembled, block by block, and the stream events it makes.
 
     Block indexes follow the order blocks open. Events collect in a list that the adapter
-    drains with :meth:`take` after each wire event.
+    drains with :meth:`take` after each wire event. An adapter's subclass maps wire events
+    in ``feed(value)`` and gives the last events in ``end()``.
     """
+
+    feed: Callable[[Any], Sequence[StreamEvent]]
+    end: Callable[[], list[StreamEvent]]
 
     def __init__(self, provider: str, model: str) -> None:
         self.provider = provider
@@ -143,6 +151,20 @@ class Assembler:
         self.current: int | None = None  # the text / thinking block ``text`` feeds
         self.out: list[StreamEvent] = []
         self.complete = False  # the API's end marker came: the response is whole
+        self.done = False  # nothing more to read: the rest of the body is drained unread
+        self.failed: ProviderError | None = None  # raised after the events before it
+
+    def read(self, values: list[Any]) -> Sequence[StreamEvent]:
+        """The stream events of the wire events one read completed, each run of deltas to
+        one block merged (:func:`coalesce`). An error a wire event raises is kept in
+        ``failed``, for the caller to raise after the events before it."""
+        events: list[StreamEvent] = []
+        try:
+            for value in values:
+                events += self.feed(value)
+        except ProviderError as exc:
+            self.failed = exc
+        return coalesce(events) if len(events) > 1 else events
 
     def take(self) -> list[StreamEvent]:
         """The events made since the last call."""
@@ -313,29 +335,11 @@ class Assembler:
         return [*self.take(), StreamDone(message=message)]
 
 
-def read_events(
-    values: Iterable[Any], handle: Callable[[Any], Iterable[StreamEvent]]
-) -> Iterator[StreamEvent]:
-    """The stream events of one read: ``handle`` (an adapter's mapping) applied to
-    each wire event the read completed, then :func:`coalesce`. An error a wire event
-    raises comes after the events before it."""
-    events: list[StreamEvent] = []
-    error: ProviderError | None = None
-    try:
-        for value in values:
-            events.extend(handle(value))
-    except ProviderError as exc:
-        error = exc
-    yield from coalesce(events)
-    if error is not None:
-        raise error
-
-
-def coalesce(events: list[StreamEvent]) -> list[StreamEvent]:
+def coalesce(events: Sequence[StreamEvent]) -> Sequence[StreamEvent]:
     """``events`` (what one read made) with each run of deltas to one block merged
     into one delta, unless the loop asked for one event per wire event
     (:data:`~treadle.providers.base.COALESCE_DELTAS`)."""
-    if len(events) < 2 or not COALESCE_DELTAS.get():
+    if not COALESCE_DELTAS.get():
         return events
     out: list[StreamEvent] = []
     run: list[str] = []  # the texts of the run of deltas ending at out[-1]

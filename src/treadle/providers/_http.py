@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Mapping
-from contextlib import aclosing
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
 from typing import Any, Protocol, TypedDict, TypeVar
 
 import anyio.lowlevel
@@ -14,9 +14,10 @@ from pydantic_core import from_json
 
 from .._redact import redact_http_logs, redact_url
 from ..cancellation import CancellationToken
-from ._assemble import check_cancel, read_events
+from ..errors import TreadleError
+from ._assemble import Assembler, _cancelled, check_cancel, coalesce
 from ._errors import _STALE_CONNECTION, check_base_url, classify, transport_error
-from ._sse import MAX_LINE_CHARS, SSEJSONDecoder, StreamLineTooLong
+from ._sse import MAX_LINE_CHARS, SSEJSONDecoder
 from .base import ProviderError, StreamEvent
 
 DEFAULT_TIMEOUT = httpx.Timeout(connect=10.0, read=300.0, write=30.0, pool=None)
@@ -73,28 +74,40 @@ class HTTPOptions(TypedDict, total=False):
 
 
 def _scrubbing(stream: Any) -> Any:
-    """``stream`` (an adapter's async generator) with every ProviderError it raises — an
-    HTTP error, a transport failure, or an error event in the middle of a 200 stream —
-    passed through the adapter's :meth:`HTTPAdapter.scrub` first."""
+    """``stream`` (an adapter's) with every ProviderError it raises — an HTTP error, a
+    transport failure, or an error event in the middle of a 200 stream — passed through the
+    adapter's :meth:`HTTPAdapter.scrub` first. The stream :meth:`HTTPAdapter._events` makes
+    scrubs its own errors, so it is returned as it is: no extra layer per event."""
 
     @functools.wraps(stream)
-    async def scrubbed(
+    def scrubbed(
         self: HTTPAdapter, request: Any, *, cancel: CancellationToken | None = None
     ) -> AsyncIterator[Any]:
         try:
             events = stream(self, request, cancel=cancel)  # an adapter may check before I/O
-        except ProviderError as exc:
-            raise self.scrub(exc) from None
-        try:
-            async for event in events:
-                yield event
-        except ProviderError as exc:
-            raise self.scrub(exc) from None
-        finally:
-            await events.aclose()
+        except Exception as exc:  # raised at the first step, as from any async generator
+            return _failed(self.scrub(exc) if isinstance(exc, ProviderError) else exc)
+        if getattr(events, "ag_code", None) is HTTPAdapter._stream.__code__:
+            return events  # type: ignore[no-any-return]
+        return _scrub_each(self, events)
 
     scrubbed._scrubbed = True  # type: ignore[attr-defined]
     return scrubbed
+
+
+async def _failed(error: Exception) -> AsyncIterator[Any]:
+    raise error
+    yield  # an async generator  # pragma: no cover
+
+
+async def _scrub_each(adapter: HTTPAdapter, events: Any) -> AsyncIterator[Any]:
+    try:
+        async for event in events:
+            yield event
+    except ProviderError as exc:
+        raise adapter.scrub(exc) from None
+    finally:
+        await events.aclose()
 
 
 class HTTPAdapter:
@@ -243,11 +256,13 @@ class HTTPAdapter:
         except _STALE_CONNECTION:
             return await client.send(request, stream=True, follow_redirects=False)
 
-    async def _post_stream(
-        self, url: str, body: Body, headers: Mapping[str, str] | None = None
-    ) -> AsyncGenerator[bytes, None]:
-        """POST ``body`` (a JSON value, or JSON already encoded) and yield the response
-        bytes; HTTP and transport failures raise :class:`ProviderError`."""
+    @asynccontextmanager
+    async def _response(
+        self, url: str, body: Body, headers: Mapping[str, str] | None
+    ) -> AsyncIterator[httpx.Response]:
+        """POST ``body`` and give the response once its status is known to be a success;
+        HTTP and transport failures, then or while the body is read, raise
+        :class:`ProviderError`."""
         try:
             async with self.slots:
                 response = await self._send(url, body, headers)
@@ -255,123 +270,110 @@ class HTTPAdapter:
                     if 300 <= response.status_code < 400:
                         raise self._redirected(response)
                     if response.status_code >= 400:
-                        raw = await response.aread()
-                        raise self.scrub(self._http_error(response, raw))
-                    async for chunk in response.aiter_bytes():
-                        yield chunk
+                        raise self._http_error(response, await response.aread())
+                    yield response
                 finally:
                     await response.aclose()
         except (httpx.TransportError, httpx.InvalidURL) as exc:
-            raise self.scrub(
-                transport_error(exc, self.name, self.base_url, self.connect_hint)
-            ) from None
+            raise transport_error(exc, self.name, self.base_url, self.connect_hint) from None
 
-    async def _json_reads(
+    def _events(
         self,
-        url: str,
-        body: Body,
-        cancel: CancellationToken | None,
-        decoder: JSONStreamDecoder,
-        headers: Mapping[str, str] | None = None,
-    ) -> AsyncGenerator[list[Any], None]:
-        """POST and yield, for each read, the JSON values ``decoder`` completes with
-        it (never an empty list), reading the body to the end. Malformed data is a
-        ``server`` error; a partial last value means the connection dropped mid-way
-        (``truncated_stream``)."""
-        async with aclosing(self._post_stream(url, body, headers)) as chunks:
-            async for chunk in chunks:
-                check_cancel(cancel, self.name)
-                try:
-                    values = decoder.feed(chunk)
-                except StreamLineTooLong as exc:
-                    raise ProviderError("server", str(exc), provider=self.name) from None
-                except ValueError as exc:
-                    raise ProviderError(
-                        "server",
-                        f"{self.name} sent data that is not JSON: {exc}",
-                        provider=self.name,
-                    ) from None
-                if values:
-                    yield values
-        try:
-            values = decoder.close()
-        except ValueError:
-            raise ProviderError(
-                "truncated_stream", "the stream ended inside an event", provider=self.name
-            ) from None
-        if values:
-            yield values
-
-    async def _sse_reads(
-        self,
-        url: str,
-        body: Body,
-        cancel: CancellationToken | None,
-        headers: Mapping[str, str] | None = None,
-    ) -> AsyncGenerator[list[dict[str, Any]], None]:
-        """Server-sent events whose data are JSON objects (Anthropic, Responses), by read."""
-        decoder = SSEJSONDecoder(self.max_line_chars)
-        reads = self._json_reads(url, body, cancel, decoder, headers)
-        async with aclosing(reads) as reads:
-            async for values in reads:
-                for value in values:
-                    if not isinstance(value, dict):
-                        raise ProviderError(
-                            "server",
-                            f"unexpected stream event: {str(value)[:200]!r}",
-                            provider=self.name,
-                        )
-                yield values
-
-    async def _events(
-        self,
-        state: Any,
+        state: Assembler,
         url: str,
         body: Body,
         cancel: CancellationToken | None,
         *,
-        whole: Callable[[Any], Iterable[Any]],
+        whole: Callable[[Any], list[Any]],
         unfinished: str,
         decoder: JSONStreamDecoder | None = None,
         headers: Mapping[str, str] | None = None,
-    ) -> AsyncGenerator[StreamEvent, None]:
-        """One model call's stream events: ``state`` (an :class:`Assembler` with the
-        adapter's ``feed(wire_event)`` mapping) fed every wire event — by read from
-        ``decoder`` (SSE JSON objects when None), or, for a non-streamed call, from
-        ``whole(response)`` — then its ``end()``. A response without the API's end marker
-        (``state.complete``) is ``truncated_stream``, said with ``unfinished``."""
-        if not getattr(self, "streaming", True):
-            payload = await self._post_json(url, body, headers)
-            check_cancel(cancel, self.name)
-            for event in read_events(whole(payload), state.feed):
-                yield event
-        else:
-            if decoder is None:
-                reads: AsyncGenerator[list[Any], None] = self._sse_reads(url, body, cancel, headers)
-            else:
-                reads = self._json_reads(url, body, cancel, decoder, headers)
-            async with aclosing(reads) as reads:
-                async for values in reads:
-                    for event in read_events(values, state.feed):
-                        yield event
-        if not state.complete:
-            raise ProviderError("truncated_stream", unfinished, provider=self.name)
-        for event in state.end():
-            yield event
+    ) -> AsyncIterator[StreamEvent]:
+        """One model call's stream events: ``state`` (the adapter's :class:`Assembler`) fed
+        every wire event — by read from ``decoder`` (SSE JSON objects when None), or, for a
+        non-streamed call, from ``whole(response JSON)`` — then its ``end()``. A response
+        without the API's end marker (``state.complete``) is ``truncated_stream``, said with
+        ``unfinished``. Every error is scrubbed (see :meth:`scrub`)."""
+        check_cancel(cancel, self.name)
+        if decoder is None:
+            decoder = SSEJSONDecoder(self.max_line_chars)
+        return self._stream(state, url, body, cancel, whole, unfinished, decoder, headers)
 
-    async def _post_json(
-        self, url: str, body: Body, headers: Mapping[str, str] | None = None
-    ) -> Any:
-        """POST and return the whole response's JSON (a non-streamed call)."""
-        async with aclosing(self._post_stream(url, body, headers)) as chunks:
-            content = b"".join([chunk async for chunk in chunks])
+    async def _stream(
+        self,
+        state: Assembler,
+        url: str,
+        body: Body,
+        cancel: CancellationToken | None,
+        whole: Callable[[Any], list[Any]],
+        unfinished: str,
+        decoder: JSONStreamDecoder,
+        headers: Mapping[str, str] | None,
+    ) -> AsyncGenerator[StreamEvent, None]:
+        # The one async generator between the socket and the loop: each layer costs per event.
         try:
-            return from_json(content)
-        except ValueError:
-            text = content.decode("utf-8", "replace")[:200]
-            raise ProviderError(
-                "server", f"response was not JSON: {text!r}", provider=self.name
-            ) from None
+            if self.streaming:
+                async with self._response(url, body, headers) as response:
+                    # Without a content-encoding the raw bytes are the body: one layer fewer.
+                    plain = "content-encoding" not in response.headers
+                    chunks = response.aiter_raw() if plain else response.aiter_bytes()
+                    async for chunk in chunks:
+                        if state.done:
+                            continue  # read to the end so the connection is reused
+                        if cancel is not None and cancel.immediate:
+                            raise _cancelled(self.name)
+                        try:
+                            values = decoder.feed(chunk)
+                        except ValueError as exc:
+                            raise self._undecodable(exc, at_end=False) from None
+                        if len(values) == 1:  # the common read: one wire event
+                            events = state.feed(values[0])
+                            if len(events) > 1:
+                                events = coalesce(events)
+                        elif values:
+                            events = state.read(values)
+                        else:
+                            continue
+                        for event in events:
+                            yield event
+                        if state.failed is not None:
+                            raise state.failed
+                try:
+                    values = [] if state.done else decoder.close()
+                except ValueError as exc:
+                    raise self._undecodable(exc, at_end=True) from None
+            else:
+                async with self._response(url, body, headers) as response:
+                    content = await response.aread()
+                try:
+                    payload = from_json(content)
+                except ValueError:
+                    text = content.decode("utf-8", "replace")[:200]
+                    raise ProviderError(
+                        "server", f"response was not JSON: {text!r}", provider=self.name
+                    ) from None
+                check_cancel(cancel, self.name)
+                values = whole(payload)
+            for event in state.read(values):
+                yield event
+            if state.failed is not None:
+                raise state.failed
+            if not state.complete:
+                raise ProviderError("truncated_stream", unfinished, provider=self.name)
+            for event in state.end():
+                yield event
+        except ProviderError as exc:
+            raise self.scrub(exc) from None
+
+    def _undecodable(self, exc: ValueError, *, at_end: bool) -> ProviderError:
+        if isinstance(exc, TreadleError):  # the decoder's own, said plainly (a line too long)
+            return ProviderError("server", str(exc), provider=self.name)
+        if at_end:  # a partial last value: the connection dropped mid-way
+            return ProviderError(
+                "truncated_stream", "the stream ended inside an event", provider=self.name
+            )
+        message = f"{self.name} sent data that is not JSON: {exc}"
+        return ProviderError("server", message, provider=self.name)
 
     def scrub(self, error: ProviderError) -> ProviderError:
         """``error`` with this adapter's key and custom header values blanked out: a server

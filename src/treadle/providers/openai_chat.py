@@ -28,14 +28,11 @@ import hashlib
 import ipaddress
 import json
 import re
-from collections.abc import AsyncIterator, Iterable, Iterator
-from contextlib import aclosing
-from functools import partial
+from collections.abc import AsyncIterator
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Literal
 
 import httpx
-from pydantic_core import from_json
 
 from ..cancellation import CancellationToken
 from ..types import (
@@ -46,7 +43,6 @@ from ..types import (
     ToolResultMessage,
     UserMessage,
 )
-from ._assemble import check_cancel, read_events
 from ._convert import (
     PENALTIES,
     after_tool_runs,
@@ -58,16 +54,13 @@ from ._convert import (
     visible_thinking,
     wire_names,
 )
-from ._errors import classify
 from ._http import HTTPAdapter, HTTPOptions
-from ._sse import SSEDecoder, SSEEvent
 from ._wire import ToolsJSON, WireCache, dumpb, dumps, splice
 from .base import (
     ModelRequest,
-    ProviderError,
     StreamEvent,
 )
-from .openai_chat_stream import ChatStream
+from .openai_chat_stream import ChatDecoder, ChatStream
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -275,114 +268,23 @@ class OpenAIChat(HTTPAdapter):
 
     # ---- response ----
 
-    async def stream(
+    def stream(
         self, request: ModelRequest, *, cancel: CancellationToken | None = None
     ) -> AsyncIterator[StreamEvent]:
         """Stream one model response; see :class:`~treadle.providers.base.Provider`."""
         if self._require_key and not self._api_key:
             raise self._no_key(f"no API key for {self.name}", self._key_env)
-        check_cancel(cancel, self.name)
-        body = self.encode_body(request)
-        url = f"{self.base_url}/chat/completions"
         state = ChatStream(self.name, request.model or self.model)
-        if not self.streaming:
-            payload = await self._post_json(url, body)
-            check_cancel(cancel, self.name)
-            for event in self._whole(payload, state):
-                yield event
-            return
-        decoder = SSEDecoder(self.max_line_chars)
-        async with aclosing(self._post_stream(url, body)) as chunks:
-            async for chunk in chunks:
-                if state.done:
-                    continue  # read to EOF after [DONE] so the connection is reused
-                check_cancel(cancel, self.name)
-                for event in read_events(decoder.feed(chunk), partial(self._event, state=state)):
-                    yield event
-        if not state.done:
-            for sse in decoder.close():
-                for event in self._event(sse, state, final=True):
-                    yield event
-        if not state.done and state.finish_reason is None:
-            raise ProviderError(
-                "truncated_stream",
-                "the stream ended before the response was complete (no finish_reason, no [DONE])",
-                provider=self.name,
-            )
-        for event in state.end():
-            yield event
-
-    def _event(
-        self, sse: SSEEvent, state: ChatStream, *, final: bool = False
-    ) -> Iterable[StreamEvent]:
-        """The stream events one SSE event makes (a plain function, not a generator: the
-        common text chunk is one call and a tuple)."""
-        data = sse.data.strip()
-        if state.done or sse.event not in ("message", "error") or not data:
-            return ()  # keep-alives and event types this API does not define
-        if data == "[DONE]":
-            state.done = True
-            return ()
-        try:
-            payload = from_json(data)
-        except ValueError:
-            if sse.event == "error":
-                raise ProviderError("server", data[:500], provider=self.name) from None
-            if final:  # a partial last line: the connection dropped mid-event
-                raise ProviderError(
-                    "truncated_stream", "the stream ended inside an event", provider=self.name
-                ) from None
-            raise ProviderError(
-                "server", f"malformed stream chunk: {data[:200]!r}", provider=self.name
-            ) from None
-        if not isinstance(payload, dict):
-            return ()
-        if sse.event == "error" or payload.get("error"):
-            raise self._stream_error(payload)
-        fast = state.plain_text(payload)
-        if fast is not None:
-            return (fast,)
-        return state.chunk(payload)
-
-    def _stream_error(self, payload: dict[str, Any]) -> ProviderError:
-        error = payload.get("error")
-        status = 0
-        if isinstance(error, dict):
-            for key in ("status_code", "status", "code"):
-                value = error.get(key)
-                if isinstance(value, int) and 400 <= value <= 599:
-                    status = value
-                    break
-        return classify(status, payload, provider=self.name, fallback="error event in the stream")
-
-    def _whole(self, payload: Any, state: ChatStream) -> Iterator[StreamEvent]:
-        """The events for a non-streamed response, as if it had been streamed."""
-        if not isinstance(payload, dict):
-            raise ProviderError(
-                "server", f"unexpected response: {str(payload)[:200]!r}", provider=self.name
-            )
-        if payload.get("error"):
-            raise self._stream_error(payload)
-        choices = payload.get("choices") or []
-        choice = choices[0] if choices and isinstance(choices[0], dict) else {}
-        message = dict(choice.get("message") or {})
-        calls = message.get("tool_calls")
-        if isinstance(calls, list):
-            message["tool_calls"] = [
-                {**call, "index": position}
-                for position, call in enumerate(calls)
-                if isinstance(call, dict)
-            ]
-        chunk = {
-            "id": payload.get("id"),
-            "model": payload.get("model"),
-            "usage": payload.get("usage"),
-            "choices": [
-                {"index": 0, "delta": message, "finish_reason": choice.get("finish_reason")}
-            ],
-        }
-        yield from state.chunk(chunk)
-        yield from state.end()
+        return self._events(
+            state,
+            f"{self.base_url}/chat/completions",
+            self.encode_body(request),
+            cancel,
+            whole=state.whole,
+            unfinished="the stream ended before the response was complete "
+            "(no finish_reason, no [DONE])",
+            decoder=ChatDecoder(self.max_line_chars),
+        )
 
 
 def _tool(name: str, description: str, parameters: dict[str, Any]) -> dict[str, Any]:

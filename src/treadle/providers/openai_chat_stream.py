@@ -5,12 +5,17 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
-from ..types import ErrorInfo, TextDelta, Usage
+from pydantic_core import from_json
+
+from ..types import ErrorInfo, Usage
 from ..types.usage import StopReason
 from ._assemble import Assembler, count, text_delta, usage
-from .base import StreamEvent
+from ._errors import classify
+from ._sse import SSEDecoder, SSEEvent
+from .base import ProviderError, StreamEvent
 
 # Delta fields with a fixed meaning; any other field that looks like reasoning is thinking.
 _STANDARD_FIELDS = frozenset(
@@ -29,6 +34,40 @@ _STOPS: dict[str, StopReason] = {
 _FILTERED = "the provider's content filter stopped the response"
 
 
+class ChatDecoder(SSEDecoder):
+    """Server-sent events as Chat Completions servers send them. A chunk that is exactly one
+    ``data:`` line of JSON — one per token, nearly every read — comes out as its JSON, parsed
+    straight from the bytes; other chunks give :class:`SSEEvent` values for
+    :meth:`ChatStream.feed` to read."""
+
+    __slots__ = ()
+
+    def feed(self, chunk: bytes) -> list[Any]:
+        if (
+            self.ready
+            and chunk[:5] == b"data:"
+            and chunk[-2:] == b"\n\n"
+            and chunk.find(b"\n") == len(chunk) - 2
+            and b"\r" not in chunk
+            and len(chunk) <= self.max_line
+        ):
+            try:
+                return [from_json(chunk[5:-2])]
+            except ValueError:
+                pass  # [DONE], or not JSON: the general path says which
+        return SSEDecoder.feed(self, chunk)
+
+    def close(self) -> list[Any]:
+        """End of body: an event cut off there must still be whole JSON (a ValueError says
+        the stream ended inside it)."""
+        return [
+            from_json(event.data)
+            if event.event == "message" and event.data.strip() not in ("", "[DONE]")
+            else event
+            for event in SSEDecoder.close(self)
+        ]
+
+
 class ChatStream(Assembler):
     """Chunk payloads into the shared assembler's calls.
 
@@ -38,37 +77,85 @@ class ChatStream(Assembler):
 
     def __init__(self, provider: str, model: str) -> None:
         super().__init__(provider, model)
-        self.done = False  # [DONE] seen
         self.finish_reason: str | None = None
         self.usage: Usage | None = None
         self._calls: dict[Any, int] = {}
         self._last_call: int | None = None
 
-    def plain_text(self, payload: dict[str, Any]) -> TextDelta | None:
-        """Fast path for the common chunk: more text for the open text block, nothing else.
-        None sends the chunk through :meth:`chunk`."""
+    def feed(self, value: Any) -> Sequence[StreamEvent]:
+        """The stream events of one wire event: a chunk's JSON, or an SSE event to read."""
+        if type(value) is not dict:
+            value = self._payload(value) if type(value) is SSEEvent else None
+            if type(value) is not dict:
+                return ()
+        if value.get("error"):
+            raise _error(value, self.provider)
+        # Fast path for the common chunk: more text for the open text block, nothing else.
         at = self.current
-        if at is None or self.blocks[at].kind != "text":
+        if at is not None and value.get("usage") is None and "x_groq" not in value:
+            block = self.blocks[at]
+            choices = value.get("choices")
+            if block.kind == "text" and type(choices) is list and len(choices) == 1:
+                choice = choices[0]
+                delta = choice.get("delta") if type(choice) is dict else None
+                if (
+                    type(delta) is dict
+                    and not choice.get("finish_reason")
+                    and not choice.get("index")
+                ):
+                    content = delta.get("content")
+                    if type(content) is str and content and (len(delta) == 1 or _only(delta)):
+                        block.parts.append(content)
+                        return [text_delta(at, content)]
+        return self.chunk(value)
+
+    def _payload(self, sse: SSEEvent) -> Any:
+        """An SSE event's JSON (None for none: a keep-alive, ``[DONE]``, an event type this
+        API does not define)."""
+        data = sse.data.strip()
+        if self.done or sse.event not in ("message", "error") or not data:
             return None
-        choices = payload.get("choices")
-        if type(choices) is not list or len(choices) != 1 or payload.get("usage") is not None:
+        if data == "[DONE]":
+            self.done = self.complete = True
             return None
-        if "x_groq" in payload:
-            return None
-        choice = choices[0]
-        if type(choice) is not dict or choice.get("finish_reason") or choice.get("index", 0):
-            return None
-        delta = choice.get("delta")
-        if type(delta) is not dict:
-            return None
-        content = delta.get("content")
-        if type(content) is not str or not content:
-            return None
-        for key, value in delta.items():
-            if value is not None and key != "content" and key != "role":
-                return None
-        self.blocks[at].parts.append(content)
-        return text_delta(at, content)
+        try:
+            payload = from_json(data)
+        except ValueError:
+            error = sse.event == "error"
+            message = data[:500] if error else f"malformed stream chunk: {data[:200]!r}"
+            raise ProviderError("server", message, provider=self.provider) from None
+        if sse.event == "error" and isinstance(payload, dict):
+            raise _error(payload, self.provider)
+        return payload
+
+    def whole(self, payload: Any) -> list[Any]:
+        """A non-streamed response as the one chunk that would have streamed it."""
+        if not isinstance(payload, dict):
+            raise ProviderError(
+                "server", f"unexpected response: {str(payload)[:200]!r}", provider=self.provider
+            )
+        if payload.get("error"):
+            raise _error(payload, self.provider)
+        choices = payload.get("choices") or []
+        choice = choices[0] if choices and isinstance(choices[0], dict) else {}
+        message = dict(choice.get("message") or {})
+        calls = message.get("tool_calls")
+        if isinstance(calls, list):
+            message["tool_calls"] = [
+                {**call, "index": position}
+                for position, call in enumerate(calls)
+                if isinstance(call, dict)
+            ]
+        self.complete = True
+        chunk = {
+            "id": payload.get("id"),
+            "model": payload.get("model"),
+            "usage": payload.get("usage"),
+            "choices": [
+                {"index": 0, "delta": message, "finish_reason": choice.get("finish_reason")}
+            ],
+        }
+        return [chunk]
 
     def chunk(self, payload: dict[str, Any]) -> list[StreamEvent]:
         if not self.started:
@@ -93,6 +180,7 @@ class ChatStream(Assembler):
             reason = choice.get("finish_reason")
             if isinstance(reason, str) and reason:
                 self.finish_reason = reason
+                self.complete = True
                 self.end_all()
         return self.take()
 
@@ -162,6 +250,27 @@ class ChatStream(Assembler):
 
 
 # ---- helpers ----
+
+
+def _only(delta: dict[str, Any]) -> bool:
+    """Whether a delta holds nothing but its content (and the role)."""
+    for key, value in delta.items():
+        if value is not None and key != "content" and key != "role":
+            return False
+    return True
+
+
+def _error(payload: dict[str, Any], provider: str) -> ProviderError:
+    """An error event in the stream, with the HTTP status it names when it names one."""
+    error = payload.get("error")
+    status = 0
+    if isinstance(error, dict):
+        for key in ("status_code", "status", "code"):
+            value = error.get(key)
+            if isinstance(value, int) and 400 <= value <= 599:
+                status = value
+                break
+    return classify(status, payload, provider=provider, fallback="error event in the stream")
 
 
 def _usage(raw: dict[str, Any]) -> Usage:
