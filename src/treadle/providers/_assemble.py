@@ -33,6 +33,7 @@ from ..types import (
 )
 from ..types._base import trusted
 from ..types.usage import StopReason
+from ._sse import JSONStreamDecoder, SSEJSONDecoder
 from .base import (
     COALESCE_DELTAS,
     ProviderError,
@@ -141,6 +142,16 @@ class Assembler:
 
     feed: Callable[[Any], Sequence[StreamEvent]]
     end: Callable[[], list[StreamEvent]]
+    unfinished = "the stream ended before the response was complete"
+    """The ``truncated_stream`` message for a response without the API's end marker."""
+
+    def decoder(self, max_line: int) -> JSONStreamDecoder:
+        """What turns the body's bytes into wire events: here SSE with JSON object data."""
+        return SSEJSONDecoder(max_line)
+
+    def whole(self, payload: Any) -> list[Any]:
+        """A non-streamed response's JSON as the wire events that would have streamed it."""
+        return [payload]
 
     def __init__(self, provider: str, model: str) -> None:
         self.provider = provider

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from typing import Any, Protocol, TypedDict, TypeVar
+from typing import Any, TypedDict, TypeVar
 
 import anyio.lowlevel
 import httpx
@@ -17,20 +17,12 @@ from ..cancellation import CancellationToken
 from ..errors import TreadleError
 from ._assemble import Assembler, _cancelled, check_cancel, coalesce
 from ._errors import _STALE_CONNECTION, check_base_url, classify, transport_error
-from ._sse import MAX_LINE_CHARS, SSEJSONDecoder
+from ._sse import MAX_LINE_CHARS, JSONStreamDecoder
 from .base import ProviderError, StreamEvent
 
 DEFAULT_TIMEOUT = httpx.Timeout(connect=10.0, read=300.0, write=30.0, pool=None)
 """No pool timeout: a request waits in the adapter's own queue (see ``max_connections``)
 for as long as the run allows (its cancellation, ``max_duration_s``, ``max_idle_s``)."""
-
-
-class JSONStreamDecoder(Protocol):
-    """Turns body chunks into JSON values (raising ValueError for malformed data)."""
-
-    def feed(self, chunk: bytes) -> list[Any]: ...
-
-    def close(self) -> list[Any]: ...
 
 
 Body = dict[str, Any] | bytes
@@ -283,21 +275,14 @@ class HTTPAdapter:
         url: str,
         body: Body,
         cancel: CancellationToken | None,
-        *,
-        whole: Callable[[Any], list[Any]],
-        unfinished: str,
-        decoder: JSONStreamDecoder | None = None,
         headers: Mapping[str, str] | None = None,
     ) -> AsyncIterator[StreamEvent]:
-        """One model call's stream events: ``state`` (the adapter's :class:`Assembler`) fed
-        every wire event — by read from ``decoder`` (SSE JSON objects when None), or, for a
-        non-streamed call, from ``whole(response JSON)`` — then its ``end()``. A response
-        without the API's end marker (``state.complete``) is ``truncated_stream``, said with
-        ``unfinished``. Every error is scrubbed (see :meth:`scrub`)."""
+        """One model call's stream events: every wire event of the response — read by read
+        through ``state.decoder``, or from ``state.whole(JSON)`` for a non-streamed call —
+        fed to ``state`` (the adapter's :class:`Assembler`), then its ``end()``. Every error
+        is scrubbed (see :meth:`scrub`); a cancellation is seen before any I/O."""
         check_cancel(cancel, self.name)
-        if decoder is None:
-            decoder = SSEJSONDecoder(self.max_line_chars)
-        return self._stream(state, url, body, cancel, whole, unfinished, decoder, headers)
+        return self._stream(state, url, body, cancel, headers)
 
     async def _stream(
         self,
@@ -305,14 +290,12 @@ class HTTPAdapter:
         url: str,
         body: Body,
         cancel: CancellationToken | None,
-        whole: Callable[[Any], list[Any]],
-        unfinished: str,
-        decoder: JSONStreamDecoder,
         headers: Mapping[str, str] | None,
     ) -> AsyncGenerator[StreamEvent, None]:
         # The one async generator between the socket and the loop: each layer costs per event.
         try:
             if self.streaming:
+                decoder = state.decoder(self.max_line_chars)
                 async with self._response(url, body, headers) as response:
                     # Without a content-encoding the raw bytes are the body: one layer fewer.
                     plain = "content-encoding" not in response.headers
@@ -325,7 +308,7 @@ class HTTPAdapter:
                         try:
                             values = decoder.feed(chunk)
                         except ValueError as exc:
-                            raise self._undecodable(exc, at_end=False) from None
+                            raise self._undecodable(exc) from None
                         if len(values) == 1:  # the common read: one wire event
                             events = state.feed(values[0])
                             if len(events) > 1:
@@ -338,40 +321,48 @@ class HTTPAdapter:
                             yield event
                         if state.failed is not None:
                             raise state.failed
-                try:
-                    values = [] if state.done else decoder.close()
-                except ValueError as exc:
-                    raise self._undecodable(exc, at_end=True) from None
+                values = [] if state.done else self._closed(decoder)
             else:
-                async with self._response(url, body, headers) as response:
-                    content = await response.aread()
-                try:
-                    payload = from_json(content)
-                except ValueError:
-                    text = content.decode("utf-8", "replace")[:200]
-                    raise ProviderError(
-                        "server", f"response was not JSON: {text!r}", provider=self.name
-                    ) from None
+                values = state.whole(await self._whole(url, body, headers))
                 check_cancel(cancel, self.name)
-                values = whole(payload)
             for event in state.read(values):
                 yield event
             if state.failed is not None:
                 raise state.failed
             if not state.complete:
-                raise ProviderError("truncated_stream", unfinished, provider=self.name)
+                raise ProviderError("truncated_stream", state.unfinished, provider=self.name)
             for event in state.end():
                 yield event
         except ProviderError as exc:
             raise self.scrub(exc) from None
 
-    def _undecodable(self, exc: ValueError, *, at_end: bool) -> ProviderError:
+    async def _whole(self, url: str, body: Body, headers: Mapping[str, str] | None) -> Any:
+        """A non-streamed call's response JSON."""
+        async with self._response(url, body, headers) as response:
+            content = await response.aread()
+        try:
+            return from_json(content)
+        except ValueError:
+            text = content.decode("utf-8", "replace")[:200]
+            raise ProviderError(
+                "server", f"response was not JSON: {text!r}", provider=self.name
+            ) from None
+
+    def _closed(self, decoder: JSONStreamDecoder) -> list[Any]:
+        """The values the body's end completes; a part of one means the connection dropped
+        inside it."""
+        try:
+            return decoder.close()
+        except ValueError as exc:
+            if isinstance(exc, TreadleError):
+                raise self._undecodable(exc) from None
+            raise ProviderError(
+                "truncated_stream", "the stream ended inside an event", provider=self.name
+            ) from None
+
+    def _undecodable(self, exc: ValueError) -> ProviderError:
         if isinstance(exc, TreadleError):  # the decoder's own, said plainly (a line too long)
             return ProviderError("server", str(exc), provider=self.name)
-        if at_end:  # a partial last value: the connection dropped mid-way
-            return ProviderError(
-                "truncated_stream", "the stream ended inside an event", provider=self.name
-            )
         message = f"{self.name} sent data that is not JSON: {exc}"
         return ProviderError("server", message, provider=self.name)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import codecs
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic_core import from_json
 
@@ -27,6 +27,14 @@ class SSEEvent:
     def json(self) -> Any:
         """The ``data`` parsed as JSON."""
         return from_json(self.data)
+
+
+class JSONStreamDecoder(Protocol):
+    """Turns body chunks into wire events (raising ValueError for malformed data)."""
+
+    def feed(self, chunk: bytes) -> list[Any]: ...
+
+    def close(self) -> list[Any]: ...
 
 
 MAX_LINE_CHARS = 16 * 1024 * 1024

@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING, Any
 from ..cancellation import CancellationToken
 from ..types.content import ImageContent, TextContent, ThinkingContent, ToolCall
 from ..types.messages import AgentMessage, AssistantMessage, ToolResultMessage
-from ._assemble import check_cancel, json_object
 from ._convert import (
     assistant_parts,
     each_message,
@@ -37,7 +36,7 @@ from ._convert import (
     wire_names,
 )
 from ._http import HTTPAdapter, HTTPOptions
-from .anthropic_stream import StreamState, events_from_message
+from .anthropic_stream import StreamState
 from .base import (
     ModelRequest,
     StreamEvent,
@@ -100,21 +99,12 @@ class Anthropic(HTTPAdapter):
         """Call the model; yield :data:`StreamEvent` values ending with one StreamDone."""
         body = self.build_body(request)
         self._key()  # fail before any I/O when no key is configured
-        check_cancel(cancel, self.name)
-        url = f"{self.base_url}/v1/messages"
+        # The 1-hour cache tier needs its beta header (unless the caller sends their own).
+        beta = request.prompt_cache == "long" and "anthropic-beta" not in self._extra_headers
         state = StreamState(self.name, body["model"])
-        # The 1-hour cache tier needs its beta header; other requests go without it.
-        extra = {"anthropic-beta": EXTENDED_CACHE_BETA} if request.prompt_cache == "long" else {}
-        if "anthropic-beta" in self._extra_headers:
-            extra = {}  # the caller's own beta header wins
+        url = f"{self.base_url}/v1/messages"
         return self._events(
-            state,
-            url,
-            body,
-            cancel,
-            whole=lambda payload: events_from_message(json_object(payload, self.name)),
-            unfinished="the stream ended before message_stop",
-            headers=extra,
+            state, url, body, cancel, {"anthropic-beta": EXTENDED_CACHE_BETA} if beta else None
         )
 
     # ---- request ----

@@ -8,7 +8,7 @@ from typing import Any
 from pydantic_core import to_json
 
 from ..types.usage import StopReason
-from ._assemble import Assembler, usage
+from ._assemble import Assembler, json_object, usage
 from ._errors import classify
 from .base import StreamEvent
 
@@ -23,27 +23,31 @@ _STOP_REASONS: dict[str, StopReason] = {
 }
 
 
-def events_from_message(message: dict[str, Any]) -> list[dict[str, Any]]:
-    """A non-streamed Message as the stream events that would have produced it."""
-    events: list[dict[str, Any]] = [
-        {"type": "message_start", "message": {**message, "content": []}}
-    ]
-    for index, block in enumerate(message.get("content") or []):
-        events.append({"type": "content_block_start", "index": index, "content_block": block})
-        events.append({"type": "content_block_stop", "index": index})
-    events.append({"type": "message_delta", "delta": {"stop_reason": message.get("stop_reason")}})
-    events.append({"type": "message_stop"})
-    return events
-
-
 class StreamState(Assembler):
     """Anthropic stream events into the shared assembler's calls."""
+
+    unfinished = "the stream ended before message_stop"
 
     def __init__(self, provider: str, model: str) -> None:
         super().__init__(provider, model)
         self.stop_reason: str | None = None
         self.usage: dict[str, int] = {}
         self.index_map: dict[int, int] = {}  # Anthropic block index -> treadle content index
+
+    def whole(self, payload: Any) -> list[Any]:
+        """A non-streamed Message as the stream events that would have produced it."""
+        message = json_object(payload, self.provider)
+        events: list[dict[str, Any]] = [
+            {"type": "message_start", "message": {**message, "content": []}}
+        ]
+        for index, block in enumerate(message.get("content") or []):
+            events.append({"type": "content_block_start", "index": index, "content_block": block})
+            events.append({"type": "content_block_stop", "index": index})
+        events.append(
+            {"type": "message_delta", "delta": {"stop_reason": message.get("stop_reason")}}
+        )
+        events.append({"type": "message_stop"})
+        return events
 
     def feed(self, event: dict[str, Any]) -> list[StreamEvent]:
         kind = event.get("type")

@@ -39,7 +39,6 @@ from ..types import (
     ToolSpec,
     UserMessage,
 )
-from ._assemble import check_cancel
 from ._convert import (
     after_tool_runs,
     merge_extra,
@@ -58,7 +57,7 @@ from .base import (
     StreamEvent,
     ThinkingLevel,
 )
-from .gemini_stream import ChunkDecoder, Response
+from .gemini_stream import Response
 
 DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com"
 # The request's settings under generationConfig's names.
@@ -167,19 +166,9 @@ class Gemini(HTTPAdapter):
     ) -> AsyncIterator[StreamEvent]:
         if not self._api_key:
             raise self._no_key("no Gemini API key", "GEMINI_API_KEY (or GOOGLE_API_KEY)")
-        check_cancel(cancel, self.name)
         model = request.model or self.model
-        body = self.build_body(request)
-        state = Response(self.name, model)
-        return self._events(
-            state,
-            self.url(model, stream=self.streaming),
-            body,
-            cancel,
-            whole=lambda payload: payload if isinstance(payload, list) else [payload],
-            unfinished="the Gemini stream ended before a candidate reported its finishReason",
-            decoder=ChunkDecoder(),
-        )
+        url = self.url(model, stream=self.streaming)
+        return self._events(Response(self.name, model), url, self.build_body(request), cancel)
 
     def _http_error(self, response: httpx.Response, raw: bytes) -> ProviderError:
         error = super()._http_error(response, raw)

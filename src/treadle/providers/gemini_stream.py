@@ -50,7 +50,8 @@ class ChunkDecoder:
     """Response chunks from either an SSE body or a streamed JSON array (decided by the
     first non-blank byte)."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_line: int = MAX_LINE_CHARS) -> None:
+        self.max_line = max_line
         self._sse: SSEDecoder | None = None
         self._json: _JSONArrayDecoder | None = None
         self._head = b""
@@ -63,9 +64,9 @@ class ChunkDecoder:
                 return []
             data, self._head = self._head, b""
             if stripped[:1] in (b"[", b"{"):
-                self._json = _JSONArrayDecoder()
+                self._json = _JSONArrayDecoder(self.max_line)
             else:
-                self._sse = SSEDecoder()
+                self._sse = SSEDecoder(self.max_line)
         if self._json is not None:
             return self._json.feed(data)
         assert self._sse is not None
@@ -82,7 +83,8 @@ class _JSONArrayDecoder:
     brace arrives. Works on bytes: every structural character is ASCII, and UTF-8 never
     reuses ASCII byte values inside a multi-byte character."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_line: int = MAX_LINE_CHARS) -> None:
+        self.max_line = max_line
         self._buffer = bytearray()
         self._pos = 0
         self._depth = 0
@@ -96,8 +98,8 @@ class _JSONArrayDecoder:
 
         buffer = self._buffer
         buffer += data
-        if len(buffer) - max(self._start, 0) > MAX_LINE_CHARS:
-            raise StreamLineTooLong(MAX_LINE_CHARS)
+        if len(buffer) - max(self._start, 0) > self.max_line:
+            raise StreamLineTooLong(self.max_line)
         found: list[Any] = []
         i = self._pos
         while i < len(buffer):
@@ -140,6 +142,8 @@ def _finish_name(value: Any) -> str:
 class Response(Assembler):
     """Response chunks into the shared assembler's calls."""
 
+    unfinished = "the Gemini stream ended before a candidate reported its finishReason"
+
     def __init__(self, provider: str, model: str) -> None:
         super().__init__(provider, model)
         self.finish: str | None = None
@@ -148,6 +152,12 @@ class Response(Assembler):
         self.usage: dict[str, Any] = {}
         self.calls = 0
         self._id_base = uuid.uuid4().hex[:16]  # for call ids when there is no response id
+
+    def decoder(self, max_line: int) -> ChunkDecoder:
+        return ChunkDecoder(max_line)
+
+    def whole(self, payload: Any) -> list[Any]:
+        return payload if isinstance(payload, list) else [payload]
 
     def feed(self, chunk: Any) -> list[StreamEvent]:
         if not isinstance(chunk, dict):

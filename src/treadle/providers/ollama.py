@@ -26,7 +26,7 @@ from ..types import (
     UserMessage,
 )
 from ..types.usage import StopReason
-from ._assemble import Assembler, check_cancel, count, usage
+from ._assemble import Assembler, count, usage
 from ._convert import (
     PENALTIES,
     each_message,
@@ -143,18 +143,9 @@ class Ollama(HTTPAdapter):
         host = httpx.URL(self.base_url).host
         if not self._api_key and (host == "ollama.com" or host.endswith(".ollama.com")):
             raise self._no_key("ollama.com needs an API key", "OLLAMA_API_KEY")
-        check_cancel(cancel, self.name)
         body = self.build_body(request)
-        state = _Response(self.name, body["model"])
-        return self._events(
-            state,
-            f"{self.base_url}/api/chat",
-            body,
-            cancel,
-            whole=lambda payload: [payload],
-            unfinished="the Ollama stream ended without its final done:true line",
-            decoder=NDJSONDecoder(self.max_line_chars),
-        )
+        url = f"{self.base_url}/api/chat"
+        return self._events(_Response(self.name, body["model"]), url, body, cancel)
 
 
 def think_value(model: str, level: ThinkingLevel) -> bool | str:
@@ -215,10 +206,15 @@ def _assistant(message: AssistantMessage) -> dict[str, Any] | None:
 class _Response(Assembler):
     """Response lines into the shared assembler's calls."""
 
+    unfinished = "the Ollama stream ended without its final done:true line"
+
     def __init__(self, provider: str, model: str) -> None:
         super().__init__(provider, model)
         self.done_reason: str | None = None
         self.usage: Usage | None = None
+
+    def decoder(self, max_line: int) -> NDJSONDecoder:
+        return NDJSONDecoder(max_line)
 
     def feed(self, line: Any) -> list[StreamEvent]:
         if not isinstance(line, dict):

@@ -60,7 +60,7 @@ from .base import (
     ModelRequest,
     StreamEvent,
 )
-from .openai_chat_stream import ChatDecoder, ChatStream
+from .openai_chat_stream import ChatStream
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -275,16 +275,8 @@ class OpenAIChat(HTTPAdapter):
         if self._require_key and not self._api_key:
             raise self._no_key(f"no API key for {self.name}", self._key_env)
         state = ChatStream(self.name, request.model or self.model)
-        return self._events(
-            state,
-            f"{self.base_url}/chat/completions",
-            self.encode_body(request),
-            cancel,
-            whole=state.whole,
-            unfinished="the stream ended before the response was complete "
-            "(no finish_reason, no [DONE])",
-            decoder=ChatDecoder(self.max_line_chars),
-        )
+        url = f"{self.base_url}/chat/completions"
+        return self._events(state, url, self.encode_body(request), cancel)
 
 
 def _tool(name: str, description: str, parameters: dict[str, Any]) -> dict[str, Any]:

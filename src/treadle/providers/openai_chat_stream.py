@@ -75,12 +75,17 @@ class ChatStream(Assembler):
     interleaved calls stay apart; a call is announced once its name is known.
     """
 
+    unfinished = "the stream ended before the response was complete (no finish_reason, no [DONE])"
+
     def __init__(self, provider: str, model: str) -> None:
         super().__init__(provider, model)
         self.finish_reason: str | None = None
         self.usage: Usage | None = None
         self._calls: dict[Any, int] = {}
         self._last_call: int | None = None
+
+    def decoder(self, max_line: int) -> ChatDecoder:
+        return ChatDecoder(max_line)
 
     def feed(self, value: Any) -> Sequence[StreamEvent]:
         """The stream events of one wire event: a chunk's JSON, or an SSE event to read."""

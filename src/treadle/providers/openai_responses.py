@@ -28,7 +28,6 @@ from pydantic_core import from_json, to_json
 from ..cancellation import CancellationToken
 from ..types.content import ImageContent, TextContent, ThinkingContent, ToolCall
 from ..types.messages import AgentMessage, AssistantMessage, ToolResultMessage, UserMessage
-from ._assemble import check_cancel, json_object
 from ._convert import (
     assistant_parts,
     each_message,
@@ -44,7 +43,7 @@ from .base import (
     ModelRequest,
     StreamEvent,
 )
-from .openai_responses_stream import StreamState, events_from_response
+from .openai_responses_stream import StreamState
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -94,17 +93,8 @@ class OpenAIResponses(HTTPAdapter):
         """Call the model; yield :data:`StreamEvent` values ending with one StreamDone."""
         body = self.build_body(request)
         self._key()  # fail before any I/O when no key is configured
-        check_cancel(cancel, self.name)
-        url = f"{self.base_url}/responses"
         state = StreamState(self.name, body["model"])
-        return self._events(
-            state,
-            url,
-            body,
-            cancel,
-            whole=lambda payload: events_from_response(json_object(payload, self.name)),
-            unfinished="the stream ended before response.completed",
-        )
+        return self._events(state, f"{self.base_url}/responses", body, cancel)
 
     # ---- request ----
 

@@ -9,23 +9,11 @@ from pydantic_core import to_json
 
 from ..types import Usage
 from ..types.usage import StopReason
-from ._assemble import Assembler, count, usage
+from ._assemble import Assembler, count, json_object, usage
 from ._errors import classify
 from .base import ProviderError, StreamEvent
 
 _STOPS: dict[str, StopReason] = {"max_output_tokens": "length"}
-
-
-def events_from_response(response: dict[str, Any]) -> list[dict[str, Any]]:
-    """A non-streamed Response as the stream events that would have produced it."""
-    events: list[dict[str, Any]] = [{"type": "response.created", "response": response}]
-    for index, item in enumerate(response.get("output") or []):
-        events.append({"type": "response.output_item.added", "output_index": index, "item": item})
-        events.append({"type": "response.output_item.done", "output_index": index, "item": item})
-    status = response.get("status")
-    final = status if status in ("failed", "incomplete") else "completed"
-    events.append({"type": f"response.{final}", "response": response})
-    return events
 
 
 def _stream_error(payload: dict[str, Any], provider: str) -> ProviderError:
@@ -42,6 +30,8 @@ def _stream_error(payload: dict[str, Any], provider: str) -> ProviderError:
 class StreamState(Assembler):
     """Responses stream events into the shared assembler's calls."""
 
+    unfinished = "the stream ended before response.completed"
+
     def __init__(self, provider: str, model: str) -> None:
         super().__init__(provider, model)
         self.incomplete_reason: str | None = None
@@ -50,6 +40,20 @@ class StreamState(Assembler):
         self.item_ids: dict[str, int] = {}  # item id -> content index
         self.parts: dict[tuple[int, int], int] = {}  # (output_index, content_index) -> text
         self.summary_index: dict[int, int] = {}  # content index -> reasoning summary part
+
+    def whole(self, payload: Any) -> list[Any]:
+        """A non-streamed Response as the stream events that would have produced it."""
+        response = json_object(payload, self.provider)
+        events: list[dict[str, Any]] = [{"type": "response.created", "response": response}]
+        for index, item in enumerate(response.get("output") or []):
+            for step in ("added", "done"):
+                events.append(
+                    {"type": f"response.output_item.{step}", "output_index": index, "item": item}
+                )
+        status = response.get("status")
+        final = status if status in ("failed", "incomplete") else "completed"
+        events.append({"type": f"response.{final}", "response": response})
+        return events
 
     def feed(self, event: dict[str, Any]) -> list[StreamEvent]:
         kind = event.get("type")
