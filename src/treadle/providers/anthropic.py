@@ -37,10 +37,7 @@ from ._convert import (
 )
 from ._http import HTTPAdapter, HTTPOptions
 from .anthropic_stream import StreamState
-from .base import (
-    ModelRequest,
-    StreamEvent,
-)
+from .base import ModelRequest, StreamEvent
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack

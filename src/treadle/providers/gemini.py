@@ -51,12 +51,7 @@ from ._convert import (
     user_parts,
 )
 from ._http import HTTPAdapter
-from .base import (
-    ModelRequest,
-    ProviderError,
-    StreamEvent,
-    ThinkingLevel,
-)
+from .base import ModelRequest, ProviderError, StreamEvent, ThinkingLevel
 from .gemini_stream import Response
 
 DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com"

@@ -56,10 +56,7 @@ from ._convert import (
 )
 from ._http import HTTPAdapter, HTTPOptions
 from ._wire import ToolsJSON, WireCache, dumpb, dumps, splice
-from .base import (
-    ModelRequest,
-    StreamEvent,
-)
+from .base import ModelRequest, StreamEvent
 from .openai_chat_stream import ChatStream
 
 if TYPE_CHECKING:
@@ -252,11 +249,7 @@ class OpenAIChat(HTTPAdapter):
             label = f"Image(s) returned by the {message.tool_name} tool (call {call_id}):"
             pending.append({"type": "text", "text": label})
             pending.extend(_image_part(image) for image in images)
-        return {
-            "role": "tool",
-            "tool_call_id": call_id,
-            "content": text,
-        }
+        return {"role": "tool", "tool_call_id": call_id, "content": text}
 
     def _call_id(self, call_id: str) -> str:
         if self.name == "mistral":

@@ -39,10 +39,7 @@ from ._convert import (
     wire_names,
 )
 from ._http import HTTPAdapter, HTTPOptions
-from .base import (
-    ModelRequest,
-    StreamEvent,
-)
+from .base import ModelRequest, StreamEvent
 from .openai_responses_stream import StreamState
 
 if TYPE_CHECKING:
