@@ -86,9 +86,9 @@ def _cancelled(provider: str) -> ProviderError:
     return ProviderError("cancelled", "cancelled by the caller", provider=provider)
 
 
-def count(values: Mapping[str, Any], key: str) -> int:
-    """An integer token count from a usage object (0 for anything else)."""
-    value = values.get(key)
+def count(values: Any, key: str) -> int:
+    """An integer token count from a usage object (0 for anything else, or no object)."""
+    value = values.get(key) if isinstance(values, dict) else None
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 

@@ -17,13 +17,14 @@ from ._errors import classify
 from ._sse import SSEDecoder, SSEEvent
 from .base import ProviderError, StreamEvent
 
-# Delta fields with a fixed meaning; any other field that looks like reasoning is thinking.
-_STANDARD_FIELDS = frozenset(
-    {"role", "content", "refusal", "tool_calls", "function_call", "audio", "annotations", "name"}
-)
-# Checked first, in this order; only one reasoning field is read per delta, because some
-# servers repeat the same text in several (OpenRouter: ``reasoning`` and ``reasoning_details``).
+# Reasoning fields read first, in this order, and only one per delta: some servers repeat
+# the text in several (OpenRouter: ``reasoning`` and ``reasoning_details``). After them,
+# any other field whose name says reasoning (and not signature) is thinking too.
 _REASONING_FIELDS = ("reasoning_content", "reasoning", "thinking")
+_KNOWN_FIELDS = frozenset(
+    {"role", "content", "refusal", "tool_calls", "function_call", "audio", "annotations", "name"}
+).union(_REASONING_FIELDS)
+_REASONING_WORDS = ("reasoning", "thinking", "thought")
 # Some servers say "stop" after tool calls; the calls still need answering (``stop_for``).
 _STOPS: dict[str, StopReason] = {
     "length": "length",
@@ -95,7 +96,7 @@ class ChatStream(Assembler):
                 return ()
         if value.get("error"):
             raise _error(value, self.provider)
-        # Fast path for the common chunk: more text for the open text block, nothing else.
+        # The common chunk, fast: more text for the open text block, and nothing else.
         at = self.current
         if at is not None and value.get("usage") is None and "x_groq" not in value:
             block = self.blocks[at]
@@ -103,11 +104,7 @@ class ChatStream(Assembler):
             if block.kind == "text" and type(choices) is list and len(choices) == 1:
                 choice = choices[0]
                 delta = choice.get("delta") if type(choice) is dict else None
-                if (
-                    type(delta) is dict
-                    and not choice.get("finish_reason")
-                    and not choice.get("index")
-                ):
+                if type(delta) is dict and not (choice.get("finish_reason") or choice.get("index")):
                     content = delta.get("content")
                     if type(content) is str and content and (len(delta) == 1 or _only(delta)):
                         block.parts.append(content)
@@ -136,9 +133,8 @@ class ChatStream(Assembler):
     def whole(self, payload: Any) -> list[Any]:
         """A non-streamed response as the one chunk that would have streamed it."""
         if not isinstance(payload, dict):
-            raise ProviderError(
-                "server", f"unexpected response: {str(payload)[:200]!r}", provider=self.provider
-            )
+            text = f"unexpected response: {str(payload)[:200]!r}"
+            raise ProviderError("server", text, provider=self.provider)
         if payload.get("error"):
             raise _error(payload, self.provider)
         choices = payload.get("choices") or []
@@ -147,20 +143,20 @@ class ChatStream(Assembler):
         calls = message.get("tool_calls")
         if isinstance(calls, list):
             message["tool_calls"] = [
-                {**call, "index": position}
-                for position, call in enumerate(calls)
-                if isinstance(call, dict)
+                {**call, "index": n} for n, call in enumerate(calls) if isinstance(call, dict)
             ]
         self.complete = True
-        chunk = {
-            "id": payload.get("id"),
-            "model": payload.get("model"),
-            "usage": payload.get("usage"),
-            "choices": [
-                {"index": 0, "delta": message, "finish_reason": choice.get("finish_reason")}
-            ],
-        }
-        return [chunk]
+        finish = choice.get("finish_reason")
+        delta = {"index": 0, "delta": message, "finish_reason": finish}
+        usage = payload.get("usage")
+        return [
+            {
+                "id": payload.get("id"),
+                "model": payload.get("model"),
+                "usage": usage,
+                "choices": [delta],
+            }
+        ]
 
     def chunk(self, payload: dict[str, Any]) -> list[StreamEvent]:
         if not self.started:
@@ -193,24 +189,18 @@ class ChatStream(Assembler):
         thinking = _reasoning_text(delta)
         if thinking:
             self.text("thinking", thinking)
-        content = delta.get("content")
-        if isinstance(content, str):
-            if content:
-                self.text("text", content)
-        elif isinstance(content, list):  # Mistral: typed parts
-            for part in content:
-                if not isinstance(part, dict):
-                    continue
-                if part.get("type") == "thinking":
-                    text = _as_text(part.get("thinking"))
-                    if text:
-                        self.text("thinking", text)
-                elif part.get("type") == "text" and isinstance(part.get("text"), str):
-                    if part["text"]:
-                        self.text("text", part["text"])
-        refusal = delta.get("refusal")
-        if isinstance(refusal, str) and refusal:
-            self.text("text", refusal)
+        content = delta.get("content")  # Mistral sends a list of typed parts
+        parts = content if isinstance(content, list) else [{"type": "text", "text": content}]
+        for part in [*parts, {"type": "text", "text": delta.get("refusal")}]:
+            kind = part.get("type") if isinstance(part, dict) else None
+            if kind == "thinking":
+                text = _as_text(part.get("thinking"))
+            elif kind == "text":
+                text = part.get("text")
+            else:
+                continue
+            if isinstance(text, str) and text:
+                self.text(kind, text)
         calls = delta.get("tool_calls")
         for fragment in calls if isinstance(calls, list) else ():
             if isinstance(fragment, dict):
@@ -224,8 +214,6 @@ class ChatStream(Assembler):
         arguments = function.get("arguments")
         if isinstance(arguments, (dict, list)):  # a few servers send parsed arguments
             arguments = json.dumps(arguments)
-        args = arguments if isinstance(arguments, str) else ""
-
         position = fragment.get("index")
         key: Any = position if isinstance(position, int) else None
         at = self._calls.get(key) if key is not None else self._last_call
@@ -242,8 +230,8 @@ class ChatStream(Assembler):
             self._last_call = at
         elif name and not block.name:
             block.name = name
-        if args:
-            self.add(at, args)
+        if isinstance(arguments, str) and arguments:
+            self.add(at, arguments)
         if block.name:  # the start waits for the name: consumers never see a nameless call
             self.announce(at)
 
@@ -254,41 +242,31 @@ class ChatStream(Assembler):
         return self.closing(stop, self.usage, error)
 
 
-# ---- helpers ----
-
-
 def _only(delta: dict[str, Any]) -> bool:
     """Whether a delta holds nothing but its content (and the role)."""
-    for key, value in delta.items():
-        if value is not None and key != "content" and key != "role":
-            return False
-    return True
+    return all(value is None or key in ("content", "role") for key, value in delta.items())
 
 
 def _error(payload: dict[str, Any], provider: str) -> ProviderError:
     """An error event in the stream, with the HTTP status it names when it names one."""
     error = payload.get("error")
-    status = 0
-    if isinstance(error, dict):
-        for key in ("status_code", "status", "code"):
-            value = error.get(key)
-            if isinstance(value, int) and 400 <= value <= 599:
-                status = value
-                break
+    codes = (
+        [error.get(key) for key in ("status_code", "status", "code")]
+        if isinstance(error, dict)
+        else []
+    )
+    status = next((c for c in codes if isinstance(c, int) and 400 <= c <= 599), 0)
     return classify(status, payload, provider=provider, fallback="error event in the stream")
 
 
 def _usage(raw: dict[str, Any]) -> Usage:
-    prompt_details = raw.get("prompt_tokens_details")
-    prompt_details = prompt_details if isinstance(prompt_details, dict) else {}
-    completion_details = raw.get("completion_tokens_details")
-    completion_details = completion_details if isinstance(completion_details, dict) else {}
+    prompt = raw.get("prompt_tokens_details")
     return usage(
         count(raw, "prompt_tokens"),
         count(raw, "completion_tokens"),
-        cache_read=count(prompt_details, "cached_tokens") or count(raw, "prompt_cache_hit_tokens"),
-        cache_write=count(prompt_details, "cache_write_tokens"),  # OpenRouter
-        reasoning=count(completion_details, "reasoning_tokens"),
+        cache_read=count(prompt, "cached_tokens") or count(raw, "prompt_cache_hit_tokens"),
+        cache_write=count(prompt, "cache_write_tokens"),  # OpenRouter
+        reasoning=count(raw.get("completion_tokens_details"), "reasoning_tokens"),
         total=count(raw, "total_tokens"),
         cost=raw.get("cost"),  # OpenRouter, in USD
     )
@@ -298,25 +276,18 @@ def _str(value: Any) -> str:
     return value if isinstance(value, str) else ""
 
 
-def _is_reasoning_key(key: str) -> bool:
-    lowered = key.lower()
-    if "signature" in lowered:  # opaque tokens, not text
-        return False
-    return "reasoning" in lowered or "thinking" in lowered or "thought" in lowered
-
-
 def _reasoning_text(delta: dict[str, Any]) -> str:
-    keys = [key for key in _REASONING_FIELDS if key in delta]
-    keys += sorted(
-        key
-        for key in delta
-        if key not in _REASONING_FIELDS and key not in _STANDARD_FIELDS and _is_reasoning_key(key)
-    )
-    for key in keys:
+    others = sorted(k for k in delta if k not in _KNOWN_FIELDS and _names_reasoning(k))
+    for key in (*(k for k in _REASONING_FIELDS if k in delta), *others):
         text = _as_text(delta[key])
         if text:
             return text
     return ""
+
+
+def _names_reasoning(key: str) -> bool:
+    lowered = key.lower()  # a signature holds opaque tokens, not text
+    return "signature" not in lowered and any(w in lowered for w in _REASONING_WORDS)
 
 
 def _as_text(value: Any) -> str:
