@@ -158,28 +158,25 @@ class StreamState(Assembler):
             return
         if kind not in ("reasoning", "function_call"):
             return
-        found = self._find({"item_id": item.get("id"), "output_index": output_index})
-        if found is None:
-            found = self._item_added(event)
-        if found is None:
+        at = self._find({"item_id": item.get("id"), "output_index": output_index})
+        at = self._item_added(event) if at is None else at
+        if at is None:
             return
-        at = found
         block = self.blocks[at]
         if kind == "reasoning":
-            if not block.parts:
-                summary = [s.get("text", "") for s in item.get("summary") or []]
-                text = "\n\n".join(s for s in summary if s)
-                if text:
-                    self.add(at, text)
+            texts = [part.get("text", "") for part in item.get("summary") or []]
+            text = "\n\n".join(t for t in texts if t)
+            if text and not block.parts:
+                self.add(at, text)
             signature: dict[str, Any] = {"type": "reasoning", "id": item.get("id")}
             if item.get("encrypted_content"):
                 signature["encrypted_content"] = item["encrypted_content"]
             block.signature = to_json(signature).decode()
         else:
             arguments = item.get("arguments")
-            if isinstance(arguments, str) and arguments and not block.parts:
-                self.add(at, arguments)
             if isinstance(arguments, str) and arguments:
+                if not block.parts:
+                    self.add(at, arguments)
                 block.parts = [arguments]  # the item's final text is authoritative
         self.close(at)
 
@@ -190,12 +187,10 @@ class StreamState(Assembler):
 
 
 def _usage(raw: dict[str, Any]) -> Usage:
-    input_details = raw.get("input_tokens_details") or {}
-    output_details = raw.get("output_tokens_details") or {}
     return usage(
         count(raw, "input_tokens"),
         count(raw, "output_tokens"),
-        cache_read=count(input_details, "cached_tokens"),
-        reasoning=count(output_details, "reasoning_tokens"),
+        cache_read=count(raw.get("input_tokens_details"), "cached_tokens"),
+        reasoning=count(raw.get("output_tokens_details"), "reasoning_tokens"),
         total=count(raw, "total_tokens"),
     )
