@@ -1,25 +1,10 @@
-"""OpenAI Chat Completions, and every server that speaks it.
+"""OpenAI Chat Completions, and every server that speaks it (vLLM, llama.cpp, Ollama's ``/v1``,
+LM Studio, Groq, DeepSeek, OpenRouter, Together, Mistral). Their dialects differ in small ways,
+all handled here and listed in docs/providers.md#openaichat.
 
-One adapter covers api.openai.com and the OpenAI-compatible servers (vLLM, llama.cpp,
-Ollama's ``/v1``, LM Studio, Groq, DeepSeek, OpenRouter, Together, Mistral). Their dialects
-differ in small ways, all handled here:
-
-- reasoning arrives as ``reasoning_content`` (DeepSeek, vLLM), ``reasoning`` (OpenRouter,
-  Ollama, Groq, newer vLLM) or any other extra delta field whose name contains
-  ``reasoning``/``thinking``/``thought``; Mistral sends content as an array of typed parts,
-  some of them ``thinking`` parts. All of it becomes thinking content.
-- usage comes in a final chunk with ``choices: []`` (``stream_options.include_usage``) or on
-  the finish chunk itself (DeepSeek, Groq, Mistral).
-- errors can arrive mid-stream as a ``{"error": ...}`` data event, after HTTP 200.
-- a refusal (``delta.refusal``) is kept as ordinary text: it is what the model said.
-
-Sending history back: Chat Completions has no input field for reasoning, so thinking blocks
-are dropped, except that thinking produced by this same provider is sent back in the field
-named by ``reasoning_field`` when one is set (DeepSeek's thinking mode requires
-``reasoning_content`` on assistant turns that called tools, so that is the default for
-``provider_name="deepseek"``). Thinking from other providers is never replayed: it was
-written for another model and would read as something the assistant said. Tool messages are
-text only, so images from a tool result follow the tool messages in one user message.
+Chat Completions has no input field for reasoning: thinking goes back only when this same
+provider made it and ``reasoning_field`` names a field for it (DeepSeek's thinking mode needs
+``reasoning_content``); another model's thinking would read as something the assistant said.
 """
 
 from __future__ import annotations
@@ -64,10 +49,9 @@ if TYPE_CHECKING:
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
-_Encoded = tuple[bytes | None, tuple[bytes, ...], bool]
+_Encoded = tuple[bytes | None, tuple[bytes, ...], bool]  # see OpenAIChat._encode
 _TEXT = itemgetter(0)
 _IMAGES = itemgetter(1)
-"""A message as this adapter sends it (see ``OpenAIChat._encode``)."""
 
 _SCHEMA_NAME = re.compile(r"[^A-Za-z0-9_-]")
 _ALNUM = re.compile(r"^[A-Za-z0-9]{9}$")
@@ -138,8 +122,6 @@ class OpenAIChat(HTTPAdapter):
         if self.project:
             headers["openai-project"] = self.project
         return headers
-
-    # ---- request ----
 
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
         """The JSON body for ``request`` (pure: no I/O), as :meth:`encode_body` sends it."""
@@ -225,21 +207,22 @@ class OpenAIChat(HTTPAdapter):
             for block in message.content
             if isinstance(block, ToolCall)
         ]
-        reasoning = ""
-        if self.reasoning_field and same_origin(message, self.name):
-            reasoning = visible_thinking(message)
         if not texts and not calls:
             return None  # nothing a model may see (thinking alone is not a message)
         converted: dict[str, Any] = {"role": "assistant", "content": "\n".join(texts) or None}
         if calls:
             converted["tool_calls"] = calls
-        if reasoning and self.reasoning_field:
-            converted[self.reasoning_field] = reasoning
+        if self.reasoning_field and same_origin(message, self.name):
+            reasoning = visible_thinking(message)
+            if reasoning:
+                converted[self.reasoning_field] = reasoning
         return converted
 
     def _tool_result(
         self, message: ToolResultMessage, pending: list[dict[str, Any]]
     ) -> dict[str, Any]:
+        """A tool message (text only): images the tool returned wait in ``pending``, for a
+        user message after the run of tool messages."""
         text = text_of(message.content)
         images = [block for block in message.content if isinstance(block, ImageContent)]
         call_id = self._call_id(message.tool_call_id)
@@ -252,14 +235,12 @@ class OpenAIChat(HTTPAdapter):
         return {"role": "tool", "tool_call_id": call_id, "content": text}
 
     def _call_id(self, call_id: str) -> str:
-        if self.name == "mistral":
-            # Mistral accepts only 9 alphanumeric characters.
-            if _ALNUM.match(call_id):
-                return call_id
-            return hashlib.sha256(call_id.encode()).hexdigest()[:9]
-        return safe_tool_call_id(call_id, max_len=40)  # OpenAI's limit
-
-    # ---- response ----
+        if self.name != "mistral":
+            return safe_tool_call_id(call_id, max_len=40)  # OpenAI's limit
+        # Mistral accepts only 9 alphanumeric characters.
+        return (
+            call_id if _ALNUM.match(call_id) else hashlib.sha256(call_id.encode()).hexdigest()[:9]
+        )
 
     def stream(
         self, request: ModelRequest, *, cancel: CancellationToken | None = None
@@ -289,18 +270,13 @@ def _response_format(spec: dict[str, Any]) -> dict[str, Any]:
     """``{"type": "json_schema", ...}`` from a bare JSON schema or ``{name, schema, strict}``."""
     if spec.get("type") in ("json_schema", "json_object") and "properties" not in spec:
         return spec  # already in OpenAI's shape
-    if isinstance(spec.get("schema"), dict):
-        schema: dict[str, Any] = spec["schema"]
-        name = spec.get("name") or schema.get("title")
-        strict = bool(spec.get("strict", False))
-        description = spec.get("description")
-    else:
-        schema = spec
-        name = spec.get("title")
-        strict = False
-        description = None
+    wrapped = isinstance(spec.get("schema"), dict)
+    schema: dict[str, Any] = spec["schema"] if wrapped else spec
+    name = (spec.get("name") if wrapped else None) or schema.get("title")
     cleaned = _SCHEMA_NAME.sub("_", str(name))[:64] if name else "response"
+    strict = bool(spec.get("strict", False)) if wrapped else False
     json_schema: dict[str, Any] = {"name": cleaned, "schema": schema, "strict": strict}
+    description = spec.get("description") if wrapped else None
     if isinstance(description, str) and description:
         json_schema["description"] = description
     return {"type": "json_schema", "json_schema": json_schema}
