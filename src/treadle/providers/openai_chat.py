@@ -237,10 +237,9 @@ class OpenAIChat(HTTPAdapter):
     def _call_id(self, call_id: str) -> str:
         if self.name != "mistral":
             return safe_tool_call_id(call_id, max_len=40)  # OpenAI's limit
-        # Mistral accepts only 9 alphanumeric characters.
-        return (
-            call_id if _ALNUM.match(call_id) else hashlib.sha256(call_id.encode()).hexdigest()[:9]
-        )
+        if _ALNUM.match(call_id):  # Mistral accepts only 9 alphanumeric characters
+            return call_id
+        return hashlib.sha256(call_id.encode()).hexdigest()[:9]
 
     def stream(
         self, request: ModelRequest, *, cancel: CancellationToken | None = None
