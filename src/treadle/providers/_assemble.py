@@ -1,17 +1,14 @@
 """One assembler for every adapter's stream: content blocks opened, fed and closed, the
-stream events on the way, and the final message.
-
-An adapter maps its wire events to calls on :class:`Assembler` — ``start``, ``text`` (for
-APIs that stream one block at a time), ``open`` / ``add`` / ``close`` (for APIs that name
-their blocks), ``whole_tool`` (for APIs that send a tool call in one piece) — and drains the
-events with :meth:`Assembler.take`. Tool arguments follow one rule everywhere (see
-:func:`parse_arguments`), and usage one normalisation (:func:`usage`).
+stream events on the way, and the final message. An adapter maps its wire events to calls
+on :class:`Assembler`; tool arguments follow one rule everywhere (:func:`parse_arguments`),
+and usage one normalisation (:func:`usage`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import groupby
 from typing import Any, Literal
 
 from pydantic_core import from_json, to_json
@@ -188,8 +185,6 @@ class Assembler:
             self.started = True
             self.out.append(StreamStart(model=self.model, response_id=self.response_id))
 
-    # ---- blocks ----
-
     def open(
         self,
         kind: Kind,
@@ -232,8 +227,7 @@ class Assembler:
         if kind == "text":
             self.out.append(text_delta(at, text))
         elif kind == "thinking":
-            values = {"type": "thinking", "index": at, "text": text}
-            self.out.append(trusted(ThinkingDelta, values, {"index", "text"}))
+            self.out.append(_thinking_delta(at, text))
         elif block.announced:
             self.out.append(ToolCallDelta(index=at, arguments=text))
 
@@ -293,8 +287,6 @@ class Assembler:
         self.close(at)
         return at
 
-    # ---- the result ----
-
     def has_calls(self) -> bool:
         return any(block.kind == "tool" for block in self.blocks)
 
@@ -314,18 +306,15 @@ class Assembler:
         self.end_all()
         content: list[AssistantContent] = []
         for block in self.blocks:
+            text = "".join(block.parts)
             if block.kind == "text":
-                content.append(TextContent(text="".join(block.parts)))
+                content.append(TextContent(text=text))
             elif block.kind == "thinking":
+                signature, redacted = block.signature, block.redacted
                 content.append(
-                    ThinkingContent(
-                        thinking="".join(block.parts),
-                        signature=block.signature,
-                        redacted=block.redacted,
-                    )
+                    ThinkingContent(thinking=text, signature=signature, redacted=redacted)
                 )
-            else:
-                assert block.call is not None
+            elif block.call is not None:  # set when the block closed
                 content.append(block.call)
         return AssistantMessage(
             content=content,
@@ -353,28 +342,19 @@ def coalesce(events: Sequence[StreamEvent]) -> Sequence[StreamEvent]:
     if not COALESCE_DELTAS.get():
         return events
     out: list[StreamEvent] = []
-    run: list[str] = []  # the texts of the run of deltas ending at out[-1]
-    for event in events:
-        last = out[-1] if out else None
-        kind = type(event)
-        if (
-            last is not None
-            and type(last) is kind
-            and kind in _MERGEABLE
-            and last.index == event.index  # type: ignore[union-attr]
-        ):
-            run.append(_piece(event))
-            continue
-        if len(run) > 1:
-            out[-1] = _merged(out[-1], "".join(run))
-        out.append(event)
-        run = [_piece(event)] if kind in _MERGEABLE else []
-    if len(run) > 1:
-        out[-1] = _merged(out[-1], "".join(run))
+    for key, group in groupby(events, _run):
+        run = list(group)
+        if key is None or len(run) == 1:
+            out += run
+        else:
+            kind, at = key
+            out.append(_DELTAS[kind](at, "".join(map(_piece, run))))
     return out
 
 
-_MERGEABLE = (TextDelta, ThinkingDelta, ToolCallDelta)
+def _run(event: StreamEvent) -> tuple[type, int] | None:
+    kind = type(event)
+    return (kind, event.index) if kind in _DELTAS else None  # type: ignore[union-attr]
 
 
 def _piece(event: Any) -> str:
@@ -382,15 +362,18 @@ def _piece(event: Any) -> str:
     return text
 
 
-def _merged(event: Any, text: str) -> StreamEvent:
-    if type(event) is TextDelta:
-        return text_delta(event.index, text)
-    if type(event) is ThinkingDelta:
-        values = {"type": "thinking", "index": event.index, "text": text}
-        return trusted(ThinkingDelta, values, {"index", "text"})
-    return ToolCallDelta(index=event.index, arguments=text)
-
-
 def text_delta(at: int, text: str) -> TextDelta:
     """A ``TextDelta`` built without validation (the hot path: one per streamed chunk)."""
     return trusted(TextDelta, {"type": "text", "index": at, "text": text}, {"index", "text"})
+
+
+def _thinking_delta(at: int, text: str) -> ThinkingDelta:
+    values = {"type": "thinking", "index": at, "text": text}
+    return trusted(ThinkingDelta, values, {"index", "text"})
+
+
+_DELTAS: dict[type, Callable[[int, str], StreamEvent]] = {
+    TextDelta: text_delta,
+    ThinkingDelta: _thinking_delta,
+    ToolCallDelta: lambda at, text: ToolCallDelta(index=at, arguments=text),
+}
