@@ -1,4 +1,5 @@
-"""What every HTTP adapter shares: one client per instance, error mapping, retry hints."""
+"""What every HTTP adapter shares: one client per instance, the request queue, errors and
+secrets, and the one async generator that drives a call from the request to StreamDone."""
 
 from __future__ import annotations
 
@@ -17,20 +18,13 @@ from ..cancellation import CancellationToken
 from ..errors import TreadleError
 from ._assemble import Assembler, _cancelled, check_cancel, coalesce
 from ._errors import _STALE_CONNECTION, check_base_url, classify, transport_error
-from ._sse import MAX_LINE_CHARS, JSONStreamDecoder
+from ._sse import MAX_LINE_CHARS
 from .base import ProviderError, StreamEvent
 
+# No pool timeout: a request waits in the adapter's own queue (see ``max_connections``)
+# for as long as the run allows (its cancellation, ``max_duration_s``, ``max_idle_s``).
 DEFAULT_TIMEOUT = httpx.Timeout(connect=10.0, read=300.0, write=30.0, pool=None)
-"""No pool timeout: a request waits in the adapter's own queue (see ``max_connections``)
-for as long as the run allows (its cancellation, ``max_duration_s``, ``max_idle_s``)."""
-
-
-Body = dict[str, Any] | bytes
-"""A request body: a JSON object, or its JSON already encoded (sent as is)."""
-
-
-def _payload(body: Body) -> dict[str, Any]:
-    return {"content": body} if isinstance(body, bytes) else {"json": body}
+Body = dict[str, Any] | bytes  # a JSON object, or its JSON already encoded (sent as is)
 
 
 def _current_loop() -> object:
@@ -79,7 +73,7 @@ def _scrubbing(stream: Any) -> Any:
             events = stream(self, request, cancel=cancel)  # an adapter may check before I/O
         except Exception as exc:  # raised at the first step, as from any async generator
             return _failed(self.scrub(exc) if isinstance(exc, ProviderError) else exc)
-        if getattr(events, "ag_code", None) is HTTPAdapter._stream.__code__:
+        if getattr(events, "ag_code", None) is HTTPAdapter._events.__code__:
             return events  # type: ignore[no-any-return]
         return _scrub_each(self, events)
 
@@ -118,19 +112,15 @@ class HTTPAdapter:
 
     name: str = "http"
     max_connections: int = 100
-    """Requests in flight at once through this adapter; more wait in a first-come queue
-    (cheap even with thousands waiting) rather than in the HTTP pool."""
+    """Requests in flight at once; more wait in a first-come queue, not in the HTTP pool."""
     max_line_chars: int = MAX_LINE_CHARS
-    """The longest line a streamed response may send; a longer one fails the call (a
-    broken or hostile server cannot make the client buffer without bound)."""
+    """The longest line a streamed response may send: a hostile server cannot make the
+    client buffer without bound."""
     connect_hint: str = ""
-    """What to check when the server cannot be reached (adapters for local servers say how
-    to start theirs); empty for a generic hint."""
+    """What to check when the server cannot be reached (empty: a generic hint)."""
     default_base_url: str = ""
-    """The API's address, used when ``base_url`` is not given."""
     key_variables: tuple[str, ...] = ()
-    """Environment variables the key is read from at construction, when ``api_key`` is not
-    given (empty: the adapter reads its key itself)."""
+    """Environment variables the key is read from at construction, without ``api_key``."""
 
     def __init__(
         self,
@@ -212,13 +202,8 @@ class HTTPAdapter:
         return key
 
     def _no_key(self, what: str, variable: str) -> ProviderError:
-        """The ``auth`` error for a call made without the key it needs: ``what`` is
-        missing, and how to give it (``variable``, or ``api_key=``)."""
-        return ProviderError(
-            "auth",
-            f"{what}: set the {variable} environment variable or pass api_key=",
-            provider=self.name,
-        )
+        message = f"{what}: set the {variable} environment variable or pass api_key="
+        return ProviderError("auth", message, provider=self.name)
 
     def _headers(self) -> dict[str, str]:
         """Request headers, auth included. Subclasses add their own scheme."""
@@ -229,35 +214,28 @@ class HTTPAdapter:
         ``headers``, which win over both."""
         return {"content-type": "application/json", **auth, **self._extra_headers}
 
-    async def _send(
-        self, url: str, body: Body, headers: Mapping[str, str] | None
-    ) -> httpx.Response:
-        """POST and return the response once its headers are in (the body not read yet).
-
-        A request that fails before any byte of a response came back, on a connection the
-        pool kept alive, is sent again at once, once: a server that closes idle connections
-        (llama.cpp's closes each one after its response, while advertising keep-alive) races
-        the client reusing one, and such a request never reached its handler. No backoff and
-        no retry event: to the caller it is one request. A failure to connect, a timeout, or
-        a second failure is reported as usual."""
-        merged = {**self._headers(), **(headers or {})}
-        client = self.client
-        request = client.build_request("POST", url, **_payload(body), headers=merged)
-        try:
-            return await client.send(request, stream=True, follow_redirects=False)
-        except _STALE_CONNECTION:
-            return await client.send(request, stream=True, follow_redirects=False)
-
     @asynccontextmanager
     async def _response(
         self, url: str, body: Body, headers: Mapping[str, str] | None
     ) -> AsyncIterator[httpx.Response]:
         """POST ``body`` and give the response once its status is known to be a success;
         HTTP and transport failures, then or while the body is read, raise
-        :class:`ProviderError`."""
+        :class:`ProviderError`.
+
+        A request that fails before any byte of a response came back, on a connection the
+        pool kept alive, is sent again at once, once: a server that closes idle connections
+        (llama.cpp's, while advertising keep-alive) races the client reusing one, and such a
+        request never reached its handler. To the caller it is one request."""
+        content = {"content": body} if isinstance(body, bytes) else {"json": body}
         try:
             async with self.slots:
-                response = await self._send(url, body, headers)
+                client = self.client
+                merged = {**self._headers(), **(headers or {})}
+                request = client.build_request("POST", url, **content, headers=merged)
+                try:
+                    response = await client.send(request, stream=True, follow_redirects=False)
+                except _STALE_CONNECTION:
+                    response = await client.send(request, stream=True, follow_redirects=False)
                 try:
                     if 300 <= response.status_code < 400:
                         raise self._redirected(response)
@@ -269,31 +247,23 @@ class HTTPAdapter:
         except (httpx.TransportError, httpx.InvalidURL) as exc:
             raise transport_error(exc, self.name, self.base_url, self.connect_hint) from None
 
-    def _events(
+    async def _events(
         self,
         state: Assembler,
         url: str,
         body: Body,
         cancel: CancellationToken | None,
         headers: Mapping[str, str] | None = None,
-    ) -> AsyncIterator[StreamEvent]:
+    ) -> AsyncGenerator[StreamEvent, None]:
         """One model call's stream events: every wire event of the response — read by read
         through ``state.decoder``, or from ``state.whole(JSON)`` for a non-streamed call —
         fed to ``state`` (the adapter's :class:`Assembler`), then its ``end()``. Every error
-        is scrubbed (see :meth:`scrub`); a cancellation is seen before any I/O."""
-        check_cancel(cancel, self.name)
-        return self._stream(state, url, body, cancel, headers)
+        is scrubbed (see :meth:`scrub`).
 
-    async def _stream(
-        self,
-        state: Assembler,
-        url: str,
-        body: Body,
-        cancel: CancellationToken | None,
-        headers: Mapping[str, str] | None,
-    ) -> AsyncGenerator[StreamEvent, None]:
-        # The one async generator between the socket and the loop: each layer costs per event.
+        The one async generator between the socket and the loop: each layer costs per event.
+        """
         try:
+            check_cancel(cancel, self.name)
             if self.streaming:
                 decoder = state.decoder(self.max_line_chars)
                 async with self._response(url, body, headers) as response:
@@ -321,7 +291,10 @@ class HTTPAdapter:
                             yield event
                         if state.failed is not None:
                             raise state.failed
-                values = [] if state.done else self._closed(decoder)
+                try:
+                    values = [] if state.done else decoder.close()
+                except ValueError as exc:
+                    raise self._undecodable(exc, at_end=True) from None
             else:
                 values = state.whole(await self._whole(url, body, headers))
                 check_cancel(cancel, self.name)
@@ -348,21 +321,12 @@ class HTTPAdapter:
                 "server", f"response was not JSON: {text!r}", provider=self.name
             ) from None
 
-    def _closed(self, decoder: JSONStreamDecoder) -> list[Any]:
-        """The values the body's end completes; a part of one means the connection dropped
-        inside it."""
-        try:
-            return decoder.close()
-        except ValueError as exc:
-            if isinstance(exc, TreadleError):
-                raise self._undecodable(exc) from None
-            raise ProviderError(
-                "truncated_stream", "the stream ended inside an event", provider=self.name
-            ) from None
-
-    def _undecodable(self, exc: ValueError) -> ProviderError:
+    def _undecodable(self, exc: ValueError, at_end: bool = False) -> ProviderError:
         if isinstance(exc, TreadleError):  # the decoder's own, said plainly (a line too long)
             return ProviderError("server", str(exc), provider=self.name)
+        if at_end:  # a part of a value: the connection dropped inside it
+            message = "the stream ended inside an event"
+            return ProviderError("truncated_stream", message, provider=self.name)
         message = f"{self.name} sent data that is not JSON: {exc}"
         return ProviderError("server", message, provider=self.name)
 
