@@ -1,8 +1,5 @@
-"""Incremental decoders for server-sent events and newline-delimited JSON.
-
-Both accept the byte stream in chunks split anywhere (inside a line, inside a multi-byte
-UTF-8 character, between ``\\r`` and ``\\n``) and give the same result as for the whole body.
-"""
+"""Incremental decoders for server-sent events and newline-delimited JSON: the byte stream
+may be split anywhere (inside a line, a UTF-8 character, a ``\\r\\n``), with the same result."""
 
 from __future__ import annotations
 
@@ -23,10 +20,6 @@ class SSEEvent:
     data: str
     id: str | None = None
     retry: int | None = None
-
-    def json(self) -> Any:
-        """The ``data`` parsed as JSON."""
-        return from_json(self.data)
 
 
 class JSONStreamDecoder(Protocol):

@@ -8,7 +8,9 @@ the model, so Ollama tags work: ``ollama:llama3.2:3b``.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
+from importlib import import_module
 from typing import Any
 
 from ..errors import ConfigurationError
@@ -39,14 +41,15 @@ _COMPATIBLE: dict[str, _Compatible] = {
     "lmstudio": _Compatible("http://localhost:1234/v1", "LMSTUDIO_API_KEY", False),
     "openai-compatible": _Compatible(None, "OPENAI_COMPATIBLE_API_KEY", False),
 }
-# Native adapters and the environment variables their key may come from.
-_NATIVE: dict[str, tuple[str, ...]] = {
-    "openai": ("OPENAI_API_KEY",),
-    "openai-responses": ("OPENAI_API_KEY",),
-    "anthropic": ("ANTHROPIC_API_KEY",),
-    "gemini": ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
-    "google": ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
-    "ollama": (),
+# Native adapters: their module and class, and the environment variables their key may
+# come from.
+_NATIVE: dict[str, tuple[str, str, tuple[str, ...]]] = {
+    "openai": ("openai_chat", "OpenAIChat", ("OPENAI_API_KEY",)),
+    "openai-responses": ("openai_responses", "OpenAIResponses", ("OPENAI_API_KEY",)),
+    "anthropic": ("anthropic", "Anthropic", ("ANTHROPIC_API_KEY",)),
+    "gemini": ("gemini", "Gemini", ("GEMINI_API_KEY", "GOOGLE_API_KEY")),
+    "google": ("gemini", "Gemini", ("GEMINI_API_KEY", "GOOGLE_API_KEY")),
+    "ollama": ("ollama", "Ollama", ()),
 }
 KNOWN_PROVIDERS: tuple[str, ...] = (*_NATIVE, *_COMPATIBLE)
 _AT_URL = re.compile(r"@(?=https?://)")
@@ -84,28 +87,11 @@ def get_provider(spec: str, **options: Any) -> Provider:
     if preset is not None:
         return _compatible(prefix, preset, model, spec, options)
 
-    variables = _NATIVE[prefix]
+    module, name, variables = _NATIVE[prefix]
     if variables and not options.get("api_key") and env_key(*variables) is None:
         raise _missing_key(prefix, variables)
-    if prefix == "openai":
-        from .openai_chat import OpenAIChat
-
-        return OpenAIChat(model, **options)
-    if prefix == "openai-responses":
-        from .openai_responses import OpenAIResponses
-
-        return OpenAIResponses(model, **options)
-    if prefix == "anthropic":
-        from .anthropic import Anthropic
-
-        return Anthropic(model, **options)
-    if prefix in ("gemini", "google"):
-        from .gemini import Gemini
-
-        return Gemini(model, **options)
-    from .ollama import Ollama
-
-    return Ollama(model, **options)
+    adapter: Callable[..., Provider] = getattr(import_module(f".{module}", __package__), name)
+    return adapter(model, **options)
 
 
 def _compatible(
