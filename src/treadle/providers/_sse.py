@@ -93,20 +93,6 @@ class SSEDecoder:
             self._parts, self._size = [], 0
         else:
             text = self._buffer + decoded
-        if (
-            text.startswith("data:")
-            and text.endswith("\n\n")
-            and not self._has_data
-            and not self._event
-            and self._retry is None
-            and text.find("\n") == len(text) - 2
-            and "\r" not in text
-        ):
-            # The common chunk: exactly one single-line data event. Same result, less work.
-            self._buffer = ""
-            self.ready = chunk[-1:] == b"\n"  # else a UTF-8 character may be part-read
-            data = text[5:-2]
-            return [SSEEvent("message", data[1:] if data[:1] == " " else data, self._id)]
         if "\r" in text:
             # A trailing \r may be the first half of \r\n: keep it for the next chunk.
             held = text.endswith("\r")

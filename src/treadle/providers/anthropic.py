@@ -53,8 +53,6 @@ class Anthropic(HTTPAdapter):
         thinking_budgets: Mapping[str, int] | None = None,
         **options: Unpack[HTTPOptions],
     ) -> None:
-        """``options``: ``api_key``, ``base_url``, ``client``, ``timeout``, ``headers``,
-        ``stream`` (see :class:`~treadle.providers._http.HTTPOptions`)."""
         super().__init__(model, **options)
         self.max_tokens = max_tokens
         self.thinking_budgets = {**DEFAULT_THINKING_BUDGETS, **(thinking_budgets or {})}

@@ -89,8 +89,6 @@ class OpenAIChat(HTTPAdapter):
         require_key: bool | None = None,
         **options: Unpack[HTTPOptions],
     ) -> None:
-        """``options``: ``api_key``, ``base_url``, ``client``, ``timeout``, ``headers``,
-        ``stream`` (see :class:`~treadle.providers._http.HTTPOptions`)."""
         self.name = provider_name
         self._key_env = api_key_env or _env_name(provider_name)
         self.key_variables = (self._key_env,)

@@ -52,8 +52,6 @@ class OpenAIResponses(HTTPAdapter):
         reasoning_summary: str | None = "auto",
         **options: Unpack[HTTPOptions],
     ) -> None:
-        """``options``: ``api_key``, ``base_url``, ``client``, ``timeout``, ``headers``,
-        ``stream`` (see :class:`~treadle.providers._http.HTTPOptions`)."""
         super().__init__(model, **options)
         self.store = store
         self.reasoning_summary = reasoning_summary
