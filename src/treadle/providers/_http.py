@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any, TypedDict, TypeVar
@@ -32,6 +33,11 @@ def _current_loop() -> object:
         return anyio.lowlevel.current_token().native_token
     except RuntimeError:
         return None
+
+
+def key_variable(provider: str) -> str:
+    """The environment variable a provider's key is read from: ``groq`` -> ``GROQ_API_KEY``."""
+    return re.sub(r"[^A-Z0-9]", "_", provider.upper()) + "_API_KEY"
 
 
 def env_key(*names: str) -> str | None:

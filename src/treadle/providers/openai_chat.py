@@ -39,7 +39,7 @@ from ._convert import (
     visible_thinking,
     wire_names,
 )
-from ._http import HTTPAdapter, HTTPOptions
+from ._http import HTTPAdapter, HTTPOptions, key_variable
 from ._wire import ToolsJSON, WireCache, dumpb, dumps, splice
 from .base import ModelRequest, StreamEvent
 from .openai_chat_stream import ChatStream
@@ -90,7 +90,7 @@ class OpenAIChat(HTTPAdapter):
         **options: Unpack[HTTPOptions],
     ) -> None:
         self.name = provider_name
-        self._key_env = api_key_env or _env_name(provider_name)
+        self._key_env = api_key_env or key_variable(provider_name)
         self.key_variables = (self._key_env,)
         super().__init__(model, **options)
         self.include_usage = include_usage
@@ -298,10 +298,6 @@ def _user_parts(parts: list[bytes]) -> bytes:
 
 def _image_part(image: ImageContent) -> dict[str, Any]:
     return {"type": "image_url", "image_url": {"url": image_data_url(image)}}
-
-
-def _env_name(provider: str) -> str:
-    return re.sub(r"[^A-Z0-9]", "_", provider.upper()) + "_API_KEY"
 
 
 def _is_local(host: str) -> bool:
