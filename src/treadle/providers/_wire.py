@@ -32,10 +32,6 @@ _CONTENT = repeat("content")
 _NONE = repeat(())
 
 
-def _content(fields: dict[str, Any]) -> Any:
-    return fields.get("content") or ()
-
-
 def dumps(value: Any) -> str:
     """``value`` as compact JSON, exactly as httpx encodes ``json=`` bodies."""
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
@@ -201,7 +197,7 @@ class WireCache(Generic[T]):
                     same = (
                         ref() is message
                         and current == kept
-                        and list(map(_fields, _content(current))) == blocks
+                        and list(map(_fields, current.get("content") or ())) == blocks
                     )
                 except Exception:
                     same = False

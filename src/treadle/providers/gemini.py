@@ -256,9 +256,13 @@ def _clean(
 def _contents(messages: Iterable[AgentMessage], model: str) -> list[dict[str, Any]]:
     def entry(message: AgentMessage) -> tuple[_Turn | None, list[dict[str, Any]], bool]:
         if isinstance(message, ToolResultMessage):
-            return ("user", [_function_response(message)]), _tool_images(message), True
+            images = [_image_part(b) for b in message.content if isinstance(b, ImageContent)]
+            if images:
+                images.insert(0, {"text": f"Images returned by the {message.tool_name} tool:"})
+            return ("user", [_function_response(message)]), images, True
         if isinstance(message, UserMessage):
-            return ("user", user_parts(message.content, _text_part, _image_part)), [], False
+            parts = user_parts(message.content, lambda text: {"text": text}, _image_part)
+            return ("user", parts), [], False
         if isinstance(message, AssistantMessage):
             return ("model", _model_parts(message, model)), [], False
         return None, [], False
@@ -272,16 +276,6 @@ def _contents(messages: Iterable[AgentMessage], model: str) -> list[dict[str, An
         elif parts:
             contents.append({"role": role, "parts": parts})
     return contents
-
-
-def _tool_images(message: ToolResultMessage) -> list[dict[str, Any]]:
-    found = [_image_part(b) for b in message.content if isinstance(b, ImageContent)]
-    label = {"text": f"Images returned by the {message.tool_name} tool:"}
-    return [label, *found] if found else []
-
-
-def _text_part(text: str) -> dict[str, Any]:
-    return {"text": text}
 
 
 def _image_part(image: ImageContent) -> dict[str, Any]:
