@@ -164,10 +164,8 @@ class HTTPAdapter:
         if self._owns_client:
             loop = _current_loop()
             if self._client is None or loop is not self._client_loop:
-                limits = httpx.Limits(
-                    max_connections=self.max_connections,
-                    max_keepalive_connections=self.max_connections,
-                )
+                n = self.max_connections
+                limits = httpx.Limits(max_connections=n, max_keepalive_connections=n)
                 self._client = httpx.AsyncClient(timeout=self._timeout, limits=limits)
                 self._client_loop = loop
         assert self._client is not None
@@ -195,9 +193,8 @@ class HTTPAdapter:
         await self.aclose()
 
     def __repr__(self) -> str:
-        return (
-            f"{type(self).__name__}(model={self.model!r}, base_url={redact_url(self.base_url)!r})"
-        )
+        where = redact_url(self.base_url)
+        return f"{type(self).__name__}(model={self.model!r}, base_url={where!r})"
 
     def _required_key(self, variable: str, label: str) -> str:
         """The key given, else the one in ``variable`` (read at call time); a clear ``auth``
@@ -224,14 +221,12 @@ class HTTPAdapter:
     async def _response(
         self, url: str, body: Body, headers: Mapping[str, str] | None
     ) -> AsyncIterator[httpx.Response]:
-        """POST ``body`` and give the response once its status is known to be a success;
-        HTTP and transport failures, then or while the body is read, raise
-        :class:`ProviderError`.
+        """POST ``body`` and give the response once its status says success; HTTP and
+        transport failures, then or while the body is read, raise :class:`ProviderError`.
 
-        A request that fails before any byte of a response came back, on a connection the
-        pool kept alive, is sent again at once, once: a server that closes idle connections
-        (llama.cpp's, while advertising keep-alive) races the client reusing one, and such a
-        request never reached its handler. To the caller it is one request."""
+        A request that fails before any response byte, on a kept-alive connection, is sent
+        again at once, once: a server that closes idle connections (llama.cpp's) races the
+        client reusing one, and the request never reached its handler."""
         content = {"content": body} if isinstance(body, bytes) else {"json": body}
         try:
             async with self.slots:
@@ -322,10 +317,8 @@ class HTTPAdapter:
         try:
             return from_json(content)
         except ValueError:
-            text = content.decode("utf-8", "replace")[:200]
-            raise ProviderError(
-                "server", f"response was not JSON: {text!r}", provider=self.name
-            ) from None
+            text = f"response was not JSON: {content.decode('utf-8', 'replace')[:200]!r}"
+            raise ProviderError("server", text, provider=self.name) from None
 
     def _undecodable(self, exc: ValueError, at_end: bool = False) -> ProviderError:
         if isinstance(exc, TreadleError):  # the decoder's own, said plainly (a line too long)
@@ -352,26 +345,20 @@ class HTTPAdapter:
     def _redirected(self, response: httpx.Response) -> ProviderError:
         """A redirect is never an answer, and never followed: the request carries the key,
         which must not go to another host. The user points ``base_url`` at the real place."""
+        status = response.status_code
         where = redact_url(response.headers.get("location", "")) or "(no location)"
-        return ProviderError(
-            "bad_request",
-            f"{self.name} answered HTTP {response.status_code}, a redirect to {where}; "
-            "treadle does not follow redirects with your credentials: set base_url to the "
-            "final address",
-            status_code=response.status_code,
-            provider=self.name,
+        message = (
+            f"{self.name} answered HTTP {status}, a redirect to {where}; treadle does not "
+            "follow redirects with your credentials: set base_url to the final address"
         )
+        return ProviderError("bad_request", message, status_code=status, provider=self.name)
 
     def _http_error(self, response: httpx.Response, raw: bytes) -> ProviderError:
         try:
             payload: Any = from_json(raw) if raw else None
         except ValueError:
             payload = None
-        text = raw.decode("utf-8", "replace").strip()[:500]
-        return classify(
-            response.status_code,
-            payload,
-            provider=self.name,
-            headers=response.headers,
-            fallback=text or f"HTTP {response.status_code}",
-        )
+        status = response.status_code
+        fallback = raw.decode("utf-8", "replace").strip()[:500] or f"HTTP {status}"
+        headers = response.headers
+        return classify(status, payload, provider=self.name, headers=headers, fallback=fallback)
