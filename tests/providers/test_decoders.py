@@ -1,4 +1,5 @@
-"""SSEDecoder and NDJSONDecoder: any chunking of the bytes gives the events of the whole body.
+"""SSEDecoder, ChatDecoder and NDJSONDecoder: any chunking of the bytes gives the events of
+the whole body.
 
 Property tests generate event lists, serialise them (multi-line data, comments, unknown
 fields, ``\\n`` / ``\\r\\n`` / ``\\r`` line endings, non-ASCII text, a byte-order mark), cut the
@@ -21,6 +22,7 @@ from pydantic_core import from_json
 from tests import wire
 
 from treadle.providers._sse import NDJSONDecoder, SSEDecoder, SSEEvent
+from treadle.providers.openai_chat_stream import ChatDecoder
 
 PROPERTY = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -212,6 +214,84 @@ def test_sse_split_inside_a_four_byte_character() -> None:
 
 def test_sse_non_ascii_digits_in_retry_are_ignored() -> None:
     assert decode_sse([b"retry: \xc2\xb2\ndata: x\n\n"]) == [SSEEvent("message", "x")]
+
+
+# ---- Chat Completions: a lone data line of JSON is parsed from its bytes ----
+
+
+def read_chat(values: list[Any]) -> list[tuple[str, Any]]:
+    """ChatDecoder's values as (event type, JSON or data): a parsed chunk is a message."""
+    out: list[tuple[str, Any]] = []
+    for value in values:
+        if not isinstance(value, SSEEvent):
+            out.append(("message", value))
+            continue
+        try:
+            parsed = from_json(value.data) if value.event == "message" else value.data
+        except ValueError:
+            parsed = value.data
+        out.append((value.event, parsed))
+    return out
+
+
+def decode_chat(chunks: list[bytes]) -> list[tuple[str, Any]]:
+    decoder = ChatDecoder()
+    values = [value for chunk in chunks for value in decoder.feed(chunk)]
+    return read_chat(values + decoder.close())
+
+
+CHAT_EVENT = st.one_of(
+    st.builds(lambda text: "data: " + json.dumps({"c": text}, ensure_ascii=False), st.text()),
+    st.builds(lambda text: "data:" + json.dumps([text], ensure_ascii=False), st.text()),
+    st.just("data: [DONE]"),
+    st.just(": keep-alive"),
+    st.just("data:"),
+    st.builds(lambda text: "event: error\ndata: " + json.dumps({"error": text}), st.text()),
+    st.builds(lambda n: f"id: {n}\ndata: {{}}", st.integers(0, 9)),
+)
+
+
+@PROPERTY
+@given(
+    events=st.lists(CHAT_EVENT, max_size=8),
+    crlf=st.booleans(),
+    bom=st.booleans(),
+    by_event=st.booleans(),
+    data=st.data(),
+)
+def test_chat_decoder_reads_any_chunking_as_the_sse_decoder_does(
+    events: list[str], crlf: bool, bom: bool, by_event: bool, data: st.DataObject
+) -> None:
+    ending = "\r\n" if crlf else "\n"
+    blocks = [(event + "\n\n").replace("\n", ending).encode() for event in events]
+    body = ("\ufeff".encode() if bom else b"") + b"".join(blocks)
+    expected = read_chat(decode_sse([body]))
+    assert decode_chat([body]) == expected
+    # Cut at every event's end (where the fast path applies), and anywhere else too:
+    # inside a UTF-8 character, between "\r" and "\n".
+    edges = list(itertools.accumulate(len(block) for block in blocks)) if by_event else []
+    points = data.draw(st.lists(st.integers(1, max(1, len(body) - 1)), max_size=6))
+    assert decode_chat(cut(body, edges + points)) == expected
+
+
+@pytest.mark.parametrize(
+    "before",
+    [
+        b'data: {"c": "a"}\n\n\xe2',  # a UTF-8 character begun (here never finished)
+        b': ok\n\ndata: {"c": "a"}\n\n\xe2',  # the same, after more than one event
+        b"event: error\n",  # an event begun
+        b"retry: 5\n",
+        b"da",  # a line begun
+        b'data: {"c": "a"}\r',  # a line ending that may go on as "\r\n"
+    ],
+)
+def test_a_lone_data_line_after_something_pending_is_read_as_part_of_it(before: bytes) -> None:
+    lone = b'data: {"c": "b"}\n\n'
+    expected = read_chat(decode_sse([before, lone]))
+    assert decode_chat([before, lone]) == expected
+    decoder = ChatDecoder()
+    decoder.feed(before)
+    assert not decoder.ready
 
 
 # ---- NDJSON ----

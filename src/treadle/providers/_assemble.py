@@ -1,17 +1,14 @@
 """One assembler for every adapter's stream: content blocks opened, fed and closed, the
-stream events on the way, and the final message.
-
-An adapter maps its wire events to calls on :class:`Assembler` — ``start``, ``text`` (for
-APIs that stream one block at a time), ``open`` / ``add`` / ``close`` (for APIs that name
-their blocks), ``whole_tool`` (for APIs that send a tool call in one piece) — and drains the
-events with :meth:`Assembler.take`. Tool arguments follow one rule everywhere (see
-:func:`parse_arguments`), and usage one normalisation (:func:`usage`).
+stream events on the way, and the final message. An adapter maps its wire events to calls
+on :class:`Assembler`; tool arguments follow one rule everywhere (:func:`parse_arguments`),
+and usage one normalisation (:func:`usage`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import groupby
 from typing import Any, Literal
 
 from pydantic_core import from_json, to_json
@@ -33,6 +30,7 @@ from ..types import (
 )
 from ..types._base import trusted
 from ..types.usage import StopReason
+from ._sse import JSONStreamDecoder, SSEJSONDecoder
 from .base import (
     COALESCE_DELTAS,
     ProviderError,
@@ -78,12 +76,16 @@ def json_object(payload: Any, provider: str) -> dict[str, Any]:
 def check_cancel(cancel: CancellationToken | None, provider: str) -> None:
     """Raise ``cancelled`` when the caller asked to stop now."""
     if cancel is not None and cancel.immediate:
-        raise ProviderError("cancelled", "cancelled by the caller", provider=provider)
+        raise _cancelled(provider)
 
 
-def count(values: Mapping[str, Any], key: str) -> int:
-    """An integer token count from a usage object (0 for anything else)."""
-    value = values.get(key)
+def _cancelled(provider: str) -> ProviderError:
+    return ProviderError("cancelled", "cancelled by the caller", provider=provider)
+
+
+def count(values: Any, key: str) -> int:
+    """An integer token count from a usage object (0 for anything else, or no object)."""
+    value = values.get(key) if isinstance(values, dict) else None
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
@@ -131,8 +133,22 @@ class Assembler:
     """The message being assembled, block by block, and the stream events it makes.
 
     Block indexes follow the order blocks open. Events collect in a list that the adapter
-    drains with :meth:`take` after each wire event.
+    drains with :meth:`take` after each wire event. An adapter's subclass maps wire events
+    in ``feed(value)`` and gives the last events in ``end()``.
     """
+
+    feed: Callable[[Any], Sequence[StreamEvent]]
+    end: Callable[[], list[StreamEvent]]
+    unfinished = "the stream ended before the response was complete"
+    """The ``truncated_stream`` message for a response without the API's end marker."""
+
+    def decoder(self, max_line: int) -> JSONStreamDecoder:
+        """What turns the body's bytes into wire events: here SSE with JSON object data."""
+        return SSEJSONDecoder(max_line)
+
+    def whole(self, payload: Any) -> list[Any]:
+        """A non-streamed response's JSON as the wire events that would have streamed it."""
+        return [payload]
 
     def __init__(self, provider: str, model: str) -> None:
         self.provider = provider
@@ -143,6 +159,20 @@ class Assembler:
         self.current: int | None = None  # the text / thinking block ``text`` feeds
         self.out: list[StreamEvent] = []
         self.complete = False  # the API's end marker came: the response is whole
+        self.done = False  # nothing more to read: the rest of the body is drained unread
+        self.failed: ProviderError | None = None  # raised after the events before it
+
+    def read(self, values: list[Any]) -> Sequence[StreamEvent]:
+        """The stream events of the wire events one read completed, each run of deltas to
+        one block merged (:func:`coalesce`). An error a wire event raises is kept in
+        ``failed``, for the caller to raise after the events before it."""
+        events: list[StreamEvent] = []
+        try:
+            for value in values:
+                events += self.feed(value)
+        except ProviderError as exc:
+            self.failed = exc
+        return coalesce(events) if len(events) > 1 else events
 
     def take(self) -> list[StreamEvent]:
         """The events made since the last call."""
@@ -154,8 +184,6 @@ class Assembler:
         if not self.started:
             self.started = True
             self.out.append(StreamStart(model=self.model, response_id=self.response_id))
-
-    # ---- blocks ----
 
     def open(
         self,
@@ -199,8 +227,7 @@ class Assembler:
         if kind == "text":
             self.out.append(text_delta(at, text))
         elif kind == "thinking":
-            values = {"type": "thinking", "index": at, "text": text}
-            self.out.append(trusted(ThinkingDelta, values, {"index", "text"}))
+            self.out.append(_thinking_delta(at, text))
         elif block.announced:
             self.out.append(ToolCallDelta(index=at, arguments=text))
 
@@ -260,8 +287,6 @@ class Assembler:
         self.close(at)
         return at
 
-    # ---- the result ----
-
     def has_calls(self) -> bool:
         return any(block.kind == "tool" for block in self.blocks)
 
@@ -281,18 +306,15 @@ class Assembler:
         self.end_all()
         content: list[AssistantContent] = []
         for block in self.blocks:
+            text = "".join(block.parts)
             if block.kind == "text":
-                content.append(TextContent(text="".join(block.parts)))
+                content.append(TextContent(text=text))
             elif block.kind == "thinking":
+                signature, redacted = block.signature, block.redacted
                 content.append(
-                    ThinkingContent(
-                        thinking="".join(block.parts),
-                        signature=block.signature,
-                        redacted=block.redacted,
-                    )
+                    ThinkingContent(thinking=text, signature=signature, redacted=redacted)
                 )
-            else:
-                assert block.call is not None
+            elif block.call is not None:  # set when the block closed
                 content.append(block.call)
         return AssistantMessage(
             content=content,
@@ -313,53 +335,26 @@ class Assembler:
         return [*self.take(), StreamDone(message=message)]
 
 
-def read_events(
-    values: Iterable[Any], handle: Callable[[Any], Iterable[StreamEvent]]
-) -> Iterator[StreamEvent]:
-    """The stream events of one read: ``handle`` (an adapter's mapping) applied to
-    each wire event the read completed, then :func:`coalesce`. An error a wire event
-    raises comes after the events before it."""
-    events: list[StreamEvent] = []
-    error: ProviderError | None = None
-    try:
-        for value in values:
-            events.extend(handle(value))
-    except ProviderError as exc:
-        error = exc
-    yield from coalesce(events)
-    if error is not None:
-        raise error
-
-
-def coalesce(events: list[StreamEvent]) -> list[StreamEvent]:
+def coalesce(events: Sequence[StreamEvent]) -> Sequence[StreamEvent]:
     """``events`` (what one read made) with each run of deltas to one block merged
     into one delta, unless the loop asked for one event per wire event
     (:data:`~treadle.providers.base.COALESCE_DELTAS`)."""
-    if len(events) < 2 or not COALESCE_DELTAS.get():
+    if not COALESCE_DELTAS.get():
         return events
     out: list[StreamEvent] = []
-    run: list[str] = []  # the texts of the run of deltas ending at out[-1]
-    for event in events:
-        last = out[-1] if out else None
-        kind = type(event)
-        if (
-            last is not None
-            and type(last) is kind
-            and kind in _MERGEABLE
-            and last.index == event.index  # type: ignore[union-attr]
-        ):
-            run.append(_piece(event))
-            continue
-        if len(run) > 1:
-            out[-1] = _merged(out[-1], "".join(run))
-        out.append(event)
-        run = [_piece(event)] if kind in _MERGEABLE else []
-    if len(run) > 1:
-        out[-1] = _merged(out[-1], "".join(run))
+    for key, group in groupby(events, _run):
+        run = list(group)
+        if key is None or len(run) == 1:
+            out += run
+        else:
+            kind, at = key
+            out.append(_DELTAS[kind](at, "".join(map(_piece, run))))
     return out
 
 
-_MERGEABLE = (TextDelta, ThinkingDelta, ToolCallDelta)
+def _run(event: StreamEvent) -> tuple[type, int] | None:
+    kind = type(event)
+    return (kind, event.index) if kind in _DELTAS else None  # type: ignore[union-attr]
 
 
 def _piece(event: Any) -> str:
@@ -367,15 +362,18 @@ def _piece(event: Any) -> str:
     return text
 
 
-def _merged(event: Any, text: str) -> StreamEvent:
-    if type(event) is TextDelta:
-        return text_delta(event.index, text)
-    if type(event) is ThinkingDelta:
-        values = {"type": "thinking", "index": event.index, "text": text}
-        return trusted(ThinkingDelta, values, {"index", "text"})
-    return ToolCallDelta(index=event.index, arguments=text)
-
-
 def text_delta(at: int, text: str) -> TextDelta:
     """A ``TextDelta`` built without validation (the hot path: one per streamed chunk)."""
     return trusted(TextDelta, {"type": "text", "index": at, "text": text}, {"index", "text"})
+
+
+def _thinking_delta(at: int, text: str) -> ThinkingDelta:
+    values = {"type": "thinking", "index": at, "text": text}
+    return trusted(ThinkingDelta, values, {"index", "text"})
+
+
+_DELTAS: dict[type, Callable[[int, str], StreamEvent]] = {
+    TextDelta: text_delta,
+    ThinkingDelta: _thinking_delta,
+    ToolCallDelta: lambda at, text: ToolCallDelta(index=at, arguments=text),
+}

@@ -1,13 +1,6 @@
-"""Helpers adapters share when turning a treadle history into a provider's wire format.
-
-What is common to every API lives here: the walk over a history by message kind
-(:func:`each_message`), text and image blocks in a provider's shape (:func:`user_parts`),
-the text of a content list (:func:`text_of`), the request settings under each API's own
-names (:func:`put_settings`), the JSON schema a caller gave for structured output
-(:func:`unwrap_schema`) and ``extra_body`` merged into a body (:func:`merge_extra`). What
-each API spells its own way (roles, block shapes, how tool results are grouped) stays in
-the adapter.
-"""
+"""What every adapter shares when it turns a request and its history into its API's wire
+format; what each API spells its own way (roles, block shapes, how tool results are grouped)
+stays in the adapter."""
 
 from __future__ import annotations
 
@@ -24,11 +17,9 @@ P = TypeVar("P")
 
 _ID_CHARS = re.compile(r"[^A-Za-z0-9_-]")
 
+# The request's generation settings, in the order they are written into a body (the
+# penalties last: not every API takes them).
 SETTINGS = ("max_tokens", "temperature", "top_p", "seed", "stop")
-"""The request's generation settings every API knows (each under its own name), in the
-order they are written into a body; ``presence_penalty`` and ``frequency_penalty`` follow
-where an API takes them (:data:`PENALTIES`)."""
-
 PENALTIES = (*SETTINGS, "presence_penalty", "frequency_penalty")
 
 
@@ -39,11 +30,8 @@ def wire_names(fields: Iterable[str], **renamed: str) -> dict[str, str]:
 
 
 def safe_tool_call_id(call_id: str, *, max_len: int = 64) -> str:
-    """A tool-call id that providers with strict id rules accept (``[A-Za-z0-9_-]``, bounded).
-
-    Deterministic, so a call and its result map to the same id. Ids that already fit are
-    returned unchanged.
-    """
+    """A tool-call id that providers with strict id rules accept (``[A-Za-z0-9_-]``, bounded):
+    an id that fits as it is, else a deterministic one, so a call and its result agree."""
     if len(call_id) <= max_len and not _ID_CHARS.search(call_id):
         return call_id
     digest = hashlib.sha256(call_id.encode()).hexdigest()[:12]
@@ -51,14 +39,9 @@ def safe_tool_call_id(call_id: str, *, max_len: int = 64) -> str:
     return f"{cleaned}_{digest}"
 
 
-def same_origin(message: AssistantMessage, provider: str, model: str | None = None) -> bool:
-    """True when ``message`` was produced by this provider (and model, when given).
-
-    Thinking signatures are only valid for their origin; elsewhere they are dropped.
-    """
-    if message.provider != provider:
-        return False
-    return model is None or not message.model or message.model == model
+def same_origin(message: AssistantMessage, provider: str) -> bool:
+    """Whether this provider made ``message``: thinking signatures are valid only there."""
+    return message.provider == provider
 
 
 def thinking_as_text(block: ThinkingContent) -> str | None:
@@ -170,9 +153,8 @@ def after_tool_runs(
 
 
 def put_settings(target: dict[str, Any], request: Any, names: Mapping[str, str]) -> None:
-    """The request's generation settings that are set, written into ``target`` under the
-    API's names: ``names`` maps a :class:`~treadle.providers.base.ModelRequest` field to
-    its wire name, in the order they are written (fields it does not name are not sent)."""
+    """The request's settings that are set, written into ``target`` under the API's names
+    (``names``: a ModelRequest field to its wire name; a field it leaves out is not sent)."""
     for field, name in names.items():
         value = getattr(request, field)
         if value is not None:

@@ -15,14 +15,8 @@ from .._redact import redact_url
 from ..errors import ConfigurationError
 from .base import ErrorKind, ProviderError
 
-# A request larger than the model's context, as the servers people run word it (from their
-# documented error bodies): OpenAI ("maximum context length", code context_length_exceeded),
-# Anthropic ("prompt is too long", "exceed context limit"), Gemini ("input token count ...
-# exceeds the maximum number of tokens"), llama.cpp (type exceed_context_size_error, "exceeds
-# the available context size"), vLLM ("maximum context length", "longer than the maximum
-# model length"), Ollama ("the input length exceeds the context length"), LM Studio ("tokens
-# to keep from the initial prompt is greater than the context length", "context the
-# overflows", "Context size has been exceeded").
+# A request larger than the model's context, as OpenAI, Anthropic, Gemini, llama.cpp, vLLM,
+# Ollama and LM Studio word it in their documented error bodies.
 _CONTEXT_OVERFLOW = re.compile(
     r"context[ _-]?(length|window)|maximum context|prompt is too long|too many tokens"
     r"|context_length_exceeded|exceed\w* (the )?(available |maximum |max )?(context|token)"
@@ -38,20 +32,12 @@ _RETRY_DELAY = re.compile(r"^(\d+(?:\.\d+)?)s$")
 
 def parse_retry_after(headers: Mapping[str, str]) -> float | None:
     """Seconds to wait from ``retry-after-ms`` or ``retry-after`` (seconds or an HTTP date)."""
-    millis = headers.get("retry-after-ms")
-    if millis:
+    value = (headers.get("retry-after") or "").strip()
+    for number, scale in ((headers.get("retry-after-ms"), 1000), (value, 1)):
         try:
-            return max(0.0, float(millis) / 1000)
+            return max(0.0, float(number or "") / scale)
         except ValueError:
             pass
-    value = headers.get("retry-after")
-    if not value:
-        return None
-    value = value.strip()
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
     try:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError):
@@ -128,10 +114,9 @@ def classify(
     )
 
 
+# What a request sent on a kept-alive connection the server had closed fails with, before
+# any response byte: "Server disconnected without sending a response", a reset, a broken pipe.
 _STALE_CONNECTION = (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)
-"""What a request sent on a kept-alive connection the server had already closed fails with,
-before any response byte: "Server disconnected without sending a response", a reset, a
-broken pipe."""
 
 _LOOPBACK = {"localhost", "127.0.0.1", "::1", "[::1]", "0.0.0.0"}
 
@@ -170,9 +155,8 @@ def check_base_url(base_url: str) -> None:
     )
 
 
+# Failures of the request itself (its URL, a header value): configuration errors, not retried.
 _UNSENDABLE = (httpx.UnsupportedProtocol, httpx.InvalidURL, httpx.LocalProtocolError)
-"""Failures of the request itself (its URL, a header value): configuration errors, never
-retried."""
 
 
 def transport_error(

@@ -1,12 +1,14 @@
-"""What every HTTP adapter shares: one client per instance, error mapping, retry hints."""
+"""What every HTTP adapter shares: one client per instance, the request queue, errors and
+secrets, and the one async generator that drives a call from the request to StreamDone."""
 
 from __future__ import annotations
 
 import functools
 import os
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Mapping
-from contextlib import aclosing
-from typing import Any, Protocol, TypedDict, TypeVar
+import re
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from typing import Any, TypedDict, TypeVar
 
 import anyio.lowlevel
 import httpx
@@ -14,30 +16,16 @@ from pydantic_core import from_json
 
 from .._redact import redact_http_logs, redact_url
 from ..cancellation import CancellationToken
-from ._assemble import check_cancel, read_events
+from ..errors import TreadleError
+from ._assemble import Assembler, _cancelled, check_cancel, coalesce
 from ._errors import _STALE_CONNECTION, check_base_url, classify, transport_error
-from ._sse import MAX_LINE_CHARS, SSEJSONDecoder, StreamLineTooLong
+from ._sse import MAX_LINE_CHARS
 from .base import ProviderError, StreamEvent
 
+# No pool timeout: a request waits in the adapter's own queue (see ``max_connections``)
+# for as long as the run allows (its cancellation, ``max_duration_s``, ``max_idle_s``).
 DEFAULT_TIMEOUT = httpx.Timeout(connect=10.0, read=300.0, write=30.0, pool=None)
-"""No pool timeout: a request waits in the adapter's own queue (see ``max_connections``)
-for as long as the run allows (its cancellation, ``max_duration_s``, ``max_idle_s``)."""
-
-
-class JSONStreamDecoder(Protocol):
-    """Turns body chunks into JSON values (raising ValueError for malformed data)."""
-
-    def feed(self, chunk: bytes) -> list[Any]: ...
-
-    def close(self) -> list[Any]: ...
-
-
-Body = dict[str, Any] | bytes
-"""A request body: a JSON object, or its JSON already encoded (sent as is)."""
-
-
-def _payload(body: Body) -> dict[str, Any]:
-    return {"content": body} if isinstance(body, bytes) else {"json": body}
+Body = dict[str, Any] | bytes  # a JSON object, or its JSON already encoded (sent as is)
 
 
 def _current_loop() -> object:
@@ -45,6 +33,11 @@ def _current_loop() -> object:
         return anyio.lowlevel.current_token().native_token
     except RuntimeError:
         return None
+
+
+def key_variable(provider: str) -> str:
+    """The environment variable a provider's key is read from: ``groq`` -> ``GROQ_API_KEY``."""
+    return re.sub(r"[^A-Z0-9]", "_", provider.upper()) + "_API_KEY"
 
 
 def env_key(*names: str) -> str | None:
@@ -73,28 +66,40 @@ class HTTPOptions(TypedDict, total=False):
 
 
 def _scrubbing(stream: Any) -> Any:
-    """``stream`` (an adapter's async generator) with every ProviderError it raises — an
-    HTTP error, a transport failure, or an error event in the middle of a 200 stream —
-    passed through the adapter's :meth:`HTTPAdapter.scrub` first."""
+    """``stream`` (an adapter's) with every ProviderError it raises — an HTTP error, a
+    transport failure, or an error event in the middle of a 200 stream — passed through the
+    adapter's :meth:`HTTPAdapter.scrub` first. The stream :meth:`HTTPAdapter._events` makes
+    scrubs its own errors, so it is returned as it is: no extra layer per event."""
 
     @functools.wraps(stream)
-    async def scrubbed(
+    def scrubbed(
         self: HTTPAdapter, request: Any, *, cancel: CancellationToken | None = None
     ) -> AsyncIterator[Any]:
         try:
             events = stream(self, request, cancel=cancel)  # an adapter may check before I/O
-        except ProviderError as exc:
-            raise self.scrub(exc) from None
-        try:
-            async for event in events:
-                yield event
-        except ProviderError as exc:
-            raise self.scrub(exc) from None
-        finally:
-            await events.aclose()
+        except Exception as exc:  # raised at the first step, as from any async generator
+            return _failed(self.scrub(exc) if isinstance(exc, ProviderError) else exc)
+        if getattr(events, "ag_code", None) is HTTPAdapter._events.__code__:
+            return events  # type: ignore[no-any-return]
+        return _scrub_each(self, events)
 
     scrubbed._scrubbed = True  # type: ignore[attr-defined]
     return scrubbed
+
+
+async def _failed(error: Exception) -> AsyncIterator[Any]:
+    raise error
+    yield  # an async generator  # pragma: no cover
+
+
+async def _scrub_each(adapter: HTTPAdapter, events: Any) -> AsyncIterator[Any]:
+    try:
+        async for event in events:
+            yield event
+    except ProviderError as exc:
+        raise adapter.scrub(exc) from None
+    finally:
+        await events.aclose()
 
 
 class HTTPAdapter:
@@ -113,19 +118,15 @@ class HTTPAdapter:
 
     name: str = "http"
     max_connections: int = 100
-    """Requests in flight at once through this adapter; more wait in a first-come queue
-    (cheap even with thousands waiting) rather than in the HTTP pool."""
+    """Requests in flight at once; more wait in a first-come queue, not in the HTTP pool."""
     max_line_chars: int = MAX_LINE_CHARS
-    """The longest line a streamed response may send; a longer one fails the call (a
-    broken or hostile server cannot make the client buffer without bound)."""
+    """The longest line a streamed response may send: a hostile server cannot make the
+    client buffer without bound."""
     connect_hint: str = ""
-    """What to check when the server cannot be reached (adapters for local servers say how
-    to start theirs); empty for a generic hint."""
+    """What to check when the server cannot be reached (empty: a generic hint)."""
     default_base_url: str = ""
-    """The API's address, used when ``base_url`` is not given."""
     key_variables: tuple[str, ...] = ()
-    """Environment variables the key is read from at construction, when ``api_key`` is not
-    given (empty: the adapter reads its key itself)."""
+    """Environment variables the key is read from at construction, without ``api_key``."""
 
     def __init__(
         self,
@@ -163,10 +164,8 @@ class HTTPAdapter:
         if self._owns_client:
             loop = _current_loop()
             if self._client is None or loop is not self._client_loop:
-                limits = httpx.Limits(
-                    max_connections=self.max_connections,
-                    max_keepalive_connections=self.max_connections,
-                )
+                n = self.max_connections
+                limits = httpx.Limits(max_connections=n, max_keepalive_connections=n)
                 self._client = httpx.AsyncClient(timeout=self._timeout, limits=limits)
                 self._client_loop = loop
         assert self._client is not None
@@ -194,9 +193,8 @@ class HTTPAdapter:
         await self.aclose()
 
     def __repr__(self) -> str:
-        return (
-            f"{type(self).__name__}(model={self.model!r}, base_url={redact_url(self.base_url)!r})"
-        )
+        where = redact_url(self.base_url)
+        return f"{type(self).__name__}(model={self.model!r}, base_url={where!r})"
 
     def _required_key(self, variable: str, label: str) -> str:
         """The key given, else the one in ``variable`` (read at call time); a clear ``auth``
@@ -207,13 +205,8 @@ class HTTPAdapter:
         return key
 
     def _no_key(self, what: str, variable: str) -> ProviderError:
-        """The ``auth`` error for a call made without the key it needs: ``what`` is
-        missing, and how to give it (``variable``, or ``api_key=``)."""
-        return ProviderError(
-            "auth",
-            f"{what}: set the {variable} environment variable or pass api_key=",
-            provider=self.name,
-        )
+        message = f"{what}: set the {variable} environment variable or pass api_key="
+        return ProviderError("auth", message, provider=self.name)
 
     def _headers(self) -> dict[str, str]:
         """Request headers, auth included. Subclasses add their own scheme."""
@@ -224,154 +217,117 @@ class HTTPAdapter:
         ``headers``, which win over both."""
         return {"content-type": "application/json", **auth, **self._extra_headers}
 
-    async def _send(
+    @asynccontextmanager
+    async def _response(
         self, url: str, body: Body, headers: Mapping[str, str] | None
-    ) -> httpx.Response:
-        """POST and return the response once its headers are in (the body not read yet).
+    ) -> AsyncIterator[httpx.Response]:
+        """POST ``body`` and give the response once its status says success; HTTP and
+        transport failures, then or while the body is read, raise :class:`ProviderError`.
 
-        A request that fails before any byte of a response came back, on a connection the
-        pool kept alive, is sent again at once, once: a server that closes idle connections
-        (llama.cpp's closes each one after its response, while advertising keep-alive) races
-        the client reusing one, and such a request never reached its handler. No backoff and
-        no retry event: to the caller it is one request. A failure to connect, a timeout, or
-        a second failure is reported as usual."""
-        merged = {**self._headers(), **(headers or {})}
-        client = self.client
-        request = client.build_request("POST", url, **_payload(body), headers=merged)
-        try:
-            return await client.send(request, stream=True, follow_redirects=False)
-        except _STALE_CONNECTION:
-            return await client.send(request, stream=True, follow_redirects=False)
-
-    async def _post_stream(
-        self, url: str, body: Body, headers: Mapping[str, str] | None = None
-    ) -> AsyncGenerator[bytes, None]:
-        """POST ``body`` (a JSON value, or JSON already encoded) and yield the response
-        bytes; HTTP and transport failures raise :class:`ProviderError`."""
+        A request that fails before any response byte, on a kept-alive connection, is sent
+        again at once, once: a server that closes idle connections (llama.cpp's) races the
+        client reusing one, and the request never reached its handler."""
+        content = {"content": body} if isinstance(body, bytes) else {"json": body}
         try:
             async with self.slots:
-                response = await self._send(url, body, headers)
+                client = self.client
+                merged = {**self._headers(), **(headers or {})}
+                request = client.build_request("POST", url, **content, headers=merged)
+                try:
+                    response = await client.send(request, stream=True, follow_redirects=False)
+                except _STALE_CONNECTION:
+                    response = await client.send(request, stream=True, follow_redirects=False)
                 try:
                     if 300 <= response.status_code < 400:
                         raise self._redirected(response)
                     if response.status_code >= 400:
-                        raw = await response.aread()
-                        raise self.scrub(self._http_error(response, raw))
-                    async for chunk in response.aiter_bytes():
-                        yield chunk
+                        raise self._http_error(response, await response.aread())
+                    yield response
                 finally:
                     await response.aclose()
         except (httpx.TransportError, httpx.InvalidURL) as exc:
-            raise self.scrub(
-                transport_error(exc, self.name, self.base_url, self.connect_hint)
-            ) from None
-
-    async def _json_reads(
-        self,
-        url: str,
-        body: Body,
-        cancel: CancellationToken | None,
-        decoder: JSONStreamDecoder,
-        headers: Mapping[str, str] | None = None,
-    ) -> AsyncGenerator[list[Any], None]:
-        """POST and yield, for each read, the JSON values ``decoder`` completes with
-        it (never an empty list), reading the body to the end. Malformed data is a
-        ``server`` error; a partial last value means the connection dropped mid-way
-        (``truncated_stream``)."""
-        async with aclosing(self._post_stream(url, body, headers)) as chunks:
-            async for chunk in chunks:
-                check_cancel(cancel, self.name)
-                try:
-                    values = decoder.feed(chunk)
-                except StreamLineTooLong as exc:
-                    raise ProviderError("server", str(exc), provider=self.name) from None
-                except ValueError as exc:
-                    raise ProviderError(
-                        "server",
-                        f"{self.name} sent data that is not JSON: {exc}",
-                        provider=self.name,
-                    ) from None
-                if values:
-                    yield values
-        try:
-            values = decoder.close()
-        except ValueError:
-            raise ProviderError(
-                "truncated_stream", "the stream ended inside an event", provider=self.name
-            ) from None
-        if values:
-            yield values
-
-    async def _sse_reads(
-        self,
-        url: str,
-        body: Body,
-        cancel: CancellationToken | None,
-        headers: Mapping[str, str] | None = None,
-    ) -> AsyncGenerator[list[dict[str, Any]], None]:
-        """Server-sent events whose data are JSON objects (Anthropic, Responses), by read."""
-        decoder = SSEJSONDecoder(self.max_line_chars)
-        reads = self._json_reads(url, body, cancel, decoder, headers)
-        async with aclosing(reads) as reads:
-            async for values in reads:
-                for value in values:
-                    if not isinstance(value, dict):
-                        raise ProviderError(
-                            "server",
-                            f"unexpected stream event: {str(value)[:200]!r}",
-                            provider=self.name,
-                        )
-                yield values
+            raise transport_error(exc, self.name, self.base_url, self.connect_hint) from None
 
     async def _events(
         self,
-        state: Any,
+        state: Assembler,
         url: str,
         body: Body,
         cancel: CancellationToken | None,
-        *,
-        whole: Callable[[Any], Iterable[Any]],
-        unfinished: str,
-        decoder: JSONStreamDecoder | None = None,
         headers: Mapping[str, str] | None = None,
     ) -> AsyncGenerator[StreamEvent, None]:
-        """One model call's stream events: ``state`` (an :class:`Assembler` with the
-        adapter's ``feed(wire_event)`` mapping) fed every wire event — by read from
-        ``decoder`` (SSE JSON objects when None), or, for a non-streamed call, from
-        ``whole(response)`` — then its ``end()``. A response without the API's end marker
-        (``state.complete``) is ``truncated_stream``, said with ``unfinished``."""
-        if not getattr(self, "streaming", True):
-            payload = await self._post_json(url, body, headers)
-            check_cancel(cancel, self.name)
-            for event in read_events(whole(payload), state.feed):
-                yield event
-        else:
-            if decoder is None:
-                reads: AsyncGenerator[list[Any], None] = self._sse_reads(url, body, cancel, headers)
-            else:
-                reads = self._json_reads(url, body, cancel, decoder, headers)
-            async with aclosing(reads) as reads:
-                async for values in reads:
-                    for event in read_events(values, state.feed):
-                        yield event
-        if not state.complete:
-            raise ProviderError("truncated_stream", unfinished, provider=self.name)
-        for event in state.end():
-            yield event
+        """One model call's stream events: every wire event of the response — read by read
+        through ``state.decoder``, or from ``state.whole(JSON)`` for a non-streamed call —
+        fed to ``state`` (the adapter's :class:`Assembler`), then its ``end()``. Every error
+        is scrubbed (see :meth:`scrub`).
 
-    async def _post_json(
-        self, url: str, body: Body, headers: Mapping[str, str] | None = None
-    ) -> Any:
-        """POST and return the whole response's JSON (a non-streamed call)."""
-        async with aclosing(self._post_stream(url, body, headers)) as chunks:
-            content = b"".join([chunk async for chunk in chunks])
+        The one async generator between the socket and the loop: each layer costs per event.
+        """
+        try:
+            check_cancel(cancel, self.name)
+            if self.streaming:
+                decoder = state.decoder(self.max_line_chars)
+                async with self._response(url, body, headers) as response:
+                    # Without a content-encoding the raw bytes are the body: one layer fewer.
+                    plain = "content-encoding" not in response.headers
+                    chunks = response.aiter_raw() if plain else response.aiter_bytes()
+                    async for chunk in chunks:
+                        if state.done:
+                            continue  # read to the end so the connection is reused
+                        if cancel is not None and cancel.immediate:
+                            raise _cancelled(self.name)
+                        try:
+                            values = decoder.feed(chunk)
+                        except ValueError as exc:
+                            raise self._undecodable(exc) from None
+                        if len(values) == 1:  # the common read: one wire event
+                            events = state.feed(values[0])
+                            if len(events) > 1:
+                                events = coalesce(events)
+                        elif values:
+                            events = state.read(values)
+                        else:
+                            continue
+                        for event in events:
+                            yield event
+                        if state.failed is not None:
+                            raise state.failed
+                try:
+                    values = [] if state.done else decoder.close()
+                except ValueError as exc:
+                    raise self._undecodable(exc, at_end=True) from None
+            else:
+                values = state.whole(await self._whole(url, body, headers))
+                check_cancel(cancel, self.name)
+            for event in state.read(values):
+                yield event
+            if state.failed is not None:
+                raise state.failed
+            if not state.complete:
+                raise ProviderError("truncated_stream", state.unfinished, provider=self.name)
+            for event in state.end():
+                yield event
+        except ProviderError as exc:
+            raise self.scrub(exc) from None
+
+    async def _whole(self, url: str, body: Body, headers: Mapping[str, str] | None) -> Any:
+        """A non-streamed call's response JSON."""
+        async with self._response(url, body, headers) as response:
+            content = await response.aread()
         try:
             return from_json(content)
         except ValueError:
-            text = content.decode("utf-8", "replace")[:200]
-            raise ProviderError(
-                "server", f"response was not JSON: {text!r}", provider=self.name
-            ) from None
+            text = f"response was not JSON: {content.decode('utf-8', 'replace')[:200]!r}"
+            raise ProviderError("server", text, provider=self.name) from None
+
+    def _undecodable(self, exc: ValueError, at_end: bool = False) -> ProviderError:
+        if isinstance(exc, TreadleError):  # the decoder's own, said plainly (a line too long)
+            return ProviderError("server", str(exc), provider=self.name)
+        if at_end:  # a part of a value: the connection dropped inside it
+            message = "the stream ended inside an event"
+            return ProviderError("truncated_stream", message, provider=self.name)
+        message = f"{self.name} sent data that is not JSON: {exc}"
+        return ProviderError("server", message, provider=self.name)
 
     def scrub(self, error: ProviderError) -> ProviderError:
         """``error`` with this adapter's key and custom header values blanked out: a server
@@ -389,26 +345,20 @@ class HTTPAdapter:
     def _redirected(self, response: httpx.Response) -> ProviderError:
         """A redirect is never an answer, and never followed: the request carries the key,
         which must not go to another host. The user points ``base_url`` at the real place."""
+        status = response.status_code
         where = redact_url(response.headers.get("location", "")) or "(no location)"
-        return ProviderError(
-            "bad_request",
-            f"{self.name} answered HTTP {response.status_code}, a redirect to {where}; "
-            "treadle does not follow redirects with your credentials: set base_url to the "
-            "final address",
-            status_code=response.status_code,
-            provider=self.name,
+        message = (
+            f"{self.name} answered HTTP {status}, a redirect to {where}; treadle does not "
+            "follow redirects with your credentials: set base_url to the final address"
         )
+        return ProviderError("bad_request", message, status_code=status, provider=self.name)
 
     def _http_error(self, response: httpx.Response, raw: bytes) -> ProviderError:
         try:
             payload: Any = from_json(raw) if raw else None
         except ValueError:
             payload = None
-        text = raw.decode("utf-8", "replace").strip()[:500]
-        return classify(
-            response.status_code,
-            payload,
-            provider=self.name,
-            headers=response.headers,
-            fallback=text or f"HTTP {response.status_code}",
-        )
+        status = response.status_code
+        fallback = raw.decode("utf-8", "replace").strip()[:500] or f"HTTP {status}"
+        headers = response.headers
+        return classify(status, payload, provider=self.name, headers=headers, fallback=fallback)

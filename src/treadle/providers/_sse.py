@@ -1,14 +1,11 @@
-"""Incremental decoders for server-sent events and newline-delimited JSON.
-
-Both accept the byte stream in chunks split anywhere (inside a line, inside a multi-byte
-UTF-8 character, between ``\\r`` and ``\\n``) and give the same result as for the whole body.
-"""
+"""Incremental decoders for server-sent events and newline-delimited JSON: the byte stream
+may be split anywhere (inside a line, a UTF-8 character, a ``\\r\\n``), with the same result."""
 
 from __future__ import annotations
 
 import codecs
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic_core import from_json
 
@@ -24,9 +21,13 @@ class SSEEvent:
     id: str | None = None
     retry: int | None = None
 
-    def json(self) -> Any:
-        """The ``data`` parsed as JSON."""
-        return from_json(self.data)
+
+class JSONStreamDecoder(Protocol):
+    """Turns body chunks into wire events (raising ValueError for malformed data)."""
+
+    def feed(self, chunk: bytes) -> list[Any]: ...
+
+    def close(self) -> list[Any]: ...
 
 
 MAX_LINE_CHARS = 16 * 1024 * 1024
@@ -62,6 +63,7 @@ class SSEDecoder:
         "_retry",
         "_size",
         "max_line",
+        "ready",
     )
 
     def __init__(self, max_line: int = MAX_LINE_CHARS) -> None:
@@ -76,6 +78,9 @@ class SSEDecoder:
         self._has_data = False
         self._id: str | None = None
         self._retry: int | None = None
+        # Nothing is pending (no part of a line, an event or a UTF-8 character): the next
+        # chunk may be read on its own (see ChatDecoder).
+        self.ready = False
 
     def feed(self, chunk: bytes) -> list[SSEEvent]:
         """Decode ``chunk``; return the events it completed (possibly none)."""
@@ -88,19 +93,6 @@ class SSEDecoder:
             self._parts, self._size = [], 0
         else:
             text = self._buffer + decoded
-        if (
-            text.startswith("data:")
-            and text.endswith("\n\n")
-            and not self._has_data
-            and not self._event
-            and self._retry is None
-            and text.find("\n") == len(text) - 2
-            and "\r" not in text
-        ):
-            # The common chunk: exactly one single-line data event. Same result, less work.
-            self._buffer = ""
-            data = text[5:-2]
-            return [SSEEvent("message", data[1:] if data[:1] == " " else data, self._id)]
         if "\r" in text:
             # A trailing \r may be the first half of \r\n: keep it for the next chunk.
             held = text.endswith("\r")
@@ -120,6 +112,10 @@ class SSEDecoder:
             if len(line) > self.max_line:
                 raise StreamLineTooLong(self.max_line)
             self._line(line, events)
+        # A chunk that ends a line leaves no part of a line, nor of a UTF-8 character.
+        self.ready = (
+            chunk[-1:] == b"\n" and not self._has_data and not self._event and self._retry is None
+        )
         return events
 
     def _collect(self, piece: str) -> None:
@@ -199,8 +195,15 @@ class NDJSONDecoder:
         return [from_json(tail)] if tail.strip() else []
 
 
+class UnexpectedEvent(TreadleError, ValueError):
+    """An event's data is JSON, but not the object the stream's events must be."""
+
+    def __init__(self, value: Any) -> None:
+        super().__init__(f"unexpected stream event: {str(value)[:200]!r}")
+
+
 class SSEJSONDecoder:
-    """Server-sent events whose ``data`` is JSON: yields each event's parsed data."""
+    """Server-sent events whose ``data`` is a JSON object: yields each event's parsed data."""
 
     __slots__ = ("_sse",)
 
@@ -208,7 +211,15 @@ class SSEJSONDecoder:
         self._sse = SSEDecoder(max_line)
 
     def feed(self, chunk: bytes) -> list[Any]:
-        return [from_json(event.data) for event in self._sse.feed(chunk)]
+        return _objects(self._sse.feed(chunk))
 
     def close(self) -> list[Any]:
-        return [from_json(event.data) for event in self._sse.close()]
+        return _objects(self._sse.close())
+
+
+def _objects(events: list[SSEEvent]) -> list[Any]:
+    values = [from_json(event.data) for event in events]
+    for value in values:
+        if not isinstance(value, dict):
+            raise UnexpectedEvent(value)
+    return values

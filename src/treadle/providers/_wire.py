@@ -1,23 +1,14 @@
 """Request bodies built from wire JSON kept per message, so a long history is not
-converted and encoded again on every turn.
+converted and encoded again on every turn (docs/providers.md#openaichat).
 
-An adapter encodes each message of a history to its provider's JSON once and keeps the text
-in a :class:`WireCache`; a request body is the cached pieces joined (:func:`splice`) and
-sent as bytes. Messages are mutable pydantic models, so an entry is served only while the
-message is the same object (a weak reference: the cache keeps a history's messages only
-while its first message lives) *and* unchanged: each request compares the message's
-fields, and each content block's fields, with copies taken when it was encoded. Values
-compare by identity first, so an unchanged message costs a few C-level comparisons and no
-encoding; a reassigned field, a replaced, appended or removed block, a block's reassigned
-field or an edit inside a tool call's arguments (kept as a deep copy) makes that message
-encode again. What the check does not see is what never reaches a provider: an edit inside
-``details`` or ``usage``.
-
-For the part of a history served last time, the check is cheaper still and does not
-read the messages: messages and blocks count attribute assignments once watched
-(``types._watch``), so while :func:`~treadle.types._watch.edit_count` is unchanged the
-prefix only needs the same message objects in the same order, the same blocks in each
-content list and equal copies of the containers blocks hold (see :class:`_Prefix`).
+An entry is served only while its message is the same object (held weakly) *and*
+unchanged: its fields and each content block's fields equal the copies taken when it was
+encoded (containers deep-copied; identity compared first, so an unchanged message costs a
+few C-level comparisons). What the check does not see never reaches a provider: an edit
+inside ``details`` or ``usage``. For the part of a history served last time it is cheaper
+still: messages and blocks count attribute assignments once watched (``types._watch``), so
+while :func:`~treadle.types._watch.edit_count` is unchanged that prefix needs only the same
+objects in the same order (see :class:`_Prefix`).
 """
 
 from __future__ import annotations
@@ -39,10 +30,6 @@ _deref = weakref.ref.__call__
 _get = dict.get
 _CONTENT = repeat("content")
 _NONE = repeat(())
-
-
-def _content(fields: dict[str, Any]) -> Any:
-    return fields.get("content") or ()
 
 
 def dumps(value: Any) -> str:
@@ -77,13 +64,10 @@ _Entry = tuple["weakref.ref[Any]", dict[str, Any], list[dict[str, Any]], T]
 
 
 class _Prefix:
-    """The messages of one history as the cache last served them, with their encodings:
-    checked as a whole on the next request — the same message objects after the first one
-    and their content unchanged (:class:`~treadle.types._watch.ContentMark`) — so only the
-    messages after the prefix are looked at one by one.
-
-    It holds the messages after the first one, and is dropped with the first one (the
-    cache's owner keys it by that message, weakly), so a history that is gone is not kept."""
+    """The messages of one history as the cache last served them, with their encodings,
+    checked as a whole on the next request (the same objects, their content unchanged:
+    :class:`~treadle.types._watch.ContentMark`). It holds the messages after the first,
+    and goes with the first (its owner keys it by that message, weakly)."""
 
     __slots__ = ("mark", "rest", "values")
 
@@ -143,12 +127,9 @@ class WireCache(Generic[T]):
             self._key = key
 
     def encode_all(self, messages: Sequence[Any], encode: Callable[[Any], T]) -> list[T]:
-        """``[encode(m) for m in messages]``, each from the cache while that message is
-        the same object with the same fields (and blocks with the same fields).
-
-        The history's prefix served last time is checked as a whole (see :class:`_Prefix`);
-        failing that, the messages cached already are compared field by field, and any
-        difference falls back to one by one."""
+        """``[encode(m) for m in messages]``, from the cache where it may: the prefix served
+        last time as a whole, else the cached messages compared field by field in bulk, and
+        on any difference one by one."""
         edits = edit_count()  # read first: an edit made while checking shows next time
         items = messages if isinstance(messages, list) else list(messages)
         if not items:
@@ -216,7 +197,7 @@ class WireCache(Generic[T]):
                     same = (
                         ref() is message
                         and current == kept
-                        and list(map(_fields, _content(current))) == blocks
+                        and list(map(_fields, current.get("content") or ())) == blocks
                     )
                 except Exception:
                     same = False

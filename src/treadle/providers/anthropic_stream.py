@@ -8,7 +8,7 @@ from typing import Any
 from pydantic_core import to_json
 
 from ..types.usage import StopReason
-from ._assemble import Assembler, usage
+from ._assemble import Assembler, json_object, usage
 from ._errors import classify
 from .base import StreamEvent
 
@@ -23,27 +23,36 @@ _STOP_REASONS: dict[str, StopReason] = {
 }
 
 
-def events_from_message(message: dict[str, Any]) -> list[dict[str, Any]]:
-    """A non-streamed Message as the stream events that would have produced it."""
-    events: list[dict[str, Any]] = [
-        {"type": "message_start", "message": {**message, "content": []}}
-    ]
-    for index, block in enumerate(message.get("content") or []):
-        events.append({"type": "content_block_start", "index": index, "content_block": block})
-        events.append({"type": "content_block_stop", "index": index})
-    events.append({"type": "message_delta", "delta": {"stop_reason": message.get("stop_reason")}})
-    events.append({"type": "message_stop"})
-    return events
+_USAGE = "input_tokens output_tokens cache_read_input_tokens cache_creation_input_tokens".split()
+# content_block_delta types: the kind of block each feeds, and the field it comes in
+_DELTAS = {
+    "text_delta": ("text", "text"),
+    "thinking_delta": ("thinking", "thinking"),
+    "signature_delta": ("thinking", "signature"),
+    "input_json_delta": ("tool", "partial_json"),
+}
 
 
 class StreamState(Assembler):
     """Anthropic stream events into the shared assembler's calls."""
+
+    unfinished = "the stream ended before message_stop"
 
     def __init__(self, provider: str, model: str) -> None:
         super().__init__(provider, model)
         self.stop_reason: str | None = None
         self.usage: dict[str, int] = {}
         self.index_map: dict[int, int] = {}  # Anthropic block index -> treadle content index
+
+    def whole(self, payload: Any) -> list[Any]:
+        """A non-streamed Message as the stream events that would have produced it."""
+        message = json_object(payload, self.provider)
+        events: list[dict[str, Any]] = [{"type": "message_start", "message": message}]
+        for index, block in enumerate(message.get("content") or []):
+            events.append({"type": "content_block_start", "index": index, "content_block": block})
+            events.append({"type": "content_block_stop", "index": index})
+        stop = {"stop_reason": message.get("stop_reason")}
+        return [*events, {"type": "message_delta", "delta": stop}, {"type": "message_stop"}]
 
     def feed(self, event: dict[str, Any]) -> list[StreamEvent]:
         kind = event.get("type")
@@ -77,15 +86,9 @@ class StreamState(Assembler):
     def _usage(self, usage: Any) -> None:
         if not isinstance(usage, dict):
             return
-        for key in (
-            "input_tokens",
-            "output_tokens",
-            "cache_read_input_tokens",
-            "cache_creation_input_tokens",
-        ):
-            value = usage.get(key)
-            if isinstance(value, int):
-                self.usage[key] = value
+        for key in _USAGE:
+            if isinstance(usage.get(key), int):
+                self.usage[key] = usage[key]
         details = usage.get("output_tokens_details")
         if isinstance(details, dict) and isinstance(details.get("thinking_tokens"), int):
             self.usage["thinking_tokens"] = details["thinking_tokens"]
@@ -93,21 +96,17 @@ class StreamState(Assembler):
     def _open(self, event: dict[str, Any]) -> None:
         block = event.get("content_block") or {}
         kind = block.get("type")
-        if kind == "text":
-            at = self.open("text")
-            if block.get("text"):
-                self.add(at, block["text"])
-        elif kind == "thinking":
-            at = self.open("thinking", signature=block.get("signature") or None)
-            if block.get("thinking"):
-                self.add(at, block["thinking"])
+        if kind in ("text", "thinking"):
+            signature = (block.get("signature") or None) if kind == "thinking" else None
+            at = self.open(kind, signature=signature)
+            if block.get(kind):  # the text, or the thinking
+                self.add(at, block[kind])
         elif kind == "redacted_thinking":
             at = self.open("thinking", signature=block.get("data"), redacted=True)
         elif kind == "tool_use":
             at = self.open("tool", id=block.get("id", ""), name=block.get("name", ""))
-            initial = block.get("input")
-            if initial:  # a non-streamed block carries its whole input here
-                self.add(at, to_json(initial).decode())
+            if block.get("input"):  # a non-streamed block carries its whole input here
+                self.add(at, to_json(block["input"]).decode())
         else:
             return  # server tool blocks and other kinds have no treadle content type
         self.index_map[event.get("index", at)] = at
@@ -118,32 +117,20 @@ class StreamState(Assembler):
             return
         block = self.blocks[at]
         delta = event.get("delta") or {}
-        kind = delta.get("type")
-        if kind == "text_delta" and block.kind == "text":
-            if delta.get("text"):
-                self.add(at, delta["text"])
-        elif kind == "thinking_delta" and block.kind == "thinking" and not block.redacted:
-            if delta.get("thinking"):
-                self.add(at, delta["thinking"])
-        elif kind == "signature_delta" and block.kind == "thinking" and not block.redacted:
+        kind, field = _DELTAS.get(str(delta.get("type")), ("", ""))
+        if kind != block.kind or block.redacted:
+            return
+        if field == "signature":
             block.signature = (block.signature or "") + (delta.get("signature") or "")
-        elif kind == "input_json_delta" and block.kind == "tool":
-            fragment = delta.get("partial_json") or ""
-            if fragment:
-                self.add(at, fragment)
+        elif delta.get(field):
+            self.add(at, delta[field])
 
     def end(self) -> list[StreamEvent]:
         """The complete message, after any block still open."""
         stop = self.stop_for(self.stop_reason, _STOP_REASONS)
         u = self.usage
-        cache_read = u.get("cache_read_input_tokens", 0)
-        cache_write = u.get("cache_creation_input_tokens", 0)
-        prompt = u.get("input_tokens", 0) + cache_read + cache_write  # input excludes the cache
-        totals = usage(
-            prompt,
-            u.get("output_tokens", 0),
-            cache_read=cache_read,
-            cache_write=cache_write,
-            reasoning=u.get("thinking_tokens", 0),
-        )
+        read, write = u.get("cache_read_input_tokens", 0), u.get("cache_creation_input_tokens", 0)
+        prompt = u.get("input_tokens", 0) + read + write  # input_tokens excludes the cache
+        out, thinking = u.get("output_tokens", 0), u.get("thinking_tokens", 0)
+        totals = usage(prompt, out, cache_read=read, cache_write=write, reasoning=thinking)
         return self.closing(stop, totals)

@@ -1,7 +1,5 @@
-"""The Provider protocol, the request it takes, the events it streams and the errors it raises.
-
-Adapters live in their own modules; the loop knows providers only through this file.
-"""
+"""The Provider protocol, the request it takes, the events it streams and the errors it
+raises: the loop knows providers only through this file."""
 
 from __future__ import annotations
 
@@ -44,13 +42,9 @@ RETRYABLE_KINDS: frozenset[str] = frozenset(
 )
 
 
-def one_stop_sequence(value: Any) -> Any:
-    """A string given as stop sequences is one sequence, never a list of its characters."""
-    return [value] if isinstance(value, str) else value
-
-
-StopSequences = Annotated[Union[list[str], None], BeforeValidator(one_stop_sequence)]
-"""Stop sequences: a list of strings, or one string meaning one sequence."""
+# A string given as stop sequences is one sequence, never a list of its characters.
+_one_sequence = BeforeValidator(lambda value: [value] if isinstance(value, str) else value)
+StopSequences = Annotated[Union[list[str], None], _one_sequence]
 
 
 class ModelRequest(Model):
@@ -143,10 +137,8 @@ Start and end events are optional for consumers: a delta for a new index opens i
 """
 
 COALESCE_DELTAS: ContextVar[bool] = ContextVar("treadle_coalesce_deltas", default=False)
-"""Whether an adapter merges the deltas of one content block that arrive in one read
-into one event (their text concatenated). Off by default — an adapter's ``stream`` used on
-its own yields one event per wire event — and set by the loop for each model call from
-``AgentLoopConfig.coalesce_deltas`` (on by default)."""
+"""Whether an adapter merges the deltas to one block that arrive in one read into one event.
+Off for an adapter used on its own; the loop sets it per call (``coalesce_deltas``)."""
 
 
 class ProviderError(TreadleError):

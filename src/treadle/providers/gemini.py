@@ -1,22 +1,6 @@
-"""Google Gemini (Generative Language API): ``models/{model}:streamGenerateContent``.
-
-Thought signatures. Gemini attaches an opaque ``thoughtSignature`` to a response part (a
-text part, a thought part or a ``functionCall``) and wants it back on that same part when the
-history returns. treadle's content blocks have no per-part signature field, so a signature
-travels as a *carrier*: an empty :class:`ThinkingContent` (``thinking=""``) holding the
-signature, placed immediately before the block of the part it came on. When the history is
-sent back to Gemini, a carrier's signature is put on the next part (or, with nothing after it,
-on an empty text part). Carriers survive JSON round trips of the history and are dropped, like
-every signature, when the history goes to another provider.
-
-Streams. With ``alt=sse`` Gemini sends one ``GenerateContentResponse`` per SSE event
-(separated by ``\\r\\n\\r\\n``). Without it (some proxies ignore the parameter) the body is one
-JSON array whose elements arrive incrementally; the adapter recognises that format from the
-first byte and splits the array as it streams. A function call always arrives whole in one
-part, so its arguments are reported as a single :class:`ToolCallDelta`. Only the first
-candidate is read; parts treadle has no block for (``executableCode``, ``inlineData`` …)
-are skipped.
-"""
+"""Google Gemini (Generative Language API): ``models/{model}:streamGenerateContent``; how
+requests and responses map, and how thought signatures travel, is in
+docs/providers.md#gemini."""
 
 from __future__ import annotations
 
@@ -39,8 +23,8 @@ from ..types import (
     ToolSpec,
     UserMessage,
 )
-from ._assemble import check_cancel
 from ._convert import (
+    PENALTIES,
     after_tool_runs,
     merge_extra,
     put_settings,
@@ -50,68 +34,38 @@ from ._convert import (
     thinking_as_text,
     unwrap_schema,
     user_parts,
+    wire_names,
 )
 from ._http import HTTPAdapter
-from .base import (
-    ModelRequest,
-    ProviderError,
-    StreamEvent,
-    ThinkingLevel,
-)
-from .gemini_stream import ChunkDecoder, Response
+from .base import ModelRequest, ProviderError, StreamEvent, ThinkingLevel
+from .gemini_stream import Response
 
 DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com"
-# The request's settings under generationConfig's names.
-_CONFIG = {
-    "max_tokens": "maxOutputTokens",
-    "temperature": "temperature",
-    "top_p": "topP",
-    "seed": "seed",
-    "stop": "stopSequences",
-    "presence_penalty": "presencePenalty",
-    "frequency_penalty": "frequencyPenalty",
-}
 KEY_VARIABLES = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
-_Turn = tuple[str, list[dict[str, Any]]]
-
+# The request's settings under generationConfig's names.
+_CONFIG = wire_names(PENALTIES, max_tokens="maxOutputTokens", top_p="topP", stop="stopSequences")
+_CONFIG.update(presence_penalty="presencePenalty", frequency_penalty="frequencyPenalty")
 # Google's documented placeholder for a function call whose real signature is unknown (a
 # history made by another provider); Gemini 3 rejects unsigned calls otherwise.
 SKIP_SIGNATURE = "skip_thought_signature_validator"
-
 _VERSIONED = re.compile(r"/v\d+(?:alpha|beta)?\d*$")
 _GENERATION = re.compile(r"gemini-(\d+)(?:\.(\d+))?")
-
 _BUDGETS = {"minimal": 512, "low": 1024, "medium": 8192, "high": 24576}
-
+_MODES = {"auto": "AUTO", "none": "NONE", "required": "ANY"}
 # Keys of Gemini's Schema dialect (an OpenAPI 3.0 subset); everything else is dropped.
 _SCHEMA_KEYS = frozenset(
-    {
-        "type",
-        "format",
-        "description",
-        "nullable",
-        "enum",
-        "items",
-        "properties",
-        "required",
-        "anyOf",
-        "minItems",
-        "maxItems",
-        "minimum",
-        "maximum",
-        "minLength",
-        "maxLength",
-        "pattern",
-        "minProperties",
-        "maxProperties",
-        "propertyOrdering",
-    }
+    (
+        "type format description nullable enum items properties required anyOf minItems"
+        " maxItems minimum maximum minLength maxLength pattern minProperties maxProperties"
+        " propertyOrdering"
+    ).split()
 )
 _FORMATS = {
     "string": {"enum", "date-time"},
     "integer": {"int32", "int64"},
     "number": {"float", "double"},
 }
+_Turn = tuple[str, list[dict[str, Any]]]
 
 
 class Gemini(HTTPAdapter):
@@ -136,8 +90,6 @@ class Gemini(HTTPAdapter):
             return f"{root}/{path}:streamGenerateContent?alt=sse"
         return f"{root}/{path}:generateContent"
 
-    # ---- request ----
-
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
         model = request.model or self.model
         body: dict[str, Any] = {"contents": _contents(request.messages, model)}
@@ -145,9 +97,8 @@ class Gemini(HTTPAdapter):
             body["systemInstruction"] = {"parts": [{"text": request.system_prompt}]}
         if request.tools:
             body["tools"] = [{"functionDeclarations": [_declaration(t) for t in request.tools]}]
-        tool_config = _tool_config(request.tool_choice)
-        if tool_config is not None:
-            body["toolConfig"] = tool_config
+        if request.tool_choice is not None:
+            body["toolConfig"] = {"functionCallingConfig": _calling(request.tool_choice)}
         config: dict[str, Any] = {}
         put_settings(config, request, _CONFIG)
         thinking = thinking_config(model, request.thinking_level)
@@ -160,26 +111,14 @@ class Gemini(HTTPAdapter):
             body["generationConfig"] = config
         return merge_extra(body, request.extra_body)
 
-    # ---- response ----
-
     def stream(
         self, request: ModelRequest, *, cancel: CancellationToken | None = None
     ) -> AsyncIterator[StreamEvent]:
         if not self._api_key:
             raise self._no_key("no Gemini API key", "GEMINI_API_KEY (or GOOGLE_API_KEY)")
-        check_cancel(cancel, self.name)
         model = request.model or self.model
-        body = self.build_body(request)
-        state = Response(self.name, model)
-        return self._events(
-            state,
-            self.url(model, stream=self.streaming),
-            body,
-            cancel,
-            whole=lambda payload: payload if isinstance(payload, list) else [payload],
-            unfinished="the Gemini stream ended before a candidate reported its finishReason",
-            decoder=ChunkDecoder(),
-        )
+        url = self.url(model, stream=self.streaming)
+        return self._events(Response(self.name, model), url, self.build_body(request), cancel)
 
     def _http_error(self, response: httpx.Response, raw: bytes) -> ProviderError:
         error = super()._http_error(response, raw)
@@ -189,7 +128,10 @@ class Gemini(HTTPAdapter):
         return error
 
 
-# ---- request helpers ----
+def _generation(model: str) -> tuple[int, int] | None:
+    """``(3, 0)`` for ``gemini-3-pro``, ``(2, 5)`` for ``gemini-2.5-flash``; None for others."""
+    found = _GENERATION.search(model)
+    return (int(found.group(1)), int(found.group(2) or 0)) if found else None
 
 
 def thinking_config(model: str, level: ThinkingLevel) -> dict[str, Any] | None:
@@ -199,37 +141,29 @@ def thinking_config(model: str, level: ThinkingLevel) -> dict[str, Any] | None:
     off, so "off" asks for the least there is). Gemini 2.5 takes a token budget; only its
     Flash models can turn thinking off. Older models do not think and get nothing for "off".
     """
-    found = _GENERATION.search(model)
-    version = (int(found.group(1)), int(found.group(2) or 0)) if found else None
+    version = _generation(model)
     flash = "flash" in model
     if version is not None and version >= (3, 0):
         if level == "off":
             return {"thinkingLevel": "minimal" if flash else "low"}
-        name: str = level
-        if not flash:
-            name = {"minimal": "low", "medium": "high"}.get(level, level)
+        name = level if flash else {"minimal": "low", "medium": "high"}.get(level, level)
         return {"thinkingLevel": name, "includeThoughts": True}
     if level == "off":
-        if version is not None and version >= (2, 5) and flash:
-            return {"thinkingBudget": 0}
-        return None
+        return {"thinkingBudget": 0} if flash and version and version >= (2, 5) else None
     return {"thinkingBudget": _BUDGETS[level], "includeThoughts": True}
 
 
-def _tool_config(choice: str | dict[str, Any] | None) -> dict[str, Any] | None:
-    if choice is None:
-        return None
+def _calling(choice: str | dict[str, Any]) -> dict[str, Any]:
+    """``functionCallingConfig`` for a tool choice."""
     if isinstance(choice, dict):
         name = choice.get("name")
         if not isinstance(name, str):
             raise ConfigurationError(f"tool_choice must name a tool, got {choice!r}")
-        return {"functionCallingConfig": {"mode": "ANY", "allowedFunctionNames": [name]}}
-    modes = {"auto": "AUTO", "none": "NONE", "required": "ANY"}
-    if choice not in modes:
-        raise ConfigurationError(
-            f"tool_choice must be auto, none, required or {{'name': ...}}: {choice!r}"
-        )
-    return {"functionCallingConfig": {"mode": modes[choice]}}
+        return {"mode": "ANY", "allowedFunctionNames": [name]}
+    if choice not in _MODES:
+        message = f"tool_choice must be auto, none, required or {{'name': ...}}: {choice!r}"
+        raise ConfigurationError(message)
+    return {"mode": _MODES[choice]}
 
 
 def _declaration(tool: ToolSpec) -> dict[str, Any]:
@@ -248,9 +182,8 @@ def sanitize_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
     ``default``, ``$schema`` …) dropped."""
     defs: dict[str, Any] = {}
     for key in ("$defs", "definitions"):
-        found = schema.get(key)
-        if isinstance(found, dict):
-            defs.update(found)
+        if isinstance(schema.get(key), dict):
+            defs.update(schema[key])
     return _clean(schema, defs, frozenset())
 
 
@@ -261,28 +194,23 @@ def _clean(
     if isinstance(ref, str):
         name = ref.rsplit("/", 1)[-1]
         target = defs.get(name)
-        if not isinstance(target, dict) or name in seen:
-            # Unknown or recursive: Gemini has no way to say it, an open object is closest.
-            out: dict[str, Any] = {"type": "object"}
-        else:
-            out = _clean(target, defs, seen | {name})
+        if isinstance(target, dict) and name not in seen:
+            out: dict[str, Any] = _clean(target, defs, seen | {name})
+        else:  # unknown or recursive: Gemini cannot say it, an open object is closest
+            out = {"type": "object"}
         if isinstance(node.get("description"), str):
             out["description"] = node["description"]
         return out
-
     node = dict(node)
     if "oneOf" in node and "anyOf" not in node:
         node["anyOf"] = node.pop("oneOf")
     all_of = node.pop("allOf", None)
-    if isinstance(all_of, list):
-        for part in all_of:
-            if isinstance(part, dict):
-                merged = _clean(part, defs, seen)
-                for key, value in merged.items():
-                    node.setdefault(key, value)
+    for part in all_of if isinstance(all_of, list) else ():
+        if isinstance(part, dict):
+            for key, value in _clean(part, defs, seen).items():
+                node.setdefault(key, value)
     if "const" in node and "enum" not in node:
         node["enum"] = [node["const"]]
-
     out = {}
     types = node.get("type")
     if isinstance(types, list):
@@ -294,16 +222,11 @@ def _clean(
             out["anyOf"] = [{"type": t} for t in rest]
     if isinstance(types, str) and types != "null":
         out["type"] = types
-
     for key, value in node.items():
         if key not in _SCHEMA_KEYS or key == "type":
             continue
         if key == "properties" and isinstance(value, dict):
-            out[key] = {
-                name: _clean(sub, defs, seen)
-                for name, sub in value.items()
-                if isinstance(sub, dict)
-            }
+            out[key] = {k: _clean(v, defs, seen) for k, v in value.items() if isinstance(v, dict)}
         elif key == "items" and isinstance(value, dict):
             out[key] = _clean(value, defs, seen)
         elif key == "anyOf" and isinstance(value, list):
@@ -316,8 +239,7 @@ def _clean(
                     out.setdefault(sub_key, sub_value)
             elif options:
                 out["anyOf"] = options
-        elif key == "enum":
-            # Gemini enums are strings only.
+        elif key == "enum":  # Gemini enums are strings only
             if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
                 out["enum"] = value
                 out.setdefault("type", "string")
@@ -334,9 +256,13 @@ def _clean(
 def _contents(messages: Iterable[AgentMessage], model: str) -> list[dict[str, Any]]:
     def entry(message: AgentMessage) -> tuple[_Turn | None, list[dict[str, Any]], bool]:
         if isinstance(message, ToolResultMessage):
-            return ("user", [_function_response(message)]), _tool_images(message), True
+            images = [_image_part(b) for b in message.content if isinstance(b, ImageContent)]
+            if images:
+                images.insert(0, {"text": f"Images returned by the {message.tool_name} tool:"})
+            return ("user", [_function_response(message)]), images, True
         if isinstance(message, UserMessage):
-            return ("user", user_parts(message.content, _text_part, _image_part)), [], False
+            parts = user_parts(message.content, lambda text: {"text": text}, _image_part)
+            return ("user", parts), [], False
         if isinstance(message, AssistantMessage):
             return ("model", _model_parts(message, model)), [], False
         return None, [], False
@@ -345,24 +271,11 @@ def _contents(messages: Iterable[AgentMessage], model: str) -> list[dict[str, An
     turns = after_tool_runs(map(entry, messages), lambda images: ("user", images))
     contents: list[dict[str, Any]] = []
     for role, parts in turns:
-        if not parts:
-            continue
-        if contents and contents[-1]["role"] == role:
+        if parts and contents and contents[-1]["role"] == role:
             contents[-1]["parts"].extend(parts)
-        else:
+        elif parts:
             contents.append({"role": role, "parts": parts})
     return contents
-
-
-def _tool_images(message: ToolResultMessage) -> list[dict[str, Any]]:
-    found = [_image_part(b) for b in message.content if isinstance(b, ImageContent)]
-    if not found:
-        return []
-    return [{"text": f"Images returned by the {message.tool_name} tool:"}, *found]
-
-
-def _text_part(text: str) -> dict[str, Any]:
-    return {"text": text}
 
 
 def _image_part(image: ImageContent) -> dict[str, Any]:
@@ -373,18 +286,19 @@ def _function_response(message: ToolResultMessage) -> dict[str, Any]:
     text = text_of(message.content)
     if not text and any(isinstance(b, ImageContent) for b in message.content):
         text = "(see the images below)"
-    return {
-        "functionResponse": {
-            "id": safe_tool_call_id(message.tool_call_id),
-            "name": message.tool_name,
-            "response": {"error": text} if message.is_error else {"result": text},
-        }
-    }
+    call_id = safe_tool_call_id(message.tool_call_id)
+    response = {"error": text} if message.is_error else {"result": text}
+    return {"functionResponse": {"id": call_id, "name": message.tool_name, "response": response}}
 
 
 def _model_parts(message: AssistantMessage, model: str) -> list[dict[str, Any]]:
+    """A model turn's parts. Gemini wants each ``thoughtSignature`` back on the part it came
+    on; a signature arrives as a *carrier* (an empty ThinkingContent holding it, just before
+    that part's block), so it is put on the next part, or on an empty text part when none
+    follows. Gemini 3 rejects a turn whose first call has none: it gets the placeholder."""
     native = same_origin(message, "gemini")
-    needs_signature = _generation_at_least(model, 3)
+    version = _generation(model)
+    needs_signature = version is not None and version >= (3, 0)
     parts: list[dict[str, Any]] = []
     pending: str | None = None  # a carrier's signature, waiting for its part
     signed_call = False
@@ -405,35 +319,23 @@ def _model_parts(message: AssistantMessage, model: str) -> list[dict[str, Any]]:
                 text = thinking_as_text(block)
                 if text:
                     emit({"text": text})
-            elif not block.thinking:
-                if block.signature:
-                    if pending:
-                        emit({"text": ""})
-                    pending = block.signature
-            else:
+            elif block.thinking:
                 emit({"text": block.thinking, "thought": True}, block.signature)
+            elif block.signature:
+                if pending:
+                    emit({"text": ""})
+                pending = block.signature
         elif isinstance(block, TextContent):
             if block.text or (native and pending):
                 emit({"text": block.text})
         elif isinstance(block, ToolCall):
-            call = {
-                "functionCall": {
-                    "id": safe_tool_call_id(block.id),
-                    "name": block.name,
-                    "args": block.arguments,
-                }
-            }
+            call = {"id": safe_tool_call_id(block.id), "name": block.name, "args": block.arguments}
             signature = pending if native else None
             if not signed_call and not signature and needs_signature:
                 signature = SKIP_SIGNATURE
             signed_call = True
             pending = None
-            emit(call, signature)
+            emit({"functionCall": call}, signature)
     if pending:
         emit({"text": ""})
     return parts
-
-
-def _generation_at_least(model: str, major: int) -> bool:
-    found = _GENERATION.search(model)
-    return found is not None and int(found.group(1)) >= major

@@ -7,42 +7,27 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
+from pydantic_core import from_json
+
 from ..types import ErrorInfo, Usage
 from ..types.usage import StopReason
 from ._assemble import Assembler, count, usage
 from ._convert import safe_tool_call_id
 from ._errors import classify
-from ._sse import MAX_LINE_CHARS, SSEDecoder, StreamLineTooLong
+from ._sse import MAX_LINE_CHARS, SSEDecoder, SSEEvent, StreamLineTooLong
 from .base import StreamEvent
 
-# ---- response helpers ----
-
 # finishReason as a name or, with enum-encoding=int, as its proto number.
-_FINISH_NAMES = {
-    0: "FINISH_REASON_UNSPECIFIED",
-    1: "STOP",
-    2: "MAX_TOKENS",
-    3: "SAFETY",
-    4: "RECITATION",
-    5: "OTHER",
-    6: "BLOCKLIST",
-    7: "PROHIBITED_CONTENT",
-    8: "SPII",
-    9: "MALFORMED_FUNCTION_CALL",
-}
+_FINISH_NAMES = (
+    "FINISH_REASON_UNSPECIFIED STOP MAX_TOKENS SAFETY RECITATION OTHER BLOCKLIST"
+    " PROHIBITED_CONTENT SPII MALFORMED_FUNCTION_CALL"
+).split()
 _STOPS: dict[str, StopReason] = {"STOP": "stop", "MAX_TOKENS": "length"}
 _FILTERED = frozenset(
-    {
-        "SAFETY",
-        "RECITATION",
-        "BLOCKLIST",
-        "PROHIBITED_CONTENT",
-        "SPII",
-        "IMAGE_SAFETY",
-        "IMAGE_PROHIBITED_CONTENT",
-        "IMAGE_RECITATION",
-        "LANGUAGE",
-    }
+    (
+        "SAFETY RECITATION BLOCKLIST PROHIBITED_CONTENT SPII IMAGE_SAFETY"
+        " IMAGE_PROHIBITED_CONTENT IMAGE_RECITATION LANGUAGE"
+    ).split()
 )
 
 
@@ -50,7 +35,8 @@ class ChunkDecoder:
     """Response chunks from either an SSE body or a streamed JSON array (decided by the
     first non-blank byte)."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_line: int = MAX_LINE_CHARS) -> None:
+        self.max_line = max_line
         self._sse: SSEDecoder | None = None
         self._json: _JSONArrayDecoder | None = None
         self._head = b""
@@ -63,18 +49,20 @@ class ChunkDecoder:
                 return []
             data, self._head = self._head, b""
             if stripped[:1] in (b"[", b"{"):
-                self._json = _JSONArrayDecoder()
+                self._json = _JSONArrayDecoder(self.max_line)
             else:
-                self._sse = SSEDecoder()
+                self._sse = SSEDecoder(self.max_line)
         if self._json is not None:
             return self._json.feed(data)
         assert self._sse is not None
-        return [event.json() for event in self._sse.feed(data) if event.data.strip()]
+        return _data(self._sse.feed(data))
 
     def close(self) -> list[Any]:
-        if self._sse is not None:
-            return [event.json() for event in self._sse.close() if event.data.strip()]
-        return []
+        return _data(self._sse.close()) if self._sse is not None else []
+
+
+def _data(events: list[SSEEvent]) -> list[Any]:
+    return [from_json(event.data) for event in events if event.data.strip()]
 
 
 class _JSONArrayDecoder:
@@ -82,7 +70,8 @@ class _JSONArrayDecoder:
     brace arrives. Works on bytes: every structural character is ASCII, and UTF-8 never
     reuses ASCII byte values inside a multi-byte character."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_line: int = MAX_LINE_CHARS) -> None:
+        self.max_line = max_line
         self._buffer = bytearray()
         self._pos = 0
         self._depth = 0
@@ -92,12 +81,10 @@ class _JSONArrayDecoder:
         self._array = False
 
     def feed(self, data: bytes) -> list[Any]:
-        from pydantic_core import from_json
-
         buffer = self._buffer
         buffer += data
-        if len(buffer) - max(self._start, 0) > MAX_LINE_CHARS:
-            raise StreamLineTooLong(MAX_LINE_CHARS)
+        if len(buffer) - max(self._start, 0) > self.max_line:
+            raise StreamLineTooLong(self.max_line)
         found: list[Any] = []
         i = self._pos
         while i < len(buffer):
@@ -133,12 +120,15 @@ class _JSONArrayDecoder:
 
 def _finish_name(value: Any) -> str:
     if isinstance(value, int):
-        return _FINISH_NAMES.get(value, f"FINISH_REASON_{value}")
+        known = 0 <= value < len(_FINISH_NAMES)
+        return _FINISH_NAMES[value] if known else f"FINISH_REASON_{value}"
     return str(value)
 
 
 class Response(Assembler):
     """Response chunks into the shared assembler's calls."""
+
+    unfinished = "the Gemini stream ended before a candidate reported its finishReason"
 
     def __init__(self, provider: str, model: str) -> None:
         super().__init__(provider, model)
@@ -148,6 +138,12 @@ class Response(Assembler):
         self.usage: dict[str, Any] = {}
         self.calls = 0
         self._id_base = uuid.uuid4().hex[:16]  # for call ids when there is no response id
+
+    def decoder(self, max_line: int) -> ChunkDecoder:
+        return ChunkDecoder(max_line)
+
+    def whole(self, payload: Any) -> list[Any]:
+        return payload if isinstance(payload, list) else [payload]
 
     def feed(self, chunk: Any) -> list[StreamEvent]:
         if not isinstance(chunk, dict):
@@ -213,9 +209,8 @@ class Response(Assembler):
 
     def _stop_reason(self) -> tuple[StopReason, ErrorInfo | None]:
         if self.blocked is not None:
-            return "error", ErrorInfo(
-                kind="content_filter", message=f"Gemini blocked the prompt: {self.blocked}"
-            )
+            message = f"Gemini blocked the prompt: {self.blocked}"
+            return "error", ErrorInfo(kind="content_filter", message=message)
         stop = self.stop_for(self.finish, _STOPS, default="error")
         if stop != "error":
             return stop, None
@@ -225,16 +220,10 @@ class Response(Assembler):
 
 
 def _usage(meta: Mapping[str, Any]) -> Usage:
-    prompt = count(meta, "promptTokenCount")
-    cached = count(meta, "cachedContentTokenCount")
+    # Tool-use prompt tokens are input that promptTokenCount does not count.
+    prompt = count(meta, "promptTokenCount") + count(meta, "toolUsePromptTokenCount")
     thoughts = count(meta, "thoughtsTokenCount")
     output = count(meta, "candidatesTokenCount") + thoughts
-    # tool-use prompt tokens are input Gemini does not count in promptTokenCount
-    tool_prompt = count(meta, "toolUsePromptTokenCount")
-    return usage(
-        prompt + tool_prompt,
-        output,
-        cache_read=cached,
-        reasoning=thoughts,
-        total=count(meta, "totalTokenCount") or prompt + tool_prompt + output,
-    )
+    cached = count(meta, "cachedContentTokenCount")
+    total = count(meta, "totalTokenCount")
+    return usage(prompt, output, cache_read=cached, reasoning=thoughts, total=total)

@@ -1,10 +1,5 @@
-"""Ollama's native chat API: ``POST /api/chat``, streamed as newline-delimited JSON.
-
-Each line is a partial message (``content``, ``thinking`` or whole ``tool_calls``); the last
-one has ``done: true`` with ``done_reason`` and the token counts. Ollama cannot force or
-forbid tool use, so ``tool_choice`` is approximated: ``"none"`` sends no tools and
-``{"name": x}`` sends only that tool; ``"required"`` cannot be expressed and is ignored.
-"""
+"""Ollama's native chat API: ``POST /api/chat``, streamed as newline-delimited JSON; how
+requests and responses map is in docs/providers.md#ollama."""
 
 from __future__ import annotations
 
@@ -22,11 +17,12 @@ from ..types import (
     ImageContent,
     ToolCall,
     ToolResultMessage,
+    ToolSpec,
     Usage,
     UserMessage,
 )
 from ..types.usage import StopReason
-from ._assemble import Assembler, check_cancel, count, usage
+from ._assemble import Assembler, count, usage
 from ._convert import (
     PENALTIES,
     each_message,
@@ -97,8 +93,6 @@ class Ollama(HTTPAdapter):
             headers["authorization"] = f"Bearer {self._api_key}"
         return headers
 
-    # ---- request ----
-
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
         model = request.model or self.model
         messages: list[dict[str, Any]] = []
@@ -112,18 +106,8 @@ class Ollama(HTTPAdapter):
             tools = []
         elif isinstance(choice, dict):
             tools = [t for t in tools if t.name == choice.get("name")] or tools
-        if tools:
-            body["tools"] = [
-                {
-                    "type": "function",
-                    "function": {
-                        "name": t.name,
-                        "description": t.description,
-                        "parameters": t.parameters,
-                    },
-                }
-                for t in tools
-            ]
+        if tools:  # Ollama cannot force tool use: "required" is not expressed
+            body["tools"] = [{"type": "function", "function": _function(t)} for t in tools]
         body["think"] = think_value(model, request.thinking_level)
         options = dict(self.options)
         put_settings(options, request, _OPTIONS)
@@ -135,26 +119,15 @@ class Ollama(HTTPAdapter):
             body["keep_alive"] = self.keep_alive
         return merge_extra(body, request.extra_body)
 
-    # ---- response ----
-
     def stream(
         self, request: ModelRequest, *, cancel: CancellationToken | None = None
     ) -> AsyncIterator[StreamEvent]:
         host = httpx.URL(self.base_url).host
         if not self._api_key and (host == "ollama.com" or host.endswith(".ollama.com")):
             raise self._no_key("ollama.com needs an API key", "OLLAMA_API_KEY")
-        check_cancel(cancel, self.name)
         body = self.build_body(request)
-        state = _Response(self.name, body["model"])
-        return self._events(
-            state,
-            f"{self.base_url}/api/chat",
-            body,
-            cancel,
-            whole=lambda payload: [payload],
-            unfinished="the Ollama stream ended without its final done:true line",
-            decoder=NDJSONDecoder(self.max_line_chars),
-        )
+        url = f"{self.base_url}/api/chat"
+        return self._events(_Response(self.name, body["model"]), url, body, cancel)
 
 
 def think_value(model: str, level: ThinkingLevel) -> bool | str:
@@ -167,6 +140,10 @@ def think_value(model: str, level: ThinkingLevel) -> bool | str:
     return True
 
 
+def _function(tool: ToolSpec) -> dict[str, Any]:
+    return {"name": tool.name, "description": tool.description, "parameters": tool.parameters}
+
+
 def _messages(history: Iterable[AgentMessage]) -> list[dict[str, Any]]:
     converted = each_message(history, user=_user, assistant=_assistant, tool=_tool_result)
     return [entry for entry in converted if entry is not None]
@@ -177,13 +154,8 @@ def _user(message: UserMessage) -> dict[str, Any]:
 
 
 def _tool_result(message: ToolResultMessage) -> dict[str, Any]:
-    entry: dict[str, Any] = {
-        "role": "tool",
-        "content": text_of(message.content),
-        "tool_name": message.tool_name,
-        "tool_call_id": message.tool_call_id,
-    }
-    return _with_images(entry, message)
+    entry = {"role": "tool", "content": text_of(message.content), "tool_name": message.tool_name}
+    return _with_images({**entry, "tool_call_id": message.tool_call_id}, message)
 
 
 def _with_images(entry: dict[str, Any], message: UserMessage | ToolResultMessage) -> dict[str, Any]:
@@ -215,10 +187,15 @@ def _assistant(message: AssistantMessage) -> dict[str, Any] | None:
 class _Response(Assembler):
     """Response lines into the shared assembler's calls."""
 
+    unfinished = "the Ollama stream ended without its final done:true line"
+
     def __init__(self, provider: str, model: str) -> None:
         super().__init__(provider, model)
         self.done_reason: str | None = None
         self.usage: Usage | None = None
+
+    def decoder(self, max_line: int) -> NDJSONDecoder:
+        return NDJSONDecoder(max_line)
 
     def feed(self, line: Any) -> list[StreamEvent]:
         if not isinstance(line, dict):
@@ -233,10 +210,9 @@ class _Response(Assembler):
             self.model = line["model"]
         self.start()
         message = line.get("message") or {}
-        thinking = message.get("thinking")
+        thinking, content = message.get("thinking"), message.get("content")
         if isinstance(thinking, str) and thinking:
             self.text("thinking", thinking)
-        content = message.get("content")
         if isinstance(content, str) and content:
             self.text("text", content)
         for call in message.get("tool_calls") or []:

@@ -1,25 +1,10 @@
-"""OpenAI Chat Completions, and every server that speaks it.
+"""OpenAI Chat Completions, and every server that speaks it (vLLM, llama.cpp, Ollama's ``/v1``,
+LM Studio, Groq, DeepSeek, OpenRouter, Together, Mistral). Their dialects differ in small ways,
+all handled here and listed in docs/providers.md#openaichat.
 
-One adapter covers api.openai.com and the OpenAI-compatible servers (vLLM, llama.cpp,
-Ollama's ``/v1``, LM Studio, Groq, DeepSeek, OpenRouter, Together, Mistral). Their dialects
-differ in small ways, all handled here:
-
-- reasoning arrives as ``reasoning_content`` (DeepSeek, vLLM), ``reasoning`` (OpenRouter,
-  Ollama, Groq, newer vLLM) or any other extra delta field whose name contains
-  ``reasoning``/``thinking``/``thought``; Mistral sends content as an array of typed parts,
-  some of them ``thinking`` parts. All of it becomes thinking content.
-- usage comes in a final chunk with ``choices: []`` (``stream_options.include_usage``) or on
-  the finish chunk itself (DeepSeek, Groq, Mistral).
-- errors can arrive mid-stream as a ``{"error": ...}`` data event, after HTTP 200.
-- a refusal (``delta.refusal``) is kept as ordinary text: it is what the model said.
-
-Sending history back: Chat Completions has no input field for reasoning, so thinking blocks
-are dropped, except that thinking produced by this same provider is sent back in the field
-named by ``reasoning_field`` when one is set (DeepSeek's thinking mode requires
-``reasoning_content`` on assistant turns that called tools, so that is the default for
-``provider_name="deepseek"``). Thinking from other providers is never replayed: it was
-written for another model and would read as something the assistant said. Tool messages are
-text only, so images from a tool result follow the tool messages in one user message.
+Chat Completions has no input field for reasoning: thinking goes back only when this same
+provider made it and ``reasoning_field`` names a field for it (DeepSeek's thinking mode needs
+``reasoning_content``); another model's thinking would read as something the assistant said.
 """
 
 from __future__ import annotations
@@ -28,14 +13,11 @@ import hashlib
 import ipaddress
 import json
 import re
-from collections.abc import AsyncIterator, Iterable, Iterator
-from contextlib import aclosing
-from functools import partial
+from collections.abc import AsyncIterator
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Literal
 
 import httpx
-from pydantic_core import from_json
 
 from ..cancellation import CancellationToken
 from ..types import (
@@ -46,7 +28,6 @@ from ..types import (
     ToolResultMessage,
     UserMessage,
 )
-from ._assemble import check_cancel, read_events
 from ._convert import (
     PENALTIES,
     after_tool_runs,
@@ -58,15 +39,9 @@ from ._convert import (
     visible_thinking,
     wire_names,
 )
-from ._errors import classify
-from ._http import HTTPAdapter, HTTPOptions
-from ._sse import SSEDecoder, SSEEvent
+from ._http import HTTPAdapter, HTTPOptions, key_variable
 from ._wire import ToolsJSON, WireCache, dumpb, dumps, splice
-from .base import (
-    ModelRequest,
-    ProviderError,
-    StreamEvent,
-)
+from .base import ModelRequest, StreamEvent
 from .openai_chat_stream import ChatStream
 
 if TYPE_CHECKING:
@@ -74,10 +49,9 @@ if TYPE_CHECKING:
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
-_Encoded = tuple[bytes | None, tuple[bytes, ...], bool]
+_Encoded = tuple[bytes | None, tuple[bytes, ...], bool]  # see OpenAIChat._encode
 _TEXT = itemgetter(0)
 _IMAGES = itemgetter(1)
-"""A message as this adapter sends it (see ``OpenAIChat._encode``)."""
 
 _SCHEMA_NAME = re.compile(r"[^A-Za-z0-9_-]")
 _ALNUM = re.compile(r"^[A-Za-z0-9]{9}$")
@@ -115,10 +89,8 @@ class OpenAIChat(HTTPAdapter):
         require_key: bool | None = None,
         **options: Unpack[HTTPOptions],
     ) -> None:
-        """``options``: ``api_key``, ``base_url``, ``client``, ``timeout``, ``headers``,
-        ``stream`` (see :class:`~treadle.providers._http.HTTPOptions`)."""
         self.name = provider_name
-        self._key_env = api_key_env or _env_name(provider_name)
+        self._key_env = api_key_env or key_variable(provider_name)
         self.key_variables = (self._key_env,)
         super().__init__(model, **options)
         self.include_usage = include_usage
@@ -148,8 +120,6 @@ class OpenAIChat(HTTPAdapter):
         if self.project:
             headers["openai-project"] = self.project
         return headers
-
-    # ---- request ----
 
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
         """The JSON body for ``request`` (pure: no I/O), as :meth:`encode_body` sends it."""
@@ -235,21 +205,22 @@ class OpenAIChat(HTTPAdapter):
             for block in message.content
             if isinstance(block, ToolCall)
         ]
-        reasoning = ""
-        if self.reasoning_field and same_origin(message, self.name):
-            reasoning = visible_thinking(message)
         if not texts and not calls:
             return None  # nothing a model may see (thinking alone is not a message)
         converted: dict[str, Any] = {"role": "assistant", "content": "\n".join(texts) or None}
         if calls:
             converted["tool_calls"] = calls
-        if reasoning and self.reasoning_field:
-            converted[self.reasoning_field] = reasoning
+        if self.reasoning_field and same_origin(message, self.name):
+            reasoning = visible_thinking(message)
+            if reasoning:
+                converted[self.reasoning_field] = reasoning
         return converted
 
     def _tool_result(
         self, message: ToolResultMessage, pending: list[dict[str, Any]]
     ) -> dict[str, Any]:
+        """A tool message (text only): images the tool returned wait in ``pending``, for a
+        user message after the run of tool messages."""
         text = text_of(message.content)
         images = [block for block in message.content if isinstance(block, ImageContent)]
         call_id = self._call_id(message.tool_call_id)
@@ -259,130 +230,24 @@ class OpenAIChat(HTTPAdapter):
             label = f"Image(s) returned by the {message.tool_name} tool (call {call_id}):"
             pending.append({"type": "text", "text": label})
             pending.extend(_image_part(image) for image in images)
-        return {
-            "role": "tool",
-            "tool_call_id": call_id,
-            "content": text,
-        }
+        return {"role": "tool", "tool_call_id": call_id, "content": text}
 
     def _call_id(self, call_id: str) -> str:
-        if self.name == "mistral":
-            # Mistral accepts only 9 alphanumeric characters.
-            if _ALNUM.match(call_id):
-                return call_id
-            return hashlib.sha256(call_id.encode()).hexdigest()[:9]
-        return safe_tool_call_id(call_id, max_len=40)  # OpenAI's limit
+        if self.name != "mistral":
+            return safe_tool_call_id(call_id, max_len=40)  # OpenAI's limit
+        if _ALNUM.match(call_id):  # Mistral accepts only 9 alphanumeric characters
+            return call_id
+        return hashlib.sha256(call_id.encode()).hexdigest()[:9]
 
-    # ---- response ----
-
-    async def stream(
+    def stream(
         self, request: ModelRequest, *, cancel: CancellationToken | None = None
     ) -> AsyncIterator[StreamEvent]:
         """Stream one model response; see :class:`~treadle.providers.base.Provider`."""
         if self._require_key and not self._api_key:
             raise self._no_key(f"no API key for {self.name}", self._key_env)
-        check_cancel(cancel, self.name)
-        body = self.encode_body(request)
-        url = f"{self.base_url}/chat/completions"
         state = ChatStream(self.name, request.model or self.model)
-        if not self.streaming:
-            payload = await self._post_json(url, body)
-            check_cancel(cancel, self.name)
-            for event in self._whole(payload, state):
-                yield event
-            return
-        decoder = SSEDecoder(self.max_line_chars)
-        async with aclosing(self._post_stream(url, body)) as chunks:
-            async for chunk in chunks:
-                if state.done:
-                    continue  # read to EOF after [DONE] so the connection is reused
-                check_cancel(cancel, self.name)
-                for event in read_events(decoder.feed(chunk), partial(self._event, state=state)):
-                    yield event
-        if not state.done:
-            for sse in decoder.close():
-                for event in self._event(sse, state, final=True):
-                    yield event
-        if not state.done and state.finish_reason is None:
-            raise ProviderError(
-                "truncated_stream",
-                "the stream ended before the response was complete (no finish_reason, no [DONE])",
-                provider=self.name,
-            )
-        for event in state.end():
-            yield event
-
-    def _event(
-        self, sse: SSEEvent, state: ChatStream, *, final: bool = False
-    ) -> Iterable[StreamEvent]:
-        """The stream events one SSE event makes (a plain function, not a generator: the
-        common text chunk is one call and a tuple)."""
-        data = sse.data.strip()
-        if state.done or sse.event not in ("message", "error") or not data:
-            return ()  # keep-alives and event types this API does not define
-        if data == "[DONE]":
-            state.done = True
-            return ()
-        try:
-            payload = from_json(data)
-        except ValueError:
-            if sse.event == "error":
-                raise ProviderError("server", data[:500], provider=self.name) from None
-            if final:  # a partial last line: the connection dropped mid-event
-                raise ProviderError(
-                    "truncated_stream", "the stream ended inside an event", provider=self.name
-                ) from None
-            raise ProviderError(
-                "server", f"malformed stream chunk: {data[:200]!r}", provider=self.name
-            ) from None
-        if not isinstance(payload, dict):
-            return ()
-        if sse.event == "error" or payload.get("error"):
-            raise self._stream_error(payload)
-        fast = state.plain_text(payload)
-        if fast is not None:
-            return (fast,)
-        return state.chunk(payload)
-
-    def _stream_error(self, payload: dict[str, Any]) -> ProviderError:
-        error = payload.get("error")
-        status = 0
-        if isinstance(error, dict):
-            for key in ("status_code", "status", "code"):
-                value = error.get(key)
-                if isinstance(value, int) and 400 <= value <= 599:
-                    status = value
-                    break
-        return classify(status, payload, provider=self.name, fallback="error event in the stream")
-
-    def _whole(self, payload: Any, state: ChatStream) -> Iterator[StreamEvent]:
-        """The events for a non-streamed response, as if it had been streamed."""
-        if not isinstance(payload, dict):
-            raise ProviderError(
-                "server", f"unexpected response: {str(payload)[:200]!r}", provider=self.name
-            )
-        if payload.get("error"):
-            raise self._stream_error(payload)
-        choices = payload.get("choices") or []
-        choice = choices[0] if choices and isinstance(choices[0], dict) else {}
-        message = dict(choice.get("message") or {})
-        calls = message.get("tool_calls")
-        if isinstance(calls, list):
-            message["tool_calls"] = [
-                {**call, "index": position}
-                for position, call in enumerate(calls)
-                if isinstance(call, dict)
-            ]
-        chunk = {
-            "id": payload.get("id"),
-            "model": payload.get("model"),
-            "usage": payload.get("usage"),
-            "choices": [
-                {"index": 0, "delta": message, "finish_reason": choice.get("finish_reason")}
-            ],
-        }
-        yield from state.chunk(chunk)
-        yield from state.end()
+        url = f"{self.base_url}/chat/completions"
+        return self._events(state, url, self.encode_body(request), cancel)
 
 
 def _tool(name: str, description: str, parameters: dict[str, Any]) -> dict[str, Any]:
@@ -402,18 +267,13 @@ def _response_format(spec: dict[str, Any]) -> dict[str, Any]:
     """``{"type": "json_schema", ...}`` from a bare JSON schema or ``{name, schema, strict}``."""
     if spec.get("type") in ("json_schema", "json_object") and "properties" not in spec:
         return spec  # already in OpenAI's shape
-    if isinstance(spec.get("schema"), dict):
-        schema: dict[str, Any] = spec["schema"]
-        name = spec.get("name") or schema.get("title")
-        strict = bool(spec.get("strict", False))
-        description = spec.get("description")
-    else:
-        schema = spec
-        name = spec.get("title")
-        strict = False
-        description = None
+    wrapped = isinstance(spec.get("schema"), dict)
+    schema: dict[str, Any] = spec["schema"] if wrapped else spec
+    name = (spec.get("name") if wrapped else None) or schema.get("title")
     cleaned = _SCHEMA_NAME.sub("_", str(name))[:64] if name else "response"
+    strict = bool(spec.get("strict", False)) if wrapped else False
     json_schema: dict[str, Any] = {"name": cleaned, "schema": schema, "strict": strict}
+    description = spec.get("description") if wrapped else None
     if isinstance(description, str) and description:
         json_schema["description"] = description
     return {"type": "json_schema", "json_schema": json_schema}
@@ -438,10 +298,6 @@ def _user_parts(parts: list[bytes]) -> bytes:
 
 def _image_part(image: ImageContent) -> dict[str, Any]:
     return {"type": "image_url", "image_url": {"url": image_data_url(image)}}
-
-
-def _env_name(provider: str) -> str:
-    return re.sub(r"[^A-Z0-9]", "_", provider.upper()) + "_API_KEY"
 
 
 def _is_local(host: str) -> bool:

@@ -5,20 +5,26 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
-from ..types import ErrorInfo, TextDelta, Usage
+from pydantic_core import from_json
+
+from ..types import ErrorInfo, Usage
 from ..types.usage import StopReason
 from ._assemble import Assembler, count, text_delta, usage
-from .base import StreamEvent
+from ._errors import classify
+from ._sse import SSEDecoder, SSEEvent
+from .base import ProviderError, StreamEvent
 
-# Delta fields with a fixed meaning; any other field that looks like reasoning is thinking.
-_STANDARD_FIELDS = frozenset(
-    {"role", "content", "refusal", "tool_calls", "function_call", "audio", "annotations", "name"}
-)
-# Checked first, in this order; only one reasoning field is read per delta, because some
-# servers repeat the same text in several (OpenRouter: ``reasoning`` and ``reasoning_details``).
+# Reasoning fields read first, in this order, and only one per delta: some servers repeat
+# the text in several (OpenRouter: ``reasoning`` and ``reasoning_details``). After them,
+# any other field whose name says reasoning (and not signature) is thinking too.
 _REASONING_FIELDS = ("reasoning_content", "reasoning", "thinking")
+_KNOWN_FIELDS = frozenset(
+    {"role", "content", "refusal", "tool_calls", "function_call", "audio", "annotations", "name"}
+).union(_REASONING_FIELDS)
+_REASONING_WORDS = ("reasoning", "thinking", "thought")
 # Some servers say "stop" after tool calls; the calls still need answering (``stop_for``).
 _STOPS: dict[str, StopReason] = {
     "length": "length",
@@ -29,6 +35,40 @@ _STOPS: dict[str, StopReason] = {
 _FILTERED = "the provider's content filter stopped the response"
 
 
+class ChatDecoder(SSEDecoder):
+    """Server-sent events as Chat Completions servers send them. A chunk that is exactly one
+    ``data:`` line of JSON — one per token, nearly every read — comes out as its JSON, parsed
+    straight from the bytes; other chunks give :class:`SSEEvent` values for
+    :meth:`ChatStream.feed` to read."""
+
+    __slots__ = ()
+
+    def feed(self, chunk: bytes) -> list[Any]:
+        if (
+            self.ready
+            and chunk[:5] == b"data:"
+            and chunk[-2:] == b"\n\n"
+            and chunk.find(b"\n") == len(chunk) - 2
+            and b"\r" not in chunk
+            and len(chunk) <= self.max_line
+        ):
+            try:
+                return [from_json(chunk[5:-2])]
+            except ValueError:
+                pass  # [DONE], or not JSON: the general path says which
+        return SSEDecoder.feed(self, chunk)
+
+    def close(self) -> list[Any]:
+        """End of body: an event cut off there must still be whole JSON (a ValueError says
+        the stream ended inside it)."""
+        return [
+            from_json(event.data)
+            if event.event == "message" and event.data.strip() not in ("", "[DONE]")
+            else event
+            for event in SSEDecoder.close(self)
+        ]
+
+
 class ChatStream(Assembler):
     """Chunk payloads into the shared assembler's calls.
 
@@ -36,39 +76,87 @@ class ChatStream(Assembler):
     interleaved calls stay apart; a call is announced once its name is known.
     """
 
+    unfinished = "the stream ended before the response was complete (no finish_reason, no [DONE])"
+
     def __init__(self, provider: str, model: str) -> None:
         super().__init__(provider, model)
-        self.done = False  # [DONE] seen
         self.finish_reason: str | None = None
         self.usage: Usage | None = None
         self._calls: dict[Any, int] = {}
         self._last_call: int | None = None
 
-    def plain_text(self, payload: dict[str, Any]) -> TextDelta | None:
-        """Fast path for the common chunk: more text for the open text block, nothing else.
-        None sends the chunk through :meth:`chunk`."""
+    def decoder(self, max_line: int) -> ChatDecoder:
+        return ChatDecoder(max_line)
+
+    def feed(self, value: Any) -> Sequence[StreamEvent]:
+        """The stream events of one wire event: a chunk's JSON, or an SSE event to read."""
+        if type(value) is not dict:
+            value = self._payload(value) if type(value) is SSEEvent else None
+            if type(value) is not dict:
+                return ()
+        if value.get("error"):
+            raise _error(value, self.provider)
+        # The common chunk, fast: more text for the open text block, and nothing else.
         at = self.current
-        if at is None or self.blocks[at].kind != "text":
+        if at is not None and value.get("usage") is None and "x_groq" not in value:
+            block = self.blocks[at]
+            choices = value.get("choices")
+            if block.kind == "text" and type(choices) is list and len(choices) == 1:
+                choice = choices[0]
+                delta = choice.get("delta") if type(choice) is dict else None
+                if type(delta) is dict and not (choice.get("finish_reason") or choice.get("index")):
+                    content = delta.get("content")
+                    if type(content) is str and content and (len(delta) == 1 or _only(delta)):
+                        block.parts.append(content)
+                        return [text_delta(at, content)]
+        return self.chunk(value)
+
+    def _payload(self, sse: SSEEvent) -> Any:
+        """An SSE event's JSON (None for none: a keep-alive, ``[DONE]``, an event type this
+        API does not define)."""
+        data = sse.data.strip()
+        if self.done or sse.event not in ("message", "error") or not data:
             return None
-        choices = payload.get("choices")
-        if type(choices) is not list or len(choices) != 1 or payload.get("usage") is not None:
+        if data == "[DONE]":
+            self.done = self.complete = True
             return None
-        if "x_groq" in payload:
-            return None
-        choice = choices[0]
-        if type(choice) is not dict or choice.get("finish_reason") or choice.get("index", 0):
-            return None
-        delta = choice.get("delta")
-        if type(delta) is not dict:
-            return None
-        content = delta.get("content")
-        if type(content) is not str or not content:
-            return None
-        for key, value in delta.items():
-            if value is not None and key != "content" and key != "role":
-                return None
-        self.blocks[at].parts.append(content)
-        return text_delta(at, content)
+        try:
+            payload = from_json(data)
+        except ValueError:
+            error = sse.event == "error"
+            message = data[:500] if error else f"malformed stream chunk: {data[:200]!r}"
+            raise ProviderError("server", message, provider=self.provider) from None
+        if sse.event == "error" and isinstance(payload, dict):
+            raise _error(payload, self.provider)
+        return payload
+
+    def whole(self, payload: Any) -> list[Any]:
+        """A non-streamed response as the one chunk that would have streamed it."""
+        if not isinstance(payload, dict):
+            text = f"unexpected response: {str(payload)[:200]!r}"
+            raise ProviderError("server", text, provider=self.provider)
+        if payload.get("error"):
+            raise _error(payload, self.provider)
+        choices = payload.get("choices") or []
+        choice = choices[0] if choices and isinstance(choices[0], dict) else {}
+        message = dict(choice.get("message") or {})
+        calls = message.get("tool_calls")
+        if isinstance(calls, list):
+            message["tool_calls"] = [
+                {**call, "index": n} for n, call in enumerate(calls) if isinstance(call, dict)
+            ]
+        self.complete = True
+        finish = choice.get("finish_reason")
+        delta = {"index": 0, "delta": message, "finish_reason": finish}
+        usage = payload.get("usage")
+        return [
+            {
+                "id": payload.get("id"),
+                "model": payload.get("model"),
+                "usage": usage,
+                "choices": [delta],
+            }
+        ]
 
     def chunk(self, payload: dict[str, Any]) -> list[StreamEvent]:
         if not self.started:
@@ -93,6 +181,7 @@ class ChatStream(Assembler):
             reason = choice.get("finish_reason")
             if isinstance(reason, str) and reason:
                 self.finish_reason = reason
+                self.complete = True
                 self.end_all()
         return self.take()
 
@@ -100,24 +189,18 @@ class ChatStream(Assembler):
         thinking = _reasoning_text(delta)
         if thinking:
             self.text("thinking", thinking)
-        content = delta.get("content")
-        if isinstance(content, str):
-            if content:
-                self.text("text", content)
-        elif isinstance(content, list):  # Mistral: typed parts
-            for part in content:
-                if not isinstance(part, dict):
-                    continue
-                if part.get("type") == "thinking":
-                    text = _as_text(part.get("thinking"))
-                    if text:
-                        self.text("thinking", text)
-                elif part.get("type") == "text" and isinstance(part.get("text"), str):
-                    if part["text"]:
-                        self.text("text", part["text"])
-        refusal = delta.get("refusal")
-        if isinstance(refusal, str) and refusal:
-            self.text("text", refusal)
+        content = delta.get("content")  # Mistral sends a list of typed parts
+        parts = content if isinstance(content, list) else [{"type": "text", "text": content}]
+        for part in [*parts, {"type": "text", "text": delta.get("refusal")}]:
+            kind = part.get("type") if isinstance(part, dict) else None
+            if kind == "thinking":
+                text = _as_text(part.get("thinking"))
+            elif kind == "text":
+                text = part.get("text")
+            else:
+                continue
+            if isinstance(text, str) and text:
+                self.text(kind, text)
         calls = delta.get("tool_calls")
         for fragment in calls if isinstance(calls, list) else ():
             if isinstance(fragment, dict):
@@ -131,8 +214,6 @@ class ChatStream(Assembler):
         arguments = function.get("arguments")
         if isinstance(arguments, (dict, list)):  # a few servers send parsed arguments
             arguments = json.dumps(arguments)
-        args = arguments if isinstance(arguments, str) else ""
-
         position = fragment.get("index")
         key: Any = position if isinstance(position, int) else None
         at = self._calls.get(key) if key is not None else self._last_call
@@ -149,8 +230,8 @@ class ChatStream(Assembler):
             self._last_call = at
         elif name and not block.name:
             block.name = name
-        if args:
-            self.add(at, args)
+        if isinstance(arguments, str) and arguments:
+            self.add(at, arguments)
         if block.name:  # the start waits for the name: consumers never see a nameless call
             self.announce(at)
 
@@ -161,20 +242,31 @@ class ChatStream(Assembler):
         return self.closing(stop, self.usage, error)
 
 
-# ---- helpers ----
+def _only(delta: dict[str, Any]) -> bool:
+    """Whether a delta holds nothing but its content (and the role)."""
+    return all(value is None or key in ("content", "role") for key, value in delta.items())
+
+
+def _error(payload: dict[str, Any], provider: str) -> ProviderError:
+    """An error event in the stream, with the HTTP status it names when it names one."""
+    error = payload.get("error")
+    codes = (
+        [error.get(key) for key in ("status_code", "status", "code")]
+        if isinstance(error, dict)
+        else []
+    )
+    status = next((c for c in codes if isinstance(c, int) and 400 <= c <= 599), 0)
+    return classify(status, payload, provider=provider, fallback="error event in the stream")
 
 
 def _usage(raw: dict[str, Any]) -> Usage:
-    prompt_details = raw.get("prompt_tokens_details")
-    prompt_details = prompt_details if isinstance(prompt_details, dict) else {}
-    completion_details = raw.get("completion_tokens_details")
-    completion_details = completion_details if isinstance(completion_details, dict) else {}
+    prompt = raw.get("prompt_tokens_details")
     return usage(
         count(raw, "prompt_tokens"),
         count(raw, "completion_tokens"),
-        cache_read=count(prompt_details, "cached_tokens") or count(raw, "prompt_cache_hit_tokens"),
-        cache_write=count(prompt_details, "cache_write_tokens"),  # OpenRouter
-        reasoning=count(completion_details, "reasoning_tokens"),
+        cache_read=count(prompt, "cached_tokens") or count(raw, "prompt_cache_hit_tokens"),
+        cache_write=count(prompt, "cache_write_tokens"),  # OpenRouter
+        reasoning=count(raw.get("completion_tokens_details"), "reasoning_tokens"),
         total=count(raw, "total_tokens"),
         cost=raw.get("cost"),  # OpenRouter, in USD
     )
@@ -184,25 +276,18 @@ def _str(value: Any) -> str:
     return value if isinstance(value, str) else ""
 
 
-def _is_reasoning_key(key: str) -> bool:
-    lowered = key.lower()
-    if "signature" in lowered:  # opaque tokens, not text
-        return False
-    return "reasoning" in lowered or "thinking" in lowered or "thought" in lowered
-
-
 def _reasoning_text(delta: dict[str, Any]) -> str:
-    keys = [key for key in _REASONING_FIELDS if key in delta]
-    keys += sorted(
-        key
-        for key in delta
-        if key not in _REASONING_FIELDS and key not in _STANDARD_FIELDS and _is_reasoning_key(key)
-    )
-    for key in keys:
+    others = sorted(k for k in delta if k not in _KNOWN_FIELDS and _names_reasoning(k))
+    for key in (*(k for k in _REASONING_FIELDS if k in delta), *others):
         text = _as_text(delta[key])
         if text:
             return text
     return ""
+
+
+def _names_reasoning(key: str) -> bool:
+    lowered = key.lower()  # a signature holds opaque tokens, not text
+    return "signature" not in lowered and any(w in lowered for w in _REASONING_WORDS)
 
 
 def _as_text(value: Any) -> str:

@@ -1,21 +1,5 @@
-"""OpenAI Responses API adapter: ``POST {base_url}/responses``.
-
-Stateless by default: every call sends the whole history with ``store: false``, so nothing is
-kept on OpenAI's side and no ``previous_response_id`` is needed. When thinking is on, the
-request asks for ``reasoning.encrypted_content`` so reasoning items can be replayed.
-
-Mapping notes:
-
-- One ``reasoning`` output item becomes one :class:`ThinkingContent`: its summary parts joined
-  by blank lines (streamed as they arrive) and, in ``signature``, a small JSON object
-  ``{"type": "reasoning", "id": ..., "encrypted_content": ...}``. Only such signatures, on
-  messages from this provider, are replayed as reasoning items; anything else (thinking made by
-  another provider, or by the Chat Completions adapter, which never has reasoning items) is
-  sent as text or dropped.
-- A ``function_call`` item becomes a :class:`ToolCall` whose ``id`` is the item's ``call_id``
-  (what ``function_call_output`` refers to), not its ``fc_...`` item id.
-- Refusals are kept as text. ``response.incomplete`` with ``max_output_tokens`` -> ``"length"``.
-- Usage: ``input_tokens`` includes cached tokens; ``Usage.input`` is the uncached part.
+"""OpenAI Responses API adapter: ``POST {base_url}/responses``, stateless (the whole history
+with ``store: false``); how requests and responses map is in docs/providers.md#openairesponses.
 """
 
 from __future__ import annotations
@@ -27,8 +11,7 @@ from pydantic_core import from_json, to_json
 
 from ..cancellation import CancellationToken
 from ..types.content import ImageContent, TextContent, ThinkingContent, ToolCall
-from ..types.messages import AgentMessage, AssistantMessage, ToolResultMessage, UserMessage
-from ._assemble import check_cancel, json_object
+from ..types.messages import AssistantMessage, ToolResultMessage, UserMessage
 from ._convert import (
     assistant_parts,
     each_message,
@@ -40,18 +23,13 @@ from ._convert import (
     wire_names,
 )
 from ._http import HTTPAdapter, HTTPOptions
-from .base import (
-    ModelRequest,
-    StreamEvent,
-)
-from .openai_responses_stream import StreamState, events_from_response
+from .base import ModelRequest, StreamEvent
+from .openai_responses_stream import StreamState
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
-_EFFORTS = {"minimal": "minimal", "low": "low", "medium": "medium", "high": "high"}
-# The request's settings the Responses API takes, under its names.
 _SETTINGS = wire_names(("max_tokens", "temperature", "top_p"), max_tokens="max_output_tokens")
 
 
@@ -74,8 +52,6 @@ class OpenAIResponses(HTTPAdapter):
         reasoning_summary: str | None = "auto",
         **options: Unpack[HTTPOptions],
     ) -> None:
-        """``options``: ``api_key``, ``base_url``, ``client``, ``timeout``, ``headers``,
-        ``stream`` (see :class:`~treadle.providers._http.HTTPOptions`)."""
         super().__init__(model, **options)
         self.store = store
         self.reasoning_summary = reasoning_summary
@@ -94,43 +70,33 @@ class OpenAIResponses(HTTPAdapter):
         """Call the model; yield :data:`StreamEvent` values ending with one StreamDone."""
         body = self.build_body(request)
         self._key()  # fail before any I/O when no key is configured
-        check_cancel(cancel, self.name)
-        url = f"{self.base_url}/responses"
         state = StreamState(self.name, body["model"])
-        return self._events(
-            state,
-            url,
-            body,
-            cancel,
-            whole=lambda payload: events_from_response(json_object(payload, self.name)),
-            unfinished="the stream ended before response.completed",
-        )
-
-    # ---- request ----
+        return self._events(state, f"{self.base_url}/responses", body, cancel)
 
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
         """The Responses API request body for ``request`` (pure: no I/O)."""
         body: dict[str, Any] = {"model": request.model or self.model}
         if request.system_prompt:
             body["instructions"] = request.system_prompt
-        body["input"] = _convert_messages(request.messages, self.name)
+        items = each_message(
+            request.messages,
+            user=_user_items,
+            assistant=lambda message: _assistant_items(message, self.name),
+            tool=_tool_output,
+        )
+        body["input"] = [item for group in items for item in group]
         if request.tools:
+            # Not strict: the Responses API's default, strict schemas, fails most schemas.
             body["tools"] = [
-                {
-                    "type": "function",
-                    "name": spec.name,
-                    "description": spec.description,
-                    "parameters": spec.parameters,
-                    # The Responses API defaults to strict schemas, which most schemas fail.
-                    "strict": False,
-                }
+                {"type": "function", "name": spec.name, "description": spec.description}
+                | {"parameters": spec.parameters, "strict": False}
                 for spec in request.tools
             ]
             if request.tool_choice is not None:
                 body["tool_choice"] = _tool_choice(request.tool_choice)
         put_settings(body, request, _SETTINGS)
         if request.thinking_level != "off":
-            reasoning: dict[str, Any] = {"effort": _EFFORTS[request.thinking_level]}
+            reasoning: dict[str, Any] = {"effort": request.thinking_level}
             if self.reasoning_summary:
                 reasoning["summary"] = self.reasoning_summary
             body["reasoning"] = reasoning
@@ -143,18 +109,11 @@ class OpenAIResponses(HTTPAdapter):
         return body
 
 
-# ---- request helpers ----
-
-
 def _tool_choice(choice: str | dict[str, Any]) -> str | dict[str, Any]:
     if isinstance(choice, dict):
-        if "type" in choice:
-            return choice  # already in the Responses shape
-        return {"type": "function", "name": choice["name"]}
-    if choice in ("auto", "none", "required"):
-        return choice
-    if choice == "any":
-        return "required"
+        return choice if "type" in choice else {"type": "function", "name": choice["name"]}
+    if choice in ("auto", "none", "required", "any"):
+        return "required" if choice == "any" else choice
     return {"type": "function", "name": choice}
 
 
@@ -163,11 +122,8 @@ def _text_format(response_format: dict[str, Any]) -> dict[str, Any]:
     schema = response_format.get("schema")
     if not isinstance(schema, dict):
         return {"type": "json_schema", "name": "response", "schema": response_format}
-    out: dict[str, Any] = {
-        "type": "json_schema",
-        "name": response_format.get("name") or "response",
-        "schema": schema,
-    }
+    name = response_format.get("name") or "response"
+    out: dict[str, Any] = {"type": "json_schema", "name": name, "schema": schema}
     if "strict" in response_format:
         out["strict"] = response_format["strict"]
     return out
@@ -181,16 +137,19 @@ def _input_content(content: list[TextContent | ImageContent]) -> list[dict[str, 
     )
 
 
+def _user_items(message: UserMessage) -> list[dict[str, Any]]:
+    content = _input_content(message.content)
+    return [{"role": "user", "content": content}] if content else []
+
+
 def reasoning_item(block: ThinkingContent) -> dict[str, Any] | None:
     """The reasoning input item for a thinking block this adapter produced, else None.
 
     Item ids are left out: with ``store: false`` OpenAI would look them up and fail, and the
     encrypted content carries everything the model needs.
     """
-    if not block.signature:
-        return None
     try:
-        data = from_json(block.signature)
+        data = from_json(block.signature or "")
     except ValueError:
         return None
     if not isinstance(data, dict) or data.get("type") != "reasoning":
@@ -216,40 +175,13 @@ def _function_call(call: ToolCall) -> dict[str, Any]:
     arguments = call.raw_arguments
     if arguments is None:
         arguments = to_json(call.arguments).decode()
-    return {
-        "type": "function_call",
-        "call_id": safe_tool_call_id(call.id),
-        "name": call.name,
-        "arguments": arguments,
-    }
+    call_id = safe_tool_call_id(call.id)
+    return {"type": "function_call", "call_id": call_id, "name": call.name, "arguments": arguments}
 
 
-def _tool_output(message: ToolResultMessage) -> dict[str, Any]:
-    output: str | list[dict[str, Any]]
+def _tool_output(message: ToolResultMessage) -> list[dict[str, Any]]:
+    output: str | list[dict[str, Any]] = text_of(message.content)
     if any(isinstance(block, ImageContent) for block in message.content):
         output = _input_content(message.content)  # OpenAI takes text and images here
-    else:
-        output = text_of(message.content)
-    return {
-        "type": "function_call_output",
-        "call_id": safe_tool_call_id(message.tool_call_id),
-        "output": output,
-    }
-
-
-def _convert_messages(messages: list[AgentMessage], provider: str) -> list[dict[str, Any]]:
-    converted = each_message(
-        messages,
-        user=_user_items,
-        assistant=lambda message: _assistant_items(message, provider),
-        tool=lambda message: [_tool_output(message)],
-    )
-    return [item for items in converted for item in items]
-
-
-def _user_items(message: UserMessage) -> list[dict[str, Any]]:
-    content = _input_content(message.content)
-    return [{"role": "user", "content": content}] if content else []
-
-
-# ---- response handling ----
+    call_id = safe_tool_call_id(message.tool_call_id)
+    return [{"type": "function_call_output", "call_id": call_id, "output": output}]

@@ -9,23 +9,11 @@ from pydantic_core import to_json
 
 from ..types import Usage
 from ..types.usage import StopReason
-from ._assemble import Assembler, count, usage
+from ._assemble import Assembler, count, json_object, usage
 from ._errors import classify
 from .base import ProviderError, StreamEvent
 
 _STOPS: dict[str, StopReason] = {"max_output_tokens": "length"}
-
-
-def events_from_response(response: dict[str, Any]) -> list[dict[str, Any]]:
-    """A non-streamed Response as the stream events that would have produced it."""
-    events: list[dict[str, Any]] = [{"type": "response.created", "response": response}]
-    for index, item in enumerate(response.get("output") or []):
-        events.append({"type": "response.output_item.added", "output_index": index, "item": item})
-        events.append({"type": "response.output_item.done", "output_index": index, "item": item})
-    status = response.get("status")
-    final = status if status in ("failed", "incomplete") else "completed"
-    events.append({"type": f"response.{final}", "response": response})
-    return events
 
 
 def _stream_error(payload: dict[str, Any], provider: str) -> ProviderError:
@@ -42,6 +30,8 @@ def _stream_error(payload: dict[str, Any], provider: str) -> ProviderError:
 class StreamState(Assembler):
     """Responses stream events into the shared assembler's calls."""
 
+    unfinished = "the stream ended before response.completed"
+
     def __init__(self, provider: str, model: str) -> None:
         super().__init__(provider, model)
         self.incomplete_reason: str | None = None
@@ -50,6 +40,20 @@ class StreamState(Assembler):
         self.item_ids: dict[str, int] = {}  # item id -> content index
         self.parts: dict[tuple[int, int], int] = {}  # (output_index, content_index) -> text
         self.summary_index: dict[int, int] = {}  # content index -> reasoning summary part
+
+    def whole(self, payload: Any) -> list[Any]:
+        """A non-streamed Response as the stream events that would have produced it."""
+        response = json_object(payload, self.provider)
+        events: list[dict[str, Any]] = [{"type": "response.created", "response": response}]
+        for index, item in enumerate(response.get("output") or []):
+            for step in ("added", "done"):
+                events.append(
+                    {"type": f"response.output_item.{step}", "output_index": index, "item": item}
+                )
+        status = response.get("status")
+        final = status if status in ("failed", "incomplete") else "completed"
+        events.append({"type": f"response.{final}", "response": response})
+        return events
 
     def feed(self, event: dict[str, Any]) -> list[StreamEvent]:
         kind = event.get("type")
@@ -154,28 +158,25 @@ class StreamState(Assembler):
             return
         if kind not in ("reasoning", "function_call"):
             return
-        found = self._find({"item_id": item.get("id"), "output_index": output_index})
-        if found is None:
-            found = self._item_added(event)
-        if found is None:
+        at = self._find({"item_id": item.get("id"), "output_index": output_index})
+        at = self._item_added(event) if at is None else at
+        if at is None:
             return
-        at = found
         block = self.blocks[at]
         if kind == "reasoning":
-            if not block.parts:
-                summary = [s.get("text", "") for s in item.get("summary") or []]
-                text = "\n\n".join(s for s in summary if s)
-                if text:
-                    self.add(at, text)
+            texts = [part.get("text", "") for part in item.get("summary") or []]
+            text = "\n\n".join(t for t in texts if t)
+            if text and not block.parts:
+                self.add(at, text)
             signature: dict[str, Any] = {"type": "reasoning", "id": item.get("id")}
             if item.get("encrypted_content"):
                 signature["encrypted_content"] = item["encrypted_content"]
             block.signature = to_json(signature).decode()
         else:
             arguments = item.get("arguments")
-            if isinstance(arguments, str) and arguments and not block.parts:
-                self.add(at, arguments)
             if isinstance(arguments, str) and arguments:
+                if not block.parts:
+                    self.add(at, arguments)
                 block.parts = [arguments]  # the item's final text is authoritative
         self.close(at)
 
@@ -186,12 +187,10 @@ class StreamState(Assembler):
 
 
 def _usage(raw: dict[str, Any]) -> Usage:
-    input_details = raw.get("input_tokens_details") or {}
-    output_details = raw.get("output_tokens_details") or {}
     return usage(
         count(raw, "input_tokens"),
         count(raw, "output_tokens"),
-        cache_read=count(input_details, "cached_tokens"),
-        reasoning=count(output_details, "reasoning_tokens"),
+        cache_read=count(raw.get("input_tokens_details"), "cached_tokens"),
+        reasoning=count(raw.get("output_tokens_details"), "reasoning_tokens"),
         total=count(raw, "total_tokens"),
     )

@@ -8,45 +8,36 @@ the model, so Ollama tags work: ``ollama:llama3.2:3b``.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Callable
+from importlib import import_module
 from typing import Any
 
 from ..errors import ConfigurationError
-from ._http import env_key
+from ._http import env_key, key_variable
 from .base import Provider, ProviderError
 
-
-@dataclass(frozen=True)
-class _Compatible:
-    """An OpenAI-compatible server reached through :class:`OpenAIChat`."""
-
-    base_url: str | None  # None: the spec must give one after "@"
-    key_env: str
-    needs_key: bool
-    options: tuple[tuple[str, Any], ...] = ()
-
-
-_COMPATIBLE: dict[str, _Compatible] = {
-    "groq": _Compatible("https://api.groq.com/openai/v1", "GROQ_API_KEY", True),
-    "deepseek": _Compatible("https://api.deepseek.com", "DEEPSEEK_API_KEY", True),
-    "openrouter": _Compatible("https://openrouter.ai/api/v1", "OPENROUTER_API_KEY", True),
-    "together": _Compatible("https://api.together.xyz/v1", "TOGETHER_API_KEY", True),
+# OpenAI-compatible servers, reached through OpenAIChat: the base URL (None: the spec must
+# give one after "@"), whether a key is required, and options for the adapter.
+_COMPATIBLE: dict[str, tuple[str | None, bool, dict[str, Any]]] = {
+    "groq": ("https://api.groq.com/openai/v1", True, {}),
+    "deepseek": ("https://api.deepseek.com", True, {}),
+    "openrouter": ("https://openrouter.ai/api/v1", True, {}),
+    "together": ("https://api.together.xyz/v1", True, {}),
     # Mistral rejects stream_options (422) and reports usage on its last chunk anyway.
-    "mistral": _Compatible(
-        "https://api.mistral.ai/v1", "MISTRAL_API_KEY", True, (("include_usage", False),)
-    ),
-    "vllm": _Compatible("http://localhost:8000/v1", "VLLM_API_KEY", False),
-    "lmstudio": _Compatible("http://localhost:1234/v1", "LMSTUDIO_API_KEY", False),
-    "openai-compatible": _Compatible(None, "OPENAI_COMPATIBLE_API_KEY", False),
+    "mistral": ("https://api.mistral.ai/v1", True, {"include_usage": False}),
+    "vllm": ("http://localhost:8000/v1", False, {}),
+    "lmstudio": ("http://localhost:1234/v1", False, {}),
+    "openai-compatible": (None, False, {}),
 }
-# Native adapters and the environment variables their key may come from.
-_NATIVE: dict[str, tuple[str, ...]] = {
-    "openai": ("OPENAI_API_KEY",),
-    "openai-responses": ("OPENAI_API_KEY",),
-    "anthropic": ("ANTHROPIC_API_KEY",),
-    "gemini": ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
-    "google": ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
-    "ollama": (),
+# Native adapters: their module and class, and the environment variables their key may
+# come from.
+_NATIVE: dict[str, tuple[str, str, tuple[str, ...]]] = {
+    "openai": ("openai_chat", "OpenAIChat", ("OPENAI_API_KEY",)),
+    "openai-responses": ("openai_responses", "OpenAIResponses", ("OPENAI_API_KEY",)),
+    "anthropic": ("anthropic", "Anthropic", ("ANTHROPIC_API_KEY",)),
+    "gemini": ("gemini", "Gemini", ("GEMINI_API_KEY", "GOOGLE_API_KEY")),
+    "google": ("gemini", "Gemini", ("GEMINI_API_KEY", "GOOGLE_API_KEY")),
+    "ollama": ("ollama", "Ollama", ()),
 }
 KNOWN_PROVIDERS: tuple[str, ...] = (*_NATIVE, *_COMPATIBLE)
 _AT_URL = re.compile(r"@(?=https?://)")
@@ -80,56 +71,26 @@ def get_provider(spec: str, **options: Any) -> Provider:
     if base_url is not None:
         options.setdefault("base_url", base_url)
 
-    preset = _COMPATIBLE.get(prefix)
-    if preset is not None:
-        return _compatible(prefix, preset, model, spec, options)
-
-    variables = _NATIVE[prefix]
+    variables: tuple[str, ...]
+    if prefix in _COMPATIBLE:
+        url, needs_key, preset = _COMPATIBLE[prefix]
+        if url is None and not options.get("base_url"):
+            raise ConfigurationError(
+                f"{spec!r} names no server: write '{prefix}:MODEL@http://host:port/v1' "
+                "or pass base_url="
+            )
+        # The key comes only from this server's own variable, never OPENAI_API_KEY: a local
+        # or third-party server must not receive the user's OpenAI key.
+        variable = key_variable(prefix)
+        defaults = {"base_url": url, **preset, "api_key_env": variable, "provider_name": prefix}
+        options = {**defaults, **({} if needs_key else {"require_key": False}), **options}
+        module, name, variables = "openai_chat", "OpenAIChat", (variable,) if needs_key else ()
+    else:
+        module, name, variables = _NATIVE[prefix]
     if variables and not options.get("api_key") and env_key(*variables) is None:
         raise _missing_key(prefix, variables)
-    if prefix == "openai":
-        from .openai_chat import OpenAIChat
-
-        return OpenAIChat(model, **options)
-    if prefix == "openai-responses":
-        from .openai_responses import OpenAIResponses
-
-        return OpenAIResponses(model, **options)
-    if prefix == "anthropic":
-        from .anthropic import Anthropic
-
-        return Anthropic(model, **options)
-    if prefix in ("gemini", "google"):
-        from .gemini import Gemini
-
-        return Gemini(model, **options)
-    from .ollama import Ollama
-
-    return Ollama(model, **options)
-
-
-def _compatible(
-    prefix: str, preset: _Compatible, model: str, spec: str, options: dict[str, Any]
-) -> Provider:
-    from .openai_chat import OpenAIChat
-
-    if preset.base_url is None and not options.get("base_url"):
-        raise ConfigurationError(
-            f"{spec!r} names no server: write '{prefix}:MODEL@http://host:port/v1' "
-            "or pass base_url="
-        )
-    if preset.needs_key and not options.get("api_key") and env_key(preset.key_env) is None:
-        raise _missing_key(prefix, (preset.key_env,))
-    options.setdefault("base_url", preset.base_url)
-    for name, value in preset.options:
-        options.setdefault(name, value)
-    # The key comes only from this server's own variable, never OPENAI_API_KEY: a local or
-    # third-party server must not receive the user's OpenAI key.
-    options.setdefault("api_key_env", preset.key_env)
-    options.setdefault("provider_name", prefix)
-    if not preset.needs_key:
-        options.setdefault("require_key", False)
-    return OpenAIChat(model, **options)
+    adapter: Callable[..., Provider] = getattr(import_module(f".{module}", __package__), name)
+    return adapter(model, **options)
 
 
 def _split_url(rest: str) -> tuple[str, str | None]:
