@@ -1,4 +1,5 @@
-"""``import treadle`` imports none of the optional integrations or their dependencies."""
+"""``import treadle`` imports none of the optional integrations or their dependencies, and
+no event-loop backend (asyncio alone costs it about 25 ms; a backend loads when a run starts)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ def test_import_treadle_stays_light() -> None:
     code = (
         "import sys, treadle, treadle.agent, treadle.loop, treadle.tools, treadle.providers\n"
         "heavy = ('treadle.ext', 'treadle.ui', 'treadle.durable', 'treadle.mcp', 'treadle.otel',"
-        " 'dbos', 'sqlalchemy', 'mcp', 'opentelemetry', 'starlette', 'uvicorn', 'ag_ui')\n"
+        " 'dbos', 'sqlalchemy', 'mcp', 'opentelemetry', 'starlette', 'uvicorn', 'ag_ui',"
+        " 'asyncio', 'trio')\n"
         "print(sorted({m.split('.')[0] if not m.startswith('treadle') else m"
         " for m in sys.modules if m.startswith(heavy)}))"
     )

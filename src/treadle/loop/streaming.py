@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import math
 import random
+import sys
 from collections.abc import Awaitable, Callable
 from contextlib import aclosing, nullcontext
 from dataclasses import dataclass
@@ -121,10 +121,14 @@ def _clock() -> Callable[[], float]:
     and anyio looks the backend up on every read (about 0.6 µs, several times the read).
     On asyncio that read is the running loop's ``time()`` (what anyio's asyncio backend
     returns, a virtual-time loop's clock included); elsewhere anyio's own function."""
-    try:
-        return asyncio.get_running_loop().time
-    except RuntimeError:  # not on asyncio (trio): no running asyncio loop in this thread
-        return anyio.current_time
+    asyncio = sys.modules.get("asyncio")  # not imported here: it costs import treadle 25 ms
+    if asyncio is not None:
+        try:
+            time: Callable[[], float] = asyncio.get_running_loop().time
+            return time
+        except RuntimeError:  # not on asyncio (trio): no running asyncio loop in this thread
+            pass
+    return anyio.current_time
 
 
 def _empty_reply(model: Any, provider: Any) -> AssistantMessage:
