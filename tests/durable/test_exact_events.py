@@ -29,6 +29,9 @@ from .fake_model import FINAL
 
 WORKER = Path(__file__).with_name("worker.py")
 
+# each test starts, kills and restarts worker processes: long, so scheduled first
+pytestmark = pytest.mark.slow
+
 
 def worker(db: str, url: str, tools_log: Path, mode: str, run_id: str, **env: str) -> Any:
     base = {k: v for k, v in os.environ.items() if k != "TREADLE_DURABLE_DB"}

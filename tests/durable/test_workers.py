@@ -13,11 +13,16 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from treadle import durable
 
 from .fake_model import FINAL
 
 WORKER = Path(__file__).with_name("worker.py")
+
+# each test runs several worker processes: long, so scheduled first
+pytestmark = pytest.mark.slow
 
 
 def serve(
