@@ -2,14 +2,14 @@
 against tests/mcp/conformance/client.py, a client on treadle's public MCP API. The runner
 starts a test server per scenario, runs the client with its URL and checks what the client
 did on the wire. It needs Node >= 22: the ``node`` npm package (a Node 22 binary) is
-installed next to it by ``npm ci`` from the committed lock file."""
+installed next to it by ``npm ci`` from the committed lock file (once per lock file:
+tests/node_packages.py)."""
 
 from __future__ import annotations
 
 import json
 import os
 import shlex
-import shutil
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.node_packages import install
 
 pytest.importorskip("mcp", reason="the mcp extra is not installed: pip install -e '.[mcp]'")
 
@@ -65,19 +66,9 @@ NOT_PASSING = {
 
 @pytest.fixture(scope="module")
 def runner() -> list[str]:
-    npm = shutil.which("npm")
-    if npm is None:
-        pytest.skip("npm is not on this machine (apt-get install npm)")
-    if not RUNNER.is_file() or not NODE.exists():
-        done = subprocess.run(
-            [npm, "ci", "--no-audit", "--no-fund"],
-            cwd=HERE,
-            capture_output=True,
-            text=True,
-            timeout=900,
-        )
-        if done.returncode != 0:
-            pytest.skip(f"could not install the suite from the npm registry: {done.stderr[-800:]}")
+    problem = install(HERE, [str(p.relative_to(HERE / "node_modules")) for p in (RUNNER, NODE)])
+    if problem is not None:
+        pytest.skip(f"the conformance suite: {problem}")
     version = subprocess.run([str(NODE), "--version"], capture_output=True, text=True, timeout=60)
     assert version.stdout.startswith("v22."), version
     return [str(NODE), str(RUNNER), "client"]
