@@ -1,3 +1,14 @@
+"""What every test shares: both anyio backends, the tiktoken files, and how ``make test``
+(``pytest -n auto --dist loadgroup``) spreads the suite over its workers.
+
+Grouping and order live in tests/scheduling.py: tests that share an instance of a module-
+(or class-, package-) scoped fixture of this suite run as one unit on one worker, so the
+fixture is made once; session-scoped fixtures are made once per worker and group nothing;
+units holding a test marked ``slow`` are handed out first, larger before smaller, then the
+rest, larger units first. pytest-xdist's own ``loadgroup`` is replaced because pytest 9.2
+ignores the node-id suffix it groups by (pytest-dev/pytest-xdist#1386).
+"""
+
 from __future__ import annotations
 
 import os
