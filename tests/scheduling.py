@@ -158,5 +158,11 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
                 unused.shutdown()
             for node in self.nodes:
                 self._assign_work_unit(node)
+            # a worker runs a test once it knows the next one: give each a second unit
+            for node in self.nodes:
+                self._reschedule(node)
+            if not self.workqueue:
+                for node in self.nodes:
+                    node.shutdown()
 
     return UnitScheduling(config, log)
