@@ -1,9 +1,9 @@
 """The official MCP conformance suite (``@modelcontextprotocol/conformance``, client mode)
 against tests/mcp/conformance/client.py, a client on treadle's public MCP API. The runner
 (its whole client suite in one run, the scenarios side by side) starts a test server per
-scenario, runs the client with its URL and checks what the client did on the wire. It needs Node >= 22: the ``node`` npm package (a Node 22 binary) is
-installed next to it by ``npm ci`` from the committed lock file (once per lock file:
-tests/node_packages.py)."""
+scenario, runs the client with its URL and checks what the client did on the wire. It
+needs Node >= 22: the ``node`` npm package (a Node 22 binary) is installed next to it by
+``npm ci`` from the committed lock file (once per lock file: tests/node_packages.py)."""
 
 from __future__ import annotations
 
