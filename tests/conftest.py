@@ -22,6 +22,7 @@ from tests.scheduling import (  # noqa: F401
     pytest_collection_finish,
     pytest_configure_node,
     pytest_unconfigure,
+    pytest_xdist_auto_num_workers,
     pytest_xdist_make_scheduler,
 )
 
