@@ -14,8 +14,10 @@ $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/python -m pip install -q -e ".[dev,rich,mcp,otel,web,ag-ui,dbos]"
 	touch $(STAMP)
 
-# The suite runs on every core (pytest-xdist); tests sharing an expensive fixture (a server,
-# a DBOS launch) stay on one worker. `make test PYTEST_WORKERS=0` runs it in one process.
+# The suite runs on pytest-xdist workers, one more than the cores (much of it waits on
+# processes, paced streams and a browser); tests sharing a module fixture (a server, a DBOS
+# launch) stay on one worker, long ones start first (tests/scheduling.py). About 4 minutes
+# on two quiet cores. `make test PYTEST_WORKERS=0` runs it in one process.
 PYTEST_WORKERS ?= auto
 test: $(STAMP)
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup

@@ -1,9 +1,30 @@
+"""What every test shares: both anyio backends, the tiktoken files, and how ``make test``
+(``pytest -n auto --dist loadgroup``) spreads the suite over its workers.
+
+Grouping and order live in tests/scheduling.py: tests that share an instance of a module-
+(or class-, package-) scoped fixture of this suite run as one unit on one worker, so the
+fixture is made once; session-scoped fixtures are made once per worker and group nothing;
+units holding a test marked ``slow`` are handed out first, larger before smaller, then the
+rest, larger units first. pytest-xdist's own ``loadgroup`` is replaced because pytest 9.2
+ignores the node-id suffix it groups by (pytest-dev/pytest-xdist#1386).
+"""
+
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
 import pytest
+
+# ``pytest -n N --dist loadgroup`` (``make test``): which tests run together on one worker,
+# and in which order (tests/scheduling.py says how).
+from tests.scheduling import (  # noqa: F401
+    pytest_collection_finish,
+    pytest_configure_node,
+    pytest_unconfigure,
+    pytest_xdist_auto_num_workers,
+    pytest_xdist_make_scheduler,
+)
 
 # The cl100k_base encoding ships with the tests, so token tests never need the network.
 os.environ.setdefault(
@@ -17,36 +38,12 @@ def anyio_backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
-_WIDTH = {"session": 0, "package": 1, "module": 2}
-
-
-def _shared_fixture(item: pytest.Item) -> str | None:
-    """The widest-scoped fixture of this suite (a server, a DBOS launch, a PostgreSQL
-    cluster) the test uses, as ``where::name``; None when it uses none."""
-    info = getattr(item, "_fixtureinfo", None)
-    if info is None:
-        return None
-    shared = [
-        (_WIDTH[d.scope], f"{d.baseid}::{name}")
-        for name, defs in info.name2fixturedefs.items()
-        for d in defs
-        if d.scope in _WIDTH and d.baseid  # the suite's own, not a plugin's
-    ]
-    return min(shared)[1] if shared else None
-
-
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """A test marked ``one_backend`` (its backend cannot matter: pure parsing, encoding,
-    formatting) runs on asyncio only; the loop, cancellation, streams and I/O keep both.
-
-    Under ``pytest -n N --dist loadgroup`` (``make test``), the tests that share an
-    expensive fixture run on one worker, so it starts once, not once per worker."""
+    formatting) runs on asyncio only; the loop, cancellation, streams and I/O keep both."""
     kept, dropped = [], []
     for item in items:
-        shared = _shared_fixture(item)
-        if shared is not None and item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(shared))
         callspec = getattr(item, "callspec", None)
         backend = callspec.params.get("anyio_backend") if callspec is not None else None
         if backend == "trio" and item.get_closest_marker("one_backend") is not None:

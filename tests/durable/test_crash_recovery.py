@@ -29,6 +29,9 @@ from .fake_model import FINAL
 
 WORKER = Path(__file__).with_name("worker.py")
 
+# each test starts, kills and restarts worker processes: long, so scheduled first
+pytestmark = pytest.mark.slow
+
 
 def worker(
     db: str, url: str, tools_log: Path, mode: str, run_id: str, **extra: str
@@ -36,11 +39,25 @@ def worker(
     env = {k: v for k, v in os.environ.items() if k != "TREADLE_DURABLE_DB"} | extra
     return subprocess.Popen(
         [sys.executable, str(WORKER), db, url, str(tools_log), mode, run_id],
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         env=env,
     )
+
+
+def ahead(db: str, url: str, tools_log: Path, run_id: str, **extra: str) -> subprocess.Popen[str]:
+    """A worker to recover the run, started ahead (it imports while the one to be killed
+    runs) and launched by :func:`go` once that one is dead."""
+    return worker(db, url, tools_log, "recover", run_id, WAIT_FOR_GO="1", **extra)
+
+
+def go(process: subprocess.Popen[str]) -> subprocess.Popen[str]:
+    assert process.stdin is not None
+    process.stdin.write("go\n")
+    process.stdin.flush()
+    return process
 
 
 def lines(path: Path) -> list[str]:
@@ -127,13 +144,19 @@ def test_a_killed_worker_s_run_is_finished_exactly_once(
     tools_log = tmp_path / "tools.log"
     run_id = f"run-{point.replace(' ', '-')}"
     first = worker(db, url, tools_log, "start", run_id)
-    if point in KILL_POINTS:
-        wait_for(lambda: KILL_POINTS[point](server_log, tools_log, run_id))
-    else:
-        wait_for(lambda: f"request {run_id}:0" in lines(server_log))
-        time.sleep(random.Random(point).uniform(0.0, 1.6))
-    first.send_signal(signal.SIGKILL)
-    first.wait(10)
+    second = ahead(db, url, tools_log, run_id)
+    try:
+        if point in KILL_POINTS:
+            wait_for(lambda: KILL_POINTS[point](server_log, tools_log, run_id))
+        else:
+            wait_for(lambda: f"request {run_id}:0" in lines(server_log))
+            time.sleep(random.Random(point).uniform(0.0, 1.6))
+        first.send_signal(signal.SIGKILL)
+        first.wait(10)
+    except BaseException:
+        second.kill()
+        second.wait(10)
+        raise
     # What may have been cut between its side effect and its checkpoint: the newest model
     # request (a server can finish writing a response the dead worker never read) and the
     # newest tool call. Everything before them had been checkpointed, so it runs once.
@@ -149,7 +172,7 @@ def test_a_killed_worker_s_run_is_finished_exactly_once(
         in_flight = {f"completed {newest}"}
     elif point in KILL_POINTS:
         in_flight = set()
-    result = finish(worker(db, url, tools_log, "recover", run_id))
+    result = finish(go(second))
     check(result, server_log, tools_log, run_id, in_flight)
 
     events = events_of(db, run_id)
@@ -179,10 +202,16 @@ def test_a_non_idempotent_call_cut_by_a_crash_is_never_run_twice(
     db = f"sqlite:///{tmp_path / 'durable.sqlite'}"
     tools_log = tmp_path / "tools.log"
     first = worker(db, url, tools_log, "start", "once", TOOL_IDEMPOTENT="0")
-    wait_for(lambda: KILL_POINTS["inside a tool"](server_log, tools_log, "once"))
-    first.send_signal(signal.SIGKILL)
-    first.wait(10)
-    result = finish(worker(db, url, tools_log, "recover", "once", TOOL_IDEMPOTENT="0"))
+    second = ahead(db, url, tools_log, "once", TOOL_IDEMPOTENT="0")
+    try:
+        wait_for(lambda: KILL_POINTS["inside a tool"](server_log, tools_log, "once"))
+        first.send_signal(signal.SIGKILL)
+        first.wait(10)
+    except BaseException:
+        second.kill()
+        second.wait(10)
+        raise
+    result = finish(go(second))
     assert result.reason == "completed" and result.text == FINAL
     validate_transcript(result.messages)
     answers = {m.tool_call_id: m for m in result.messages if m.role == "tool_result"}

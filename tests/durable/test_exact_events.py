@@ -29,16 +29,32 @@ from .fake_model import FINAL
 
 WORKER = Path(__file__).with_name("worker.py")
 
+# each test starts, kills and restarts worker processes: long, so scheduled first
+pytestmark = pytest.mark.slow
+
 
 def worker(db: str, url: str, tools_log: Path, mode: str, run_id: str, **env: str) -> Any:
     base = {k: v for k, v in os.environ.items() if k != "TREADLE_DURABLE_DB"}
     return subprocess.Popen(
         [sys.executable, str(WORKER), db, url, str(tools_log), mode, run_id],
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         env=base | env,
     )
+
+
+def ahead(db: str, url: str, tools_log: Path, run_id: str, **env: str) -> Any:
+    """A worker to recover the run, started ahead (it imports while the one to be killed
+    runs) and launched by :func:`go` once that one is dead."""
+    return worker(db, url, tools_log, "recover", run_id, WAIT_FOR_GO="1", **env)
+
+
+def go(process: Any) -> Any:
+    process.stdin.write("go\n")
+    process.stdin.flush()
+    return process
 
 
 def lines(path: Path) -> list[str]:
@@ -111,19 +127,27 @@ def test_parallel_calls_killed_twice_read_as_one_valid_run(
     env = {"TOOL_SLEEP": "0.2", "EXECUTOR_ID": f"crash-{seed}"}
     rng = random.Random(seed)
     first = worker(database, url, tools_log, "start", run_id, **env)
-    wait_for("the first request", lambda: f"request {run_id}:0" in lines(server_log))
-    follower = Follower(database, run_id)
-    time.sleep(rng.uniform(0.05, 1.2))
-    kill(first)
-    progress = len(lines(server_log)) + len(lines(tools_log))
-    second = worker(database, url, tools_log, "recover", run_id, **env)
-    wait_for(
-        "the recovered run's progress",
-        lambda: len(lines(server_log)) + len(lines(tools_log)) > progress,
-    )
-    time.sleep(rng.uniform(0.0, 0.3))
-    kill(second)
-    result = finish(worker(database, url, tools_log, "recover", run_id, **env))
+    second, third = ahead(database, url, tools_log, run_id, **env), None
+    try:
+        wait_for("the first request", lambda: f"request {run_id}:0" in lines(server_log))
+        follower = Follower(database, run_id)
+        time.sleep(rng.uniform(0.05, 1.2))
+        kill(first)
+        progress = len(lines(server_log)) + len(lines(tools_log))
+        go(second)
+        third = ahead(database, url, tools_log, run_id, **env)
+        wait_for(
+            "the recovered run's progress",
+            lambda: len(lines(server_log)) + len(lines(tools_log)) > progress,
+        )
+        time.sleep(rng.uniform(0.0, 0.3))
+        kill(second)
+        result = finish(go(third))
+    finally:
+        for process in (first, second, third):
+            if process is not None and process.poll() is None:
+                process.kill()
+                process.wait(10)
 
     assert result.reason == "completed" and result.text == FINAL
     validate_transcript(result.messages)

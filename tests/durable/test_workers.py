@@ -13,27 +13,41 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from treadle import durable
 
 from .fake_model import FINAL
 
 WORKER = Path(__file__).with_name("worker.py")
 
+# each test runs several worker processes: long, so scheduled first
+pytestmark = pytest.mark.slow
+
 
 def serve(
-    db: str, url: str, tools_log: Path, env: dict[str, str] | None = None
-) -> subprocess.Popen[str]:
-    process = subprocess.Popen(
-        [sys.executable, str(WORKER), db, url, str(tools_log), "serve", "-"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, **(env or {})},
-    )
-    assert process.stdout is not None
-    line = process.stdout.readline()
-    assert line.strip() == "ready", process.stderr.read() if process.stderr else ""
-    return process
+    db: str, url: str, tools_log: Path, env: dict[str, str] | None = None, *, count: int = 1
+) -> list[subprocess.Popen[str]]:
+    """``count`` queue workers, started side by side; returns once each says it is ready."""
+    processes = [
+        subprocess.Popen(
+            [sys.executable, str(WORKER), db, url, str(tools_log), "serve", "-"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, **(env or {})},
+        )
+        for _ in range(count)
+    ]
+    try:
+        for process in processes:
+            assert process.stdout is not None
+            line = process.stdout.readline()
+            assert line.strip() == "ready", process.stderr.read() if process.stderr else ""
+    except BaseException:
+        stop(processes)
+        raise
+    return processes
 
 
 def lines(path: Path) -> list[str]:
@@ -66,7 +80,7 @@ def test_three_workers_finish_thirty_queued_runs_exactly_once(
 ) -> None:
     url, server_log = model_server
     tools_log = tmp_path / "tools.log"
-    workers = [serve(pg_db, url, tools_log, {"TOOL_SLEEP": "0.02"}) for _ in range(3)]
+    workers = serve(pg_db, url, tools_log, {"TOOL_SLEEP": "0.02"}, count=3)
     try:
         # 30 runs: five rounds of the workers' six slots (3 x queue_concurrency 2) is enough
         # to prove exactly-once under contention; throughput is benchmarks/durable.py's job
@@ -94,7 +108,7 @@ def test_a_dead_worker_s_runs_are_finished_by_the_others(
 ) -> None:
     url, server_log = model_server
     tools_log = tmp_path / "tools.log"
-    victim = serve(pg_db, url, tools_log)
+    (victim,) = serve(pg_db, url, tools_log)
     run_ids = [f"k{n}" for n in range(4)]
 
     async def enqueue() -> list[durable.DurableRun]:
@@ -107,7 +121,7 @@ def test_a_dead_worker_s_runs_are_finished_by_the_others(
         time.sleep(0.02)
     victim.send_signal(signal.SIGKILL)  # dies with runs in flight, on its own executor id
     victim.wait(10)
-    others = [serve(pg_db, url, tools_log) for _ in range(2)]
+    others = serve(pg_db, url, tools_log, count=2)
     try:
         done = asyncio.run(results(handles))
     finally:
@@ -133,7 +147,7 @@ def test_an_approval_from_another_process_resumes_a_suspended_run(
     url, _ = model_server
     db = f"sqlite:///{tmp_path / 'durable.sqlite'}"
     tools_log = tmp_path / "tools.log"
-    worker = serve(db, url, tools_log)
+    (worker,) = serve(db, url, tools_log)
     try:
 
         async def go() -> object:

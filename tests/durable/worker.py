@@ -4,7 +4,9 @@ recovers it, and wait), ``serve`` (a queue worker), ``approve`` (only connected:
 call the ``careful`` run waits on until it ends), ``plain`` (the ``careful`` agent as a plain
 uninterrupted ``Agent.run`` that approves every call, no DBOS). It prints the run's result
 as JSON. ``EXECUTOR_ID`` sets the DBOS executor id (a restarted worker on PostgreSQL
-recovers the runs of its id)."""
+recovers the runs of its id). ``WAIT_FOR_GO=1``: a worker started ahead of time — it
+imports what it needs, then waits for a ``go`` line on stdin before it launches (and so
+recovers); the crash tests start the next worker so while the one they kill still runs."""
 
 from __future__ import annotations
 
@@ -65,6 +67,11 @@ careful = durable.DurableAgent(
 
 async def main() -> None:
     mode, run_id = sys.argv[4], sys.argv[5]
+    if os.environ.get("WAIT_FOR_GO") == "1":
+        import dbos  # noqa: F401  (most of what launching takes)
+
+        if sys.stdin.readline().strip() != "go":  # the test ended without needing us
+            return
     prompt = f"Run the three steps. [{run_id}]"
     if mode == "plain":
         plain = Agent(

@@ -1,22 +1,23 @@
 """The official MCP conformance suite (``@modelcontextprotocol/conformance``, client mode)
 against tests/mcp/conformance/client.py, a client on treadle's public MCP API. The runner
-starts a test server per scenario, runs the client with its URL and checks what the client
-did on the wire. It needs Node >= 22: the ``node`` npm package (a Node 22 binary) is
-installed next to it by ``npm ci`` from the committed lock file."""
+(its whole client suite in one run, the scenarios side by side) starts a test server per
+scenario, runs the client with its URL and checks what the client did on the wire. It
+needs Node >= 22: the ``node`` npm package (a Node 22 binary) is installed next to it by
+``npm ci`` from the committed lock file (once per lock file: tests/node_packages.py)."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
-import shutil
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.node_packages import install
 
 pytest.importorskip("mcp", reason="the mcp extra is not installed: pip install -e '.[mcp]'")
 
@@ -65,63 +66,52 @@ NOT_PASSING = {
 
 @pytest.fixture(scope="module")
 def runner() -> list[str]:
-    npm = shutil.which("npm")
-    if npm is None:
-        pytest.skip("npm is not on this machine (apt-get install npm)")
-    if not RUNNER.is_file() or not NODE.exists():
-        done = subprocess.run(
-            [npm, "ci", "--no-audit", "--no-fund"],
-            cwd=HERE,
-            capture_output=True,
-            text=True,
-            timeout=900,
-        )
-        if done.returncode != 0:
-            pytest.skip(f"could not install the suite from the npm registry: {done.stderr[-800:]}")
+    problem = install(HERE, [str(p.relative_to(HERE / "node_modules")) for p in (RUNNER, NODE)])
+    if problem is not None:
+        pytest.skip(f"the conformance suite: {problem}")
     version = subprocess.run([str(NODE), "--version"], capture_output=True, text=True, timeout=60)
     assert version.stdout.startswith("v22."), version
     return [str(NODE), str(RUNNER), "client"]
 
 
-def run_scenario(runner: list[str], scenario: str, out: Path) -> list[dict[str, Any]]:
-    command = f"{shlex.quote(sys.executable)} {shlex.quote(str(CLIENT))}"
-    env = dict(os.environ, PATH=f"{NODE.parent}{os.pathsep}{os.environ.get('PATH', '')}")
-    subprocess.run(
-        [
-            *runner,
-            "--command",
-            command,
-            "--scenario",
-            scenario,
-            "--timeout",
-            "120000",
-            "-o",
-            str(out),
-        ],
-        cwd=HERE,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
+# a scenario's results: <out>/<scenario>-<UTC timestamp>/ (auth/x goes in <out>/auth/)
+RESULTS_AT = re.compile(r"-\d{4}-\d\d-\d\dT\d\d-\d\d-\d\d-\d{3}Z")
+
+
+def checks_of(out: Path, scenario: str) -> list[dict[str, Any]]:
+    """The checks the runner wrote for ``scenario`` (none when it wrote none), each with
+    the end of the client's stderr."""
+    where = out / scenario
+    found = sorted(
+        path
+        for path in where.parent.glob(f"{where.name}-*/checks.json")
+        if RESULTS_AT.fullmatch(path.parent.name[len(where.name) :])
     )
-    found = sorted(out.glob("**/checks.json"))
-    assert found, f"{scenario}: the runner wrote no checks"
+    if not found:
+        return []
     checks: list[dict[str, Any]] = json.loads(found[-1].read_text())
+    stderr = found[-1].parent / "stderr.txt"
     for check in checks:
-        check["stderr"] = (found[-1].parent / "stderr.txt").read_text()[-1500:]
+        check["stderr"] = stderr.read_text()[-1500:] if stderr.exists() else ""
     return checks
 
 
 @pytest.fixture(scope="module")
 def results(runner: list[str], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """Every scenario's checks (four at a time: each starts a server and a Python client)."""
-    root = tmp_path_factory.mktemp("conformance")
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        futures = {
-            scenario: pool.submit(run_scenario, runner, scenario, root / str(n))
-            for n, scenario in enumerate(SCENARIOS)
-        }
-        found = {scenario: future.result() for scenario, future in futures.items()}
+    """Every scenario's checks, from one run of the runner's whole client suite (it runs
+    the scenarios side by side, each with a test server of its own and a client process)."""
+    out = tmp_path_factory.mktemp("conformance")
+    command = f"{shlex.quote(sys.executable)} {shlex.quote(str(CLIENT))}"
+    env = dict(os.environ, PATH=f"{NODE.parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    subprocess.run(
+        [*runner, "--command", command, "--suite", "all", "--timeout", "120000", "-o", str(out)],
+        cwd=HERE,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    found = {scenario: checks_of(out, scenario) for scenario in SCENARIOS}
     for scenario, checks in found.items():  # shown with -s
         counts = {s: sum(c["status"] == s for c in checks) for s in ("SUCCESS", "FAILURE")}
         warned = sum(c["status"] == "WARNING" for c in checks)
@@ -137,6 +127,7 @@ def test_conformance_scenario(scenario: str, results: dict[str, Any]) -> None:
     if scenario in NOT_PASSING:
         pytest.xfail(NOT_PASSING[scenario])
     checks = results[scenario]
+    assert checks, f"{scenario}: the runner wrote no checks"
     failed = [c for c in checks if c["status"] == "FAILURE"]
     passed = [c for c in checks if c["status"] == "SUCCESS"]
     assert passed and not failed, [
@@ -149,6 +140,7 @@ def test_the_scenario_that_does_not_pass_fails_for_the_stated_reason(
     results: dict[str, Any],
 ) -> None:
     checks = results["auth/2025-03-26-oauth-metadata-backcompat"]
+    assert checks, "the runner wrote no checks"
     assert any(c["status"] == "FAILURE" for c in checks)
     assert "issuer mismatch" in checks[0]["stderr"]
 

@@ -263,6 +263,7 @@ async def test_replay(name: str, how: str | int) -> None:
 @pytest.mark.anyio
 @pytest.mark.parametrize("how", wire.CHUNKINGS)
 @pytest.mark.parametrize("name", sorted(ERRORS))
+@pytest.mark.one_backend  # parsing recorded bytes: the backend cannot matter
 async def test_http_errors(name: str, how: str | int) -> None:
     kind, status, message = ERRORS[name]
     for streaming in (True, False):

@@ -333,6 +333,7 @@ def test_every_error_fixture_has_expectations() -> None:
 @pytest.mark.parametrize("stream", [True, False])
 @pytest.mark.parametrize("how", wire.CHUNKINGS)
 @pytest.mark.parametrize("name", ERRORS)
+@pytest.mark.one_backend  # parsing recorded bytes: the backend cannot matter
 async def test_error_fixtures(name: str, how: str | int, stream: bool) -> None:
     kind, status, text = ERROR_EXPECTED[name]
     with pytest.raises(ProviderError) as caught:

@@ -207,6 +207,7 @@ async def test_non_streaming_body_through_the_streaming_path(how: str | int) -> 
 @pytest.mark.parametrize("stream", [True, False])
 @pytest.mark.parametrize("how", wire.CHUNKINGS)
 @pytest.mark.parametrize("name", sorted(ERROR_EXPECTED))
+@pytest.mark.one_backend  # parsing recorded bytes: the backend cannot matter
 async def test_error_fixtures(name: str, how: str | int, stream: bool) -> None:
     kind, status, text = ERROR_EXPECTED[name]
     with pytest.raises(ProviderError) as caught:

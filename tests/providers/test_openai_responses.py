@@ -246,6 +246,7 @@ async def test_reasoning_summary_parts_stream_as_paragraphs() -> None:
 @pytest.mark.anyio
 @pytest.mark.parametrize("how", wire.CHUNKINGS)
 @pytest.mark.parametrize("name", sorted(ERRORS))
+@pytest.mark.one_backend  # parsing recorded bytes: the backend cannot matter
 async def test_http_errors(name: str, how: str | int) -> None:
     kind, status, message, retry_after = ERRORS[name]
     fixture = wire.load(name)

@@ -143,6 +143,7 @@ def _history(turns: int = 30) -> list[AgentMessage]:
 
 
 @pytest.mark.parametrize(("fmt", "status", "body"), CASES)
+@pytest.mark.one_backend  # parsing an error body: the backend cannot matter
 async def test_the_overflow_is_classified(fmt: str, status: int, body: dict[str, Any]) -> None:
     fake = WireFake(fmt, [Fail(status, body=body)])
     provider = fake.provider(api_key="k")

@@ -139,6 +139,7 @@ async def call_of(fmt: str, args: Any) -> ToolCall:
 
 @pytest.mark.parametrize("fmt", list(BODIES))
 @pytest.mark.parametrize("case", [NULL, ABSENT, EMPTY], ids=["null", "absent", "empty"])
+@pytest.mark.one_backend  # parsing a call's arguments: the backend cannot matter
 async def test_null_absent_and_empty_arguments_are_no_arguments(
     fmt: str, case: dict[str, Any]
 ) -> None:
@@ -147,12 +148,14 @@ async def test_null_absent_and_empty_arguments_are_no_arguments(
 
 
 @pytest.mark.parametrize("fmt", [f for f in BODIES if f != "gemini"])  # Gemini sends objects
+@pytest.mark.one_backend  # parsing a call's arguments: the backend cannot matter
 async def test_invalid_json_keeps_the_text(fmt: str) -> None:
     call = await call_of(fmt, INVALID[fmt])
     assert (call.arguments, call.raw_arguments) == ({}, '{"city": "Par')
 
 
 @pytest.mark.parametrize("fmt", list(BODIES))
+@pytest.mark.one_backend  # parsing a call's arguments: the backend cannot matter
 async def test_json_that_is_not_an_object_keeps_the_text(fmt: str) -> None:
     call = await call_of(fmt, NOT_AN_OBJECT[fmt])
     assert call.arguments == {} and call.raw_arguments is not None

@@ -16,10 +16,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.node_packages import install
 
 from .expected import STORY, WEATHER
 
 JS = Path(__file__).with_name("js")
+
+# a Node install (cached) and a client run per setup: long units, so scheduled first
+pytestmark = pytest.mark.slow
 
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "ui.md"
@@ -54,23 +58,10 @@ def clients(
     node, npm = shutil.which("node"), shutil.which("npm")
     if node is None or npm is None:
         pytest.skip("Node.js and npm are not on this machine (apt-get install nodejs npm)")
-    installed = folder / "node_modules"
-    if (
-        not (installed / "@ag-ui" / "client").is_dir()
-        or not (installed / "ai").is_dir()
-        or (own_node and not (folder / own_node).exists())
-    ):
-        done = subprocess.run(
-            [npm, "ci", "--no-audit", "--no-fund"],
-            cwd=folder,
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-        if done.returncode != 0:
-            pytest.skip(
-                f"could not install the clients from the npm registry: {done.stderr[-800:]}"
-            )
+    needs = ["@ag-ui/client", "ai"] + ([own_node.removeprefix("node_modules/")] if own_node else [])
+    problem = install(folder, needs, timeout=600)
+    if problem is not None:
+        pytest.skip(f"the clients: {problem}")
     runner = str(folder / own_node) if own_node else node
     snippets = docs_snippets(tmp_path_factory.mktemp("ui-snippets"))
     done = subprocess.run(

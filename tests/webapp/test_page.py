@@ -12,7 +12,8 @@ from .page import WebPage, open_tab
 from .proxy import cutting_proxy
 from .scripted_agent import LONG
 
-pytestmark = needs_chromium
+# one browser and one server for the module: a long unit, so scheduled first
+pytestmark = [needs_chromium, pytest.mark.slow]
 
 
 @pytest.fixture

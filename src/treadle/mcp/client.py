@@ -112,6 +112,7 @@ class MCPClient:
         self._drop = anyio.Event()
         self._want = anyio.Event()
         self._up = anyio.Event()
+        self._settled = anyio.Event()  # the (re)connect attempt a call waits on has ended
         self._closing = False
         self._restart_wanted = False
         self._failure: str | None = None
@@ -240,6 +241,7 @@ class MCPClient:
                     connected = True
                     self._session, self._tools, self._failure = session, None, None
                     self._up.set()
+                    self._settled.set()
                     if first:
                         first = False
                         task_status.started()
@@ -248,6 +250,8 @@ class MCPClient:
                 doing = "connection lost" if connected else "could not reconnect"
                 error = self._error(self._opening if first else doing, exc)
                 self._failure = self._reason(exc)
+                if not connected:  # a call waiting for this reconnect gets the failure now
+                    self._settled.set()
                 logger.warning("%s", error)
                 if first:
                     raise error from None
@@ -306,10 +310,13 @@ class MCPClient:
                 raise self._error(
                     "stopped", detail=f"{self._failure or 'disconnected'}; restart=False"
                 )
+            if self._settled.is_set():  # a fresh attempt: wait for it, not an earlier one
+                self._settled = anyio.Event()
+            settled = self._settled
             self._restart_wanted = True
             self._want.set()
             with anyio.move_on_after(self.connect_timeout):
-                await self._up.wait()
+                await settled.wait()
             if self._session is None:
                 raise self._error("could not reconnect", detail=self._failure or "")
         return self._session
