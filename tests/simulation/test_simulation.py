@@ -62,6 +62,10 @@ FOUND_PENDING = (
     "them unanswered (no result, and not pending). Decided (contract §2.2): they stay "
     "pending, reported in agent_end.pending_tool_calls, and continuing again runs them"
 )
+FOUND_VETO_PENDING = (
+    "found by the simulation: a before_loop veto of a continued run sent agent_end without "
+    "the calls it left pending (contract §2.2: listed whatever the reason)"
+)
 FOUND_OPEN_TURN = (
     "found by the simulation (on main too): a second hook failure while the run closes "
     "after a first (on_message during close_open) leaves the turn open (no turn_end)"
@@ -139,6 +143,7 @@ _BY_BUG: list[tuple[str, str, bool, tuple[int, ...]]] = [
     )),
     ("INV-NO-RAISE", FOUND_RAISE, False, (225487,)),
     ("INV-ANSWERED", FOUND_PENDING, False, (225441, 1193555, 4203751, 4204902)),
+    ("INV-ANSWERED", FOUND_VETO_PENDING, False, (7301198,)),
     ("INV-TURNS", FOUND_OPEN_TURN, False, (226231, 687899)),
     ("INV-RESUME", HARNESS_RESUME, False, (225510, 225975, 226672, 228080)),
     ("INV-RESUME", FOUND_WRITE_AHEAD, False, (226392,)),

@@ -44,7 +44,13 @@ async def _start(
     for hook in config.hooks:
         if not await run.call_hook(hook.before_loop, context):
             run.end_sent = True
-            await run.sink.emit(AgentEnd, messages=[], usage=Usage(), reason="vetoed")
+            await run.sink.emit(
+                AgentEnd,
+                messages=[],
+                usage=Usage(),
+                reason="vetoed",
+                pending_tool_calls=list(run.waiting),  # a continued run's calls, untouched
+            )
             return False
     await run.sink.emit(
         AgentStart,
