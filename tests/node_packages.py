@@ -7,7 +7,8 @@ lock file and kept across runs and clones.
 otherwise ``npm ci`` runs once in a cache folder named after the hash of the lock file
 (``$TREADLE_TEST_CACHE``, else ``$XDG_CACHE_HOME/treadle-tests`` or
 ``~/.cache/treadle-tests``) and ``folder/node_modules`` becomes a link to it. A changed lock
-file gets an install of its own; delete the cache folder to force a fresh one.
+file gets an install of its own; delete the cache folder to force a fresh one. Where no
+cache folder can be made, ``npm ci`` runs in ``folder`` itself.
 """
 
 from __future__ import annotations
@@ -34,6 +35,19 @@ def _complete(modules: Path, needs: Sequence[str]) -> bool:
     return all((modules / need).exists() for need in needs)
 
 
+def _npm_ci(npm: str, where: Path, timeout: float) -> str | None:
+    done = subprocess.run(
+        [npm, "ci", "--no-audit", "--no-fund"],
+        cwd=where,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    if done.returncode != 0:
+        return f"could not install from the npm registry: {done.stderr[-800:]}"
+    return None
+
+
 def install(folder: Path, needs: Sequence[str], *, timeout: float = 900) -> str | None:
     """Make ``folder/node_modules`` complete (each of ``needs``, paths under it, exists);
     None when it is, else why it cannot be (the caller skips with that)."""
@@ -48,20 +62,18 @@ def install(folder: Path, needs: Sequence[str], *, timeout: float = 900) -> str 
     root = cache_root() / "npm"
     cached = root / f"{folder.name}-{key}"
     if not _complete(cached / "node_modules", needs):
-        root.mkdir(parents=True, exist_ok=True)
-        work = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=root))
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+            work = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=root))
+        except OSError:  # no cache to write to: install in place, as npm ci would
+            problem = _npm_ci(npm, folder, timeout)
+            return problem or (None if _complete(here, needs) else f"{here} is incomplete")
         try:
             for name in ("package.json", "package-lock.json"):
                 shutil.copy(folder / name, work / name)
-            done = subprocess.run(
-                [npm, "ci", "--no-audit", "--no-fund"],
-                cwd=work,
-                capture_output=True,
-                text=True,
-                timeout=timeout,
-            )
-            if done.returncode != 0:
-                return f"could not install from the npm registry: {done.stderr[-800:]}"
+            problem = _npm_ci(npm, work, timeout)
+            if problem is not None:
+                return problem
             if not _complete(cached / "node_modules", needs):  # else another run was first
                 shutil.rmtree(cached, ignore_errors=True)
                 os.rename(work, cached)

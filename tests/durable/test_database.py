@@ -1,6 +1,7 @@
 """The durable runs' database: a connect timeout by default, a missing PostgreSQL database
 created (or an error that says to create it), errors that name the URL without its
-password or the SQLite path, and unsupported schemes refused with the supported ones."""
+password or the SQLite path, unsupported schemes refused with the supported ones, and
+workers started together on a new database all starting."""
 
 from __future__ import annotations
 
@@ -117,3 +118,29 @@ def test_importing_treadle_durable_loads_neither_dbos_nor_sqlalchemy() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_a_worker_that_loses_the_race_to_create_the_events_table_starts(
+    database: str,
+) -> None:
+    """Workers started together on a new database all create the events table; all but
+    one fail (PostgreSQL: a unique violation in its catalog) and must carry on."""
+    from treadle.durable._events import EventStore, _table
+
+    table = _table()
+    url = database.replace("postgresql://", "postgresql+psycopg://")
+    engine, other = sa.create_engine(url), sa.create_engine(url)
+
+    def another_worker_first(target: sa.Table, connection: sa.Connection, **kw: object) -> None:
+        with other.begin() as conn:  # between our check and our CREATE TABLE
+            table.create(conn)
+
+    sa.event.listen(table, "before_create", another_worker_first, once=True)
+    try:
+        store = EventStore(engine)
+        assert sa.inspect(engine).has_table("treadle_durable_events")
+        assert store.table is table
+    finally:
+        sa.event.remove(table, "before_create", another_worker_first)
+        engine.dispose()
+        other.dispose()

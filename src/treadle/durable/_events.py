@@ -101,9 +101,18 @@ class EventStore:
     """The events table (created on first use)."""
 
     def __init__(self, engine: sa.Engine) -> None:
+        import sqlalchemy as sa
+
         self.engine = engine
         self.table = _table()
-        _TABLES["meta"].create_all(engine, checkfirst=True)
+        try:
+            _TABLES["meta"].create_all(engine, checkfirst=True)
+        except sa.exc.DBAPIError:
+            # Workers started together on a new database race to create the table: all
+            # but one fail ("already exists", or on PostgreSQL a unique violation in its
+            # catalog) and find it made. Anything else is a real failure.
+            if not sa.inspect(engine).has_table(self.table.name):
+                raise
         self.writes = 0  # transactions written by this process (benchmarks/durable.py)
 
     def _write(self, workflow_id: str, rows: list[tuple[int, str, str]]) -> None:
