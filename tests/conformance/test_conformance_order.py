@@ -87,7 +87,8 @@ async def test_event_order_of_one_run() -> None:
     )
     provider = ScriptedProvider([first, "Both are done."])
     context = AgentContext(system_prompt="Be brief.", tools=[slow, fast])
-    config = AgentLoopConfig(provider=provider)
+    # one update per provider event: the deltas are counted below
+    config = AgentLoopConfig(provider=provider, coalesce_deltas=False)
 
     def on_event(rec: Recorded, event: Any) -> None:
         if isinstance(event, ToolExecutionEnd) and event.tool_call_id == "B":
@@ -181,19 +182,26 @@ def _delta_id(update: MessageUpdate, updates: list[MessageUpdate]) -> str:
     raise AssertionError("tool-call delta without tool_call_start")
 
 
-async def test_message_update_carries_the_partial_message_so_far() -> None:
+@pytest.mark.parametrize("coalesce", [True, False])
+async def test_message_update_carries_the_partial_message_so_far(coalesce: bool) -> None:
     """Each message_update's message is the partial message as of that delta: a consumer
-    reading it later must not see text that arrived afterwards."""
+    reading it later must not see text that arrived afterwards — also when updates nobody
+    had read took in the next deltas (coalesce_deltas)."""
     provider = ScriptedProvider(["one two three four five six"], chunks=6)
     context = AgentContext()
-    rec = await run_recorded(["hi"], context, AgentLoopConfig(provider=provider))
+    config = AgentLoopConfig(provider=provider, coalesce_deltas=coalesce)
+    rec = await run_recorded(["hi"], context, config)
     check(rec)
     so_far = ""
     updates = rec.of_type(MessageUpdate)
-    assert len(updates) >= 3
+    if coalesce:
+        assert 1 <= len(updates) <= 6
+    else:
+        assert len(updates) == 6
     for u in updates:
         so_far += u.delta.text
         assert u.message.text == so_far
+    assert so_far == "one two three four five six"
 
 
 # ---------------------------------------------------------------- strategies
@@ -366,7 +374,8 @@ async def test_thinking_streams_live_and_keeps_its_signature() -> None:
     )
     provider = ScriptedProvider([message], chunks=4)
     context = AgentContext()
-    rec = await run_recorded(["q"], context, AgentLoopConfig(provider=provider))
+    config = AgentLoopConfig(provider=provider, coalesce_deltas=False)  # deltas counted
+    rec = await run_recorded(["q"], context, config)
     check(rec)
     deltas = [u.delta for u in rec.of_type(MessageUpdate)]
     thinking = [d for d in deltas if d.type == "thinking"]

@@ -57,8 +57,8 @@ def lifecycle(events: list[Any]) -> list[tuple[str, int]]:
     return [(e.type, e.loop_id == events[0].loop_id) for e in events if e.type != "message_update"]
 
 
-async def fast_run() -> Any:
-    config = AgentLoopConfig(provider=script())
+async def fast_run(coalesce: bool = True) -> Any:
+    config = AgentLoopConfig(provider=script(), coalesce_deltas=coalesce)
     return await run_recorded(["go"], AgentContext(tools=[lookup]), config)
 
 
@@ -85,8 +85,8 @@ async def test_a_lagging_consumer_gets_merged_deltas_and_the_same_text() -> None
 
 
 async def test_wait_sends_every_delta() -> None:
-    fast = await fast_run()
-    config = AgentLoopConfig(provider=script(), slow_consumer="wait")
+    fast = await fast_run(coalesce=False)
+    config = AgentLoopConfig(provider=script(), slow_consumer="wait", coalesce_deltas=False)
     rec = await run_recorded(["go"], AgentContext(tools=[lookup]), config, on_event=slow, buffer=1)
     check(rec)
     assert [e.type for e in rec.events] == [e.type for e in fast.events]

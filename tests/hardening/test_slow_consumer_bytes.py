@@ -41,9 +41,19 @@ async def test_waiting_updates_stay_under_the_byte_bound() -> None:
 
 
 async def test_without_merging_every_update_waits_whole() -> None:
-    events = await run_unread(slow_consumer="wait")
+    events = await run_unread(slow_consumer="wait", coalesce_deltas=False)
     assert streamed_text(events) == ANSWER
     assert waiting_bytes(events) > 100 * len(ANSWER)  # what the bound prevents
+
+
+async def test_unread_updates_take_in_the_next_deltas_of_their_block() -> None:
+    """With coalesce_deltas (the default) an update still waiting unread takes in the
+    deltas that follow it, so a reader that lags holds one update, not a thousand."""
+    events = await run_unread(slow_consumer="wait")
+    updates = [e for e in events if isinstance(e, MessageUpdate)]
+    assert len(updates) == 1
+    assert streamed_text(events) == ANSWER
+    assert updates[0].message.text == ANSWER
 
 
 async def test_a_reader_that_keeps_up_gets_every_delta() -> None:

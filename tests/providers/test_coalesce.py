@@ -12,7 +12,7 @@ import pytest
 
 from treadle import Agent, AgentContext, AgentEvent, AgentLoopConfig, MessageUpdate, agent_loop
 from treadle.providers import ModelRequest, TextDelta
-from treadle.testing import Raw, WireFake
+from treadle.testing import Raw, Slow, WireFake
 from treadle.types import UserMessage
 
 pytestmark = pytest.mark.anyio
@@ -53,21 +53,34 @@ SECOND = b"".join(
 
 
 async def updates(coalesce: bool | None) -> list[tuple[str, int, str]]:
-    fake = WireFake.openai([Raw([FIRST, SECOND]), "done"])
+    """The first answer's text, thinking and argument updates, as a reader that looks at
+    each one when it comes sees them (the two reads are 10 ms apart, so it has looked at
+    what the first read gave before the second comes: nothing waits to be joined)."""
+    fake = WireFake.openai([Slow(Raw([FIRST, SECOND]), delay=0.01), "done"])
     options = {} if coalesce is None else {"coalesce_deltas": coalesce}
     config = AgentLoopConfig(provider=fake.provider(), **options)
     send, receive = anyio.create_memory_object_stream[AgentEvent](1000)
-    async with send, receive:
-        await agent_loop("hi", AgentContext(), config, send)
-        events = [receive.receive_nowait() for _ in range(receive.statistics().current_buffer_used)]
-    found = []
-    for event in events:
-        if isinstance(event, MessageUpdate) and event.delta.type in ("text", "thinking"):
-            found.append((event.delta.type, event.delta.index, event.delta.text))
-        elif isinstance(event, MessageUpdate) and event.delta.type == "tool_call_delta":
-            found.append(("args", event.delta.index, event.delta.arguments))
-        if isinstance(event, MessageUpdate) and event.delta.type == "tool_call_end":
-            break  # the first turn's message
+    found: list[tuple[str, int, str]] = []
+    first_answer = True
+
+    async def read() -> None:
+        nonlocal first_answer
+        async with receive:
+            async for event in receive:
+                if not first_answer or not isinstance(event, MessageUpdate):
+                    continue
+                delta = event.delta
+                if delta.type in ("text", "thinking"):
+                    found.append((delta.type, delta.index, delta.text))
+                elif delta.type == "tool_call_delta":
+                    found.append(("args", delta.index, delta.arguments))
+                elif delta.type == "tool_call_end":
+                    first_answer = False
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(read)
+        async with send:
+            await agent_loop("hi", AgentContext(), config, send)
     return found
 
 

@@ -97,9 +97,12 @@ def test_an_unread_update_behaves_like_a_built_one() -> None:
     def lazy() -> MessageUpdate:
         from treadle.types._base import trusted
 
-        fields = {**values, "type": "message_update"}
+        # as the event sink makes it: message and delta both fixed on first read
+        fields = {k: v for k, v in values.items() if k != "delta"}
+        fields["type"] = "message_update"
         set_ = {"seq", "loop_id", "depth", "timestamp", "message", "delta"}
-        return trusted(MessageUpdate, fields, set_, {"_snapshot": snapshot})
+        private = {"_snapshot": snapshot, "_delta": delta, "_parts": None}
+        return trusted(MessageUpdate, fields, set_, private)
 
     state.apply(TextDelta(index=0, text="LATER"))  # the stream moves on before anyone reads
     assert lazy() == eager and eager == lazy()
@@ -119,10 +122,9 @@ def test_an_unread_update_behaves_like_a_built_one() -> None:
 async def test_updates_read_after_the_run_hold_the_text_up_to_their_delta() -> None:
     provider = ScriptedProvider(["one two three four five six"], chunks=6)
     send, receive = anyio.create_memory_object_stream[Any](1000)
+    config = AgentLoopConfig(provider=provider, coalesce_deltas=False)  # six updates
     async with send:
-        await agent_loop(
-            [UserMessage.of("go")], AgentContext(), AgentLoopConfig(provider=provider), send
-        )
+        await agent_loop([UserMessage.of("go")], AgentContext(), config, send)
     async with receive:
         events = [event async for event in receive]
     updates = [e for e in events if isinstance(e, MessageUpdate)]

@@ -313,10 +313,12 @@ class AgentLoopConfig(BaseModel):
     not held up; lifecycle events are never merged or dropped and order is kept. ``"wait"``
     sends every delta, waiting for the consumer."""
     coalesce_deltas: bool = True
-    """Deltas of one content block that an adapter parses from the same read become
-    one ``message_update`` (their text concatenated): the number of updates is not fixed,
-    their concatenation is the text. ``False`` gives one update per provider wire event (for
-    tests that count them, replay tools)."""
+    """Join deltas where nobody can tell (contract §2): those of one content block that an
+    adapter parses from the same read, and those that follow an update still waiting unread
+    in the stream's buffer (it takes them in until someone reads its ``delta`` or
+    ``message``). The number of updates is not fixed; their concatenation is the text, and
+    no delta waits. ``False`` gives one update per provider wire event (for tests that count
+    them, replay tools)."""
     slow_consumer_max_bytes: int = Field(default=8 * 1024 * 1024, gt=0)
     """With ``"merge"``: the most the updates waiting in the stream's buffer may hold, in
     bytes of message text (each carries the message so far, so a long answer to a lagging

@@ -114,11 +114,13 @@ class EventSink:
         "_held",
         "_lock",
         "_observers",
+        "_open",
         "_room",
         "_running",
         "_seq",
         "_stall_warned",
         "_stream",
+        "coalesce",
         "depth",
         "grace",
         "loop_id",
@@ -135,11 +137,14 @@ class EventSink:
         observers: Sequence[Observer] = (),
         merge: bool = True,
         max_bytes: int = 8 * 1024 * 1024,
+        coalesce: bool = True,
     ) -> None:
         self._stream = stream
         self.merge = merge  # the slow-consumer policy: merge deltas while the consumer lags
         self.max_bytes = max_bytes  # ... and while the updates it has not read are this big
+        self.coalesce = coalesce  # an update nobody has read takes in its block's next deltas
         self._held: Any = None  # a merged delta update waiting for room in the buffer
+        self._open: Any = None  # the last update sent, which may take in the next deltas
         self.loop_id = loop_id
         self.depth = depth
         self._observers = tuple(observers)
@@ -181,16 +186,52 @@ class EventSink:
     def _update(self, snapshot: Any, delta: Any) -> Any:
         """A ``message_update``: the hot path (one per streamed delta). Its values come from
         the loop itself and are already valid, so no validation runs; the message is built
-        when read."""
+        when read, and ``delta`` is fixed when first read (until then, :meth:`_join` may
+        add the block's next deltas to it)."""
         values = {
             "seq": 0,
             "loop_id": self.loop_id,
             "depth": self.depth,
             "timestamp": time_ns() // 1_000_000,  # now_ms(), inlined
             "type": "message_update",
-            "delta": delta,
         }
-        return trusted(MessageUpdate, values, set(_UPDATE_FIELDS), {"_snapshot": snapshot})
+        private = {"_snapshot": snapshot, "_delta": delta, "_parts": None}
+        return trusted(MessageUpdate, values, set(_UPDATE_FIELDS), private)
+
+    def _join(
+        self,
+        stream: MemoryObjectSendStream[AgentEvent],
+        update: Any,
+        snapshot: Any,
+        delta: Any,
+    ) -> bool:
+        """Add ``delta`` to ``update``, the last update this loop sent, while it waits in
+        the stream's buffer and nobody has read its delta or message, nothing was sent on the
+        stream after it, and ``delta`` continues its block: the reader, busy until now, gets
+        both in one event, and no delta waits for anything."""
+        values = update.__dict__
+        if "delta" in values or self._seq.next != values["seq"] + 1:
+            self._open = None  # read, or followed by another event: it is fixed now
+            return False
+        if stream.statistics().current_buffer_used == 0:
+            self._open = None  # taken by the reader already (it may look at any moment)
+            return False
+        private = update.__pydantic_private__
+        first = private["_delta"]
+        kind = delta.type
+        if kind != first.type or delta.index != first.index:
+            return False
+        parts = private["_parts"]
+        if kind == "tool_call_delta":
+            if parts is None:
+                parts = private["_parts"] = [first.arguments]
+            parts.append(delta.arguments)
+        else:
+            if parts is None:
+                parts = private["_parts"] = [first.text]
+            parts.append(delta.text)
+        private["_snapshot"] = snapshot
+        return True
 
     def offer_update(self, snapshot: Any, delta: Any) -> bool:
         """:meth:`emit` of a ``message_update`` when that needs no waiting, without the
@@ -199,9 +240,12 @@ class EventSink:
         stream = self._stream
         if stream is None:
             return not self._observers
+        update = self._open
+        if update is not None and self._join(stream, update, snapshot, delta):
+            return True
         held = self._held
         if held is not None:
-            if not _same_block(held.delta, delta):
+            if not _same_block(_delta_of(held), delta):
                 return False  # the held update goes first, which may wait
             self._merge(stream, held, {"delta": delta, "snapshot": snapshot})
             return True
@@ -219,6 +263,9 @@ class EventSink:
             if not mergeable:
                 return False
             self._held = event  # the consumer lags: merge the next deltas in
+            return True
+        if self.coalesce and _mergeable(delta):
+            self._open = event
         return True
 
     def _stamp(self, event: Any) -> None:
@@ -274,13 +321,13 @@ class EventSink:
     ) -> Any:
         held = self._held
         if held is not None:
-            if event_type is MessageUpdate and _same_block(held.delta, fields["delta"]):
+            if event_type is MessageUpdate and _same_block(_delta_of(held), fields["delta"]):
                 return self._merge(stream, held, fields)
             await self._flush(stream)
         lock = self._lock
         if lock is None or not lock.locked():
             event = self._make(event_type, fields)
-            mergeable = self.merge and event_type is MessageUpdate and _mergeable(event.delta)
+            mergeable = self.merge and event_type is MessageUpdate and _mergeable(fields["delta"])
             if mergeable and self._too_big(stream, event):
                 self._held = event  # the unread updates are big enough: merge
                 return event
@@ -312,7 +359,7 @@ class EventSink:
     ) -> Any:
         """Fold one more delta of the same block into the held update (its text appended,
         the message snapshot the newest), then try again to hand it over without waiting."""
-        delta = held.delta
+        delta = _delta_of(held)
         more = fields["delta"]
         if delta.type == "tool_call_delta":
             merged = delta.model_copy(update={"arguments": delta.arguments + more.arguments})
@@ -320,7 +367,9 @@ class EventSink:
             merged = delta.model_copy(update={"text": delta.text + more.text})
         held.__dict__["delta"] = merged
         held.__dict__.pop("message", None)  # read already: the newest snapshot replaces it
-        held.__pydantic_private__["_snapshot"] = fields["snapshot"]
+        private = held.__pydantic_private__
+        private["_snapshot"] = fields["snapshot"]
+        private["_delta"] = None  # the delta is the merged one, fixed
         if self._too_big(stream, held):
             return None
         try:
@@ -344,7 +393,7 @@ class EventSink:
     def _too_big(self, stream: MemoryObjectSendStream[AgentEvent], update: Any) -> bool:
         """Whether the unread updates, with this one, would pass ``max_bytes``: estimated as
         their count times the size of this update's block (the largest so far)."""
-        delta = update.delta
+        delta = _delta_of(update)
         if delta.type == "tool_call_delta":
             size = len(delta.arguments)
         else:
@@ -434,6 +483,12 @@ _MERGEABLE = frozenset({"text", "thinking", "tool_call_delta"})
 
 def _mergeable(delta: Any) -> bool:
     return getattr(delta, "type", None) in _MERGEABLE
+
+
+def _delta_of(update: Any) -> Any:
+    """An update's delta as this loop made it, without fixing it (see ``_join``)."""
+    delta = update.__dict__.get("delta")
+    return update.__pydantic_private__["_delta"] if delta is None else delta
 
 
 def _same_block(held: Any, delta: Any) -> bool:

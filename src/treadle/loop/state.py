@@ -156,6 +156,7 @@ class RunState:
             self.observers,
             merge=config.slow_consumer == "merge",
             max_bytes=config.slow_consumer_max_bytes,
+            coalesce=config.coalesce_deltas,
         )
         self.bridge = CancelBridge(cancel)
         self.sink.own_cancel = lambda: self.bridge.immediate

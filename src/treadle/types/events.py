@@ -183,15 +183,40 @@ class MessageUpdate(_Event):
     stream has moved on. The loop builds it on first use (``event.message``, a dump, a copy,
     a comparison), so a consumer that reads only ``delta`` never pays for a message per
     delta; what it returns is the same either way.
+
+    An update the loop sent that nobody has looked at yet may take in the next deltas of its
+    block (``coalesce_deltas``, contract §2): its ``delta`` and ``message`` are fixed the
+    first time either is read, or the event is dumped, copied or compared, and never change
+    after that. So every reader sees one unchanging event, and each delta is in exactly one.
     """
 
     type: Literal["message_update"] = "message_update"
     message: AssistantMessage
     delta: Delta
     _snapshot: Any = PrivateAttr(default=None)  # builds `message` when it is first read
+    _delta: Any = PrivateAttr(default=None)  # the first delta, while `delta` is not fixed
+    _parts: Any = PrivateAttr(default=None)  # the text of the deltas it took in, if any
+
+    def _fix_delta(self) -> None:
+        """Fix ``delta`` (once; later calls do nothing): no delta joins it after this."""
+        values = self.__dict__
+        if "delta" in values:
+            return
+        private = self.__pydantic_private__
+        first = private.get("_delta") if private else None
+        if private is None or first is None:
+            raise AttributeError("delta")
+        parts = private["_parts"]
+        if parts is not None:
+            key = "arguments" if first.type == "tool_call_delta" else "text"
+            first = first.model_copy(update={key: "".join(parts)})
+            private["_parts"] = None
+        values["delta"] = first
+        private["_delta"] = None
 
     def _built(self) -> None:
-        """Put the snapshot's message into the fields (once; later calls do nothing)."""
+        """Fix ``delta`` and put the snapshot's message into the fields (once)."""
+        self._fix_delta()
         values = self.__dict__
         if "message" not in values:
             private = self.__pydantic_private__
@@ -207,6 +232,9 @@ class MessageUpdate(_Event):
     if not TYPE_CHECKING:
 
         def __getattr__(self, name: str) -> Any:
+            if name == "delta":
+                self._fix_delta()
+                return self.__dict__["delta"]
             if name == "message":
                 self._built()
                 return self.__dict__["message"]

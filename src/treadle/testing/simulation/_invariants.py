@@ -45,6 +45,8 @@ INVARIANTS: dict[str, str] = {
     "INV-REJECT": "input_rejected is followed by agent_end(reason=rejected), only custom between",
     "INV-TURNS": "turn_start / turn_end alternate with indices 0, 1, 2 ...; none left open",
     "INV-MESSAGE-PAIRS": "message_start/end pairs never interleave; updates only inside one",
+    "INV-DELTAS": "a block's deltas, joined, are its text; each update's message is the text "
+    "so far; an update looked at when received never changes",
     "INV-TOOL-EVENTS": "per call: one start, updates, one end, then its one result message",
     "INV-ANSWERED": "every tool call in the history has exactly one result, in its place",
     "INV-TRANSCRIPT": "validate_transcript finds nothing wrong with the history",
@@ -132,6 +134,7 @@ def check_call(
             )
     for evs in loops.values():
         _check_loop(evs)
+        _check_deltas(evs)
     end = loops[main][-1]
     assert isinstance(end, AgentEnd)
     main_events = loops[main]
@@ -227,6 +230,41 @@ def check_history(messages: Sequence[AgentMessage], pending: set[str]) -> None:
     )
     problems = validate_transcript(list(messages), allow_pending=pending)
     require(not problems, "INV-TRANSCRIPT", f"{problems}")
+
+
+def _check_deltas(evs: list[Any]) -> None:
+    """INV-DELTAS over one loop's events: per assistant message (start to end), the text
+    and thinking deltas of each block add up to that block, update by update."""
+    lid = evs[0].loop_id[:8]
+    streamed: dict[int, str] | None = None
+    for e in evs:
+        if isinstance(e, MessageStart) and isinstance(e.message, AssistantMessage):
+            streamed = {}
+        elif isinstance(e, MessageUpdate) and streamed is not None:
+            delta = e.delta
+            if delta.type not in ("text", "thinking"):
+                continue
+            so_far = streamed[delta.index] = streamed.get(delta.index, "") + delta.text
+            block = e.message.content[delta.index]
+            held = getattr(block, "text" if delta.type == "text" else "thinking", None)
+            require(
+                held == so_far,
+                "INV-DELTAS",
+                f"update seq {e.seq}: block {delta.index} holds {held!r}, its deltas {so_far!r}"
+                f" ({lid})",
+            )
+        elif isinstance(e, MessageEnd) and isinstance(e.message, AssistantMessage):
+            if streamed is not None and e.message.stop_reason != "error":
+                content = e.message.content
+                for index, text in streamed.items():
+                    last = content[index] if index < len(content) else None
+                    held = getattr(last, "text", None) or getattr(last, "thinking", None)
+                    require(
+                        held == text,
+                        "INV-DELTAS",
+                        f"message_end block {index} is {held!r}, its deltas {text!r} ({lid})",
+                    )
+            streamed = None
 
 
 def _check_loop(evs: list[Any]) -> None:

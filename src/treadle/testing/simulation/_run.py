@@ -142,6 +142,9 @@ async def _drive(sim: _Sim, outcome: Outcome) -> None:
         end = check_call(events, returned, before, context.messages, main_loop=main)
         if streamed:
             check_observer(call.observed, call.events)
+        for update, then in call.looked:
+            now = update.delta.model_dump_json()
+            require(now == then, "INV-DELTAS", f"update seq {update.seq} changed: {then} -> {now}")
         if raised is not None:
             require(
                 sim.ledger.aborts > 0,

@@ -102,8 +102,10 @@ def _reply(rng: random.Random, names: list[str], index: int, wire: bool) -> Move
 
 
 def generate(seed: int) -> Scenario:
-    """The scenario of ``seed`` (all randomness from ``random.Random(seed)``)."""
+    """The scenario of ``seed`` (all randomness from ``random.Random(seed)``; choices added
+    later draw from a second generator of the seed, so older seeds keep their scenarios)."""
     rng = random.Random(seed)
+    later = random.Random(f"{seed}:later")
     moves: list[Move] = []
     wire = rng.random() < 0.3
     moves.append(
@@ -198,6 +200,9 @@ def generate(seed: int) -> Scenario:
                 "buffer": rng.choice((0, 1, 2, 8, 32)),
                 "delay": rng.choice((0.001, 0.01, 0.1)),
                 "slow_consumer": rng.choice(("merge", "merge", "wait")),
+                # reads each update's delta as it gets it; joins unread updates (§2)
+                "look": later.random() < 0.5,
+                "coalesce": later.random() < 0.75,
             }
         )
     for _ in range(rng.choice((0, 0, 1, 2))):

@@ -24,7 +24,7 @@ from ...loop import (
     agent_loop,
     agent_loop_continue,
 )
-from ...types import AgentEvent, AgentMessage, MessageEnd, UserMessage
+from ...types import AgentEvent, AgentMessage, MessageEnd, MessageUpdate, UserMessage
 from ._invariants import (
     InvariantViolation,
 )
@@ -68,6 +68,7 @@ class _Call:
     )
     progress: anyio.Event = field(default_factory=anyio.Event)
     done: bool = False
+    looked: list[tuple[MessageUpdate, str]] = field(default_factory=list)  # update, its JSON then
 
 
 class _Sim:
@@ -137,6 +138,7 @@ class _Sim:
             limits=limits,
             retry=retry,
             slow_consumer=consumer["slow_consumer"] if consumer else "merge",
+            coalesce_deltas=consumer.get("coalesce", True) if consumer else True,
             get_steering_messages=self.steering if sc.of("steer") else None,
             get_follow_up_messages=self.follow_ups if sc.of("follow_up") else None,
             approval_handler=approval_handler(approval["handler"]) if approval else None,
@@ -294,6 +296,8 @@ class _Sim:
             async with receive:
                 async for event in receive:
                     call.events.append(event)
+                    if consumer.get("look") and isinstance(event, MessageUpdate):
+                        call.looked.append((event, event.delta.model_dump_json()))
                     progress, call.progress = call.progress, anyio.Event()
                     progress.set()
                     if log is not None:
