@@ -47,6 +47,7 @@ from treadle import (
     agent_loop_continue,
     validate_transcript,
 )
+from treadle.sessions.base import open_calls_at_end
 from treadle.types import event_from_json, message_from_json
 
 # ---------------------------------------------------------------- recording runner
@@ -234,11 +235,21 @@ def check_invariants(
             total = total + e.usage
     assert end.usage == total, f"agent_end.usage {end.usage} != sum of turn_end usages {total}"
 
-    # 7: the history is valid: each call answered once, in the right place; pending calls of a
-    # suspended run are the only exception.
-    pending = set(end.pending_tool_calls) if end.reason == "suspended" else set()
-    if end.reason != "suspended":
-        assert not end.pending_tool_calls, "pending_tool_calls on a run that did not suspend"
+    # 7: the history is valid: each call answered once, in the right place; the exceptions
+    # are the pending calls of a suspended run and, on any other end (§2.2), calls a continued
+    # run never took up or calls left waiting for a decision (never started) when a hook
+    # failure or a cancellation ended the run.
+    pending = set(end.pending_tool_calls)
+    if end.reason != "suspended" and pending:
+        untouched = set(open_calls_at_end(before)) if list(after) == list(before) else set()
+        asked: set[str] = set()
+        if end.reason in ("error", "cancelled"):
+            started = {e.tool_call_id for e in main_events if isinstance(e, ToolExecutionStart)}
+            asked = set(open_calls_at_end(after)) - started
+        assert pending <= untouched | asked, (
+            f"pending_tool_calls {sorted(pending - untouched - asked)} on a run that ended "
+            f"{end.reason}"
+        )
     _check_history(after, pending)
     assert validate_transcript(after, allow_pending=pending) == []
     if pending:

@@ -11,12 +11,15 @@ from treadle import (
     AgentContext,
     AgentLoopConfig,
     AssistantMessage,
+    CancellationToken,
     ExecutionLimits,
     MessageStart,
+    MessageUpdate,
     ModelRequest,
     ProviderError,
     ProviderRetry,
     RetryPolicy,
+    TextContent,
     ToolExecutionEnd,
     ToolResultMessage,
     TurnEnd,
@@ -24,6 +27,7 @@ from treadle import (
     Usage,
     UserMessage,
     tool,
+    validate_transcript,
 )
 from treadle.testing import ScriptedProvider
 
@@ -298,3 +302,31 @@ async def test_error_turn_after_tools_keeps_results() -> None:
     assert [m.role for m in rec.after] == ["user", "assistant", "tool_result", "assistant"]
     assert isinstance(rec.after[2], ToolResultMessage)
     assert rec.end.reason == "error"
+
+
+async def test_a_final_answer_cut_after_a_tool_call_streamed_keeps_no_call() -> None:
+    """The final answer at a limit offers no tools, so a call in it can never run: when a
+    cancellation cuts the answer after a call streamed whole, the kept partial answer drops
+    the call (as a finished answer does) instead of keeping a call nobody answers."""
+    token = CancellationToken()
+    more = TextContent(text="and then I would say a good deal more about it")
+    answer = AssistantMessage(content=[*calls_message(call("c9", "look", n=9)).content, more])
+    provider = ScriptedProvider([answer], delay=0.001)
+    config = AgentLoopConfig(
+        provider=provider, limits=ExecutionLimits(max_turns=0, on_limit="final_answer")
+    )
+
+    def cut(rec: Recorded, event: Any) -> None:
+        if isinstance(event, MessageUpdate) and event.delta.type == "tool_call_end":
+            token.cancel()
+
+    context = AgentContext(tools=[look])
+    rec = await run_recorded(["go"], context, config, cancel=token, on_event=cut)
+    check(rec, requests=provider.requests)
+    assert any(
+        isinstance(e, MessageUpdate) and e.delta.type == "tool_call_end" for e in rec.events
+    ), "the call streamed whole before the cut"
+    kept = [m for m in rec.after if isinstance(m, AssistantMessage)]
+    assert kept and not kept[-1].tool_calls
+    assert kept[-1].stop_reason == "aborted"
+    assert validate_transcript(context.messages) == []

@@ -214,3 +214,48 @@ async def test_steering_is_taken_once_the_resumed_calls_are_answered() -> None:
     assert roles == ["tool_result", "user", "assistant"]  # c1's result, the steering, the answer
     assert rec.end.messages[1].text == "also tidy up"  # type: ignore[union-attr]
     assert validate_transcript(context.messages) == []
+
+
+class FailOnSafeResult(Hooks):
+    """An on_message hook that fails on the safe tool's result while danger waits."""
+
+    def __init__(self) -> None:
+        self.failing = True
+
+    async def on_message(self, message: Any) -> None:
+        if self.failing and getattr(message, "tool_name", None) == "safe":
+            raise RuntimeError("store unavailable")
+
+
+@pytest.mark.parametrize("strategy", ["parallel", "sequential"])
+async def test_a_hook_failing_as_the_run_suspends_keeps_the_asked_call_pending(
+    strategy: str,
+) -> None:
+    # Contract §2.2: the asked call stays pending whatever ends the run now, and continuing
+    # with a decision runs it.
+    world = World()
+    failing = FailOnSafeResult()
+    first = calls_message(call("c1", "danger", target="/tmp/x"), call("c2", "safe", n=1))
+    provider = ScriptedProvider([first, "all done"])
+    context = AgentContext(tools=world.tools)
+    config = AgentLoopConfig(
+        provider=provider,
+        hooks=[AskForDanger(), failing],
+        tool_execution=ToolExecution(strategy),  # type: ignore[arg-type]
+    )
+    rec = await run_recorded(["clean up"], context, config)
+    check(rec, requests=provider.requests)
+    assert rec.end.reason == "error" and rec.end.error is not None
+    assert rec.end.error.kind == "hook"
+    assert rec.end.pending_tool_calls == ["c1"]
+    assert context.pending_tool_calls == ["c1"]
+    assert world.ran == [("safe", 1)]
+    assert validate_transcript(context.messages, allow_pending=["c1"]) == []
+
+    failing.failing = False
+    context.approve("c1")
+    rec = await run_recorded(None, context, config)
+    check(rec, requests=provider.requests)
+    assert rec.end.reason == "completed" and rec.end.pending_tool_calls == []
+    assert world.ran == [("safe", 1), ("danger", "/tmp/x")]
+    assert validate_transcript(context.messages) == []

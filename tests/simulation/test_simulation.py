@@ -66,6 +66,14 @@ FOUND_VETO_PENDING = (
     "found by the simulation: a before_loop veto of a continued run sent agent_end without "
     "the calls it left pending (contract §2.2: listed whatever the reason)"
 )
+FOUND_ASKED_HOOK_FAILED = (
+    "found by the simulation (on main too): an on_message hook failing on a batch's results "
+    "while another call of it waited for approval left that call neither answered nor pending"
+)
+FOUND_LIMIT_ANSWER_CUT = (
+    "found by the simulation (on main too): the final answer at a limit (no tools offered), "
+    "cut by a cancellation after a tool call streamed, kept that call with no result"
+)
 FOUND_OPEN_TURN = (
     "found by the simulation (on main too): a second hook failure while the run closes "
     "after a first (on_message during close_open) leaves the turn open (no turn_end)"
@@ -153,6 +161,8 @@ _BY_BUG: list[tuple[str, str, bool, tuple[int, ...]]] = [
     ("INV-MESSAGE-PAIRS", HARNESS_CUSTOM_IN_PAIR, False, (4200543,)),
     ("INV-TOOL-EVENTS", FOUND_CANCEL_ASK, False, (4201061,)),
     ("INV-CUSTOM-LAST", FOUND_LATE_CUSTOM, False, (4201916, 4202105)),
+    ("INV-TOOL-EVENTS", FOUND_ASKED_HOOK_FAILED, False, (8100862,)),
+    ("INV-TOOL-EVENTS", FOUND_LIMIT_ANSWER_CUT, False, (8100429,)),
 ]  # fmt: skip
 #: seed -> (the invariant it broke, the bug, still open?, the backends it broke on)
 REGRESSIONS: dict[int, tuple[str, str, bool, tuple[str, ...]]] = {

@@ -207,10 +207,18 @@ class StreamState:
         "partial",
         "snapshots",
         "started",
+        "text_only",
     )
 
-    def __init__(self, request: ModelRequest, provider: str, snapshots: bool = True) -> None:
+    def __init__(
+        self,
+        request: ModelRequest,
+        provider: str,
+        snapshots: bool = True,
+        text_only: bool = False,
+    ) -> None:
         self.snapshots = snapshots  # False when nobody sees partial messages
+        self.text_only = text_only  # no tools were offered: a call in the answer cannot run
         self.partial = _empty_reply(request.model, provider)
         self.started = False
         self.ended = False
@@ -222,7 +230,7 @@ class StreamState:
         self.limit_reason: str | None = None  # the run's limit stopped this stream
 
     def reset(self, request: ModelRequest, provider: str) -> None:
-        self.__init__(request, provider, self.snapshots)  # type: ignore[misc]
+        self.__init__(request, provider, self.snapshots, self.text_only)  # type: ignore[misc]
 
     def snapshot(self) -> _Snapshot:
         """The partial message as it stands now, to be built if read (see ``_Snapshot``)."""
@@ -310,13 +318,14 @@ class StreamState:
 
     def closed(self, stop_reason: Any, error: ErrorInfo | None = None) -> AssistantMessage:
         """The partial message as a final one; tool calls whose arguments never completed
-        are dropped (they cannot be run or answered meaningfully)."""
+        are dropped (they cannot be run or answered meaningfully), and every call when no
+        tools were offered (the final answer at a limit: nothing would run it)."""
         content = [
             block
             for i, block in enumerate(self.partial.content)
             if not isinstance(block, ToolCall) or i in self.complete_calls
         ]
-        if stop_reason == "error":
+        if stop_reason == "error" or self.text_only:
             content = [b for b in content if not isinstance(b, ToolCall)]
         return self.partial.model_copy(
             update={"content": content, "stop_reason": stop_reason, "error": error}

@@ -60,8 +60,9 @@ class Run(RunState):
         self.eager_group: TaskGroup | None = None  # the turn's eager calls run here
         self.eager: EagerCalls | None = None  # those of the model call in progress
         self.stream_limit: str | None = None  # a limit cut the model call off mid-stream
-        # Calls a continued run resumes, until its first turn takes them up: a run that ends
-        # before that leaves them pending, as they were (contract §2.2).
+        # Calls a continued run resumes, until its first turn takes them up, and calls a
+        # batch left waiting for a decision: a run that ends before they are taken up leaves
+        # them pending, as they were (contract §2.2).
         self.waiting: list[str] = []
         self.guard = ContextGuard(self)  # context size (compaction) and prices
         self.price = self.guard.price
@@ -76,7 +77,7 @@ class Run(RunState):
         request = await self.build_request(with_tools=with_tools, instruction=instruction)
         provider = self.config.provider
         state = self.stream_state = StreamState(
-            request, getattr(provider, "name", ""), snapshots=self.sink.active
+            request, getattr(provider, "name", ""), self.sink.active, text_only=not with_tools
         )
         message: AssistantMessage | None = None
         group = self.eager_group if with_tools else None
@@ -179,6 +180,9 @@ class Run(RunState):
         """Answer the batch's calls and add their results (``suspend``: pending calls wait)."""
         results = await batch.finish(suspend=suspend and batch.raised is None)
         self.batch = None  # only now: a batch interrupted while it finishes is finished again
+        # Calls left waiting for a decision stay pending however the run ends from here (a
+        # hook failing on a result or after the turn): listed in agent_end, never answered.
+        self.waiting = batch.pending_ids
         self.tool_calls_run += len(results)
         self.turn_results.extend(results)
         self.due.extend(results)

@@ -190,10 +190,16 @@ def _end_checks(
             total = total + e.usage
     require(end.usage == total, "INV-USAGE", f"agent_end.usage {end.usage} != sum {total}")
     pending = set(end.pending_tool_calls)
-    if end.reason != "suspended":  # only calls a continued run never took up (§2.2)
+    if end.reason != "suspended":
+        # only calls a continued run never took up, or calls left waiting for a decision
+        # (never started) when a hook failure or a cancellation ended the run (§2.2)
         untouched = set(open_calls_at_end(before)) if list(after) == list(before) else set()
+        asked: set[str] = set()
+        if end.reason in ("error", "cancelled") and list(after) != list(before):
+            started = {e.tool_call_id for e in main_events if isinstance(e, ToolExecutionStart)}
+            asked = set(open_calls_at_end(after)) - started
         require(
-            pending <= untouched,
+            pending <= untouched | asked,
             "INV-ANSWERED",
             f"pending calls {sorted(pending - untouched)} on a run that ended {end.reason}",
         )
