@@ -1,15 +1,7 @@
-"""Request bodies built from wire JSON kept per message, so a long history is not
-converted and encoded again on every turn (docs/providers.md#openaichat).
-
-An entry is served only while its message is the same object (held weakly) *and*
-unchanged: its fields and each content block's fields equal the copies taken when it was
-encoded (containers deep-copied; identity compared first, so an unchanged message costs a
-few C-level comparisons). What the check does not see never reaches a provider: an edit
-inside ``details`` or ``usage``. For the part of a history served last time it is cheaper
-still: messages and blocks count attribute assignments once watched (``types._watch``), so
-while :func:`~treadle.types._watch.edit_count` is unchanged that prefix needs only the same
-objects in the same order (see :class:`_Prefix`).
-"""
+"""Request bodies built from wire JSON kept per message, so a long history is not converted
+and encoded again on every turn; when an entry is served is in docs/providers.md#openaichat.
+The fields compared (identity first: a few C-level comparisons) are all that reach a
+provider; an edit inside ``details`` or ``usage`` does not."""
 
 from __future__ import annotations
 
@@ -42,21 +34,17 @@ def dumpb(value: Any) -> bytes:
     return dumps(value).encode()
 
 
-def _kept(value: Any) -> Any:
-    """A field value as the fingerprint keeps it: containers are deep-copied, so an edit
-    inside them (``call.arguments["x"] = 1``) no longer compares equal."""
-    if isinstance(value, (dict, list)):
-        return copy.deepcopy(value)
-    return value
-
-
 def _snapshot(message: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """The message's fields (a shallow copy: its content list is checked block by block)
-    and each content block's fields (containers deep-copied)."""
+    """The message's fields (a shallow copy: its content is checked block by block) and each
+    block's fields, containers deep-copied so an edit inside (``call.arguments["x"] = 1``)
+    no longer compares equal."""
     fields = _fields(message)
     content = fields.get("content")
-    blocks = content if isinstance(content, list) else ()
-    return dict(fields), [{k: _kept(v) for k, v in _fields(b).items()} for b in blocks]
+    blocks = [_fields(b) for b in content] if isinstance(content, list) else []
+    deep = copy.deepcopy
+    return dict(fields), [
+        {k: deep(v) if isinstance(v, (dict, list)) else v for k, v in b.items()} for b in blocks
+    ]
 
 
 _Entry = tuple["weakref.ref[Any]", dict[str, Any], list[dict[str, Any]], T]
@@ -64,10 +52,8 @@ _Entry = tuple["weakref.ref[Any]", dict[str, Any], list[dict[str, Any]], T]
 
 
 class _Prefix:
-    """The messages of one history as the cache last served them, with their encodings,
-    checked as a whole on the next request (the same objects, their content unchanged:
-    :class:`~treadle.types._watch.ContentMark`). It holds the messages after the first,
-    and goes with the first (its owner keys it by that message, weakly)."""
+    """The messages of one history as last served, with their encodings, checked as a whole
+    next time (the same objects, unchanged: ``ContentMark``); keyed weakly by the first."""
 
     __slots__ = ("mark", "rest", "values")
 
@@ -100,11 +86,8 @@ class _Prefix:
 
 
 class WireCache(Generic[T]):
-    """Encoded messages by object, for one adapter (see the module docs).
-
-    ``settings(key)`` names the adapter settings the encoding depends on; when they change
-    between calls, every entry is dropped.
-    """
+    """Encoded messages by object, for one adapter; ``settings(key)`` drops them all when
+    the adapter settings the encoding depends on change."""
 
     __slots__ = ("__weakref__", "_entries", "_key", "_prefixes")
 
