@@ -41,21 +41,14 @@ def key_variable(provider: str) -> str:
 
 
 def env_key(*names: str) -> str | None:
-    for name in names:
-        value = os.environ.get(name)
-        if value:
-            return value
-    return None
+    return next(filter(None, map(os.environ.get, names)), None)
 
 
 _AdapterT = TypeVar("_AdapterT", bound="HTTPAdapter")
 
 
 class HTTPOptions(TypedDict, total=False):
-    """The keyword options every HTTP adapter takes after the model: ``api_key`` (else the
-    adapter's environment variable), ``base_url`` (else the API's own), ``client`` (a shared
-    ``httpx.AsyncClient``; else the adapter owns one), ``timeout``, ``headers`` (sent with
-    every request, kept out of errors) and ``stream`` (``False``: whole JSON responses)."""
+    """The keyword options every HTTP adapter takes after the model (docs/providers.md)."""
 
     api_key: str | None
     base_url: str | None
@@ -66,10 +59,8 @@ class HTTPOptions(TypedDict, total=False):
 
 
 def _scrubbing(stream: Any) -> Any:
-    """``stream`` (an adapter's) with every ProviderError it raises — an HTTP error, a
-    transport failure, or an error event in the middle of a 200 stream — passed through the
-    adapter's :meth:`HTTPAdapter.scrub` first. The stream :meth:`HTTPAdapter._events` makes
-    scrubs its own errors, so it is returned as it is: no extra layer per event."""
+    """``stream`` with every ProviderError it raises passed through :meth:`HTTPAdapter.scrub`
+    (the stream ``_events`` makes scrubs its own: it is returned as it is)."""
 
     @functools.wraps(stream)
     def scrubbed(
@@ -104,11 +95,8 @@ async def _scrub_each(adapter: HTTPAdapter, events: Any) -> AsyncIterator[Any]:
 
 class HTTPAdapter:
     """Base for adapters: owns (or borrows) one ``httpx.AsyncClient`` for connection reuse.
-
-    The API key is held privately and never appears in a repr, event or error: every
-    adapter's ``stream`` is wrapped (here, once, for all of them) so that an error a server
-    sends — even mid-stream, even echoing the key — is scrubbed before anyone sees it.
-    """
+    The key never appears in a repr, event or error: every subclass's ``stream`` is wrapped
+    so that an error a server sends, even mid-stream echoing the key, is scrubbed."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

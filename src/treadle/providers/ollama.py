@@ -231,5 +231,4 @@ class _Response(Assembler):
         return self.take()
 
     def end(self) -> list[StreamEvent]:
-        """The complete message, after any block still open."""
         return self.closing(self.stop_for(self.done_reason, _STOPS), self.usage)

@@ -223,7 +223,6 @@ class ChatStream(Assembler):
             self.announce(at)
 
     def end(self) -> list[StreamEvent]:
-        """The last events: any still-open blocks closed, then the complete message."""
         stop = self.stop_for(self.finish_reason, _STOPS)
         error = ErrorInfo(kind="content_filter", message=_FILTERED) if stop == "error" else None
         return self.closing(stop, self.usage, error)
