@@ -108,8 +108,7 @@ class HTTPAdapter:
     max_connections: int = 100
     """Requests in flight at once; more wait in a first-come queue, not in the HTTP pool."""
     max_line_chars: int = MAX_LINE_CHARS
-    """The longest line a streamed response may send: a hostile server cannot make the
-    client buffer without bound."""
+    """The longest line a streamed response may send (a hostile server cannot flood us)."""
     connect_hint: str = ""
     """What to check when the server cannot be reached (empty: a generic hint)."""
     default_base_url: str = ""
@@ -185,8 +184,7 @@ class HTTPAdapter:
         return f"{type(self).__name__}(model={self.model!r}, base_url={where!r})"
 
     def _required_key(self, variable: str, label: str) -> str:
-        """The key given, else the one in ``variable`` (read at call time); a clear ``auth``
-        error before any I/O when there is none."""
+        """The key given, else the one in ``variable`` (read now); ``auth`` error without one."""
         key = self._api_key or env_key(variable)
         if not key:
             raise self._no_key(f"no {label} API key", variable)
@@ -201,20 +199,16 @@ class HTTPAdapter:
         return self._headers_with({})
 
     def _headers_with(self, auth: Mapping[str, str]) -> dict[str, str]:
-        """The JSON content type, then ``auth`` (an adapter's own scheme), then the caller's
-        ``headers``, which win over both."""
+        """The JSON content type, ``auth`` (the adapter's scheme), then the caller's headers."""
         return {"content-type": "application/json", **auth, **self._extra_headers}
 
     @asynccontextmanager
     async def _response(
         self, url: str, body: Body, headers: Mapping[str, str] | None
     ) -> AsyncIterator[httpx.Response]:
-        """POST ``body`` and give the response once its status says success; HTTP and
-        transport failures, then or while the body is read, raise :class:`ProviderError`.
-
-        A request that fails before any response byte, on a kept-alive connection, is sent
-        again at once, once: a server that closes idle connections (llama.cpp's) races the
-        client reusing one, and the request never reached its handler."""
+        """POST ``body`` and give the response once its status says success; failures raise
+        :class:`ProviderError`. A request that fails on a kept-alive connection before any
+        response byte is sent again once (a server closing idle connections races reuse)."""
         content = {"content": body} if isinstance(body, bytes) else {"json": body}
         try:
             async with self.slots:
@@ -244,13 +238,9 @@ class HTTPAdapter:
         cancel: CancellationToken | None,
         headers: Mapping[str, str] | None = None,
     ) -> AsyncGenerator[StreamEvent, None]:
-        """One model call's stream events: every wire event of the response — read by read
-        through ``state.decoder``, or from ``state.whole(JSON)`` for a non-streamed call —
-        fed to ``state`` (the adapter's :class:`Assembler`), then its ``end()``. Every error
-        is scrubbed (see :meth:`scrub`).
-
-        The one async generator between the socket and the loop: each layer costs per event.
-        """
+        """One call's stream events: the response's wire events (``state.decoder``, or
+        ``state.whole`` unstreamed) fed to ``state``, then its ``end()``; errors scrubbed. The
+        one async generator between the socket and the loop: each layer costs per event."""
         try:
             check_cancel(cancel, self.name)
             if self.streaming:

@@ -63,8 +63,8 @@ class _Prefix:
         self.mark = ContentMark(edits)
 
     def valid(self, messages: list[Any], edits: int) -> int:
-        """How many leading messages this prefix covers unchanged (all of it, or 0); the
-        caller has checked that the first message is the prefix's first."""
+        """How many leading messages this prefix covers unchanged (all, or 0); the first
+        message is known to be the prefix's."""
         k = len(self.values)
         if k > len(messages) or not all(map(is_, islice(messages, 1, k), self.rest)):
             return 0
@@ -111,8 +111,7 @@ class WireCache(Generic[T]):
 
     def encode_all(self, messages: Sequence[Any], encode: Callable[[Any], T]) -> list[T]:
         """``[encode(m) for m in messages]``, from the cache where it may: the prefix served
-        last time as a whole, else the cached messages compared field by field in bulk, and
-        on any difference one by one."""
+        last time as a whole, else fields compared in bulk, and on any difference one by one."""
         edits = edit_count()  # read first: an edit made while checking shows next time
         items = messages if isinstance(messages, list) else list(messages)
         if not items:
@@ -203,8 +202,7 @@ class WireCache(Generic[T]):
 
 
 def _remover(table: dict[int, Any], key: int) -> Callable[[weakref.ref[Any]], None]:
-    """A weak reference's callback: remove ``table[key]`` when the entry there (a tuple
-    whose first item is its weak reference) is still the one this reference was made for."""
+    """A weak reference's callback: remove ``table[key]`` if that entry is still its own."""
 
     def remove(ref: weakref.ref[Any]) -> None:
         found = table.get(key)
@@ -221,10 +219,8 @@ def splice(
     tail: dict[str, Any],
     last: bytes = b"",
 ) -> bytes:
-    """The JSON object ``{**head, field: [items...], **tail}`` as bytes, keys in that
-    order, with ``items`` already encoded (``field`` must be in neither dict), and ``last``
-    (an encoded ``"key":value`` member, or nothing) after them. The items are copied once,
-    into the result."""
+    """``{**head, field: [items...], **tail}`` as JSON bytes, ``items`` already encoded (and
+    copied once, into the result), then ``last`` (an encoded ``"key":value`` member, or none)."""
     start = dumps(head)[:-1] + ("," if head else "") + json.dumps(field) + ":["
     rest = dumps(tail)
     end = ("]" + ("," + rest[1:] if rest != "{}" else "}")).encode()
@@ -239,9 +235,8 @@ def splice(
 
 
 class ToolsJSON:
-    """The tools list of a request body, encoded once while the tool specs are the same
-    objects with equal parameters (``tool_spec`` returns the same spec for an unchanged
-    tool, run after run). ``build(specs)`` makes the JSON value from the specs."""
+    """A request's tools list (``build(specs)``) encoded once while the specs are the same
+    objects with equal fields (``tool_spec`` returns the same spec for an unchanged tool)."""
 
     __slots__ = ("_build", "_encoded", "_kept", "_specs")
 

@@ -90,10 +90,9 @@ class Anthropic(HTTPAdapter):
             _cached(body["tools"][-1], cache)
             if request.tool_choice is not None:
                 body["tool_choice"] = _tool_choice(request.tool_choice)
-        for turn in reversed(messages):  # the last user block closes the cached prefix
-            if turn["role"] == "user" and turn["content"]:
-                _cached(turn["content"][-1], cache)
-                break
+        users = [turn["content"] for turn in messages if turn["role"] == "user" and turn["content"]]
+        if users:  # the last user block closes the cached prefix
+            _cached(users[-1][-1], cache)
         max_tokens = request.max_tokens or self.max_tokens
         forced = body.get("tool_choice", {}).get("type") in ("any", "tool")
         # Anthropic rejects thinking with a forced tool choice, and for a tool turn in progress

@@ -29,7 +29,6 @@ from ._convert import (
     merge_extra,
     put_settings,
     safe_tool_call_id,
-    same_origin,
     text_of,
     thinking_as_text,
     unwrap_schema,
@@ -284,7 +283,7 @@ def _function_response(message: ToolResultMessage) -> dict[str, Any]:
 def _model_parts(message: AssistantMessage, model: str) -> list[dict[str, Any]]:
     """A model turn's parts; a *carrier*'s signature (an empty ThinkingContent) goes on the next
     part, or an empty text part (docs/providers.md#gemini, "Thought signatures")."""
-    native = same_origin(message, "gemini")
+    native = message.provider == "gemini"
     version = _generation(model)
     needs_signature = version is not None and version >= (3, 0)
     parts: list[dict[str, Any]] = []
@@ -314,16 +313,13 @@ def _model_parts(message: AssistantMessage, model: str) -> list[dict[str, Any]]:
                     emit({"text": ""})
                 pending = block.signature
         elif isinstance(block, TextContent):
-            if block.text or (native and pending):
+            if block.text or pending:  # (a signature is pending only in Gemini's own turn)
                 emit({"text": block.text})
         elif isinstance(block, ToolCall):
             call = {"id": safe_tool_call_id(block.id), "name": block.name, "args": block.arguments}
-            signature = pending if native else None
-            if not signed_call and not signature and needs_signature:
-                signature = SKIP_SIGNATURE
+            first = needs_signature and not signed_call
             signed_call = True
-            pending = None
-            emit({"functionCall": call}, signature)
+            emit({"functionCall": call}, pending or (SKIP_SIGNATURE if first else None))
     if pending:
         emit({"text": ""})
     return parts

@@ -29,7 +29,6 @@ from ._convert import (
     image_data_url,
     put_settings,
     safe_tool_call_id,
-    same_origin,
     text_of,
     visible_thinking,
     wire_names,
@@ -190,7 +189,7 @@ class OpenAIChat(HTTPAdapter):
         converted: dict[str, Any] = {"role": "assistant", "content": "\n".join(texts) or None}
         if calls:
             converted["tool_calls"] = calls
-        if self.reasoning_field and same_origin(message, self.name):
+        if self.reasoning_field and message.provider == self.name:
             reasoning = visible_thinking(message)
             if reasoning:
                 converted[self.reasoning_field] = reasoning
