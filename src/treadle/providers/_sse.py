@@ -46,11 +46,9 @@ class StreamLineTooLong(TreadleError, ValueError):
 
 
 class SSEDecoder:
-    """Turns chunks of a ``text/event-stream`` body into :class:`SSEEvent` values (WHATWG rules).
-
-    Linear in the body's size even when one enormous line arrives in many chunks (its
-    pieces are joined once, when the line ends), and bounded: a line longer than
-    ``max_line`` characters raises :class:`StreamLineTooLong`."""
+    """Turns chunks of a ``text/event-stream`` body into :class:`SSEEvent` values (WHATWG rules);
+    linear even in one enormous line sent in many chunks (its pieces are joined once), and
+    bounded: a line longer than ``max_line`` raises :class:`StreamLineTooLong`."""
 
     __slots__ = (
         "_buffer",

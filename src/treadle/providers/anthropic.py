@@ -35,12 +35,8 @@ _CACHE = {"short": {"type": "ephemeral"}, "long": {"type": "ephemeral", "ttl": "
 
 
 class Anthropic(HTTPAdapter):
-    """Claude models through the Messages API.
-
-    ``max_tokens`` is the default answer budget (Anthropic requires one). When thinking is on
-    and ``max_tokens`` would not leave room beyond the thinking budget, the budget is added on
-    top of it. ``thinking_budgets`` overrides the token budget per thinking level.
-    """
+    """Claude models through the Messages API. ``max_tokens`` is the default answer budget
+    (the thinking budget is added when it leaves no room); ``thinking_budgets`` per level."""
 
     name = "anthropic"
     default_base_url = DEFAULT_BASE_URL
@@ -70,11 +66,9 @@ class Anthropic(HTTPAdapter):
         self._key()  # fail before any I/O when no key is configured
         # The 1-hour cache tier needs its beta header (unless the caller sends their own).
         beta = request.prompt_cache == "long" and "anthropic-beta" not in self._extra_headers
+        headers = {"anthropic-beta": EXTENDED_CACHE_BETA} if beta else None
         state = StreamState(self.name, body["model"])
-        url = f"{self.base_url}/v1/messages"
-        return self._events(
-            state, url, body, cancel, {"anthropic-beta": EXTENDED_CACHE_BETA} if beta else None
-        )
+        return self._events(state, f"{self.base_url}/v1/messages", body, cancel, headers)
 
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
         """The Messages API request body for ``request`` (pure: no I/O)."""

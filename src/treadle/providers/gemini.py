@@ -81,9 +81,8 @@ class Gemini(HTTPAdapter):
         """The endpoint for ``model``; ``models/`` is added unless the name has a collection."""
         path = model if "/" in model else f"models/{model}"
         root = self.base_url if _VERSIONED.search(self.base_url) else f"{self.base_url}/v1beta"
-        if stream:
-            return f"{root}/{path}:streamGenerateContent?alt=sse"
-        return f"{root}/{path}:generateContent"
+        method = "streamGenerateContent?alt=sse" if stream else "generateContent"
+        return f"{root}/{path}:{method}"
 
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
         model = request.model or self.model

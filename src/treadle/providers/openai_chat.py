@@ -85,9 +85,8 @@ class OpenAIChat(HTTPAdapter):
         self.max_tokens_field = max_tokens_field or (
             "max_completion_tokens" if host == "api.openai.com" else "max_tokens"
         )
-        if reasoning_field is None and provider_name == "deepseek":
-            reasoning_field = "reasoning_content"
-        self.reasoning_field = reasoning_field
+        deepseek = "reasoning_content" if provider_name == "deepseek" else None
+        self.reasoning_field = deepseek if reasoning_field is None else reasoning_field
         self._require_key = require_key if require_key is not None else not _is_local(host)
         self._wire: WireCache[_Encoded] = WireCache()
         self._tools = ToolsJSON(
@@ -96,9 +95,8 @@ class OpenAIChat(HTTPAdapter):
 
     def _headers(self) -> dict[str, str]:
         headers = super()._headers()
-        key = self._api_key
-        if key and not any(name.lower() == "authorization" for name in headers):
-            headers["authorization"] = f"Bearer {key}"
+        if self._api_key and "authorization" not in map(str.lower, headers):
+            headers["authorization"] = f"Bearer {self._api_key}"
         if self.organization:
             headers["openai-organization"] = self.organization
         if self.project:
