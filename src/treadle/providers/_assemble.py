@@ -1,7 +1,5 @@
 """One assembler for every adapter's stream: content blocks opened, fed and closed, the
-stream events on the way, and the final message. An adapter maps its wire events to calls
-on :class:`Assembler`; tool arguments follow one rule everywhere (:func:`parse_arguments`),
-and usage one normalisation (:func:`usage`).
+stream events on the way, and the final message (docs/architecture.md#an-adapter-in-one-file).
 """
 
 from __future__ import annotations
@@ -47,22 +45,14 @@ Kind = Literal["text", "thinking", "tool"]
 
 
 def parse_arguments(text: str) -> tuple[dict[str, Any], str | None]:
-    """Tool-call arguments from the model's JSON text: ``(arguments, raw)``.
-
-    The one rule for every adapter: no text, blank text and JSON ``null`` are no arguments
-    (``{}``, and the tool runs); a JSON object is the arguments; anything else — invalid
-    JSON, or JSON that is not an object — gives ``{}`` and the text as ``raw`` (the call's
-    ``raw_arguments``: the loop answers it with an error result the model can act on)."""
-    if not text.strip():
-        return {}, None
+    """Tool-call arguments from the model's JSON text: ``(arguments, raw)``, by the one rule
+    in docs/providers.md#stream-events (``raw``: the text, when it is not a JSON object)."""
     try:
-        value = from_json(text)
+        value = from_json(text) if text.strip() else None
     except ValueError:
         return {}, text
-    if value is None:
-        return {}, None
-    if isinstance(value, dict):
-        return value, None
+    if value is None or isinstance(value, dict):
+        return value or {}, None
     return {}, text
 
 
@@ -130,12 +120,9 @@ class Block:
 
 
 class Assembler:
-    """The message being assembled, block by block, and the stream events it makes.
-
-    Block indexes follow the order blocks open. Events collect in a list that the adapter
-    drains with :meth:`take` after each wire event. An adapter's subclass maps wire events
-    in ``feed(value)`` and gives the last events in ``end()``.
-    """
+    """The message being assembled, block by block (indexes in the order blocks open), and
+    the stream events it makes, drained with :meth:`take`. A subclass maps wire events in
+    ``feed(value)`` and gives the last events in ``end()``."""
 
     feed: Callable[[Any], Sequence[StreamEvent]]
     end: Callable[[], list[StreamEvent]]
@@ -163,9 +150,8 @@ class Assembler:
         self.failed: ProviderError | None = None  # raised after the events before it
 
     def read(self, values: list[Any]) -> Sequence[StreamEvent]:
-        """The stream events of the wire events one read completed, each run of deltas to
-        one block merged (:func:`coalesce`). An error a wire event raises is kept in
-        ``failed``, for the caller to raise after the events before it."""
+        """The stream events of one read's wire events, coalesced; an error a wire event
+        raises is kept in ``failed``, to raise after the events before it."""
         events: list[StreamEvent] = []
         try:
             for value in values:
@@ -276,13 +262,11 @@ class Assembler:
         None. Start, one delta with the arguments' JSON, end."""
         self.close_current()
         at = self.open("tool", id=id, name=name)
-        if isinstance(arguments, dict):
-            text = to_json(arguments).decode()
-        elif isinstance(arguments, str) or arguments is None:
+        if isinstance(arguments, str) or arguments is None:
             parsed, raw = parse_arguments(arguments or "")
             text = raw if raw is not None else to_json(parsed).decode()
-        else:
-            text = to_json(arguments).decode()  # JSON, but not an object: the error path
+        else:  # an object, or JSON that is not one (the error path)
+            text = to_json(arguments).decode()
         self.add(at, text)
         self.close(at)
         return at
@@ -336,9 +320,8 @@ class Assembler:
 
 
 def coalesce(events: Sequence[StreamEvent]) -> Sequence[StreamEvent]:
-    """``events`` (what one read made) with each run of deltas to one block merged
-    into one delta, unless the loop asked for one event per wire event
-    (:data:`~treadle.providers.base.COALESCE_DELTAS`)."""
+    """``events`` with each run of deltas to one block merged into one delta, unless the loop
+    asked for one event per wire event (:data:`~treadle.providers.base.COALESCE_DELTAS`)."""
     if not COALESCE_DELTAS.get():
         return events
     out: list[StreamEvent] = []

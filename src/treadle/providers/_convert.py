@@ -39,11 +39,6 @@ def safe_tool_call_id(call_id: str, *, max_len: int = 64) -> str:
     return f"{cleaned}_{digest}"
 
 
-def same_origin(message: AssistantMessage, provider: str) -> bool:
-    """Whether this provider made ``message``: thinking signatures are valid only there."""
-    return message.provider == provider
-
-
 def thinking_as_text(block: ThinkingContent) -> str | None:
     """Foreign thinking rendered as plain text, or None when there is nothing to show."""
     if block.redacted or not block.thinking.strip():
@@ -91,11 +86,10 @@ def assistant_parts(
     thinking: Callable[[ThinkingContent], T | None],
     call: Callable[[ToolCall], T],
 ) -> list[T]:
-    """An assistant message's blocks in a provider's shape, in order: text through ``text``
-    (empty text left out), tool calls through ``call``, and thinking through ``thinking``
-    when this provider made the message (None: the block cannot go back as thinking),
-    otherwise as text (:func:`thinking_as_text`) or not at all."""
-    native = same_origin(message, provider)
+    """An assistant message's blocks in a provider's shape, in order (empty text left out).
+    Thinking goes through ``thinking`` when this provider made the message (its signatures
+    are valid only there); else, or where that gives None, as text or not at all."""
+    native = message.provider == provider
     out: list[T] = []
     for block in message.content:
         if isinstance(block, TextContent):
@@ -134,10 +128,8 @@ def each_message(
 def after_tool_runs(
     entries: Iterable[tuple[T | None, Sequence[P], bool]], gather: Callable[[list[P]], T]
 ) -> list[T]:
-    """A history's converted entries in order, for APIs whose tool results cannot carry
-    images: each entry is ``(converted or None, parts it leaves behind, is a tool result)``,
-    and the parts a run of tool results leaves (their images) follow that run, as one
-    ``gather(parts)`` entry (tool results must directly follow the call that asked)."""
+    """Entries ``(converted or None, parts left behind, is a tool result)`` in order, the
+    parts (images) a run of tool results leaves following that run as one ``gather(parts)``."""
     out: list[T] = []
     pending: list[P] = []
     for converted, parts, tool in entries:

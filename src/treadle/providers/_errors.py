@@ -122,8 +122,7 @@ _LOOPBACK = {"localhost", "127.0.0.1", "::1", "[::1]", "0.0.0.0"}
 
 
 def _refused(exc: BaseException, depth: int = 0) -> bool:
-    """Whether ``exc`` (or what caused it, including trio's group of connect attempts) is
-    a refused connection."""
+    """Whether ``exc``, its cause or its group (trio's connect attempts) is a refusal."""
     seen: BaseException | None = exc
     while seen is not None and depth < 20:
         if isinstance(seen, ConnectionRefusedError) or "refused" in str(seen).lower():
@@ -138,15 +137,13 @@ def _refused(exc: BaseException, depth: int = 0) -> bool:
 
 def check_base_url(base_url: str) -> None:
     """Fail at construction, naming the fix, for a ``base_url`` no request could go to (no
-    ``http://`` or ``https://``, no host): otherwise the first call would fail instead — a
-    configuration error, which no retry can mend."""
+    ``http://`` or ``https://``, no host): a configuration error no retry can mend."""
     try:
         url = httpx.URL(base_url)
-        ok = url.scheme in ("http", "https") and bool(url.host)
+        if url.scheme in ("http", "https") and url.host:
+            return
     except httpx.InvalidURL:
-        ok = False
-    if ok:
-        return
+        pass
     shown = redact_url(base_url)
     guess = f"; did you mean 'http://{shown}'?" if "://" not in base_url and shown else ""
     raise ConfigurationError(
@@ -162,12 +159,9 @@ _UNSENDABLE = (httpx.UnsupportedProtocol, httpx.InvalidURL, httpx.LocalProtocolE
 def transport_error(
     exc: httpx.TransportError | httpx.InvalidURL, provider: str, base_url: str = "", hint: str = ""
 ) -> ProviderError:
-    """A connection-level failure, naming the server and what to check. Only the exception's
-    own text is kept, never the request.
-
-    A refused connection to this machine (``localhost``, ``127.0.0.1``) means nothing is
-    listening there: it is ``unreachable`` and not retried, so the caller hears of it at once
-    instead of after the retries' back-off."""
+    """A connection-level failure, naming the server and what to check (the exception's own
+    text, never the request's). A refused connection to this machine is ``unreachable``:
+    nothing listens there, so it is not retried."""
     where = redact_url(base_url) if base_url else "the server"
     if isinstance(exc, _UNSENDABLE):  # the text may quote a header (the key): not kept
         message = (

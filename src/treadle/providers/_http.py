@@ -41,21 +41,14 @@ def key_variable(provider: str) -> str:
 
 
 def env_key(*names: str) -> str | None:
-    for name in names:
-        value = os.environ.get(name)
-        if value:
-            return value
-    return None
+    return next(filter(None, map(os.environ.get, names)), None)
 
 
 _AdapterT = TypeVar("_AdapterT", bound="HTTPAdapter")
 
 
 class HTTPOptions(TypedDict, total=False):
-    """The keyword options every HTTP adapter takes after the model: ``api_key`` (else the
-    adapter's environment variable), ``base_url`` (else the API's own), ``client`` (a shared
-    ``httpx.AsyncClient``; else the adapter owns one), ``timeout``, ``headers`` (sent with
-    every request, kept out of errors) and ``stream`` (``False``: whole JSON responses)."""
+    """The keyword options every HTTP adapter takes after the model (docs/providers.md)."""
 
     api_key: str | None
     base_url: str | None
@@ -66,10 +59,8 @@ class HTTPOptions(TypedDict, total=False):
 
 
 def _scrubbing(stream: Any) -> Any:
-    """``stream`` (an adapter's) with every ProviderError it raises — an HTTP error, a
-    transport failure, or an error event in the middle of a 200 stream — passed through the
-    adapter's :meth:`HTTPAdapter.scrub` first. The stream :meth:`HTTPAdapter._events` makes
-    scrubs its own errors, so it is returned as it is: no extra layer per event."""
+    """``stream`` with every ProviderError it raises passed through :meth:`HTTPAdapter.scrub`
+    (the stream ``_events`` makes scrubs its own: it is returned as it is)."""
 
     @functools.wraps(stream)
     def scrubbed(
@@ -104,11 +95,8 @@ async def _scrub_each(adapter: HTTPAdapter, events: Any) -> AsyncIterator[Any]:
 
 class HTTPAdapter:
     """Base for adapters: owns (or borrows) one ``httpx.AsyncClient`` for connection reuse.
-
-    The API key is held privately and never appears in a repr, event or error: every
-    adapter's ``stream`` is wrapped (here, once, for all of them) so that an error a server
-    sends — even mid-stream, even echoing the key — is scrubbed before anyone sees it.
-    """
+    The key never appears in a repr, event or error: every subclass's ``stream`` is wrapped
+    so that an error a server sends, even mid-stream echoing the key, is scrubbed."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -120,8 +108,7 @@ class HTTPAdapter:
     max_connections: int = 100
     """Requests in flight at once; more wait in a first-come queue, not in the HTTP pool."""
     max_line_chars: int = MAX_LINE_CHARS
-    """The longest line a streamed response may send: a hostile server cannot make the
-    client buffer without bound."""
+    """The longest line a streamed response may send (a hostile server cannot flood us)."""
     connect_hint: str = ""
     """What to check when the server cannot be reached (empty: a generic hint)."""
     default_base_url: str = ""
@@ -197,8 +184,7 @@ class HTTPAdapter:
         return f"{type(self).__name__}(model={self.model!r}, base_url={where!r})"
 
     def _required_key(self, variable: str, label: str) -> str:
-        """The key given, else the one in ``variable`` (read at call time); a clear ``auth``
-        error before any I/O when there is none."""
+        """The key given, else the one in ``variable`` (read now); ``auth`` error without one."""
         key = self._api_key or env_key(variable)
         if not key:
             raise self._no_key(f"no {label} API key", variable)
@@ -213,20 +199,16 @@ class HTTPAdapter:
         return self._headers_with({})
 
     def _headers_with(self, auth: Mapping[str, str]) -> dict[str, str]:
-        """The JSON content type, then ``auth`` (an adapter's own scheme), then the caller's
-        ``headers``, which win over both."""
+        """The JSON content type, ``auth`` (the adapter's scheme), then the caller's headers."""
         return {"content-type": "application/json", **auth, **self._extra_headers}
 
     @asynccontextmanager
     async def _response(
         self, url: str, body: Body, headers: Mapping[str, str] | None
     ) -> AsyncIterator[httpx.Response]:
-        """POST ``body`` and give the response once its status says success; HTTP and
-        transport failures, then or while the body is read, raise :class:`ProviderError`.
-
-        A request that fails before any response byte, on a kept-alive connection, is sent
-        again at once, once: a server that closes idle connections (llama.cpp's) races the
-        client reusing one, and the request never reached its handler."""
+        """POST ``body`` and give the response once its status says success; failures raise
+        :class:`ProviderError`. A request that fails on a kept-alive connection before any
+        response byte is sent again once (a server closing idle connections races reuse)."""
         content = {"content": body} if isinstance(body, bytes) else {"json": body}
         try:
             async with self.slots:
@@ -256,13 +238,9 @@ class HTTPAdapter:
         cancel: CancellationToken | None,
         headers: Mapping[str, str] | None = None,
     ) -> AsyncGenerator[StreamEvent, None]:
-        """One model call's stream events: every wire event of the response — read by read
-        through ``state.decoder``, or from ``state.whole(JSON)`` for a non-streamed call —
-        fed to ``state`` (the adapter's :class:`Assembler`), then its ``end()``. Every error
-        is scrubbed (see :meth:`scrub`).
-
-        The one async generator between the socket and the loop: each layer costs per event.
-        """
+        """One call's stream events: the response's wire events (``state.decoder``, or
+        ``state.whole`` unstreamed) fed to ``state``, then its ``end()``; errors scrubbed. The
+        one async generator between the socket and the loop: each layer costs per event."""
         try:
             check_cancel(cancel, self.name)
             if self.streaming:

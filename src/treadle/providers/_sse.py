@@ -46,18 +46,15 @@ class StreamLineTooLong(TreadleError, ValueError):
 
 
 class SSEDecoder:
-    """Turns chunks of a ``text/event-stream`` body into :class:`SSEEvent` values (WHATWG rules).
-
-    Linear in the body's size even when one enormous line arrives in many chunks (its
-    pieces are joined once, when the line ends), and bounded: a line longer than
-    ``max_line`` characters raises :class:`StreamLineTooLong`."""
+    """Turns chunks of a ``text/event-stream`` body into :class:`SSEEvent` values (WHATWG rules);
+    linear even in one enormous line sent in many chunks (its pieces are joined once), and
+    bounded: a line longer than ``max_line`` raises :class:`StreamLineTooLong`."""
 
     __slots__ = (
         "_buffer",
         "_data",
         "_decoder",
         "_event",
-        "_has_data",
         "_id",
         "_parts",
         "_retry",
@@ -74,8 +71,7 @@ class SSEDecoder:
         self._size = 0
         self._buffer = ""
         self._event = ""
-        self._data: list[str] = []
-        self._has_data = False
+        self._data: list[str] = []  # the event's data lines (none: no event to dispatch)
         self._id: str | None = None
         self._retry: int | None = None
         # Nothing is pending (no part of a line, an event or a UTF-8 character): the next
@@ -114,7 +110,7 @@ class SSEDecoder:
             self._line(line, events)
         # A chunk that ends a line leaves no part of a line, nor of a UTF-8 character.
         self.ready = (
-            chunk[-1:] == b"\n" and not self._has_data and not self._event and self._retry is None
+            chunk[-1:] == b"\n" and not self._data and not self._event and self._retry is None
         )
         return events
 
@@ -138,13 +134,12 @@ class SSEDecoder:
 
     def _line(self, line: str, events: list[SSEEvent]) -> None:
         if not line:
-            if self._has_data:
+            if self._data:
                 events.append(
                     SSEEvent(self._event or "message", "\n".join(self._data), self._id, self._retry)
                 )
             self._event = ""
             self._data = []
-            self._has_data = False
             self._retry = None
             return
         if line[0] == ":":
@@ -154,7 +149,6 @@ class SSEDecoder:
             value = value[1:]
         if name == "data":
             self._data.append(value)
-            self._has_data = True
         elif name == "event":
             self._event = value
         elif name == "id":
@@ -202,19 +196,16 @@ class UnexpectedEvent(TreadleError, ValueError):
         super().__init__(f"unexpected stream event: {str(value)[:200]!r}")
 
 
-class SSEJSONDecoder:
+class SSEJSONDecoder(SSEDecoder):
     """Server-sent events whose ``data`` is a JSON object: yields each event's parsed data."""
 
-    __slots__ = ("_sse",)
-
-    def __init__(self, max_line: int = MAX_LINE_CHARS) -> None:
-        self._sse = SSEDecoder(max_line)
+    __slots__ = ()
 
     def feed(self, chunk: bytes) -> list[Any]:
-        return _objects(self._sse.feed(chunk))
+        return _objects(SSEDecoder.feed(self, chunk))
 
     def close(self) -> list[Any]:
-        return _objects(self._sse.close())
+        return _objects(SSEDecoder.close(self))
 
 
 def _objects(events: list[SSEEvent]) -> list[Any]:

@@ -1,15 +1,7 @@
-"""Request bodies built from wire JSON kept per message, so a long history is not
-converted and encoded again on every turn (docs/providers.md#openaichat).
-
-An entry is served only while its message is the same object (held weakly) *and*
-unchanged: its fields and each content block's fields equal the copies taken when it was
-encoded (containers deep-copied; identity compared first, so an unchanged message costs a
-few C-level comparisons). What the check does not see never reaches a provider: an edit
-inside ``details`` or ``usage``. For the part of a history served last time it is cheaper
-still: messages and blocks count attribute assignments once watched (``types._watch``), so
-while :func:`~treadle.types._watch.edit_count` is unchanged that prefix needs only the same
-objects in the same order (see :class:`_Prefix`).
-"""
+"""Request bodies built from wire JSON kept per message, so a long history is not converted
+and encoded again on every turn; when an entry is served is in docs/providers.md#openaichat.
+The fields compared (identity first: a few C-level comparisons) are all that reach a
+provider; an edit inside ``details`` or ``usage`` does not."""
 
 from __future__ import annotations
 
@@ -42,21 +34,17 @@ def dumpb(value: Any) -> bytes:
     return dumps(value).encode()
 
 
-def _kept(value: Any) -> Any:
-    """A field value as the fingerprint keeps it: containers are deep-copied, so an edit
-    inside them (``call.arguments["x"] = 1``) no longer compares equal."""
-    if isinstance(value, (dict, list)):
-        return copy.deepcopy(value)
-    return value
-
-
 def _snapshot(message: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """The message's fields (a shallow copy: its content list is checked block by block)
-    and each content block's fields (containers deep-copied)."""
+    """The message's fields (a shallow copy: its content is checked block by block) and each
+    block's fields, containers deep-copied so an edit inside (``call.arguments["x"] = 1``)
+    no longer compares equal."""
     fields = _fields(message)
     content = fields.get("content")
-    blocks = content if isinstance(content, list) else ()
-    return dict(fields), [{k: _kept(v) for k, v in _fields(b).items()} for b in blocks]
+    blocks = [_fields(b) for b in content] if isinstance(content, list) else []
+    deep = copy.deepcopy
+    return dict(fields), [
+        {k: deep(v) if isinstance(v, (dict, list)) else v for k, v in b.items()} for b in blocks
+    ]
 
 
 _Entry = tuple["weakref.ref[Any]", dict[str, Any], list[dict[str, Any]], T]
@@ -64,10 +52,8 @@ _Entry = tuple["weakref.ref[Any]", dict[str, Any], list[dict[str, Any]], T]
 
 
 class _Prefix:
-    """The messages of one history as the cache last served them, with their encodings,
-    checked as a whole on the next request (the same objects, their content unchanged:
-    :class:`~treadle.types._watch.ContentMark`). It holds the messages after the first,
-    and goes with the first (its owner keys it by that message, weakly)."""
+    """The messages of one history as last served, with their encodings, checked as a whole
+    next time (the same objects, unchanged: ``ContentMark``); keyed weakly by the first."""
 
     __slots__ = ("mark", "rest", "values")
 
@@ -77,8 +63,8 @@ class _Prefix:
         self.mark = ContentMark(edits)
 
     def valid(self, messages: list[Any], edits: int) -> int:
-        """How many leading messages this prefix covers unchanged (all of it, or 0); the
-        caller has checked that the first message is the prefix's first."""
+        """How many leading messages this prefix covers unchanged (all, or 0); the first
+        message is known to be the prefix's."""
         k = len(self.values)
         if k > len(messages) or not all(map(is_, islice(messages, 1, k), self.rest)):
             return 0
@@ -100,11 +86,8 @@ class _Prefix:
 
 
 class WireCache(Generic[T]):
-    """Encoded messages by object, for one adapter (see the module docs).
-
-    ``settings(key)`` names the adapter settings the encoding depends on; when they change
-    between calls, every entry is dropped.
-    """
+    """Encoded messages by object, for one adapter; ``settings(key)`` drops them all when
+    the adapter settings the encoding depends on change."""
 
     __slots__ = ("__weakref__", "_entries", "_key", "_prefixes")
 
@@ -128,8 +111,7 @@ class WireCache(Generic[T]):
 
     def encode_all(self, messages: Sequence[Any], encode: Callable[[Any], T]) -> list[T]:
         """``[encode(m) for m in messages]``, from the cache where it may: the prefix served
-        last time as a whole, else the cached messages compared field by field in bulk, and
-        on any difference one by one."""
+        last time as a whole, else fields compared in bulk, and on any difference one by one."""
         edits = edit_count()  # read first: an edit made while checking shows next time
         items = messages if isinstance(messages, list) else list(messages)
         if not items:
@@ -220,8 +202,7 @@ class WireCache(Generic[T]):
 
 
 def _remover(table: dict[int, Any], key: int) -> Callable[[weakref.ref[Any]], None]:
-    """A weak reference's callback: remove ``table[key]`` when the entry there (a tuple
-    whose first item is its weak reference) is still the one this reference was made for."""
+    """A weak reference's callback: remove ``table[key]`` if that entry is still its own."""
 
     def remove(ref: weakref.ref[Any]) -> None:
         found = table.get(key)
@@ -238,10 +219,8 @@ def splice(
     tail: dict[str, Any],
     last: bytes = b"",
 ) -> bytes:
-    """The JSON object ``{**head, field: [items...], **tail}`` as bytes, keys in that
-    order, with ``items`` already encoded (``field`` must be in neither dict), and ``last``
-    (an encoded ``"key":value`` member, or nothing) after them. The items are copied once,
-    into the result."""
+    """``{**head, field: [items...], **tail}`` as JSON bytes, ``items`` already encoded (and
+    copied once, into the result), then ``last`` (an encoded ``"key":value`` member, or none)."""
     start = dumps(head)[:-1] + ("," if head else "") + json.dumps(field) + ":["
     rest = dumps(tail)
     end = ("]" + ("," + rest[1:] if rest != "{}" else "}")).encode()
@@ -256,9 +235,8 @@ def splice(
 
 
 class ToolsJSON:
-    """The tools list of a request body, encoded once while the tool specs are the same
-    objects with equal parameters (``tool_spec`` returns the same spec for an unchanged
-    tool, run after run). ``build(specs)`` makes the JSON value from the specs."""
+    """A request's tools list (``build(specs)``) encoded once while the specs are the same
+    objects with equal fields (``tool_spec`` returns the same spec for an unchanged tool)."""
 
     __slots__ = ("_build", "_encoded", "_kept", "_specs")
 

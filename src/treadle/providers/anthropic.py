@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..cancellation import CancellationToken
-from ..types.content import ImageContent, TextContent, ThinkingContent, ToolCall
+from ..types.content import ImageContent, ThinkingContent, ToolCall
 from ..types.messages import AgentMessage, AssistantMessage, ToolResultMessage
 from ._convert import (
     assistant_parts,
@@ -35,12 +35,8 @@ _CACHE = {"short": {"type": "ephemeral"}, "long": {"type": "ephemeral", "ttl": "
 
 
 class Anthropic(HTTPAdapter):
-    """Claude models through the Messages API.
-
-    ``max_tokens`` is the default answer budget (Anthropic requires one). When thinking is on
-    and ``max_tokens`` would not leave room beyond the thinking budget, the budget is added on
-    top of it. ``thinking_budgets`` overrides the token budget per thinking level.
-    """
+    """Claude models through the Messages API. ``max_tokens`` is the default answer budget
+    (the thinking budget is added when it leaves no room); ``thinking_budgets`` per level."""
 
     name = "anthropic"
     default_base_url = DEFAULT_BASE_URL
@@ -66,16 +62,13 @@ class Anthropic(HTTPAdapter):
     def stream(
         self, request: ModelRequest, *, cancel: CancellationToken | None = None
     ) -> AsyncIterator[StreamEvent]:
-        """Call the model; yield :data:`StreamEvent` values ending with one StreamDone."""
         body = self.build_body(request)
         self._key()  # fail before any I/O when no key is configured
         # The 1-hour cache tier needs its beta header (unless the caller sends their own).
         beta = request.prompt_cache == "long" and "anthropic-beta" not in self._extra_headers
+        headers = {"anthropic-beta": EXTENDED_CACHE_BETA} if beta else None
         state = StreamState(self.name, body["model"])
-        url = f"{self.base_url}/v1/messages"
-        return self._events(
-            state, url, body, cancel, {"anthropic-beta": EXTENDED_CACHE_BETA} if beta else None
-        )
+        return self._events(state, f"{self.base_url}/v1/messages", body, cancel, headers)
 
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
         """The Messages API request body for ``request`` (pure: no I/O)."""
@@ -91,10 +84,9 @@ class Anthropic(HTTPAdapter):
             _cached(body["tools"][-1], cache)
             if request.tool_choice is not None:
                 body["tool_choice"] = _tool_choice(request.tool_choice)
-        for turn in reversed(messages):  # the last user block closes the cached prefix
-            if turn["role"] == "user" and turn["content"]:
-                _cached(turn["content"][-1], cache)
-                break
+        users = [turn["content"] for turn in messages if turn["role"] == "user" and turn["content"]]
+        if users:  # the last user block closes the cached prefix
+            _cached(users[-1][-1], cache)
         max_tokens = request.max_tokens or self.max_tokens
         forced = body.get("tool_choice", {}).get("type") in ("any", "tool")
         # Anthropic rejects thinking with a forced tool choice, and for a tool turn in progress
@@ -150,10 +142,6 @@ def _image_block(image: ImageContent) -> dict[str, Any]:
     return {"type": "image", "source": source}
 
 
-def _user_blocks(content: list[TextContent | ImageContent]) -> list[dict[str, Any]]:
-    return user_parts(content, _text_block, _image_block)  # Anthropic rejects empty text
-
-
 def _signed_thinking(block: ThinkingContent) -> dict[str, Any] | None:
     """Anthropic's own thinking goes back with its signature (None: it has none)."""
     if not block.signature:
@@ -169,9 +157,9 @@ def _tool_use(call: ToolCall) -> dict[str, Any]:
 
 
 def _tool_result(message: ToolResultMessage) -> list[dict[str, Any]]:
-    block: dict[str, Any] = {"type": "tool_result"}
-    block["tool_use_id"] = safe_tool_call_id(message.tool_call_id)
-    content = _user_blocks(message.content)
+    call_id = safe_tool_call_id(message.tool_call_id)
+    block: dict[str, Any] = {"type": "tool_result", "tool_use_id": call_id}
+    content = user_parts(message.content, _text_block, _image_block)
     if content:
         block["content"] = content
     if message.is_error:
@@ -185,7 +173,7 @@ def _convert_messages(messages: list[AgentMessage], provider: str) -> list[dict[
     wire: list[dict[str, Any]] = []
     turns = each_message(
         messages,
-        user=lambda message: ("user", _user_blocks(message.content)),
+        user=lambda message: ("user", user_parts(message.content, _text_block, _image_block)),
         assistant=lambda message: ("assistant", _assistant_blocks(message, provider)),
         tool=lambda message: ("user", _tool_result(message)),
     )
@@ -197,12 +185,9 @@ def _convert_messages(messages: list[AgentMessage], provider: str) -> list[dict[
             continue
         content: list[dict[str, Any]] = wire[-1]["content"]
         for block in blocks:
-            if block["type"] != "tool_result":
-                content.append(block)
-                continue
-            at = 0
-            while at < len(content) and content[at]["type"] == "tool_result":
-                at += 1
+            at = len(content)
+            if block["type"] == "tool_result":  # ahead of the turn's other content
+                at = next((i for i, b in enumerate(content) if b["type"] != "tool_result"), at)
             content.insert(at, block)
     return wire
 

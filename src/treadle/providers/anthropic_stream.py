@@ -126,7 +126,6 @@ class StreamState(Assembler):
             self.add(at, delta[field])
 
     def end(self) -> list[StreamEvent]:
-        """The complete message, after any block still open."""
         stop = self.stop_for(self.stop_reason, _STOP_REASONS)
         u = self.usage
         read, write = u.get("cache_read_input_tokens", 0), u.get("cache_creation_input_tokens", 0)

@@ -29,7 +29,6 @@ from ._convert import (
     merge_extra,
     put_settings,
     safe_tool_call_id,
-    same_origin,
     text_of,
     thinking_as_text,
     unwrap_schema,
@@ -54,17 +53,13 @@ _BUDGETS = {"minimal": 512, "low": 1024, "medium": 8192, "high": 24576}
 _MODES = {"auto": "AUTO", "none": "NONE", "required": "ANY"}
 # Keys of Gemini's Schema dialect (an OpenAPI 3.0 subset); everything else is dropped.
 _SCHEMA_KEYS = frozenset(
-    (
-        "type format description nullable enum items properties required anyOf minItems"
-        " maxItems minimum maximum minLength maxLength pattern minProperties maxProperties"
-        " propertyOrdering"
-    ).split()
+    "type format description nullable enum items properties required anyOf minItems maxItems"
+    " minimum maximum minLength maxLength pattern minProperties maxProperties"
+    " propertyOrdering".split()
 )
-_FORMATS = {
-    "string": {"enum", "date-time"},
-    "integer": {"int32", "int64"},
-    "number": {"float", "double"},
-}
+_FORMATS = dict(
+    string={"enum", "date-time"}, integer={"int32", "int64"}, number={"float", "double"}
+)
 _Turn = tuple[str, list[dict[str, Any]]]
 
 
@@ -86,9 +81,8 @@ class Gemini(HTTPAdapter):
         """The endpoint for ``model``; ``models/`` is added unless the name has a collection."""
         path = model if "/" in model else f"models/{model}"
         root = self.base_url if _VERSIONED.search(self.base_url) else f"{self.base_url}/v1beta"
-        if stream:
-            return f"{root}/{path}:streamGenerateContent?alt=sse"
-        return f"{root}/{path}:generateContent"
+        method = "streamGenerateContent?alt=sse" if stream else "generateContent"
+        return f"{root}/{path}:{method}"
 
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
         model = request.model or self.model
@@ -135,12 +129,8 @@ def _generation(model: str) -> tuple[int, int] | None:
 
 
 def thinking_config(model: str, level: ThinkingLevel) -> dict[str, Any] | None:
-    """``generationConfig.thinkingConfig`` for ``level`` on ``model``.
-
-    Gemini 3 takes ``thinkingLevel`` (Pro knows only low/high; thinking cannot be switched
-    off, so "off" asks for the least there is). Gemini 2.5 takes a token budget; only its
-    Flash models can turn thinking off. Older models do not think and get nothing for "off".
-    """
+    """``generationConfig.thinkingConfig`` for ``level`` on ``model``: Gemini 3's levels, else a
+    token budget (the table is in docs/providers.md#gemini)."""
     version = _generation(model)
     flash = "flash" in model
     if version is not None and version >= (3, 0):
@@ -176,10 +166,8 @@ def _declaration(tool: ToolSpec) -> dict[str, Any]:
 
 
 def sanitize_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
-    """A JSON schema rewritten into Gemini's dialect: ``$ref`` inlined from ``$defs`` /
-    ``definitions``, nullable unions folded into ``nullable``, ``oneOf`` read as ``anyOf``,
-    ``const`` as a one-value enum, and unsupported keys (``additionalProperties``, ``title``,
-    ``default``, ``$schema`` …) dropped."""
+    """A JSON schema rewritten into Gemini's dialect (the rules are in
+    docs/providers.md#gemini)."""
     defs: dict[str, Any] = {}
     for key in ("$defs", "definitions"):
         if isinstance(schema.get(key), dict):
@@ -292,11 +280,9 @@ def _function_response(message: ToolResultMessage) -> dict[str, Any]:
 
 
 def _model_parts(message: AssistantMessage, model: str) -> list[dict[str, Any]]:
-    """A model turn's parts. Gemini wants each ``thoughtSignature`` back on the part it came
-    on; a signature arrives as a *carrier* (an empty ThinkingContent holding it, just before
-    that part's block), so it is put on the next part, or on an empty text part when none
-    follows. Gemini 3 rejects a turn whose first call has none: it gets the placeholder."""
-    native = same_origin(message, "gemini")
+    """A model turn's parts; a *carrier*'s signature (an empty ThinkingContent) goes on the next
+    part, or an empty text part (docs/providers.md#gemini, "Thought signatures")."""
+    native = message.provider == "gemini"
     version = _generation(model)
     needs_signature = version is not None and version >= (3, 0)
     parts: list[dict[str, Any]] = []
@@ -326,16 +312,13 @@ def _model_parts(message: AssistantMessage, model: str) -> list[dict[str, Any]]:
                     emit({"text": ""})
                 pending = block.signature
         elif isinstance(block, TextContent):
-            if block.text or (native and pending):
+            if block.text or pending:  # (a signature is pending only in Gemini's own turn)
                 emit({"text": block.text})
         elif isinstance(block, ToolCall):
             call = {"id": safe_tool_call_id(block.id), "name": block.name, "args": block.arguments}
-            signature = pending if native else None
-            if not signed_call and not signature and needs_signature:
-                signature = SKIP_SIGNATURE
+            first = needs_signature and not signed_call
             signed_call = True
-            pending = None
-            emit({"functionCall": call}, signature)
+            emit({"functionCall": call}, pending or (SKIP_SIGNATURE if first else None))
     if pending:
         emit({"text": ""})
     return parts

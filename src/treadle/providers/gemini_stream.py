@@ -4,12 +4,11 @@ stream events and the final AssistantMessage, with finish reasons and usage."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
 from typing import Any
 
 from pydantic_core import from_json
 
-from ..types import ErrorInfo, Usage
+from ..types import ErrorInfo
 from ..types.usage import StopReason
 from ._assemble import Assembler, count, usage
 from ._convert import safe_tool_call_id
@@ -24,10 +23,8 @@ _FINISH_NAMES = (
 ).split()
 _STOPS: dict[str, StopReason] = {"STOP": "stop", "MAX_TOKENS": "length"}
 _FILTERED = frozenset(
-    (
-        "SAFETY RECITATION BLOCKLIST PROHIBITED_CONTENT SPII IMAGE_SAFETY"
-        " IMAGE_PROHIBITED_CONTENT IMAGE_RECITATION LANGUAGE"
-    ).split()
+    "SAFETY RECITATION BLOCKLIST PROHIBITED_CONTENT SPII IMAGE_SAFETY IMAGE_PROHIBITED_CONTENT"
+    " IMAGE_RECITATION LANGUAGE".split()
 )
 
 
@@ -203,9 +200,14 @@ class Response(Assembler):
         return safe_tool_call_id(f"call_{self.response_id or self._id_base}_{self.calls - 1}")
 
     def end(self) -> list[StreamEvent]:
-        """The complete message, after any block still open."""
         stop, error = self._stop_reason()
-        return self.closing(stop, _usage(self.usage), error)
+        meta = self.usage  # tool-use prompt tokens are input that promptTokenCount leaves out
+        prompt = count(meta, "promptTokenCount") + count(meta, "toolUsePromptTokenCount")
+        thoughts = count(meta, "thoughtsTokenCount")
+        output = count(meta, "candidatesTokenCount") + thoughts
+        cached, total = count(meta, "cachedContentTokenCount"), count(meta, "totalTokenCount")
+        totals = usage(prompt, output, cache_read=cached, reasoning=thoughts, total=total)
+        return self.closing(stop, totals, error)
 
     def _stop_reason(self) -> tuple[StopReason, ErrorInfo | None]:
         if self.blocked is not None:
@@ -217,13 +219,3 @@ class Response(Assembler):
         kind = "content_filter" if self.finish in _FILTERED else "model_error"
         detail = f": {self.finish_message}" if self.finish_message else ""
         return "error", ErrorInfo(kind=kind, message=f"Gemini stopped with {self.finish}{detail}")
-
-
-def _usage(meta: Mapping[str, Any]) -> Usage:
-    # Tool-use prompt tokens are input that promptTokenCount does not count.
-    prompt = count(meta, "promptTokenCount") + count(meta, "toolUsePromptTokenCount")
-    thoughts = count(meta, "thoughtsTokenCount")
-    output = count(meta, "candidatesTokenCount") + thoughts
-    cached = count(meta, "cachedContentTokenCount")
-    total = count(meta, "totalTokenCount")
-    return usage(prompt, output, cache_read=cached, reasoning=thoughts, total=total)

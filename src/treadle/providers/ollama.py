@@ -76,10 +76,8 @@ class Ollama(HTTPAdapter):
         keep_alive: str | int | None = None,
         **http: Unpack[HTTPOptions],
     ) -> None:
-        """``options`` are Ollama model options sent with every request (``num_ctx`` is the
-        one most often needed: Ollama's default context is small and truncates silently).
-        ``http``: ``api_key``, ``base_url`` (else ``OLLAMA_HOST``), ``client``, ``timeout``,
-        ``headers``, ``stream`` (see :class:`~treadle.providers._http.HTTPOptions`)."""
+        """``options``: Ollama model options sent with every request (``num_ctx`` above all: the
+        default context is small and truncates silently); ``base_url`` else ``OLLAMA_HOST``."""
         if http.get("base_url") is None:
             env_host = os.environ.get("OLLAMA_HOST")
             http["base_url"] = host_url(env_host) if env_host else DEFAULT_BASE_URL
@@ -231,5 +229,4 @@ class _Response(Assembler):
         return self.take()
 
     def end(self) -> list[StreamEvent]:
-        """The complete message, after any block still open."""
         return self.closing(self.stop_for(self.done_reason, _STOPS), self.usage)

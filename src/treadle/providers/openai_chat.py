@@ -1,11 +1,6 @@
-"""OpenAI Chat Completions, and every server that speaks it (vLLM, llama.cpp, Ollama's ``/v1``,
-LM Studio, Groq, DeepSeek, OpenRouter, Together, Mistral). Their dialects differ in small ways,
-all handled here and listed in docs/providers.md#openaichat.
-
-Chat Completions has no input field for reasoning: thinking goes back only when this same
-provider made it and ``reasoning_field`` names a field for it (DeepSeek's thinking mode needs
-``reasoning_content``); another model's thinking would read as something the assistant said.
-"""
+"""OpenAI Chat Completions, and every server that speaks it (vLLM, llama.cpp, Groq, DeepSeek,
+Mistral …); their dialects, and how thinking goes back (``reasoning_field``), are in
+docs/providers.md#openaichat."""
 
 from __future__ import annotations
 
@@ -34,7 +29,6 @@ from ._convert import (
     image_data_url,
     put_settings,
     safe_tool_call_id,
-    same_origin,
     text_of,
     visible_thinking,
     wire_names,
@@ -58,18 +52,8 @@ _ALNUM = re.compile(r"^[A-Za-z0-9]{9}$")
 
 
 class OpenAIChat(HTTPAdapter):
-    """A model behind ``POST {base_url}/chat/completions``.
-
-    ``provider_name`` names the server in messages and errors (``"groq"``, ``"deepseek"``…)
-    and picks the environment variable the key is read from (``GROQ_API_KEY``…; for the
-    default ``"openai"``, ``OPENAI_API_KEY``); ``api_key_env`` overrides that. A key is
-    required unless ``base_url`` points at a local or private address.
-
-    Options for servers that differ: ``include_usage=False`` for servers that reject
-    ``stream_options``; ``system_role="developer"`` for OpenAI reasoning models that refuse
-    the system role; ``max_tokens_field`` (``"max_completion_tokens"`` for api.openai.com,
-    ``"max_tokens"`` elsewhere); ``reasoning_field`` (see the module docs).
-    """
+    """A model behind ``POST {base_url}/chat/completions``. ``provider_name`` names the server
+    and its key variable; every option is in docs/providers.md#openaichat."""
 
     name = "openai"
     default_base_url = DEFAULT_BASE_URL
@@ -101,9 +85,8 @@ class OpenAIChat(HTTPAdapter):
         self.max_tokens_field = max_tokens_field or (
             "max_completion_tokens" if host == "api.openai.com" else "max_tokens"
         )
-        if reasoning_field is None and provider_name == "deepseek":
-            reasoning_field = "reasoning_content"
-        self.reasoning_field = reasoning_field
+        deepseek = "reasoning_content" if provider_name == "deepseek" else None
+        self.reasoning_field = deepseek if reasoning_field is None else reasoning_field
         self._require_key = require_key if require_key is not None else not _is_local(host)
         self._wire: WireCache[_Encoded] = WireCache()
         self._tools = ToolsJSON(
@@ -112,9 +95,8 @@ class OpenAIChat(HTTPAdapter):
 
     def _headers(self) -> dict[str, str]:
         headers = super()._headers()
-        key = self._api_key
-        if key and not any(name.lower() == "authorization" for name in headers):
-            headers["authorization"] = f"Bearer {key}"
+        if self._api_key and "authorization" not in map(str.lower, headers):
+            headers["authorization"] = f"Bearer {self._api_key}"
         if self.organization:
             headers["openai-organization"] = self.organization
         if self.project:
@@ -128,8 +110,7 @@ class OpenAIChat(HTTPAdapter):
 
     def encode_body(self, request: ModelRequest) -> bytes:
         """The request body as sent: each message's JSON comes from the adapter's cache
-        (see ``providers/_wire.py``), so a turn encodes only the messages that are new or
-        changed since the last request."""
+        (``_wire.py``), so a turn encodes only the messages new or changed since the last."""
         head: dict[str, Any] = {"model": request.model or self.model}
         rest: dict[str, Any] = {}
         if self.streaming:
@@ -164,18 +145,14 @@ class OpenAIChat(HTTPAdapter):
 
     def _messages(self, request: ModelRequest) -> list[bytes]:
         """The history's messages as encoded JSON, in order."""
-        out: list[bytes] = []
-        if request.system_prompt:
-            out.append(dumpb({"role": self.system_role, "content": request.system_prompt}))
-        cache = self._wire
-        cache.settings((self.name, self.reasoning_field))
-        # Tool messages must directly follow their assistant message, so images returned by
-        # tools wait here until the run of tool messages ends.
-        encoded = cache.encode_all(request.messages, self._encode)
-        if not any(map(_IMAGES, encoded)):  # the common case, without a Python-level loop
+        system = {"role": self.system_role, "content": request.system_prompt}
+        out = [dumpb(system)] if request.system_prompt else []
+        self._wire.settings((self.name, self.reasoning_field))
+        encoded = self._wire.encode_all(request.messages, self._encode)
+        if any(map(_IMAGES, encoded)):  # tool images wait for the end of the tool messages
+            out.extend(after_tool_runs(encoded, _user_parts))
+        else:  # the common case, without a Python-level loop
             out.extend(filter(None, map(_TEXT, encoded)))
-            return out
-        out.extend(after_tool_runs(encoded, _user_parts))
         return out
 
     def _encode(self, message: Any) -> _Encoded:
@@ -210,7 +187,7 @@ class OpenAIChat(HTTPAdapter):
         converted: dict[str, Any] = {"role": "assistant", "content": "\n".join(texts) or None}
         if calls:
             converted["tool_calls"] = calls
-        if self.reasoning_field and same_origin(message, self.name):
+        if self.reasoning_field and message.provider == self.name:
             reasoning = visible_thinking(message)
             if reasoning:
                 converted[self.reasoning_field] = reasoning
@@ -242,7 +219,6 @@ class OpenAIChat(HTTPAdapter):
     def stream(
         self, request: ModelRequest, *, cancel: CancellationToken | None = None
     ) -> AsyncIterator[StreamEvent]:
-        """Stream one model response; see :class:`~treadle.providers.base.Provider`."""
         if self._require_key and not self._api_key:
             raise self._no_key(f"no API key for {self.name}", self._key_env)
         state = ChatStream(self.name, request.model or self.model)
@@ -302,10 +278,8 @@ def _image_part(image: ImageContent) -> dict[str, Any]:
 
 def _is_local(host: str) -> bool:
     """Local servers (vLLM, llama.cpp, Ollama, LM Studio) usually need no key."""
-    if host in ("localhost", "") or host.endswith((".localhost", ".local", ".internal")):
-        return True
-    if "." not in host and ":" not in host:
-        return True  # a bare name: a container or LAN host
+    if host.endswith((".localhost", ".local", ".internal")) or not re.search("[.:]", host):
+        return True  # a bare name (localhost, a container or LAN host) or a local domain
     try:
         address = ipaddress.ip_address(host.strip("[]"))
     except ValueError:

@@ -4,6 +4,7 @@ events and the final AssistantMessage (also for a whole, non-streamed response).
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -19,12 +20,12 @@ from .base import ProviderError, StreamEvent
 
 # Reasoning fields read first, in this order, and only one per delta: some servers repeat
 # the text in several (OpenRouter: ``reasoning`` and ``reasoning_details``). After them,
-# any other field whose name says reasoning (and not signature) is thinking too.
+# any other field whose name says reasoning (and not signature: opaque tokens) is thinking.
 _REASONING_FIELDS = ("reasoning_content", "reasoning", "thinking")
 _KNOWN_FIELDS = frozenset(
     {"role", "content", "refusal", "tool_calls", "function_call", "audio", "annotations", "name"}
 ).union(_REASONING_FIELDS)
-_REASONING_WORDS = ("reasoning", "thinking", "thought")
+_NAMES_REASONING = re.compile(r"^(?!.*signature).*(reasoning|thinking|thought)", re.I | re.S)
 # Some servers say "stop" after tool calls; the calls still need answering (``stop_for``).
 _STOPS: dict[str, StopReason] = {
     "length": "length",
@@ -36,10 +37,8 @@ _FILTERED = "the provider's content filter stopped the response"
 
 
 class ChatDecoder(SSEDecoder):
-    """Server-sent events as Chat Completions servers send them. A chunk that is exactly one
-    ``data:`` line of JSON — one per token, nearly every read — comes out as its JSON, parsed
-    straight from the bytes; other chunks give :class:`SSEEvent` values for
-    :meth:`ChatStream.feed` to read."""
+    """Server-sent events; a chunk that is exactly one ``data:`` line of JSON (nearly every
+    read) comes out as its JSON, parsed straight from the bytes, others as :class:`SSEEvent`."""
 
     __slots__ = ()
 
@@ -70,11 +69,8 @@ class ChatDecoder(SSEDecoder):
 
 
 class ChatStream(Assembler):
-    """Chunk payloads into the shared assembler's calls.
-
-    Tool-call fragments are matched to their call by the provider's ``index`` (or id), so
-    interleaved calls stay apart; a call is announced once its name is known.
-    """
+    """Chunk payloads into the shared assembler's calls. Tool-call fragments find their call
+    by ``index`` (or id), so interleaved calls stay apart; a call is announced once named."""
 
     unfinished = "the stream ended before the response was complete (no finish_reason, no [DONE])"
 
@@ -112,8 +108,7 @@ class ChatStream(Assembler):
         return self.chunk(value)
 
     def _payload(self, sse: SSEEvent) -> Any:
-        """An SSE event's JSON (None for none: a keep-alive, ``[DONE]``, an event type this
-        API does not define)."""
+        """An SSE event's JSON (None for a keep-alive, ``[DONE]`` or an unknown event type)."""
         data = sse.data.strip()
         if self.done or sse.event not in ("message", "error") or not data:
             return None
@@ -146,17 +141,9 @@ class ChatStream(Assembler):
                 {**call, "index": n} for n, call in enumerate(calls) if isinstance(call, dict)
             ]
         self.complete = True
-        finish = choice.get("finish_reason")
-        delta = {"index": 0, "delta": message, "finish_reason": finish}
-        usage = payload.get("usage")
-        return [
-            {
-                "id": payload.get("id"),
-                "model": payload.get("model"),
-                "usage": usage,
-                "choices": [delta],
-            }
-        ]
+        delta = {"index": 0, "delta": message, "finish_reason": choice.get("finish_reason")}
+        chunk = {key: payload.get(key) for key in ("id", "model", "usage")}
+        return [{**chunk, "choices": [delta]}]
 
     def chunk(self, payload: dict[str, Any]) -> list[StreamEvent]:
         if not self.started:
@@ -236,7 +223,6 @@ class ChatStream(Assembler):
             self.announce(at)
 
     def end(self) -> list[StreamEvent]:
-        """The last events: any still-open blocks closed, then the complete message."""
         stop = self.stop_for(self.finish_reason, _STOPS)
         error = ErrorInfo(kind="content_filter", message=_FILTERED) if stop == "error" else None
         return self.closing(stop, self.usage, error)
@@ -250,11 +236,8 @@ def _only(delta: dict[str, Any]) -> bool:
 def _error(payload: dict[str, Any], provider: str) -> ProviderError:
     """An error event in the stream, with the HTTP status it names when it names one."""
     error = payload.get("error")
-    codes = (
-        [error.get(key) for key in ("status_code", "status", "code")]
-        if isinstance(error, dict)
-        else []
-    )
+    error = error if isinstance(error, dict) else {}
+    codes = [error.get(key) for key in ("status_code", "status", "code")]
     status = next((c for c in codes if isinstance(c, int) and 400 <= c <= 599), 0)
     return classify(status, payload, provider=provider, fallback="error event in the stream")
 
@@ -277,17 +260,12 @@ def _str(value: Any) -> str:
 
 
 def _reasoning_text(delta: dict[str, Any]) -> str:
-    others = sorted(k for k in delta if k not in _KNOWN_FIELDS and _names_reasoning(k))
+    others = sorted(k for k in delta if k not in _KNOWN_FIELDS and _NAMES_REASONING.match(k))
     for key in (*(k for k in _REASONING_FIELDS if k in delta), *others):
         text = _as_text(delta[key])
         if text:
             return text
     return ""
-
-
-def _names_reasoning(key: str) -> bool:
-    lowered = key.lower()  # a signature holds opaque tokens, not text
-    return "signature" not in lowered and any(w in lowered for w in _REASONING_WORDS)
 
 
 def _as_text(value: Any) -> str:

@@ -34,12 +34,8 @@ _SETTINGS = wire_names(("max_tokens", "temperature", "top_p"), max_tokens="max_o
 
 
 class OpenAIResponses(HTTPAdapter):
-    """OpenAI models through the Responses API.
-
-    ``store`` is sent as is (default ``False``: stateless). ``reasoning_summary`` is the
-    ``reasoning.summary`` setting used when thinking is on (``None`` to leave it out; OpenAI
-    only returns summaries for verified organisations on some models).
-    """
+    """OpenAI models through the Responses API; ``store`` is sent as is (default ``False``:
+    stateless), ``reasoning_summary`` as ``reasoning.summary`` when thinking is on."""
 
     name = "openai"
     default_base_url = DEFAULT_BASE_URL
@@ -56,8 +52,6 @@ class OpenAIResponses(HTTPAdapter):
         self.store = store
         self.reasoning_summary = reasoning_summary
 
-    # ---- HTTP ----
-
     def _key(self) -> str:
         return self._required_key("OPENAI_API_KEY", "OpenAI")
 
@@ -67,7 +61,6 @@ class OpenAIResponses(HTTPAdapter):
     def stream(
         self, request: ModelRequest, *, cancel: CancellationToken | None = None
     ) -> AsyncIterator[StreamEvent]:
-        """Call the model; yield :data:`StreamEvent` values ending with one StreamDone."""
         body = self.build_body(request)
         self._key()  # fail before any I/O when no key is configured
         state = StreamState(self.name, body["model"])
@@ -143,11 +136,8 @@ def _user_items(message: UserMessage) -> list[dict[str, Any]]:
 
 
 def reasoning_item(block: ThinkingContent) -> dict[str, Any] | None:
-    """The reasoning input item for a thinking block this adapter produced, else None.
-
-    Item ids are left out: with ``store: false`` OpenAI would look them up and fail, and the
-    encrypted content carries everything the model needs.
-    """
+    """The reasoning input item for a thinking block this adapter produced, else None (no
+    item id: with ``store: false`` OpenAI would look it up and fail)."""
     try:
         data = from_json(block.signature or "")
     except ValueError:

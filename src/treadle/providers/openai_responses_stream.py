@@ -7,7 +7,6 @@ from typing import Any
 
 from pydantic_core import to_json
 
-from ..types import Usage
 from ..types.usage import StopReason
 from ._assemble import Assembler, count, json_object, usage
 from ._errors import classify
@@ -181,16 +180,12 @@ class StreamState(Assembler):
         self.close(at)
 
     def end(self) -> list[StreamEvent]:
-        """The complete message, after any block still open."""
-        stop = self.stop_for(self.incomplete_reason, _STOPS)
-        return self.closing(stop, _usage(self.usage))
-
-
-def _usage(raw: dict[str, Any]) -> Usage:
-    return usage(
-        count(raw, "input_tokens"),
-        count(raw, "output_tokens"),
-        cache_read=count(raw.get("input_tokens_details"), "cached_tokens"),
-        reasoning=count(raw.get("output_tokens_details"), "reasoning_tokens"),
-        total=count(raw, "total_tokens"),
-    )
+        raw = self.usage
+        totals = usage(
+            count(raw, "input_tokens"),
+            count(raw, "output_tokens"),
+            cache_read=count(raw.get("input_tokens_details"), "cached_tokens"),
+            reasoning=count(raw.get("output_tokens_details"), "reasoning_tokens"),
+            total=count(raw, "total_tokens"),
+        )
+        return self.closing(self.stop_for(self.incomplete_reason, _STOPS), totals)

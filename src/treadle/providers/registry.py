@@ -1,9 +1,4 @@
-"""Model strings: ``get_provider("anthropic:claude-sonnet-4-5")`` builds the right adapter.
-
-The form is ``provider:model``, optionally ``provider:model@base_url`` to point the adapter
-at another server (required for ``openai-compatible``). Everything after the first colon is
-the model, so Ollama tags work: ``ollama:llama3.2:3b``.
-"""
+"""Model strings: ``get_provider("anthropic:claude-sonnet-4-5")`` builds the right adapter."""
 
 from __future__ import annotations
 
@@ -44,16 +39,11 @@ _AT_URL = re.compile(r"@(?=https?://)")
 
 
 def get_provider(spec: str, **options: Any) -> Provider:
-    """The adapter a ``"provider:model"`` string names.
+    """The adapter a ``"provider:model"`` string names (``provider:model@base_url`` for
+    another server; everything after the first colon is the model: ``ollama:llama3.2:3b``).
 
-    ``options`` go to the adapter's constructor (``api_key``, ``base_url``, ``client``,
-    ``timeout``, ``stream`` …). Providers: openai, openai-responses, anthropic, gemini (or
-    google), ollama, and the OpenAI-compatible groq, deepseek, openrouter, together,
-    mistral, vllm, lmstudio and ``openai-compatible:MODEL@http://host:port/v1``.
-
-    Raises ``ConfigurationError`` (a ``ValueError``) for a malformed spec or unknown provider, and
-    ``ProviderError("auth")`` when a hosted provider's key is neither given nor set in its
-    environment variable.
+    ``options`` go to the adapter's constructor. Raises ``ConfigurationError`` for a malformed
+    spec or unknown provider, ``ProviderError("auth")`` for a hosted provider without a key.
     """
     prefix, colon, rest = spec.partition(":")
     prefix = prefix.strip().lower()
