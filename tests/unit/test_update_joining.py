@@ -160,12 +160,12 @@ def test_an_update_is_not_joined_across_another_loops_event() -> None:
     for piece in ("a", "b"):
         delta = TextDelta(index=0, text=piece)
         state.apply(delta)
-        assert parent.offer_update(state.snapshot(), delta)
+        assert parent.offer_update(state.snapshot, delta)
     other = TextDelta(index=0, text="x")
-    assert child.offer_update(state.snapshot(), other)
+    assert child.offer_update(state.snapshot, other)
     delta = TextDelta(index=0, text="c")
     state.apply(delta)
-    assert parent.offer_update(state.snapshot(), delta)
+    assert parent.offer_update(state.snapshot, delta)
     got = [receive.receive_nowait() for _ in range(3)]
     assert [(e.loop_id, e.delta.text) for e in got] == [  # type: ignore[union-attr]
         ("parent", "ab"),
@@ -212,7 +212,7 @@ def test_any_mix_of_reads_and_deltas_keeps_every_view_whole(moves: list[Any]) ->
             delta = TextDelta(index=index, text=arg)
             state.apply(delta)
             texts[index] += arg
-            assert sink.offer_update(state.snapshot(), delta)
+            assert sink.offer_update(state.snapshot, delta)
         elif move == "block":
             if texts[index]:  # a block with text in it ends; the next one starts
                 index += 1

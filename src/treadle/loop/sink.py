@@ -202,7 +202,7 @@ class EventSink:
         self,
         stream: MemoryObjectSendStream[AgentEvent],
         update: Any,
-        snapshot: Any,
+        snapshot_of: Callable[[Any], Any],
         delta: Any,
     ) -> bool:
         """Add ``delta`` to ``update``, the last update this loop sent, while it waits in
@@ -230,19 +230,22 @@ class EventSink:
             if parts is None:
                 parts = private["_parts"] = [first.text]
             parts.append(delta.text)
-        private["_snapshot"] = snapshot
+        private["_snapshot"] = snapshot_of(private["_snapshot"])
         return True
 
-    def offer_update(self, snapshot: Any, delta: Any) -> bool:
+    def offer_update(self, snapshot_of: Callable[[Any], Any], delta: Any) -> bool:
         """:meth:`emit` of a ``message_update`` when that needs no waiting, without the
-        coroutines: True when it is done (delivered, held back to merge, or nobody listens);
-        False when nothing was done and the caller must ``await emit(...)`` instead."""
+        coroutines: True when it is done (delivered, joined to an unread update, held back to
+        merge, or nobody listens); False when nothing was done and the caller must ``await
+        emit(...)`` instead. ``snapshot_of(previous)`` gives the partial message's snapshot
+        (``StreamState.snapshot``), moving ``previous`` on when it can."""
         stream = self._stream
         if stream is None:
             return not self._observers
         update = self._open
-        if update is not None and self._join(stream, update, snapshot, delta):
+        if update is not None and self._join(stream, update, snapshot_of, delta):
             return True
+        snapshot = snapshot_of(None)
         held = self._held
         if held is not None:
             if not _same_block(_delta_of(held), delta):

@@ -232,21 +232,29 @@ class StreamState:
     def reset(self, request: ModelRequest, provider: str) -> None:
         self.__init__(request, provider, self.snapshots, self.text_only)  # type: ignore[misc]
 
-    def snapshot(self) -> _Snapshot:
-        """The partial message as it stands now, to be built if read (see ``_Snapshot``)."""
-        if self._blocks is None:
-            self._blocks = tuple(self.partial.content)
+    def snapshot(self, reuse: _Snapshot | None = None) -> _Snapshot:
+        """The partial message as it stands now, to be built if read (see ``_Snapshot``).
+
+        ``reuse``: the snapshot of an update that takes in this delta too and that nobody
+        has read (``EventSink`` joins them): moved on in place when only the hot block's
+        text grew since, instead of a new one per delta."""
+        blocks = self._blocks
+        if blocks is None:
+            blocks = self._blocks = tuple(self.partial.content)
         base = self._base
         if base is None:
             fields = dict(self.partial.__dict__)  # "content" is replaced when built (in place)
             base = self._base = (fields, frozenset(self.partial.__pydantic_fields_set__))
         hot = self._hot
         if hot < 0:
-            return _Snapshot(base, self._blocks, -1, "", 0)
-        block = self._blocks[hot]
-        if type(block) is TextContent:
-            return _Snapshot(base, self._blocks, hot, "text", len(block.text))
-        return _Snapshot(base, self._blocks, hot, "thinking", len(block.thinking))
+            return _Snapshot(base, blocks, -1, "", 0)
+        block = blocks[hot]
+        key = "text" if type(block) is TextContent else "thinking"
+        length = len(block.__dict__[key])
+        if reuse is not None and reuse.blocks is blocks and reuse.hot == hot:
+            reuse.length = length
+            return reuse
+        return _Snapshot(base, blocks, hot, key, length)
 
     def view(self) -> AssistantMessage:
         """An unchanging snapshot of the partial message, built now."""
@@ -551,10 +559,8 @@ async def _consume(
                 if not state.started:
                     state.started = True
                     await sink.emit(MessageStart, message=state.view())
-                if kind in _DELTAS:
-                    snapshot = state.snapshot()
-                    if not sink.offer_update(snapshot, event):
-                        await sink.emit(MessageUpdate, snapshot=snapshot, delta=event)
+                if kind in _DELTAS and not sink.offer_update(state.snapshot, event):
+                    await sink.emit(MessageUpdate, snapshot=state.snapshot(), delta=event)
             if on_call is not None and kind == "tool_call_end":
                 await on_call(event.tool_call)
     return final
