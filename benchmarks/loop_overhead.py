@@ -25,9 +25,11 @@ BENCH = os.path.join(HERE, "kit")
 TREADLE = os.path.join(HERE, "treadle_driver.py")
 DRIVERS = {  # name: (script, extra arguments)
     "raw_httpx": (os.path.join(BENCH, "raw_httpx.py"), []),
-    "treadle": (TREADLE, []),  # agent_loop with a task consuming every event (iter_events)
-    # the README's consumer: a task doing `async for event in receive`, fresh stream per run
-    "treadle_readme": (TREADLE, ["--plain-consumer"]),
+    # the README's consumer: a task doing `async for event in iter_events(receive)` over a
+    # fresh memory stream and AgentContext per run
+    "treadle": (TREADLE, []),
+    # the same task doing plain `async for event in receive` (anyio checkpoints each receive)
+    "treadle_plain": (TREADLE, ["--plain-consumer"]),
     "treadle_quiet": (TREADLE, ["--no-events"]),  # agent_loop with events=None
 }
 
@@ -76,7 +78,7 @@ def main() -> int:
             f"{median(name, 'cpu_per_run_ms'):>12.2f}{median(name, 'import_ms'):>11.1f}"
             f"{median(name, 'peak_rss_mb'):>9.1f}"
         )
-    for name in ("treadle", "treadle_readme", "treadle_quiet"):
+    for name in ("treadle", "treadle_plain", "treadle_quiet"):
         wall = median(name, "per_run_mean_ms") / median("raw_httpx", "per_run_mean_ms")
         cpu = median(name, "cpu_per_run_ms") / median("raw_httpx", "cpu_per_run_ms")
         mem = median(name, "peak_rss_mb") / median("raw_httpx", "peak_rss_mb")
