@@ -40,6 +40,7 @@ async def execution(slow: str, final: str = "Both are done, in the end.") -> lis
     SLOW.clear()
     SLOW[slow] = 0.05
     agent = Agent(ScriptedProvider(script(final), chunks=5), tools=[work])
+    agent.coalesce_deltas = False  # as DurableAgent runs it: one update per provider event
     async with agent.stream("Do a and b.") as events:
         return [e async for e in events]
 

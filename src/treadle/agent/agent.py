@@ -132,6 +132,7 @@ class Agent(Generic[OutputT]):
         self.planning = planning
         self.max_depth = max_depth
         self.event_buffer = event_buffer
+        self.coalesce_deltas = coalesce_deltas
         self.deps = deps
         self._user_hooks = list(hooks)
         self._settings: dict[str, Any] = {
@@ -156,7 +157,6 @@ class Agent(Generic[OutputT]):
             ),
             "approval_handler": approval_handler,
             "compaction": compaction,
-            "coalesce_deltas": coalesce_deltas,
         }
         self.context = AgentContext(system_prompt=system_prompt, tools=list(tools))
         self.context.agent_id = str(uuid.uuid4())
@@ -485,6 +485,7 @@ class Agent(Generic[OutputT]):
             get_steering_messages=partial(self._poll_steering, state),
             get_follow_up_messages=partial(self._poll_follow_ups, state),
             steering_mode="next_tool",
+            coalesce_deltas=self.coalesce_deltas,
             **self._settings,
         )
 

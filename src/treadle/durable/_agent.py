@@ -132,6 +132,9 @@ class DurableAgent:
         store = require("events")
         steps = RunSteps(workflow_id, require("client"))
         agent = self.agent.branch(0)
+        # One update per provider event: a replayed answer then cuts its deltas as the stored
+        # one did, so the two match update by update (joined updates depend on timing).
+        agent.coalesce_deltas = False
         agent.provider = DurableProvider(agent.provider, steps)
         agent.context.tools = [_durable(t, steps) for t in agent.context.tools]
         replay = Replay(store, workflow_id, await store.read(workflow_id, -1, None))
