@@ -295,6 +295,31 @@ async def test_context_overflow_that_compaction_cannot_help() -> None:
     assert new[-1].error.kind == "context_overflow"
 
 
+class FailOnErrorReply(Hooks):
+    async def on_message(self, message: Any) -> None:
+        if isinstance(message, AssistantMessage) and message.stop_reason == "error":
+            raise RuntimeError("the store is down")
+
+
+async def test_a_hook_failing_on_the_overflow_reply_still_closes_its_pair() -> None:
+    # found by the simulation (seed 9100101): the reply the guard records instead of calling
+    # the model got its message_start but no message_end when an on_message hook failed
+    provider = ScriptedProvider(["never"])
+    context = AgentContext(tools=[read])
+    config = AgentLoopConfig(provider=provider, compaction=policy(), hooks=[FailOnErrorReply()])
+    events, new = await collect(["x" * 20_000], context, config)
+    assert provider.requests == []
+    end = events[-1]
+    assert end.type == "agent_end" and end.reason == "error"
+    assert end.error is not None and end.error.kind == "hook"
+    failed = new[-1]
+    assert isinstance(failed, AssistantMessage) and failed.stop_reason == "error"
+    kinds = [e.type for e in events]
+    start = kinds.index("message_start", kinds.index("message_end") + 1)  # the reply's
+    assert kinds[start : start + 3] == ["message_start", "message_end", "turn_end"]
+    assert validate_transcript(context.messages) == []
+
+
 async def test_hard_limit_fails_the_turn_without_calling_the_model() -> None:
     provider = ScriptedProvider(["never"])
     hooks = Recorder()

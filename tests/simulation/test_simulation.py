@@ -74,6 +74,10 @@ FOUND_LIMIT_ANSWER_CUT = (
     "found by the simulation (on main too): the final answer at a limit (no tools offered), "
     "cut by a cancellation after a tool call streamed, kept that call with no result"
 )
+FOUND_OVERFLOW_PAIR = (
+    "found by the simulation (on main too): the reply the context guard records instead of "
+    "calling the model got no message_end when an on_message hook failed on it"
+)
 FOUND_OPEN_TURN = (
     "found by the simulation (on main too): a second hook failure while the run closes "
     "after a first (on_message during close_open) leaves the turn open (no turn_end)"
@@ -163,6 +167,7 @@ _BY_BUG: list[tuple[str, str, bool, tuple[int, ...]]] = [
     ("INV-CUSTOM-LAST", FOUND_LATE_CUSTOM, False, (4201916, 4202105)),
     ("INV-TOOL-EVENTS", FOUND_ASKED_HOOK_FAILED, False, (8100862,)),
     ("INV-TOOL-EVENTS", FOUND_LIMIT_ANSWER_CUT, False, (8100429,)),
+    ("INV-MESSAGE-PAIRS", FOUND_OVERFLOW_PAIR, False, (9100101,)),
 ]  # fmt: skip
 #: seed -> (the invariant it broke, the bug, still open?, the backends it broke on)
 REGRESSIONS: dict[int, tuple[str, str, bool, tuple[str, ...]]] = {

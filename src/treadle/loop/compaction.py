@@ -270,7 +270,11 @@ class ContextGuard:
             ),
         )
         await run.sink.emit(MessageStart, message=message)
-        await run.record_reply(message)  # the turn's reply: priced, counted, recorded
+        try:
+            await run.record_reply(message)  # the turn's reply: priced, counted, recorded
+        except Exception:  # a hook failed: the message is in the history, its pair closes
+            await run.sink.emit(MessageEnd, message=message)
+            raise
         await run.sink.emit(MessageEnd, message=message)
         return message
 
