@@ -113,6 +113,9 @@ HARNESS_CUSTOM_IN_PAIR = (
     "the harness: a custom event sent by a before_tool_call hook of an eager call while the "
     "answer streams comes inside the assistant pair, as §2 allows"
 )
+HARNESS_SUSPEND_STEER = (
+    "the harness: steering a run took before it suspended is dropped, as contract §2.2 says"
+)
 HARNESS_RETRY = "the harness: a raising attempt with retries left has not decided its call"
 HARNESS_RESUME = "the harness: a compaction after the crash point rewrites the history"
 HARNESS_COMPACTION = (
@@ -168,6 +171,7 @@ _BY_BUG: list[tuple[str, str, bool, tuple[int, ...]]] = [
     ("INV-TOOL-EVENTS", FOUND_ASKED_HOOK_FAILED, False, (8100862,)),
     ("INV-TOOL-EVENTS", FOUND_LIMIT_ANSWER_CUT, False, (8100429,)),
     ("INV-MESSAGE-PAIRS", FOUND_OVERFLOW_PAIR, False, (9100101,)),
+    ("INV-INPUT-KEPT", HARNESS_SUSPEND_STEER, False, (9200040,)),
 ]  # fmt: skip
 #: seed -> (the invariant it broke, the bug, still open?, the backends it broke on)
 REGRESSIONS: dict[int, tuple[str, str, bool, tuple[str, ...]]] = {

@@ -130,8 +130,11 @@ async def _drive(sim: _Sim, outcome: Outcome) -> None:
     prompt_dumps = [p.model_dump_json() for p in prompts]
     calls = 0
     prompt_arg: Sequence[AgentMessage] | None = prompts
+    # steering a run took and then suspended on is dropped, as a suspension drops it (§2.2)
+    dropped: set[int] = set()
     while True:
         sim.ledger.call_index = calls
+        handed = len(sim.ledger.handed_out)
         call, returned, before, raised = await sim.one_call(prompt_arg, context, config)
         sim.first_call = False
         streamed = (sim.sc.first("consumer") or {}).get("kind") != "none"
@@ -157,6 +160,8 @@ async def _drive(sim: _Sim, outcome: Outcome) -> None:
             check_subscriber(seen, events, None, name + " (whole view)")
         _check_hooks(sim, calls, events, main)
         outcome.reasons.append(end.reason)
+        if end.reason == "suspended":
+            dropped.update(id(message) for message, _ in sim.ledger.handed_out[handed:])
         calls += 1
         if raised is not None or end.reason != "suspended" or calls > MAX_RESUMES:
             break
@@ -185,6 +190,8 @@ async def _drive(sim: _Sim, outcome: Outcome) -> None:
             if isinstance(m, UserMessage) and m.content
         ]
         for message, _ in sim.ledger.handed_out:
+            if id(message) in dropped:
+                continue
             require(
                 message.content[0].text in texts,
                 "INV-INPUT-KEPT",
