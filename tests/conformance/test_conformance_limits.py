@@ -30,6 +30,7 @@ from treadle import (
     validate_transcript,
 )
 from treadle.testing import ScriptedProvider
+from treadle.types import TextDelta
 
 pytestmark = pytest.mark.anyio
 
@@ -330,3 +331,26 @@ async def test_a_final_answer_cut_after_a_tool_call_streamed_keeps_no_call() -> 
     assert kept and not kept[-1].tool_calls
     assert kept[-1].stop_reason == "aborted"
     assert validate_transcript(context.messages) == []
+
+
+async def test_a_final_answer_failing_after_text_streamed_keeps_it_and_streams_the_fallback() -> (
+    None
+):
+    """Found by the simulation (seeds 9405015, 9500461): the fallback replaced text that had
+    already streamed, so the deltas no longer added up to the message. What streamed stays,
+    and the fallback streams after it, in a block of its own."""
+    provider = PartialThenFail(ProviderError("auth", "revoked"), "unused")
+    limits = ExecutionLimits(max_turns=0, on_limit="final_answer", final_answer_fallback="FB")
+    config = AgentLoopConfig(provider=provider, limits=limits)
+    rec = await run_recorded(["go"], AgentContext(), config)
+    check(rec)
+    last = rec.after[-1]
+    assert isinstance(last, AssistantMessage) and last.error is not None
+    assert [b.text for b in last.content] == ["half an ans", "FB"]  # type: ignore[union-attr]
+    streamed: dict[int, str] = {}
+    for update in rec.of_type(MessageUpdate):
+        delta = update.delta
+        assert isinstance(delta, TextDelta)
+        streamed[delta.index] = streamed.get(delta.index, "") + delta.text
+    assert streamed == {0: "half an ans", 1: "FB"}
+    assert rec.end.reason == "limit"

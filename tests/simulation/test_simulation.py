@@ -78,6 +78,10 @@ FOUND_OVERFLOW_PAIR = (
     "found by the simulation (on main too): the reply the context guard records instead of "
     "calling the model got no message_end when an on_message hook failed on it"
 )
+FOUND_FALLBACK_DELTAS = (
+    "found by the simulation (on main too): the fallback of a failed final answer replaced "
+    "text that had streamed, so the deltas no longer added up to the message"
+)
 FOUND_OPEN_TURN = (
     "found by the simulation (on main too): a second hook failure while the run closes "
     "after a first (on_message during close_open) leaves the turn open (no turn_end)"
@@ -172,6 +176,7 @@ _BY_BUG: list[tuple[str, str, bool, tuple[int, ...]]] = [
     ("INV-TOOL-EVENTS", FOUND_LIMIT_ANSWER_CUT, False, (8100429,)),
     ("INV-MESSAGE-PAIRS", FOUND_OVERFLOW_PAIR, False, (9100101,)),
     ("INV-INPUT-KEPT", HARNESS_SUSPEND_STEER, False, (9200040,)),
+    ("INV-DELTAS", FOUND_FALLBACK_DELTAS, False, (9405015, 9405294, 9500461)),
 ]  # fmt: skip
 #: seed -> (the invariant it broke, the bug, still open?, the backends it broke on)
 REGRESSIONS: dict[int, tuple[str, str, bool, tuple[str, ...]]] = {

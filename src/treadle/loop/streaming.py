@@ -31,6 +31,7 @@ from ..types import (
     MessageUpdate,
     ProviderRetry,
     TextContent,
+    TextDelta,
     ThinkingContent,
     ToolCall,
     Usage,
@@ -449,7 +450,15 @@ async def stream_message(
                 f"{error.message} (the provider asked to wait {error.retry_after:g}s, more "
                 f"than RetryPolicy.max_retry_after_s={retry.max_retry_after_s:g}s)"
             )
-        if fallback_text is not None:
+        if fallback_text is not None and state.started:
+            # What streamed stays (its deltas were reported) and the fallback follows it in a
+            # block of its own, streamed too: the deltas add up to the message (§2).
+            note = TextDelta(index=len(state.partial.content), text=fallback_text)
+            state.apply(note)
+            if sink.active:
+                await sink.emit(MessageUpdate, snapshot=state.snapshot(), delta=note)
+            final = state.closed("stop", info)
+        elif fallback_text is not None:
             final = state.partial.model_copy(
                 update={
                     "content": [TextContent(text=fallback_text)],
