@@ -216,25 +216,33 @@ async def test_steering_is_taken_once_the_resumed_calls_are_answered() -> None:
     assert validate_transcript(context.messages) == []
 
 
-class FailOnSafeResult(Hooks):
-    """An on_message hook that fails on the safe tool's result while danger waits."""
+class FailAsItSuspends(Hooks):
+    """A hook that fails while danger waits for approval: ``on_message`` on the safe tool's
+    result, or ``after_turn`` on the turn that ran it."""
 
-    def __init__(self) -> None:
+    def __init__(self, where: str) -> None:
+        self.where = where
         self.failing = True
 
     async def on_message(self, message: Any) -> None:
-        if self.failing and getattr(message, "tool_name", None) == "safe":
+        failing = self.failing and self.where == "on_message"
+        if failing and getattr(message, "tool_name", None) == "safe":
             raise RuntimeError("store unavailable")
 
+    async def after_turn(self, context: Any, event: Any) -> None:
+        if self.failing and self.where == "after_turn":
+            raise RuntimeError("metrics unavailable")
 
+
+@pytest.mark.parametrize("where", ["on_message", "after_turn"])
 @pytest.mark.parametrize("strategy", ["parallel", "sequential"])
 async def test_a_hook_failing_as_the_run_suspends_keeps_the_asked_call_pending(
-    strategy: str,
+    strategy: str, where: str
 ) -> None:
     # Contract §2.2: the asked call stays pending whatever ends the run now, and continuing
     # with a decision runs it.
     world = World()
-    failing = FailOnSafeResult()
+    failing = FailAsItSuspends(where)
     first = calls_message(call("c1", "danger", target="/tmp/x"), call("c2", "safe", n=1))
     provider = ScriptedProvider([first, "all done"])
     context = AgentContext(tools=world.tools)
