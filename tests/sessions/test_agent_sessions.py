@@ -315,10 +315,21 @@ async def test_planned_prompts_edited_by_a_filter_are_stored_as_edited(
 
 async def test_cancelling_mid_tool_still_stores_a_valid_history(make_store: StoreFactory) -> None:
     store = make_store()
+    started = anyio.Event()
+
+    @tool(name="slow")
+    async def waits(seconds: float = 0.0) -> str:
+        """Say it started, then wait."""
+        started.set()
+        await anyio.sleep(seconds)
+        return "done"
+
     provider = ScriptedProvider([calls("a", "b", seconds=5)])
-    agent: Agent[Any] = Agent(provider, tools=[slow], store=store)
-    with anyio.move_on_after(0.1):
-        await agent.run("slow please")
+    agent: Agent[Any] = Agent(provider, tools=[waits], store=store)
+    async with anyio.create_task_group() as tg:  # cancelled once a tool runs, not on a clock
+        tg.start_soon(agent.run, "slow please")
+        await started.wait()
+        tg.cancel_scope.cancel()
     assert agent.messages[-1].role == "tool_result"
     assert validate_transcript(agent.messages) == []
     assert_stored(make_store(), agent)
