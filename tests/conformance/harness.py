@@ -47,7 +47,7 @@ from treadle import (
     agent_loop_continue,
     validate_transcript,
 )
-from treadle.sessions.base import open_calls_at_end
+from treadle.testing.simulation._invariants import pending_allowed
 from treadle.types import event_from_json, message_from_json
 
 # ---------------------------------------------------------------- recording runner
@@ -240,16 +240,10 @@ def check_invariants(
     # run never took up or calls left waiting for a decision (never started) when a hook
     # failure or a cancellation ended the run.
     pending = set(end.pending_tool_calls)
-    if end.reason != "suspended" and pending:
-        untouched = set(open_calls_at_end(before)) if list(after) == list(before) else set()
-        asked: set[str] = set()
-        if end.reason in ("error", "cancelled"):
-            started = {e.tool_call_id for e in main_events if isinstance(e, ToolExecutionStart)}
-            asked = set(open_calls_at_end(after)) - started
-        assert pending <= untouched | asked, (
-            f"pending_tool_calls {sorted(pending - untouched - asked)} on a run that ended "
-            f"{end.reason}"
-        )
+    allowed = pending_allowed(end, main_events, before, after)
+    assert pending <= allowed, (
+        f"pending_tool_calls {sorted(pending - allowed)} on a run that ended {end.reason}"
+    )
     _check_history(after, pending)
     assert validate_transcript(after, allow_pending=pending) == []
     if pending:

@@ -53,6 +53,21 @@ def ahead(db: str, url: str, tools_log: Path, run_id: str, **extra: str) -> subp
     return worker(db, url, tools_log, "recover", run_id, WAIT_FOR_GO="1", **extra)
 
 
+def kill_when(
+    ready: Callable[[], None], first: subprocess.Popen[str], second: subprocess.Popen[str]
+) -> None:
+    """Once ``ready()`` returns, kill ``first``; if anything fails before, the recovering
+    worker started ahead (``second``) is stopped too, so no process outlives the test."""
+    try:
+        ready()
+        first.send_signal(signal.SIGKILL)
+        first.wait(10)
+    except BaseException:
+        second.kill()
+        second.wait(10)
+        raise
+
+
 def go(process: subprocess.Popen[str]) -> subprocess.Popen[str]:
     assert process.stdin is not None
     process.stdin.write("go\n")
@@ -145,18 +160,15 @@ def test_a_killed_worker_s_run_is_finished_exactly_once(
     run_id = f"run-{point.replace(' ', '-')}"
     first = worker(db, url, tools_log, "start", run_id)
     second = ahead(db, url, tools_log, run_id)
-    try:
+
+    def ready() -> None:
         if point in KILL_POINTS:
             wait_for(lambda: KILL_POINTS[point](server_log, tools_log, run_id))
         else:
             wait_for(lambda: f"request {run_id}:0" in lines(server_log))
             time.sleep(random.Random(point).uniform(0.0, 1.6))
-        first.send_signal(signal.SIGKILL)
-        first.wait(10)
-    except BaseException:
-        second.kill()
-        second.wait(10)
-        raise
+
+    kill_when(ready, first, second)
     # What may have been cut between its side effect and its checkpoint: the newest model
     # request (a server can finish writing a response the dead worker never read) and the
     # newest tool call. Everything before them had been checkpointed, so it runs once.
@@ -203,14 +215,11 @@ def test_a_non_idempotent_call_cut_by_a_crash_is_never_run_twice(
     tools_log = tmp_path / "tools.log"
     first = worker(db, url, tools_log, "start", "once", TOOL_IDEMPOTENT="0")
     second = ahead(db, url, tools_log, "once", TOOL_IDEMPOTENT="0")
-    try:
-        wait_for(lambda: KILL_POINTS["inside a tool"](server_log, tools_log, "once"))
-        first.send_signal(signal.SIGKILL)
-        first.wait(10)
-    except BaseException:
-        second.kill()
-        second.wait(10)
-        raise
+    kill_when(
+        lambda: wait_for(lambda: KILL_POINTS["inside a tool"](server_log, tools_log, "once")),
+        first,
+        second,
+    )
     result = finish(go(second))
     assert result.reason == "completed" and result.text == FINAL
     validate_transcript(result.messages)

@@ -4,12 +4,24 @@ its result, its events from any cursor, the session store, approvals and cancell
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from treadle import Agent, AgentContext, Ask, AssistantMessage, Hooks, ToolCall, durable, tool
+from treadle import (
+    Agent,
+    AgentContext,
+    Ask,
+    AssistantMessage,
+    Hooks,
+    TextContent,
+    ToolCall,
+    durable,
+    tool,
+)
+from treadle.providers import StreamDone, StreamStart, TextDelta
 from treadle.sessions import JsonlStore
 from treadle.testing import ScriptedProvider
 
@@ -25,6 +37,22 @@ def lookup(city: str) -> str:
 class AskAlways(Hooks):
     async def before_tool_call(self, call: ToolCall, context: AgentContext) -> Ask:
         return Ask()
+
+
+class Burst:
+    """Streams its answer's pieces with no pause between them, so a reader cannot look at
+    one before the next comes: what the stream joins then depends on timing alone."""
+
+    name = "burst"
+    model = "burst-model"
+    pieces = ["Lis", "bon", " is", " sunny", "."]
+
+    async def stream(self, request: Any, *, cancel: Any = None) -> AsyncIterator[Any]:
+        yield StreamStart(model=self.model)
+        for piece in self.pieces:
+            yield TextDelta(index=0, text=piece)
+        text = TextContent(text="".join(self.pieces))
+        yield StreamDone(message=AssistantMessage(content=[text], model=self.model))
 
 
 def script(n: int) -> list[object]:
@@ -45,6 +73,7 @@ def launched(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, obj
             name="t-plain",
             store=store,
         ),
+        "burst": durable.DurableAgent(Agent(Burst()), name="t-burst"),  # type: ignore[arg-type]
         "ask": durable.DurableAgent(
             Agent(ScriptedProvider(script(1), chunks=2), tools=[lookup], hooks=[AskAlways()]),
             name="t-ask",
@@ -84,6 +113,21 @@ def test_result_events_and_session(launched: dict[str, object]) -> None:
         m.model_dump(exclude={"timestamp"})
         for m in result.messages  # type: ignore[attr-defined]
     ]
+
+
+def test_a_durable_run_stores_one_update_per_provider_delta(launched: dict[str, object]) -> None:
+    """A replayed answer is matched with the stored one update by update, so the durable run
+    never joins updates (which ones join depends on when its reader runs)."""
+    loop: asyncio.AbstractEventLoop = launched["loop"]  # type: ignore[assignment]
+    agent: durable.DurableAgent = launched["burst"]  # type: ignore[assignment]
+
+    async def go() -> list[Any]:
+        run = await agent.start("Weather?")
+        await run.result()
+        return [e async for e in run.events()]
+
+    updates = [e.delta.text for e in loop.run_until_complete(go()) if e.type == "message_update"]
+    assert updates == Burst.pieces
 
 
 def test_approval_waits_then_a_denial_answers_the_call(launched: dict[str, object]) -> None:

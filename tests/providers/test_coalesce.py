@@ -10,9 +10,17 @@ from typing import Any
 import anyio
 import pytest
 
-from treadle import Agent, AgentContext, AgentEvent, AgentLoopConfig, MessageUpdate, agent_loop
+from treadle import (
+    Agent,
+    AgentContext,
+    AgentEvent,
+    AgentLoopConfig,
+    Hooks,
+    MessageUpdate,
+    agent_loop,
+)
 from treadle.providers import ModelRequest, TextDelta
-from treadle.testing import Raw, Slow, WireFake
+from treadle.testing import Raw, WireFake
 from treadle.types import UserMessage
 
 pytestmark = pytest.mark.anyio
@@ -52,36 +60,36 @@ SECOND = b"".join(
 )
 
 
+class Looks(Hooks):
+    """Looks at each update as it is sent, which fixes it (contract §2): no later delta can
+    join it in the stream, so what is merged here was merged by the adapter, read by read."""
+
+    def __init__(self) -> None:
+        self.found: list[tuple[str, int, str]] = []
+        self.first_answer = True
+
+    def on_event(self, event: AgentEvent) -> None:
+        if not self.first_answer or not isinstance(event, MessageUpdate):
+            return
+        delta = event.delta
+        if delta.type in ("text", "thinking"):
+            self.found.append((delta.type, delta.index, delta.text))
+        elif delta.type == "tool_call_delta":
+            self.found.append(("args", delta.index, delta.arguments))
+        elif delta.type == "tool_call_end":
+            self.first_answer = False
+
+
 async def updates(coalesce: bool | None) -> list[tuple[str, int, str]]:
-    """The first answer's text, thinking and argument updates, as a reader that looks at
-    each one when it comes sees them (the two reads are 10 ms apart, so it has looked at
-    what the first read gave before the second comes: nothing waits to be joined)."""
-    fake = WireFake.openai([Slow(Raw([FIRST, SECOND]), delay=0.01), "done"])
+    """The first answer's text, thinking and argument updates, as sent on the stream."""
+    fake = WireFake.openai([Raw([FIRST, SECOND]), "done"])
     options = {} if coalesce is None else {"coalesce_deltas": coalesce}
-    config = AgentLoopConfig(provider=fake.provider(), **options)
+    looks = Looks()
+    config = AgentLoopConfig(provider=fake.provider(), hooks=[looks], **options)
     send, receive = anyio.create_memory_object_stream[AgentEvent](1000)
-    found: list[tuple[str, int, str]] = []
-    first_answer = True
-
-    async def read() -> None:
-        nonlocal first_answer
-        async with receive:
-            async for event in receive:
-                if not first_answer or not isinstance(event, MessageUpdate):
-                    continue
-                delta = event.delta
-                if delta.type in ("text", "thinking"):
-                    found.append((delta.type, delta.index, delta.text))
-                elif delta.type == "tool_call_delta":
-                    found.append(("args", delta.index, delta.arguments))
-                elif delta.type == "tool_call_end":
-                    first_answer = False
-
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(read)
-        async with send:
-            await agent_loop("hi", AgentContext(), config, send)
-    return found
+    async with send, receive:
+        await agent_loop("hi", AgentContext(), config, send)
+    return looks.found
 
 
 async def test_deltas_of_one_read_become_one_update_each_block() -> None:

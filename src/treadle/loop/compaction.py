@@ -35,12 +35,11 @@ from ..types import (
     CompactionEnd,
     CompactionStart,
     ErrorInfo,
-    MessageEnd,
-    MessageStart,
     Usage,
 )
 from .sidecall import call_model, side_request
 from .sink import EventSink
+from .streaming import StreamState, close_message
 
 if TYPE_CHECKING:
     from anyio.streams.memory import MemoryObjectSendStream
@@ -269,13 +268,11 @@ class ContextGuard:
                 ),
             ),
         )
-        await run.sink.emit(MessageStart, message=message)
-        try:
-            await run.record_reply(message)  # the turn's reply: priced, counted, recorded
-        except Exception:  # a hook failed: the message is in the history, its pair closes
-            await run.sink.emit(MessageEnd, message=message)
-            raise
-        await run.sink.emit(MessageEnd, message=message)
+        # Reported and recorded as a streamed reply is (the turn's reply: priced, counted,
+        # recorded), so a hook failing on it or a cancellation closes its pair the same way.
+        state = run.stream_state = StreamState(ModelRequest(model=message.model), message.provider)
+        message = await close_message(run.sink, state, message, run.record_reply)
+        run.stream_state = None
         return message
 
     # ---- compaction ----

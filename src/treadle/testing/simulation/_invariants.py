@@ -190,21 +190,33 @@ def _end_checks(
             total = total + e.usage
     require(end.usage == total, "INV-USAGE", f"agent_end.usage {end.usage} != sum {total}")
     pending = set(end.pending_tool_calls)
-    if end.reason != "suspended":
-        # only calls a continued run never took up, or calls left waiting for a decision
-        # (never started) when a hook failure or a cancellation ended the run (§2.2)
-        untouched = set(open_calls_at_end(before)) if list(after) == list(before) else set()
-        asked: set[str] = set()
-        if end.reason in ("error", "cancelled") and list(after) != list(before):
-            started = {e.tool_call_id for e in main_events if isinstance(e, ToolExecutionStart)}
-            asked = set(open_calls_at_end(after)) - started
-        require(
-            pending <= untouched | asked,
-            "INV-ANSWERED",
-            f"pending calls {sorted(pending - untouched)} on a run that ended {end.reason}",
-        )
+    allowed = pending_allowed(end, main_events, before, after)
+    require(
+        pending <= allowed,
+        "INV-ANSWERED",
+        f"pending calls {sorted(pending - allowed)} on a run that ended {end.reason}",
+    )
     check_history(after, pending)
     return end
+
+
+def pending_allowed(
+    end: AgentEnd,
+    main_events: Sequence[Any],
+    before: Sequence[AgentMessage],
+    after: Sequence[AgentMessage],
+) -> set[str]:
+    """The calls ``agent_end`` may list as pending (contract §2.2): any on a suspended run;
+    otherwise only calls a continued run never took up, or calls left waiting for a
+    decision (never started) when a hook failure or a cancellation ended the run."""
+    if end.reason == "suspended":
+        return set(end.pending_tool_calls)
+    if list(after) == list(before):
+        return set(open_calls_at_end(before))
+    if end.reason not in ("error", "cancelled"):
+        return set()
+    started = {e.tool_call_id for e in main_events if isinstance(e, ToolExecutionStart)}
+    return set(open_calls_at_end(after)) - started
 
 
 def check_history(messages: Sequence[AgentMessage], pending: set[str]) -> None:
