@@ -120,6 +120,10 @@ HARNESS_CUSTOM_IN_PAIR = (
 HARNESS_SUSPEND_STEER = (
     "the harness: steering a run took before it suspended is dropped, as contract §2.2 says"
 )
+HARNESS_DROPPED_CALL = (
+    "the harness: a closed message drops tool calls that never completed, so the blocks "
+    "after them move up from the index their deltas had"
+)
 HARNESS_RETRY = "the harness: a raising attempt with retries left has not decided its call"
 HARNESS_RESUME = "the harness: a compaction after the crash point rewrites the history"
 HARNESS_COMPACTION = (
@@ -177,6 +181,7 @@ _BY_BUG: list[tuple[str, str, bool, tuple[int, ...]]] = [
     ("INV-MESSAGE-PAIRS", FOUND_OVERFLOW_PAIR, False, (9100101,)),
     ("INV-INPUT-KEPT", HARNESS_SUSPEND_STEER, False, (9200040,)),
     ("INV-DELTAS", FOUND_FALLBACK_DELTAS, False, (9405015, 9405294, 9500461, 9504251)),
+    ("INV-DELTAS", HARNESS_DROPPED_CALL, False, (9902876,)),
 ]  # fmt: skip
 #: seed -> (the invariant it broke, the bug, still open?, the backends it broke on)
 REGRESSIONS: dict[int, tuple[str, str, bool, tuple[str, ...]]] = {

@@ -27,6 +27,7 @@ from ...types import (
     MessageStart,
     MessageUpdate,
     ProviderRetry,
+    ToolCall,
     ToolExecutionEnd,
     ToolExecutionStart,
     ToolExecutionUpdate,
@@ -252,18 +253,22 @@ def check_history(messages: Sequence[AgentMessage], pending: set[str]) -> None:
 
 def _check_deltas(evs: list[Any]) -> None:
     """INV-DELTAS over one loop's events: per assistant message (start to end), the text
-    and thinking deltas of each block add up to that block, update by update."""
+    and thinking deltas of each block add up to that block, update by update. A delta's
+    index is the block's place in the message as it streamed; the closed message may have
+    dropped tool calls that never completed, which moves the blocks after them up."""
     lid = evs[0].loop_id[:8]
     streamed: dict[int, str] | None = None
+    partial: list[Any] = []  # the message as the last update had it
     for e in evs:
         if isinstance(e, MessageStart) and isinstance(e.message, AssistantMessage):
-            streamed = {}
+            streamed, partial = {}, []
         elif isinstance(e, MessageUpdate) and streamed is not None:
+            partial = e.message.content
             delta = e.delta
             if delta.type not in ("text", "thinking"):
                 continue
             so_far = streamed[delta.index] = streamed.get(delta.index, "") + delta.text
-            block = e.message.content[delta.index]
+            block = partial[delta.index]
             held = getattr(block, "text" if delta.type == "text" else "thinking", None)
             require(
                 held == so_far,
@@ -274,13 +279,18 @@ def _check_deltas(evs: list[Any]) -> None:
         elif isinstance(e, MessageEnd) and isinstance(e.message, AssistantMessage):
             if streamed is not None and e.message.stop_reason != "error":
                 content = e.message.content
+                kept = {c.id for c in content if isinstance(c, ToolCall)}
+                places = [
+                    i for i, b in enumerate(partial) if not isinstance(b, ToolCall) or b.id in kept
+                ]
                 for index, text in streamed.items():
-                    last = content[index] if index < len(content) else None
+                    at = places.index(index) if index in places else index
+                    last = content[at] if at < len(content) else None
                     held = getattr(last, "text", None) or getattr(last, "thinking", None)
                     require(
                         held == text,
                         "INV-DELTAS",
-                        f"message_end block {index} is {held!r}, its deltas {text!r} ({lid})",
+                        f"message_end block {at} is {held!r}, its deltas {text!r} ({lid})",
                     )
             streamed = None
 
