@@ -52,6 +52,8 @@ async def _start(
                 pending_tool_calls=list(run.waiting),  # a continued run's calls, untouched
             )
             return False
+    if not run.sink.active:
+        return True  # nobody hears of it: the config snapshot is not worth building
     await run.sink.emit(
         AgentStart,
         agent_id=context.agent_id,

@@ -34,12 +34,14 @@ from ..types import (
     Usage,
     UserMessage,
 )
-from ..types._base import replaced
+from ..types._base import replaced, trusted
 from .config import AgentLoopConfig, Hooks, Pass, Reject, Warn, settings_of
 from .context import AgentContext
 from .errors import HookFailed
 from .sink import OBSERVERS, EventSink, Observer
 from .streaming import StreamState
+
+_REQUEST_FIELDS = frozenset(ModelRequest.model_fields)
 
 EventStream = MemoryObjectSendStream[AgentEvent]
 
@@ -365,16 +367,18 @@ class RunState:
         system = await self.call_hook(self.context.resolve_system_prompt)
         if instruction:
             system = f"{system}\n\n{instruction}" if system else instruction
-        request = ModelRequest.model_construct(
-            model=config.model_name,
-            system_prompt=system,
-            messages=messages,
-            tools=list(self.tool_specs) if with_tools else [],
-            tool_choice=config.tool_choice if with_tools else None,
-            response_format=config.response_format,
-            purpose="turn",
-            **settings_of(config),
-        )
+        values = settings_of(config)  # every field, as model_construct would set them all
+        values["model"] = config.model_name
+        values["system_prompt"] = system
+        values["messages"] = messages
+        values["tools"] = list(self.tool_specs) if with_tools else []
+        values["tool_choice"] = config.tool_choice if with_tools else None
+        values["response_format"] = config.response_format
+        values["purpose"] = "turn"
+        if len(values) == len(_REQUEST_FIELDS):
+            request = trusted(ModelRequest, values, set(_REQUEST_FIELDS))
+        else:  # a field settings_of does not know yet: pydantic fills in its default
+            request = ModelRequest.model_construct(**values)
         for hook in self.overriding("before_model_request"):
             edited = await self.call_hook(hook.before_model_request, request)
             if isinstance(edited, ModelRequest):

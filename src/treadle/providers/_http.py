@@ -139,6 +139,7 @@ class HTTPAdapter:
         self._slots: anyio.Semaphore | None = None
         self._slots_loop: object = None
         self._timeout = timeout if timeout is not None else DEFAULT_TIMEOUT
+        self._urls: dict[str, httpx.URL] = {}
 
     @property
     def _api_key(self) -> str | None:
@@ -211,10 +212,16 @@ class HTTPAdapter:
         response byte is sent again once (a server closing idle connections races reuse)."""
         content = {"content": body} if isinstance(body, bytes) else {"json": body}
         try:
-            async with self.slots:
+            slots = self.slots
+            try:  # a free slot is taken at once: no checkpoint (the send makes its own)
+                slots.acquire_nowait()
+            except anyio.WouldBlock:
+                await slots.acquire()
+            try:
                 client = self.client
                 merged = {**self._headers(), **(headers or {})}
-                request = client.build_request("POST", url, **content, headers=merged)
+                target = self._url(url)
+                request = client.build_request("POST", target, **content, headers=merged)
                 try:
                     response = await client.send(request, stream=True, follow_redirects=False)
                 except _STALE_CONNECTION:
@@ -227,8 +234,19 @@ class HTTPAdapter:
                     yield response
                 finally:
                     await response.aclose()
+            finally:
+                slots.release()
         except (httpx.TransportError, httpx.InvalidURL) as exc:
             raise transport_error(exc, self.name, self.base_url, self.connect_hint) from None
+
+    def _url(self, url: str) -> httpx.URL:
+        """``url`` parsed once: an adapter calls the same few endpoints again and again."""
+        parsed = self._urls.get(url)
+        if parsed is None:
+            if len(self._urls) >= 16:
+                self._urls.clear()
+            parsed = self._urls[url] = httpx.URL(url)
+        return parsed
 
     async def _events(
         self,

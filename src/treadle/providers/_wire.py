@@ -13,7 +13,7 @@ from itertools import chain, islice, repeat
 from operator import attrgetter, is_
 from typing import Any, Generic, TypeVar
 
-from ..types._watch import ContentMark, edit_count
+from ..types._watch import ContentMark, copied, edit_count
 
 T = TypeVar("T")
 
@@ -24,9 +24,13 @@ _CONTENT = repeat("content")
 _NONE = repeat(())
 
 
+# One encoder for every call: ``json.dumps`` with these options builds a new one each time.
+_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+
+
 def dumps(value: Any) -> str:
     """``value`` as compact JSON, exactly as httpx encodes ``json=`` bodies."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return _encode(value)
 
 
 def dumpb(value: Any) -> bytes:
@@ -41,9 +45,8 @@ def _snapshot(message: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     fields = _fields(message)
     content = fields.get("content")
     blocks = [_fields(b) for b in content] if isinstance(content, list) else []
-    deep = copy.deepcopy
     return dict(fields), [
-        {k: deep(v) if isinstance(v, (dict, list)) else v for k, v in b.items()} for b in blocks
+        {k: copied(v) if isinstance(v, (dict, list)) else v for k, v in b.items()} for b in blocks
     ]
 
 

@@ -67,6 +67,19 @@ class Watched(Model):
         super().__delattr__(name)
 
 
+_ATOMS = frozenset({str, int, float, bool, type(None)})
+
+
+def copied(value: Any) -> Any:
+    """``copy.deepcopy(value)``, several times faster for JSON values (tool arguments)."""
+    kind = type(value)
+    if kind is dict:
+        return {k: copied(v) for k, v in value.items()}
+    if kind is list:
+        return [copied(v) for v in value]
+    return value if kind in _ATOMS else copy.deepcopy(value)
+
+
 class ContentMark:
     """What a cache needs to tell, without reading them again, that the messages it has seen
     are unchanged: :func:`edit_count` when it looked (no field of a watched message or block
@@ -102,7 +115,7 @@ class ContentMark:
                 for value in block.__dict__.values():
                     if isinstance(value, (dict, list)):
                         self.containers.append(value)
-                        self.kept.append(copy.deepcopy(value))
+                        self.kept.append(copied(value))
         self.lists.append(content)
         self.lens.append(len(content))
         self.blocks.extend(content)
