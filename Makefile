@@ -49,6 +49,7 @@ api-snapshot: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/loop_overhead.py
+	$(BIN)/python benchmarks/loop_cost.py
 
 clean:
 	rm -rf $(VENV) build dist

@@ -14,6 +14,7 @@ BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
 
 CASES = {
     "loop_overhead.py": (["--reps", "1", "--runs", "5"], "treadle_quiet / raw httpx"),
+    "loop_cost.py": (["--reps", "1", "--runs", "3"], "per delta +"),
     "long_session.py": (["--turns", "12"], "OK"),
     "concurrency.py": (["--runs", "20"], "completed: 40"),
     "ext_overhead.py": (["--reps", "1", "--runs", "3"], "overhead"),
