@@ -116,26 +116,21 @@ class ChatStream(Assembler):
         return self.chunk(value)
 
     def _more_arguments(self, delta: dict[str, Any]) -> list[StreamEvent] | None:
-        """The event of a delta that only continues the arguments of the call being
-        streamed (no id, no name; the call announced), as :meth:`chunk` would make it;
-        None for any other delta."""
+        """The event of a delta that only continues the announced call being streamed (no
+        id), as :meth:`chunk` would make it; None for any other delta."""
         calls = delta.get("tool_calls")
-        if type(calls) is not list or len(calls) != 1:
-            return None
-        fragment = calls[0]
-        if type(fragment) is not dict or fragment.get("id"):
-            return None
-        function = fragment.get("function")
-        if type(function) is not dict:
+        fragment: Any = calls[0] if type(calls) is list and len(calls) == 1 else None
+        function = fragment.get("function") if type(fragment) is dict else None
+        if type(function) is not dict or fragment.get("id"):
             return None
         arguments = function.get("arguments")  # a name changes nothing: the call has one
-        if type(arguments) is not str or not arguments:
-            return None
         at = self._last_call
-        if at is None or self._calls.get(fragment.get("index")) != at:
+        if type(arguments) is not str or not arguments or at is None:
             return None
         block = self.blocks[at]
-        if block.done or not block.announced or not _only_calls(delta):
+        if block.done or not block.announced or self._calls.get(fragment.get("index")) != at:
+            return None
+        if not _only_calls(delta):
             return None
         block.parts.append(arguments)
         return [ToolCallDelta(index=at, arguments=arguments)]
