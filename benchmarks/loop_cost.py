@@ -27,35 +27,19 @@ import os
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "kit"))
 
-import anyio  # noqa: E402
-import common  # noqa: E402
 import fake_llm  # noqa: E402
 import httpx  # noqa: E402
+import raw_httpx  # noqa: E402  (the kit's hand-written loop)
+import treadle_driver  # noqa: E402  (treadle as loop_overhead.py drives it)
 
-import treadle  # noqa: E402
-from treadle import AgentContext, AgentLoopConfig, UserMessage, agent_loop, tool  # noqa: E402
+from treadle import AgentLoopConfig  # noqa: E402
 from treadle.providers import OpenAIChat  # noqa: E402
 
 Run = Callable[[], Awaitable[str]]
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "add",
-            "description": common.TOOL_DESCRIPTION,
-            "parameters": {
-                "type": "object",
-                "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
-                "required": ["a", "b"],
-            },
-        },
-    }
-]
 
 
 class _Chunks(httpx.AsyncByteStream):
@@ -89,109 +73,6 @@ def transport(final_tokens: int) -> httpx.MockTransport:
     return httpx.MockTransport(handle)
 
 
-def raw_loop(client: httpx.AsyncClient) -> Run:
-    """The kit's hand-written loop (``benchmarks/kit/raw_httpx.py``), streaming."""
-
-    async def turn(messages: list[dict[str, Any]]) -> tuple[str, list[tuple[str, str, str]]]:
-        body = {
-            "model": "fake-sequential",
-            "messages": messages,
-            "tools": TOOLS,
-            "stream": True,
-            "stream_options": {"include_usage": True},
-        }
-        text: list[str] = []
-        calls: dict[int, dict[str, Any]] = {}
-        async with client.stream("POST", "/chat/completions", json=body) as response:
-            response.raise_for_status()
-            async for line in response.aiter_lines():
-                if not line.startswith("data: ") or line[6:] == "[DONE]":
-                    continue
-                for choice in json.loads(line[6:]).get("choices") or ():
-                    delta = choice.get("delta") or {}
-                    if delta.get("content"):
-                        text.append(delta["content"])
-                    for fragment in delta.get("tool_calls") or ():
-                        slot = calls.setdefault(
-                            fragment["index"], {"id": None, "name": "", "args": []}
-                        )
-                        slot["id"] = fragment.get("id") or slot["id"]
-                        function = fragment.get("function") or {}
-                        slot["name"] = function.get("name") or slot["name"]
-                        if function.get("arguments"):
-                            slot["args"].append(function["arguments"])
-        found = [(c["id"], c["name"], "".join(c["args"])) for _, c in sorted(calls.items())]
-        return "".join(text), found
-
-    async def run() -> str:
-        messages: list[dict[str, Any]] = [
-            {"role": "system", "content": common.INSTRUCTIONS},
-            {"role": "user", "content": common.PROMPT},
-        ]
-        while True:
-            text, calls = await turn(messages)
-            if not calls:
-                return text
-            messages.append(
-                {
-                    "role": "assistant",
-                    "content": text or None,
-                    "tool_calls": [
-                        {"id": i, "type": "function", "function": {"name": n, "arguments": a}}
-                        for i, n, a in calls
-                    ],
-                }
-            )
-            for call_id, _name, arguments in calls:
-                result = common.add_impl(**json.loads(arguments))
-                messages.append(
-                    {"role": "tool", "tool_call_id": call_id, "content": json.dumps(result)}
-                )
-
-    return run
-
-
-@tool(name="add", description=common.TOOL_DESCRIPTION)
-async def add_async(a: int, b: int) -> int:
-    return common.add_impl(a, b)
-
-
-@tool(name="add", description=common.TOOL_DESCRIPTION)
-def add_sync(a: int, b: int) -> int:
-    return common.add_impl(a, b)
-
-
-def treadle_loop(config: AgentLoopConfig, add: Any, consumer: bool) -> Run:
-    """``agent_loop`` with ``events=None``, or with a task reading every event through
-    ``iter_events`` (the README's pattern), a fresh context and stream per run."""
-
-    async def quiet() -> str:
-        context = AgentContext(system_prompt=common.INSTRUCTIONS, tools=[add])
-        messages = await agent_loop([UserMessage.of(common.PROMPT)], context, config)
-        return messages[-1].text  # type: ignore[union-attr]
-
-    async def consumed() -> str:
-        context = AgentContext(system_prompt=common.INSTRUCTIONS, tools=[add])
-        send, receive = anyio.create_memory_object_stream[treadle.AgentEvent](512)
-        parts: list[str] = []
-
-        async def consume() -> None:
-            async with receive:
-                async for event in treadle.iter_events(receive):
-                    if event.type == "message_update" and event.delta.type == "text":
-                        parts.append(event.delta.text)
-                    elif event.type == "turn_start":
-                        parts.clear()
-
-        async with anyio.create_task_group() as group:
-            group.start_soon(consume)
-            async with send:
-                await agent_loop([UserMessage.of(common.PROMPT)], context, config, send)
-        return "".join(parts)
-
-    return consumed if consumer else quiet
-
-
 async def measure(final_tokens: int, reps: int, runs: int) -> dict[str, float]:
     """µs of CPU per run for each driver: the least over ``reps`` interleaved repetitions."""
     mock = transport(final_tokens)
@@ -203,11 +84,12 @@ async def measure(final_tokens: int, reps: int, runs: int) -> dict[str, float]:
         client=httpx.AsyncClient(transport=mock),
     )
     config = AgentLoopConfig(provider=provider)
+    quiet, consumed = treadle_driver.runs(config, treadle_driver.add_async)
     drivers: dict[str, Run] = {
-        "raw httpx loop": raw_loop(raw_client),
-        "treadle, events=None, async def tool": treadle_loop(config, add_async, False),
-        "treadle, events=None, sync tool": treadle_loop(config, add_sync, False),
-        "treadle, iter_events consumer, async def tool": treadle_loop(config, add_async, True),
+        "raw httpx loop": raw_httpx.agent_loop(raw_client, "fake-sequential"),
+        "treadle, events=None, async def tool": quiet,
+        "treadle, events=None, sync tool": treadle_driver.runs(config, treadle_driver.add_sync)[0],
+        "treadle, iter_events consumer, async def tool": consumed,
     }
     expected = await drivers["raw httpx loop"]()
     for name, run in drivers.items():

@@ -43,9 +43,6 @@ def _extra(parser):  # type: ignore[no-untyped-def]
     )
 
 
-args = common.parse_args(extra=_extra)
-
-
 @tool(name="add", description=common.TOOL_DESCRIPTION)
 def add_sync(a: int, b: int) -> int:
     return add_impl(a, b)
@@ -56,12 +53,10 @@ async def add_async(a: int, b: int) -> int:
     return add_impl(a, b)
 
 
-add = add_async if args.async_tool else add_sync
-
-
-async def setup():  # type: ignore[no-untyped-def]
-    provider = OpenAIChat(args.model, base_url=args.base_url, api_key="sk-fake", stream=args.stream)
-    config = AgentLoopConfig(provider=provider)
+def runs(config, add, plain=False):  # type: ignore[no-untyped-def]
+    """``(quiet, consumed)``: one run with ``events=None``, and one with a task reading
+    every event (``iter_events``, or plain ``async for`` with ``plain``), a fresh context
+    and stream per run."""
 
     async def run_quiet() -> str:
         context = AgentContext(system_prompt=common.INSTRUCTIONS, tools=[add])
@@ -75,7 +70,7 @@ async def setup():  # type: ignore[no-untyped-def]
 
         async def consume() -> None:
             async with receive:
-                async for event in receive if args.plain else treadle.iter_events(receive):
+                async for event in receive if plain else treadle.iter_events(receive):
                     if event.type == "message_update" and event.delta.type == "text":
                         parts.append(event.delta.text)
                     elif event.type == "turn_start":
@@ -87,7 +82,20 @@ async def setup():  # type: ignore[no-untyped-def]
                 await agent_loop([UserMessage.of(common.PROMPT)], context, config, send)
         return "".join(parts)
 
-    return run_once if args.events else run_quiet
+    return run_quiet, run_once
 
 
-common.main(args, library="treadle", version=treadle.__version__, import_s=it.seconds, setup=setup)
+if __name__ == "__main__":
+    args = common.parse_args(extra=_extra)
+
+    async def setup():  # type: ignore[no-untyped-def]
+        provider = OpenAIChat(
+            args.model, base_url=args.base_url, api_key="sk-fake", stream=args.stream
+        )
+        config = AgentLoopConfig(provider=provider)
+        quiet, consumed = runs(config, add_async if args.async_tool else add_sync, args.plain)
+        return consumed if args.events else quiet
+
+    common.main(
+        args, library="treadle", version=treadle.__version__, import_s=it.seconds, setup=setup
+    )

@@ -45,22 +45,13 @@ def _extra(p):
     p.add_argument("--client", choices=["httpx", "httpx2"], default="httpx")
 
 
-args = common.parse_args(extra=_extra)
-
-
-async def setup():
-    # Same pool limits as the openai SDK's defaults, so connection reuse is comparable.
-    client = httpx.AsyncClient(
-        base_url=args.base_url,
-        headers={"Authorization": "Bearer sk-fake"},
-        limits=httpx.Limits(max_connections=1000, max_keepalive_connections=100),
-        timeout=httpx.Timeout(60.0),
-    )
+def agent_loop(client, model, stream=True):
+    """The hand-written loop: ``run_once()`` for ``client`` (its base URL the API root)."""
     url = "/chat/completions"
 
     async def turn_stream(messages):
         body = {
-            "model": args.model,
+            "model": model,
             "messages": messages,
             "tools": TOOLS,
             "stream": True,
@@ -96,7 +87,7 @@ async def setup():
         ]
 
     async def turn_plain(messages):
-        body = {"model": args.model, "messages": messages, "tools": TOOLS}
+        body = {"model": model, "messages": messages, "tools": TOOLS}
         resp = await client.post(url, json=body)
         resp.raise_for_status()
         msg = resp.json()["choices"][0]["message"]
@@ -106,7 +97,7 @@ async def setup():
         ]
         return msg.get("content") or "", calls
 
-    turn = turn_stream if args.stream else turn_plain
+    turn = turn_stream if stream else turn_plain
 
     async def run_once():
         messages = [
@@ -137,10 +128,23 @@ async def setup():
     return run_once
 
 
-common.main(
-    args,
-    library="raw_httpx2" if args.client == "httpx2" else "raw_httpx",
-    version=httpx.__version__,
-    import_s=it.seconds,
-    setup=setup,
-)
+if __name__ == "__main__":
+    args = common.parse_args(extra=_extra)
+
+    async def setup():
+        # Same pool limits as the openai SDK's defaults, so connection reuse is comparable.
+        client = httpx.AsyncClient(
+            base_url=args.base_url,
+            headers={"Authorization": "Bearer sk-fake"},
+            limits=httpx.Limits(max_connections=1000, max_keepalive_connections=100),
+            timeout=httpx.Timeout(60.0),
+        )
+        return agent_loop(client, args.model, args.stream)
+
+    common.main(
+        args,
+        library="raw_httpx2" if args.client == "httpx2" else "raw_httpx",
+        version=httpx.__version__,
+        import_s=it.seconds,
+        setup=setup,
+    )
