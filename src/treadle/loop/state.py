@@ -185,8 +185,6 @@ class RunState:
 
     # ---- small helpers ----
 
-    # ---- small helpers ----
-
     def overriding(self, name: str) -> list[Hooks]:
         """The config's hooks that implement ``name`` (a ``Hooks`` method): the others are
         not called at all, so an installed hook costs only the methods it has."""

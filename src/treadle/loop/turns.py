@@ -160,14 +160,15 @@ class Run(RunState):
             "usage": self.turn_usage,
         }
         event = await self.sink.emit(TurnEnd, **fields)
-        if event is None:  # nobody listens; after_turn hooks still get a stamped event
-            event = TurnEnd(
-                loop_id=self.sink.loop_id, depth=self.sink.depth, timestamp=now_ms(), **fields
-            )
         self.turn_index += 1
         if failure is not None:
             raise failure
-        for hook in self.overriding("after_turn"):
+        hooks = self.overriding("after_turn")
+        if hooks and event is None:  # nobody listens; after_turn hooks still get an event
+            event = TurnEnd(
+                loop_id=self.sink.loop_id, depth=self.sink.depth, timestamp=now_ms(), **fields
+            )
+        for hook in hooks:
             await self.call_hook(hook.after_turn, self.context, event)
 
     async def run_tools(self, calls: Any, *, resumed: bool = False) -> ToolBatch:
