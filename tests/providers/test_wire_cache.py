@@ -54,7 +54,10 @@ def history() -> list[AgentMessage]:
 
 
 def adapter(**options: Any) -> OpenAIChat:
-    return OpenAIChat("gpt-4o-mini", api_key="sk-test", **options)
+    """An adapter whose cache keeps short histories too (these tests use short ones)."""
+    provider = OpenAIChat("gpt-4o-mini", api_key="sk-test", **options)
+    provider._wire.short = 0
+    return provider
 
 
 def fresh(provider: OpenAIChat, request: ModelRequest) -> bytes:

@@ -92,7 +92,7 @@ class WireCache(Generic[T]):
     """Encoded messages by object, for one adapter; ``settings(key)`` drops them all when
     the adapter settings the encoding depends on change."""
 
-    __slots__ = ("__weakref__", "_entries", "_key", "_prefixes")
+    __slots__ = ("__weakref__", "_entries", "_key", "_prefixes", "short")
 
     MAX_HISTORIES = 64
     """How many histories (told apart by their first message) keep a checked prefix."""
@@ -101,6 +101,7 @@ class WireCache(Generic[T]):
         self._entries: dict[int, _Entry[T]] = {}
         self._key: Any = None
         self._prefixes: dict[int, tuple[weakref.ref[Any], _Prefix]] = {}
+        self.short = 8  # histories with fewer messages are encoded afresh: keeping costs more
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -117,6 +118,8 @@ class WireCache(Generic[T]):
         last time as a whole, else fields compared in bulk, and on any difference one by one."""
         edits = edit_count()  # read first: an edit made while checking shows next time
         items = messages if isinstance(messages, list) else list(messages)
+        if len(items) < self.short:
+            return list(map(encode, items))
         if not items:
             return []
         key = id(items[0])
