@@ -101,7 +101,8 @@ class CancelBridge:
         self.token = token
         self._scopes: list[anyio.CancelScope] = []
         self._thread = threading.get_ident()
-        self._loop_token = anyio.lowlevel.current_token()
+        # Only a token can cancel from another thread, which needs the loop's token.
+        self._loop_token = anyio.lowlevel.current_token() if token is not None else None
         self._unsubscribe: Callable[[], None] | None = (
             token.subscribe(self._on_cancel) if token is not None else None
         )
