@@ -122,16 +122,15 @@ class Block:
 class Assembler:
     """The message being assembled, block by block (indexes in the order blocks open), and
     the stream events it makes, drained with :meth:`take`. A subclass maps wire events in
-    ``feed(value)`` and gives the last events in ``end()``."""
+    ``feed(value)``, keeping the API's stop reason in ``reason`` and the usage in ``totals``."""
 
     feed: Callable[[Any], Sequence[StreamEvent]]
-    end: Callable[[], list[StreamEvent]]
+    decoder: Callable[[int], JSONStreamDecoder] = SSEJSONDecoder
+    """What turns the body's bytes into wire events (given the longest line allowed)."""
+    stops: Mapping[str, StopReason] = {}
+    """The API's stop reasons, for :meth:`end` (one not in it is ``"stop"``)."""
     unfinished = "the stream ended before the response was complete"
     """The ``truncated_stream`` message for a response without the API's end marker."""
-
-    def decoder(self, max_line: int) -> JSONStreamDecoder:
-        """What turns the body's bytes into wire events: here SSE with JSON object data."""
-        return SSEJSONDecoder(max_line)
 
     def whole(self, payload: Any) -> list[Any]:
         """A non-streamed response's JSON as the wire events that would have streamed it."""
@@ -148,6 +147,8 @@ class Assembler:
         self.complete = False  # the API's end marker came: the response is whole
         self.done = False  # nothing more to read: the rest of the body is drained unread
         self.failed: ProviderError | None = None  # raised after the events before it
+        self.reason: str | None = None
+        self.totals: Usage | None = None
 
     def read(self, values: list[Any]) -> Sequence[StreamEvent]:
         """The stream events of one read's wire events, coalesced; an error a wire event
@@ -283,10 +284,15 @@ class Assembler:
         stop = table.get(reason or "", default)
         return "tool_use" if stop == "stop" and self.has_calls() else stop
 
-    def message(
+    def end(self) -> list[StreamEvent]:
+        """The last events, once the body is read: ``reason`` through ``stops``, ``totals``."""
+        return self.closing(self.stop_for(self.reason, self.stops), self.totals)
+
+    def closing(
         self, stop_reason: StopReason, usage: Usage | None, error: ErrorInfo | None = None
-    ) -> AssistantMessage:
-        """The complete message; every block is ended first."""
+    ) -> list[StreamEvent]:
+        """The last events: ``StreamStart`` if none went yet, blocks ended, ``StreamDone``."""
+        self.start()
         self.end_all()
         content: list[AssistantContent] = []
         for block in self.blocks:
@@ -300,7 +306,7 @@ class Assembler:
                 )
             elif block.call is not None:  # set when the block closed
                 content.append(block.call)
-        return AssistantMessage(
+        message = AssistantMessage(
             content=content,
             stop_reason=stop_reason,
             model=self.model,
@@ -309,13 +315,6 @@ class Assembler:
             response_id=self.response_id,
             error=error,
         )
-
-    def closing(
-        self, stop_reason: StopReason, usage: Usage | None, error: ErrorInfo | None = None
-    ) -> list[StreamEvent]:
-        """The last events: ``StreamStart`` if none went yet, blocks ended, ``StreamDone``."""
-        self.start()
-        message = self.message(stop_reason, usage, error)
         return [*self.take(), StreamDone(message=message)]
 
 

@@ -12,17 +12,6 @@ from ._assemble import Assembler, json_object, usage
 from ._errors import classify
 from .base import StreamEvent
 
-_STOP_REASONS: dict[str, StopReason] = {
-    "end_turn": "stop",
-    "stop_sequence": "stop",
-    "max_tokens": "length",
-    "model_context_window_exceeded": "length",
-    "tool_use": "tool_use",
-    "refusal": "stop",
-    "pause_turn": "stop",
-}
-
-
 _USAGE = "input_tokens output_tokens cache_read_input_tokens cache_creation_input_tokens".split()
 # content_block_delta types: the kind of block each feeds, and the field it comes in
 _DELTAS = {
@@ -36,11 +25,19 @@ _DELTAS = {
 class StreamState(Assembler):
     """Anthropic stream events into the shared assembler's calls."""
 
+    stops: dict[str, StopReason] = {
+        "end_turn": "stop",
+        "stop_sequence": "stop",
+        "max_tokens": "length",
+        "model_context_window_exceeded": "length",
+        "tool_use": "tool_use",
+        "refusal": "stop",
+        "pause_turn": "stop",
+    }
     unfinished = "the stream ended before message_stop"
 
     def __init__(self, provider: str, model: str) -> None:
         super().__init__(provider, model)
-        self.stop_reason: str | None = None
         self.usage: dict[str, int] = {}
         self.index_map: dict[int, int] = {}  # Anthropic block index -> treadle content index
 
@@ -76,7 +73,7 @@ class StreamState(Assembler):
         elif kind == "message_delta":
             delta = event.get("delta") or {}
             if delta.get("stop_reason"):
-                self.stop_reason = delta["stop_reason"]
+                self.reason = delta["stop_reason"]
             self._usage(event.get("usage"))
         elif kind == "message_stop":
             self.end_all()
@@ -126,7 +123,7 @@ class StreamState(Assembler):
             self.add(at, delta[field])
 
     def end(self) -> list[StreamEvent]:
-        stop = self.stop_for(self.stop_reason, _STOP_REASONS)
+        stop = self.stop_for(self.reason, self.stops)
         u = self.usage
         read, write = u.get("cache_read_input_tokens", 0), u.get("cache_creation_input_tokens", 0)
         prompt = u.get("input_tokens", 0) + read + write  # input_tokens excludes the cache

@@ -21,7 +21,6 @@ _FINISH_NAMES = (
     "FINISH_REASON_UNSPECIFIED STOP MAX_TOKENS SAFETY RECITATION OTHER BLOCKLIST"
     " PROHIBITED_CONTENT SPII MALFORMED_FUNCTION_CALL"
 ).split()
-_STOPS: dict[str, StopReason] = {"STOP": "stop", "MAX_TOKENS": "length"}
 _FILTERED = frozenset(
     "SAFETY RECITATION BLOCKLIST PROHIBITED_CONTENT SPII IMAGE_SAFETY IMAGE_PROHIBITED_CONTENT"
     " IMAGE_RECITATION LANGUAGE".split()
@@ -125,19 +124,17 @@ def _finish_name(value: Any) -> str:
 class Response(Assembler):
     """Response chunks into the shared assembler's calls."""
 
+    decoder = ChunkDecoder
+    stops: dict[str, StopReason] = {"STOP": "stop", "MAX_TOKENS": "length"}
     unfinished = "the Gemini stream ended before a candidate reported its finishReason"
 
     def __init__(self, provider: str, model: str) -> None:
         super().__init__(provider, model)
-        self.finish: str | None = None
         self.finish_message: str | None = None
         self.blocked: str | None = None
         self.usage: dict[str, Any] = {}
         self.calls = 0
         self._id_base = uuid.uuid4().hex[:16]  # for call ids when there is no response id
-
-    def decoder(self, max_line: int) -> ChunkDecoder:
-        return ChunkDecoder(max_line)
 
     def whole(self, payload: Any) -> list[Any]:
         return payload if isinstance(payload, list) else [payload]
@@ -159,7 +156,7 @@ class Response(Assembler):
         feedback = chunk.get("promptFeedback")
         if isinstance(feedback, dict) and feedback.get("blockReason"):
             self.blocked = str(feedback["blockReason"])
-            self.finish = self.finish or self.blocked
+            self.reason = self.reason or self.blocked
             self.complete = True
         candidates = chunk.get("candidates") or []
         candidate = next(
@@ -173,7 +170,7 @@ class Response(Assembler):
                 self._part(part)
         reason = candidate.get("finishReason")
         if reason not in (None, 0, "FINISH_REASON_UNSPECIFIED"):
-            self.finish = _finish_name(reason)
+            self.reason = _finish_name(reason)
             self.complete = True
             if isinstance(candidate.get("finishMessage"), str):
                 self.finish_message = candidate["finishMessage"]
@@ -213,9 +210,9 @@ class Response(Assembler):
         if self.blocked is not None:
             message = f"Gemini blocked the prompt: {self.blocked}"
             return "error", ErrorInfo(kind="content_filter", message=message)
-        stop = self.stop_for(self.finish, _STOPS, default="error")
+        stop = self.stop_for(self.reason, self.stops, default="error")
         if stop != "error":
             return stop, None
-        kind = "content_filter" if self.finish in _FILTERED else "model_error"
+        kind = "content_filter" if self.reason in _FILTERED else "model_error"
         detail = f": {self.finish_message}" if self.finish_message else ""
-        return "error", ErrorInfo(kind=kind, message=f"Gemini stopped with {self.finish}{detail}")
+        return "error", ErrorInfo(kind=kind, message=f"Gemini stopped with {self.reason}{detail}")

@@ -18,10 +18,8 @@ from ..types import (
     ToolCall,
     ToolResultMessage,
     ToolSpec,
-    Usage,
     UserMessage,
 )
-from ..types.usage import StopReason
 from ._assemble import Assembler, count, usage
 from ._convert import (
     PENALTIES,
@@ -45,7 +43,6 @@ DEFAULT_BASE_URL = "http://localhost:11434"
 DEFAULT_PORT = 11434
 # The request's settings as Ollama's model options.
 _OPTIONS = wire_names(PENALTIES, max_tokens="num_predict")
-_STOPS: dict[str, StopReason] = {"length": "length"}
 
 
 def host_url(value: str) -> str:
@@ -185,15 +182,9 @@ def _assistant(message: AssistantMessage) -> dict[str, Any] | None:
 class _Response(Assembler):
     """Response lines into the shared assembler's calls."""
 
+    decoder = NDJSONDecoder
+    stops = {"length": "length"}
     unfinished = "the Ollama stream ended without its final done:true line"
-
-    def __init__(self, provider: str, model: str) -> None:
-        super().__init__(provider, model)
-        self.done_reason: str | None = None
-        self.usage: Usage | None = None
-
-    def decoder(self, max_line: int) -> NDJSONDecoder:
-        return NDJSONDecoder(max_line)
 
     def feed(self, line: Any) -> list[StreamEvent]:
         if not isinstance(line, dict):
@@ -223,10 +214,6 @@ class _Response(Assembler):
         if line.get("done"):
             self.complete = True
             reason = line.get("done_reason")
-            self.done_reason = reason if isinstance(reason, str) else None
-            prompt = count(line, "prompt_eval_count")
-            self.usage = usage(prompt, count(line, "eval_count"))
+            self.reason = reason if isinstance(reason, str) else None
+            self.totals = usage(count(line, "prompt_eval_count"), count(line, "eval_count"))
         return self.take()
-
-    def end(self) -> list[StreamEvent]:
-        return self.closing(self.stop_for(self.done_reason, _STOPS), self.usage)

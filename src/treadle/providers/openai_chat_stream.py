@@ -26,13 +26,6 @@ _KNOWN_FIELDS = frozenset(
     {"role", "content", "refusal", "tool_calls", "function_call", "audio", "annotations", "name"}
 ).union(_REASONING_FIELDS)
 _NAMES_REASONING = re.compile(r"^(?!.*signature).*(reasoning|thinking|thought)", re.I | re.S)
-# Some servers say "stop" after tool calls; the calls still need answering (``stop_for``).
-_STOPS: dict[str, StopReason] = {
-    "length": "length",
-    "content_filter": "error",
-    "tool_calls": "tool_use",
-    "function_call": "tool_use",
-}
 _FILTERED = "the provider's content filter stopped the response"
 
 
@@ -72,17 +65,20 @@ class ChatStream(Assembler):
     """Chunk payloads into the shared assembler's calls. Tool-call fragments find their call
     by ``index`` (or id), so interleaved calls stay apart; a call is announced once named."""
 
+    decoder = ChatDecoder
+    # Some servers say "stop" after tool calls; the calls still need answering (``stop_for``).
+    stops: dict[str, StopReason] = {
+        "length": "length",
+        "content_filter": "error",
+        "tool_calls": "tool_use",
+        "function_call": "tool_use",
+    }
     unfinished = "the stream ended before the response was complete (no finish_reason, no [DONE])"
 
     def __init__(self, provider: str, model: str) -> None:
         super().__init__(provider, model)
-        self.finish_reason: str | None = None
-        self.usage: Usage | None = None
         self._calls: dict[Any, int] = {}
         self._last_call: int | None = None
-
-    def decoder(self, max_line: int) -> ChatDecoder:
-        return ChatDecoder(max_line)
 
     def feed(self, value: Any) -> Sequence[StreamEvent]:
         """The stream events of one wire event: a chunk's JSON, or an SSE event to read."""
@@ -157,7 +153,7 @@ class ChatStream(Assembler):
             extra = payload.get("x_groq")
             usage = extra.get("usage") if isinstance(extra, dict) else None
         if isinstance(usage, dict):
-            self.usage = _usage(usage)
+            self.totals = _usage(usage)
         choices = payload.get("choices")
         for choice in choices if isinstance(choices, list) else ():
             if not isinstance(choice, dict) or choice.get("index", 0) != 0:
@@ -167,7 +163,7 @@ class ChatStream(Assembler):
                 self._delta(delta)
             reason = choice.get("finish_reason")
             if isinstance(reason, str) and reason:
-                self.finish_reason = reason
+                self.reason = reason
                 self.complete = True
                 self.end_all()
         return self.take()
@@ -223,9 +219,9 @@ class ChatStream(Assembler):
             self.announce(at)
 
     def end(self) -> list[StreamEvent]:
-        stop = self.stop_for(self.finish_reason, _STOPS)
+        stop = self.stop_for(self.reason, self.stops)
         error = ErrorInfo(kind="content_filter", message=_FILTERED) if stop == "error" else None
-        return self.closing(stop, self.usage, error)
+        return self.closing(stop, self.totals, error)
 
 
 def _only(delta: dict[str, Any]) -> bool:

@@ -12,8 +12,6 @@ from ._assemble import Assembler, count, json_object, usage
 from ._errors import classify
 from .base import ProviderError, StreamEvent
 
-_STOPS: dict[str, StopReason] = {"max_output_tokens": "length"}
-
 
 def _stream_error(payload: dict[str, Any], provider: str) -> ProviderError:
     """An ``error`` event or a failed response's ``error`` object as a ProviderError."""
@@ -29,11 +27,11 @@ def _stream_error(payload: dict[str, Any], provider: str) -> ProviderError:
 class StreamState(Assembler):
     """Responses stream events into the shared assembler's calls."""
 
+    stops: dict[str, StopReason] = {"max_output_tokens": "length"}
     unfinished = "the stream ended before response.completed"
 
     def __init__(self, provider: str, model: str) -> None:
         super().__init__(provider, model)
-        self.incomplete_reason: str | None = None
         self.usage: dict[str, Any] = {}
         self.items: dict[int, int] = {}  # output_index -> content index (reasoning, calls)
         self.item_ids: dict[str, int] = {}  # item id -> content index
@@ -94,7 +92,7 @@ class StreamState(Assembler):
                     self.usage = response["usage"]
                 if kind == "response.incomplete":
                     details = response.get("incomplete_details") or {}
-                    self.incomplete_reason = details.get("reason") or "incomplete"
+                    self.reason = details.get("reason") or "incomplete"
             self.end_all()
             self.complete = True
         return self.take()
@@ -188,4 +186,4 @@ class StreamState(Assembler):
             reasoning=count(raw.get("output_tokens_details"), "reasoning_tokens"),
             total=count(raw, "total_tokens"),
         )
-        return self.closing(self.stop_for(self.incomplete_reason, _STOPS), totals)
+        return self.closing(self.stop_for(self.reason, self.stops), totals)
