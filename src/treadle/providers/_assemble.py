@@ -218,15 +218,14 @@ class Assembler:
         elif block.announced:
             self.out.append(ToolCallDelta(index=at, arguments=text))
 
-    def text(self, kind: Literal["text", "thinking"], text: str) -> int:
+    def text(self, kind: Literal["text", "thinking"], text: str) -> None:
         """Streamed text or thinking for the current block, opening a new one (and closing
-        the current) when the kind changes. Returns the block's index."""
+        the current) when the kind changes."""
         at = self.current
         if at is None or self.blocks[at].kind != kind:
             self.close_current()
             at = self.current = self.open(kind)
         self.add(at, text)
-        return at
 
     def close_current(self) -> None:
         """End the block :meth:`text` feeds, if any."""
@@ -258,7 +257,7 @@ class Assembler:
         for at in range(len(self.blocks)):
             self.close(at)
 
-    def whole_tool(self, id: str, name: str, arguments: Any) -> int:
+    def whole_tool(self, id: str, name: str, arguments: Any) -> None:
         """A tool call that arrives in one piece: its arguments a JSON object, JSON text, or
         None. Start, one delta with the arguments' JSON, end."""
         self.close_current()
@@ -270,7 +269,6 @@ class Assembler:
             text = to_json(arguments).decode()
         self.add(at, text)
         self.close(at)
-        return at
 
     def has_calls(self) -> bool:
         return any(block.kind == "tool" for block in self.blocks)

@@ -275,7 +275,14 @@ class HTTPAdapter:
                 except ValueError as exc:
                     raise self._undecodable(exc, at_end=True) from None
             else:
-                values = state.whole(await self._whole(url, body, headers))
+                async with self._response(url, body, headers) as response:
+                    content = await response.aread()
+                try:
+                    payload = from_json(content)
+                except ValueError:
+                    text = f"response was not JSON: {content.decode('utf-8', 'replace')[:200]!r}"
+                    raise ProviderError("server", text, provider=self.name) from None
+                values = state.whole(payload)
                 check_cancel(cancel, self.name)
             for event in state.read(values):
                 yield event
@@ -287,16 +294,6 @@ class HTTPAdapter:
                 yield event
         except ProviderError as exc:
             raise self.scrub(exc) from None
-
-    async def _whole(self, url: str, body: Body, headers: Mapping[str, str] | None) -> Any:
-        """A non-streamed call's response JSON."""
-        async with self._response(url, body, headers) as response:
-            content = await response.aread()
-        try:
-            return from_json(content)
-        except ValueError:
-            text = f"response was not JSON: {content.decode('utf-8', 'replace')[:200]!r}"
-            raise ProviderError("server", text, provider=self.name) from None
 
     def _undecodable(self, exc: ValueError, at_end: bool = False) -> ProviderError:
         if isinstance(exc, TreadleError):  # the decoder's own, said plainly (a line too long)

@@ -112,13 +112,9 @@ class OpenAIChat(HTTPAdapter):
         """The request body as sent: each message's JSON comes from the adapter's cache
         (``_wire.py``), so a turn encodes only the messages new or changed since the last."""
         head: dict[str, Any] = {"model": request.model or self.model}
-        rest: dict[str, Any] = {}
-        if self.streaming:
-            rest["stream"] = True
-            if self.include_usage:
-                rest["stream_options"] = {"include_usage": True}
-        else:
-            rest["stream"] = False
+        rest: dict[str, Any] = {"stream": self.streaming}
+        if self.streaming and self.include_usage:
+            rest["stream_options"] = {"include_usage": True}
         tools = b""
         if request.tools:
             # Never an empty list: several servers reject ``"tools": []``. Encoded once for
