@@ -1,7 +1,5 @@
-"""Model providers: the protocol, its request/stream/error types, and the HTTP adapters.
-
-Adapters are imported on first use so that ``import treadle`` does not pay for httpx.
-"""
+"""Model providers: the protocol, its types, and the HTTP adapters (imported on first use:
+``import treadle`` does not pay for httpx)."""
 
 from __future__ import annotations
 

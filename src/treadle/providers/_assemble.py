@@ -1,6 +1,4 @@
-"""One assembler for every adapter's stream: content blocks opened, fed and closed, the
-stream events on the way, and the final message (docs/architecture.md#an-adapter-in-one-file).
-"""
+"""One assembler for every adapter's stream (docs/architecture.md#an-adapter-in-one-file)."""
 
 from __future__ import annotations
 
@@ -45,8 +43,7 @@ Kind = Literal["text", "thinking", "tool"]
 
 
 def parse_arguments(text: str) -> tuple[dict[str, Any], str | None]:
-    """Tool-call arguments from the model's JSON text: ``(arguments, raw)``, by the one rule
-    in docs/providers.md#stream-events (``raw``: the text, when it is not a JSON object)."""
+    """``(arguments, raw)`` from the model's JSON text (docs/providers.md#stream-events)."""
     try:
         value = from_json(text) if text.strip() else None
     except ValueError:
@@ -206,8 +203,7 @@ class Assembler:
             self.out.append(ToolCallDelta(index=at, arguments="".join(block.parts)))
 
     def add(self, at: int, text: str) -> None:
-        """Append to block ``at``: text, thinking, or tool-argument JSON (sent once the call
-        is announced)."""
+        """Append to block ``at`` (a tool call's arguments are sent once it is announced)."""
         block = self.blocks[at]
         block.parts.append(text)
         kind = block.kind
@@ -258,8 +254,7 @@ class Assembler:
             self.close(at)
 
     def whole_tool(self, id: str, name: str, arguments: Any) -> None:
-        """A tool call that arrives in one piece: its arguments a JSON object, JSON text, or
-        None. Start, one delta with the arguments' JSON, end."""
+        """A tool call that arrives in one piece (arguments: an object, JSON text or None)."""
         self.close_current()
         at = self.open("tool", id=id, name=name)
         if isinstance(arguments, str) or arguments is None:
@@ -277,8 +272,7 @@ class Assembler:
         self, reason: str | None, table: Mapping[str, StopReason], default: StopReason = "stop"
     ) -> StopReason:
         """The provider's stop reason through ``table`` (``default`` for one not in it);
-        ``"stop"`` becomes ``"tool_use"`` when the message has tool calls, since they still
-        need answering whatever the provider called the end."""
+        ``"stop"`` becomes ``"tool_use"`` when the message has calls: they need answering."""
         stop = table.get(reason or "", default)
         return "tool_use" if stop == "stop" and self.has_calls() else stop
 

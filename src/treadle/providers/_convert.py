@@ -1,6 +1,5 @@
-"""What every adapter shares when it turns a request and its history into its API's wire
-format; what each API spells its own way (roles, block shapes, how tool results are grouped)
-stays in the adapter."""
+"""What every adapter shares when it turns a request and its history into its wire format
+(docs/architecture.md#an-adapter-in-one-file)."""
 
 from __future__ import annotations
 
@@ -24,8 +23,7 @@ PENALTIES = (*SETTINGS, "presence_penalty", "frequency_penalty")
 
 
 def wire_names(fields: Iterable[str], **renamed: str) -> dict[str, str]:
-    """A settings table for :func:`put_settings`: each field under its own name, but for
-    those ``renamed`` (``max_tokens="num_predict"``)."""
+    """A settings table for :func:`put_settings`: each field under its own name or ``renamed``."""
     return {field: renamed.get(field, field) for field in fields}
 
 
@@ -114,8 +112,7 @@ def each_message(
     assistant: Callable[[AssistantMessage], T],
     tool: Callable[[ToolResultMessage], T],
 ) -> Iterator[T]:
-    """The history converted one message at a time, by the function for its kind.
-    Extension messages are the application's own and never reach a provider."""
+    """The history converted one message at a time (extension messages never reach one)."""
     for message in messages:
         if isinstance(message, UserMessage):
             yield user(message)
@@ -145,8 +142,7 @@ def after_tool_runs(
 
 
 def put_settings(target: dict[str, Any], request: Any, names: Mapping[str, str]) -> None:
-    """The request's settings that are set, written into ``target`` under the API's names
-    (``names``: a ModelRequest field to its wire name; a field it leaves out is not sent)."""
+    """The request's settings that are set, in ``target`` under their wire ``names``."""
     for field, name in names.items():
         value = getattr(request, field)
         if value is not None:

@@ -1,7 +1,5 @@
-"""Request bodies built from wire JSON kept per message, so a long history is not converted
-and encoded again on every turn; when an entry is served is in docs/providers.md#openaichat.
-The fields compared (identity first: a few C-level comparisons) are all that reach a
-provider; an edit inside ``details`` or ``usage`` does not."""
+"""Request bodies built from wire JSON kept per message, so a long history is not encoded
+again on every turn (docs/providers.md#openaichat says when an entry is served)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""Anthropic Messages API adapter: ``POST {base_url}/v1/messages``; how requests and
-responses map is in docs/providers.md#anthropic."""
+"""Anthropic Messages API adapter (docs/providers.md#anthropic)."""
 
 from __future__ import annotations
 
@@ -35,8 +34,7 @@ _CACHE = {"short": {"type": "ephemeral"}, "long": {"type": "ephemeral", "ttl": "
 
 
 class Anthropic(HTTPAdapter):
-    """Claude models through the Messages API. ``max_tokens`` is the default answer budget
-    (the thinking budget is added when it leaves no room); ``thinking_budgets`` per level."""
+    """Claude models through the Messages API (options: docs/providers.md#anthropic)."""
 
     name = "anthropic"
     default_base_url = DEFAULT_BASE_URL

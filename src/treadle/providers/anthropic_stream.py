@@ -1,5 +1,4 @@
-"""Anthropic Messages streams, assembled: typed SSE events into stream events and the final
-AssistantMessage (also for a whole, non-streamed response)."""
+"""Anthropic Messages streams (and whole responses) into stream events."""
 
 from __future__ import annotations
 

@@ -1,6 +1,4 @@
-"""Google Gemini (Generative Language API): ``models/{model}:streamGenerateContent``; how
-requests and responses map, and how thought signatures travel, is in
-docs/providers.md#gemini."""
+"""Google Gemini (Generative Language API) adapter (docs/providers.md#gemini)."""
 
 from __future__ import annotations
 
@@ -129,8 +127,7 @@ def _generation(model: str) -> tuple[int, int] | None:
 
 
 def thinking_config(model: str, level: ThinkingLevel) -> dict[str, Any] | None:
-    """``generationConfig.thinkingConfig`` for ``level`` on ``model``: Gemini 3's levels, else a
-    token budget (the table is in docs/providers.md#gemini)."""
+    """``generationConfig.thinkingConfig`` for ``level`` on ``model`` (docs/providers.md#gemini)."""
     version = _generation(model)
     flash = "flash" in model
     if version is not None and version >= (3, 0):
@@ -166,8 +163,7 @@ def _declaration(tool: ToolSpec) -> dict[str, Any]:
 
 
 def sanitize_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
-    """A JSON schema rewritten into Gemini's dialect (the rules are in
-    docs/providers.md#gemini)."""
+    """A JSON schema rewritten into Gemini's dialect (docs/providers.md#gemini)."""
     defs: dict[str, Any] = {}
     for key in ("$defs", "definitions"):
         if isinstance(schema.get(key), dict):

@@ -1,5 +1,4 @@
-"""Gemini responses, decoded: streamed chunks (SSE or a JSON array) and whole responses into
-stream events and the final AssistantMessage, with finish reasons and usage."""
+"""Gemini responses (streamed as SSE or a JSON array, or whole) into stream events."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""Ollama's native chat API: ``POST /api/chat``, streamed as newline-delimited JSON; how
-requests and responses map is in docs/providers.md#ollama."""
+"""Ollama's native chat API adapter (docs/providers.md#ollama)."""
 
 from __future__ import annotations
 
@@ -73,8 +72,6 @@ class Ollama(HTTPAdapter):
         keep_alive: str | int | None = None,
         **http: Unpack[HTTPOptions],
     ) -> None:
-        """``options``: Ollama model options sent with every request (``num_ctx`` above all: the
-        default context is small and truncates silently); ``base_url`` else ``OLLAMA_HOST``."""
         if http.get("base_url") is None:
             env_host = os.environ.get("OLLAMA_HOST")
             http["base_url"] = host_url(env_host) if env_host else DEFAULT_BASE_URL

@@ -1,6 +1,4 @@
-"""OpenAI Chat Completions, and every server that speaks it (vLLM, llama.cpp, Groq, DeepSeek,
-Mistral …); their dialects, and how thinking goes back (``reasoning_field``), are in
-docs/providers.md#openaichat."""
+"""OpenAI Chat Completions and every server that speaks it (docs/providers.md#openaichat)."""
 
 from __future__ import annotations
 
@@ -109,8 +107,7 @@ class OpenAIChat(HTTPAdapter):
         return body
 
     def encode_body(self, request: ModelRequest) -> bytes:
-        """The request body as sent: each message's JSON comes from the adapter's cache
-        (``_wire.py``), so a turn encodes only the messages new or changed since the last."""
+        """The request body as sent, each message's JSON from the adapter's cache (``_wire.py``)."""
         head: dict[str, Any] = {"model": request.model or self.model}
         rest: dict[str, Any] = {"stream": self.streaming}
         if self.streaming and self.include_usage:

@@ -1,5 +1,4 @@
-"""Chat Completions streams, assembled: deltas of text, reasoning and tool calls into stream
-events and the final AssistantMessage (also for a whole, non-streamed response)."""
+"""Chat Completions streams (and whole responses) into stream events."""
 
 from __future__ import annotations
 

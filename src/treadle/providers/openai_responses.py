@@ -1,6 +1,4 @@
-"""OpenAI Responses API adapter: ``POST {base_url}/responses``, stateless (the whole history
-with ``store: false``); how requests and responses map is in docs/providers.md#openairesponses.
-"""
+"""OpenAI Responses API adapter, stateless (docs/providers.md#openairesponses)."""
 
 from __future__ import annotations
 
@@ -34,8 +32,7 @@ _SETTINGS = wire_names(("max_tokens", "temperature", "top_p"), max_tokens="max_o
 
 
 class OpenAIResponses(HTTPAdapter):
-    """OpenAI models through the Responses API; ``store`` is sent as is (default ``False``:
-    stateless), ``reasoning_summary`` as ``reasoning.summary`` when thinking is on."""
+    """OpenAI models through the Responses API (options: docs/providers.md#openairesponses)."""
 
     name = "openai"
     default_base_url = DEFAULT_BASE_URL

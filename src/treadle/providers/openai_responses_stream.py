@@ -1,5 +1,4 @@
-"""OpenAI Responses streams, assembled: output-item events into stream events and the final
-AssistantMessage (also for a whole, non-streamed response)."""
+"""OpenAI Responses streams (and whole responses) into stream events."""
 
 from __future__ import annotations
 

@@ -39,12 +39,8 @@ _AT_URL = re.compile(r"@(?=https?://)")
 
 
 def get_provider(spec: str, **options: Any) -> Provider:
-    """The adapter a ``"provider:model"`` string names (``provider:model@base_url`` for
-    another server; everything after the first colon is the model: ``ollama:llama3.2:3b``).
-
-    ``options`` go to the adapter's constructor. Raises ``ConfigurationError`` for a malformed
-    spec or unknown provider, ``ProviderError("auth")`` for a hosted provider without a key.
-    """
+    """The adapter a ``"provider:model"`` (or ``provider:model@base_url``) string names, built
+    with ``options`` (docs/providers.md#choosing-a-model)."""
     prefix, colon, rest = spec.partition(":")
     prefix = prefix.strip().lower()
     if not colon or not prefix or not rest.strip():
