@@ -114,6 +114,8 @@ class HTTPAdapter:
     default_base_url: str = ""
     key_variables: tuple[str, ...] = ()
     """Environment variables the key is read from at construction, without ``api_key``."""
+    key_header: tuple[str, str] | None = None
+    """The header the key goes in, after the caller's headers, and its prefix (``Bearer ``)."""
 
     def __init__(
         self,
@@ -195,8 +197,11 @@ class HTTPAdapter:
         return ProviderError("auth", message, provider=self.name)
 
     def _headers(self) -> dict[str, str]:
-        """Request headers, auth included. Subclasses add their own scheme."""
-        return self._headers_with({})
+        """Request headers, the key in ``key_header`` included (or a subclass's own scheme)."""
+        headers = self._headers_with({})
+        if self.key_header is not None and self._api_key:
+            headers[self.key_header[0]] = self.key_header[1] + self._api_key
+        return headers
 
     def _headers_with(self, auth: Mapping[str, str]) -> dict[str, str]:
         """The JSON content type, ``auth`` (the adapter's scheme), then the caller's headers."""

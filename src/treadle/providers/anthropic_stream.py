@@ -38,6 +38,7 @@ class StreamState(Assembler):
     def __init__(self, provider: str, model: str) -> None:
         super().__init__(provider, model)
         self.usage: dict[str, int] = {}
+        self.totals = usage(0, 0)
         self.index_map: dict[int, int] = {}  # Anthropic block index -> treadle content index
 
     def whole(self, payload: Any) -> list[Any]:
@@ -79,15 +80,20 @@ class StreamState(Assembler):
             self.complete = True
         return self.take()
 
-    def _usage(self, usage: Any) -> None:
-        if not isinstance(usage, dict):
+    def _usage(self, raw: Any) -> None:
+        if not isinstance(raw, dict):
             return
+        u = self.usage
         for key in _USAGE:
-            if isinstance(usage.get(key), int):
-                self.usage[key] = usage[key]
-        details = usage.get("output_tokens_details")
+            if isinstance(raw.get(key), int):
+                u[key] = raw[key]
+        details = raw.get("output_tokens_details")
         if isinstance(details, dict) and isinstance(details.get("thinking_tokens"), int):
-            self.usage["thinking_tokens"] = details["thinking_tokens"]
+            u["thinking_tokens"] = details["thinking_tokens"]
+        read, write = u.get("cache_read_input_tokens", 0), u.get("cache_creation_input_tokens", 0)
+        prompt = u.get("input_tokens", 0) + read + write  # input_tokens excludes the cache
+        out, thinking = u.get("output_tokens", 0), u.get("thinking_tokens", 0)
+        self.totals = usage(prompt, out, cache_read=read, cache_write=write, reasoning=thinking)
 
     def _open(self, event: dict[str, Any]) -> None:
         block = event.get("content_block") or {}
@@ -120,12 +126,3 @@ class StreamState(Assembler):
             block.signature = (block.signature or "") + (delta.get("signature") or "")
         elif delta.get(field):
             self.add(at, delta[field])
-
-    def end(self) -> list[StreamEvent]:
-        stop = self.stop_for(self.reason, self.stops)
-        u = self.usage
-        read, write = u.get("cache_read_input_tokens", 0), u.get("cache_creation_input_tokens", 0)
-        prompt = u.get("input_tokens", 0) + read + write  # input_tokens excludes the cache
-        out, thinking = u.get("output_tokens", 0), u.get("thinking_tokens", 0)
-        totals = usage(prompt, out, cache_read=read, cache_write=write, reasoning=thinking)
-        return self.closing(stop, totals)

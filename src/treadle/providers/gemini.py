@@ -68,12 +68,7 @@ class Gemini(HTTPAdapter):
     name = "gemini"
     default_base_url = DEFAULT_BASE_URL
     key_variables = KEY_VARIABLES
-
-    def _headers(self) -> dict[str, str]:
-        headers = super()._headers()
-        if self._api_key:
-            headers["x-goog-api-key"] = self._api_key
-        return headers
+    key_header = ("x-goog-api-key", "")
 
     def url(self, model: str, *, stream: bool) -> str:
         """The endpoint for ``model``; ``models/`` is added unless the name has a collection."""
@@ -120,23 +115,23 @@ class Gemini(HTTPAdapter):
         return error
 
 
-def _generation(model: str) -> tuple[int, int] | None:
-    """``(3, 0)`` for ``gemini-3-pro``, ``(2, 5)`` for ``gemini-2.5-flash``; None for others."""
+def _generation(model: str) -> tuple[int, int]:
+    """``(3, 0)`` for ``gemini-3-pro``, ``(2, 5)`` for ``gemini-2.5-flash``; (0, 0) for others."""
     found = _GENERATION.search(model)
-    return (int(found.group(1)), int(found.group(2) or 0)) if found else None
+    return (int(found.group(1)), int(found.group(2) or 0)) if found else (0, 0)
 
 
 def thinking_config(model: str, level: ThinkingLevel) -> dict[str, Any] | None:
     """``generationConfig.thinkingConfig`` for ``level`` on ``model`` (docs/providers.md#gemini)."""
     version = _generation(model)
     flash = "flash" in model
-    if version is not None and version >= (3, 0):
+    if version >= (3, 0):
         if level == "off":
             return {"thinkingLevel": "minimal" if flash else "low"}
         name = level if flash else {"minimal": "low", "medium": "high"}.get(level, level)
         return {"thinkingLevel": name, "includeThoughts": True}
     if level == "off":
-        return {"thinkingBudget": 0} if flash and version and version >= (2, 5) else None
+        return {"thinkingBudget": 0} if flash and version >= (2, 5) else None
     return {"thinkingBudget": _BUDGETS[level], "includeThoughts": True}
 
 
@@ -279,11 +274,9 @@ def _model_parts(message: AssistantMessage, model: str) -> list[dict[str, Any]]:
     """A model turn's parts; a *carrier*'s signature (an empty ThinkingContent) goes on the next
     part, or an empty text part (docs/providers.md#gemini, "Thought signatures")."""
     native = message.provider == "gemini"
-    version = _generation(model)
-    needs_signature = version is not None and version >= (3, 0)
+    unsigned = _generation(model) >= (3, 0)  # the first call still needs a signature
     parts: list[dict[str, Any]] = []
     pending: str | None = None  # a carrier's signature, waiting for its part
-    signed_call = False
 
     def emit(part: dict[str, Any], signature: str | None = None) -> None:
         nonlocal pending
@@ -312,9 +305,8 @@ def _model_parts(message: AssistantMessage, model: str) -> list[dict[str, Any]]:
                 emit({"text": block.text})
         elif isinstance(block, ToolCall):
             call = {"id": safe_tool_call_id(block.id), "name": block.name, "args": block.arguments}
-            first = needs_signature and not signed_call
-            signed_call = True
-            emit({"functionCall": call}, pending or (SKIP_SIGNATURE if first else None))
+            emit({"functionCall": call}, pending or (SKIP_SIGNATURE if unsigned else None))
+            unsigned = False
     if pending:
         emit({"text": ""})
     return parts

@@ -63,6 +63,7 @@ class Ollama(HTTPAdapter):
     name = "ollama"
     key_variables = ("OLLAMA_API_KEY",)
     connect_hint = "is Ollama running? Start it with `ollama serve`, or point OLLAMA_HOST at it"
+    key_header = ("authorization", "Bearer ")
 
     def __init__(
         self,
@@ -78,12 +79,6 @@ class Ollama(HTTPAdapter):
         super().__init__(model, **http)
         self.options = dict(options or {})
         self.keep_alive = keep_alive
-
-    def _headers(self) -> dict[str, str]:
-        headers = super()._headers()
-        if self._api_key:
-            headers["authorization"] = f"Bearer {self._api_key}"
-        return headers
 
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
         model = request.model or self.model

@@ -31,7 +31,7 @@ class StreamState(Assembler):
 
     def __init__(self, provider: str, model: str) -> None:
         super().__init__(provider, model)
-        self.usage: dict[str, Any] = {}
+        self.totals = usage(0, 0)
         self.items: dict[int, int] = {}  # output_index -> content index (reasoning, calls)
         self.item_ids: dict[str, int] = {}  # item id -> content index
         self.parts: dict[tuple[int, int], int] = {}  # (output_index, content_index) -> text
@@ -87,8 +87,15 @@ class StreamState(Assembler):
             raise _stream_error({"error": error or {"message": "response failed"}}, self.provider)
         elif kind in ("response.completed", "response.incomplete"):
             if isinstance(response, dict):
-                if isinstance(response.get("usage"), dict):
-                    self.usage = response["usage"]
+                raw = response.get("usage")
+                if isinstance(raw, dict):
+                    self.totals = usage(
+                        count(raw, "input_tokens"),
+                        count(raw, "output_tokens"),
+                        cache_read=count(raw.get("input_tokens_details"), "cached_tokens"),
+                        reasoning=count(raw.get("output_tokens_details"), "reasoning_tokens"),
+                        total=count(raw, "total_tokens"),
+                    )
                 if kind == "response.incomplete":
                     details = response.get("incomplete_details") or {}
                     self.reason = details.get("reason") or "incomplete"
@@ -175,14 +182,3 @@ class StreamState(Assembler):
                     self.add(at, arguments)
                 block.parts = [arguments]  # the item's final text is authoritative
         self.close(at)
-
-    def end(self) -> list[StreamEvent]:
-        raw = self.usage
-        totals = usage(
-            count(raw, "input_tokens"),
-            count(raw, "output_tokens"),
-            cache_read=count(raw.get("input_tokens_details"), "cached_tokens"),
-            reasoning=count(raw.get("output_tokens_details"), "reasoning_tokens"),
-            total=count(raw, "total_tokens"),
-        )
-        return self.closing(self.stop_for(self.reason, self.stops), totals)
