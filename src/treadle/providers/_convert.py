@@ -53,11 +53,6 @@ def visible_thinking(message: AssistantMessage) -> str:
     )
 
 
-def text_of(content: Iterable[Any]) -> str:
-    """The text blocks of ``content`` joined by lines (other blocks are left out)."""
-    return "\n".join(block.text for block in content if isinstance(block, TextContent))
-
-
 def image_data_url(image: ImageContent) -> str:
     return f"data:{image.mime_type};base64,{image.data}"
 

@@ -27,7 +27,6 @@ from ._convert import (
     merge_extra,
     put_settings,
     safe_tool_call_id,
-    text_of,
     thinking_as_text,
     unwrap_schema,
     user_parts,
@@ -262,7 +261,7 @@ def _image_part(image: ImageContent) -> dict[str, Any]:
 
 
 def _function_response(message: ToolResultMessage) -> dict[str, Any]:
-    text = text_of(message.content)
+    text = message.text
     if not text and any(isinstance(b, ImageContent) for b in message.content):
         text = "(see the images below)"
     call_id = safe_tool_call_id(message.tool_call_id)

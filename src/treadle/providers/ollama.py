@@ -14,7 +14,6 @@ from ..types import (
     AgentMessage,
     AssistantMessage,
     ImageContent,
-    ToolCall,
     ToolResultMessage,
     ToolSpec,
     UserMessage,
@@ -25,7 +24,6 @@ from ._convert import (
     each_message,
     merge_extra,
     put_settings,
-    text_of,
     unwrap_schema,
     visible_thinking,
     wire_names,
@@ -137,11 +135,11 @@ def _messages(history: Iterable[AgentMessage]) -> list[dict[str, Any]]:
 
 
 def _user(message: UserMessage) -> dict[str, Any]:
-    return _with_images({"role": "user", "content": text_of(message.content)}, message)
+    return _with_images({"role": "user", "content": message.text}, message)
 
 
 def _tool_result(message: ToolResultMessage) -> dict[str, Any]:
-    entry = {"role": "tool", "content": text_of(message.content), "tool_name": message.tool_name}
+    entry = {"role": "tool", "content": message.text, "tool_name": message.tool_name}
     return _with_images({**entry, "tool_call_id": message.tool_call_id}, message)
 
 
@@ -155,11 +153,10 @@ def _with_images(entry: dict[str, Any], message: UserMessage | ToolResultMessage
 def _assistant(message: AssistantMessage) -> dict[str, Any] | None:
     # Ollama's thinking carries no signature, so any provider's visible thinking can go back.
     thinking = visible_thinking(message)
-    text = text_of(message.content)
+    text = message.text
     calls = [
         {"id": c.id, "function": {"name": c.name, "arguments": c.arguments}}
-        for c in message.content
-        if isinstance(c, ToolCall)
+        for c in message.tool_calls
     ]
     if not (text or thinking or calls):
         return None

@@ -17,7 +17,6 @@ from ..types import (
     AssistantMessage,
     ImageContent,
     TextContent,
-    ToolCall,
     ToolResultMessage,
     UserMessage,
 )
@@ -27,7 +26,6 @@ from ._convert import (
     image_data_url,
     put_settings,
     safe_tool_call_id,
-    text_of,
     visible_thinking,
     wire_names,
 )
@@ -172,8 +170,7 @@ class OpenAIChat(HTTPAdapter):
                 # field and would reject the whole history.
                 "function": {"name": block.name, "arguments": json.dumps(block.arguments)},
             }
-            for block in message.content
-            if isinstance(block, ToolCall)
+            for block in message.tool_calls
         ]
         if not texts and not calls:
             return None  # nothing a model may see (thinking alone is not a message)
@@ -191,7 +188,7 @@ class OpenAIChat(HTTPAdapter):
     ) -> dict[str, Any]:
         """A tool message (text only): images the tool returned wait in ``pending``, for a
         user message after the run of tool messages."""
-        text = text_of(message.content)
+        text = message.text
         images = [block for block in message.content if isinstance(block, ImageContent)]
         call_id = self._call_id(message.tool_call_id)
         if images:

@@ -16,7 +16,6 @@ from ._convert import (
     image_data_url,
     put_settings,
     safe_tool_call_id,
-    text_of,
     user_parts,
     wire_names,
 )
@@ -167,7 +166,7 @@ def _function_call(call: ToolCall) -> dict[str, Any]:
 
 
 def _tool_output(message: ToolResultMessage) -> list[dict[str, Any]]:
-    output: str | list[dict[str, Any]] = text_of(message.content)
+    output: str | list[dict[str, Any]] = message.text
     if any(isinstance(block, ImageContent) for block in message.content):
         output = _input_content(message.content)  # OpenAI takes text and images here
     call_id = safe_tool_call_id(message.tool_call_id)
