@@ -117,9 +117,8 @@ class Block:
 
 
 class Assembler:
-    """The message being assembled, block by block (indexes in the order blocks open), and
-    the stream events it makes, drained with :meth:`take`. A subclass maps wire events in
-    ``feed(value)``, keeping the API's stop reason in ``reason`` and the usage in ``totals``."""
+    """The message being assembled block by block, and the stream events it makes (:meth:`take`).
+    A subclass maps wire events in ``feed``, keeping the stop ``reason`` and the ``totals``."""
 
     feed: Callable[[Any], Sequence[StreamEvent]]
     decoder: Callable[[int], JSONStreamDecoder] = SSEJSONDecoder
@@ -215,8 +214,7 @@ class Assembler:
             self.out.append(ToolCallDelta(index=at, arguments=text))
 
     def text(self, kind: Literal["text", "thinking"], text: str) -> None:
-        """Streamed text or thinking for the current block, opening a new one (and closing
-        the current) when the kind changes."""
+        """Streamed text or thinking: a new block (the current one closed) when the kind changes."""
         at = self.current
         if at is None or self.blocks[at].kind != kind:
             self.close_current()
@@ -321,19 +319,14 @@ def coalesce(events: Sequence[StreamEvent]) -> Sequence[StreamEvent]:
         if key is None or len(run) == 1:
             out += run
         else:
-            kind, at = key
-            out.append(_DELTAS[kind](at, "".join(map(_piece, run))))
+            make, field = _DELTAS[key[0]]
+            out.append(make(key[1], "".join(getattr(event, field) for event in run)))
     return out
 
 
 def _run(event: StreamEvent) -> tuple[type, int] | None:
     kind = type(event)
     return (kind, event.index) if kind in _DELTAS else None  # type: ignore[union-attr]
-
-
-def _piece(event: Any) -> str:
-    text: str = event.arguments if type(event) is ToolCallDelta else event.text
-    return text
 
 
 def text_delta(at: int, text: str) -> TextDelta:
@@ -346,8 +339,9 @@ def _thinking_delta(at: int, text: str) -> ThinkingDelta:
     return trusted(ThinkingDelta, values, {"index", "text"})
 
 
-_DELTAS: dict[type, Callable[[int, str], StreamEvent]] = {
-    TextDelta: text_delta,
-    ThinkingDelta: _thinking_delta,
-    ToolCallDelta: lambda at, text: ToolCallDelta(index=at, arguments=text),
+# Each delta type: how to make one, and the field its text is in.
+_DELTAS: dict[type, tuple[Callable[[int, str], StreamEvent], str]] = {
+    TextDelta: (text_delta, "text"),
+    ThinkingDelta: (_thinking_delta, "text"),
+    ToolCallDelta: (lambda at, text: ToolCallDelta(index=at, arguments=text), "arguments"),
 }

@@ -62,8 +62,8 @@ def user_parts(
     text: Callable[[str], T],
     image: Callable[[ImageContent], T],
 ) -> list[T]:
-    """Text and image blocks in a provider's shape (``text(block.text)``, ``image(block)``),
-    in order; empty text blocks are left out (several APIs reject them)."""
+    """Text and image blocks in a provider's shape, in order (empty text, which several APIs
+    reject, left out)."""
     return [
         text(block.text) if isinstance(block, TextContent) else image(block)
         for block in content

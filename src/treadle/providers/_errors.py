@@ -136,8 +136,7 @@ def _refused(exc: BaseException, depth: int = 0) -> bool:
 
 
 def check_base_url(base_url: str) -> None:
-    """Fail at construction, naming the fix, for a ``base_url`` no request could go to (no
-    ``http://`` or ``https://``, no host): a configuration error no retry can mend."""
+    """Fail at construction, naming the fix, for a ``base_url`` no request could go to."""
     try:
         url = httpx.URL(base_url)
         if url.scheme in ("http", "https") and url.host:

@@ -33,9 +33,8 @@ def dumpb(value: Any) -> bytes:
 
 
 def _snapshot(message: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """The message's fields (a shallow copy: its content is checked block by block) and each
-    block's fields, containers deep-copied so an edit inside (``call.arguments["x"] = 1``)
-    no longer compares equal."""
+    """The message's fields (a shallow copy) and each block's fields, containers deep-copied so
+    an edit inside (``call.arguments["x"] = 1``) no longer compares equal."""
     fields = _fields(message)
     content = fields.get("content")
     blocks = [_fields(b) for b in content] if isinstance(content, list) else []

@@ -166,8 +166,7 @@ def _tool_result(message: ToolResultMessage) -> list[dict[str, Any]]:
 
 
 def _convert_messages(messages: list[AgentMessage], provider: str) -> list[dict[str, Any]]:
-    """The history as turns; consecutive turns of one role merge, and the tool results
-    answering one assistant turn come first in its user turn, ahead of other content."""
+    """The history as turns, merged by role, tool results first (docs/providers.md#anthropic)."""
     wire: list[dict[str, Any]] = []
     turns = each_message(
         messages,
@@ -197,9 +196,8 @@ def _assistant_blocks(message: AssistantMessage, provider: str) -> list[dict[str
 
 
 def _thinking_allowed(wire: list[dict[str, Any]]) -> bool:
-    """False when the turn in progress (an assistant tool-use turn answered only by tool
-    results) does not open with a thinking block, as when the history came from another
-    provider or had thinking off."""
+    """False when the turn in progress, a tool-use turn answered only by tool results, does not
+    open with thinking (docs/providers.md#anthropic)."""
     for turn in reversed(wire):
         if turn["role"] == "user":
             if not all(block["type"] == "tool_result" for block in turn["content"]):

@@ -27,33 +27,28 @@ _FILTERED = frozenset(
 
 
 class ChunkDecoder:
-    """Response chunks from either an SSE body or a streamed JSON array (decided by the
-    first non-blank byte)."""
+    """Response chunks from an SSE body or a streamed JSON array (told by the first byte)."""
 
     def __init__(self, max_line: int = MAX_LINE_CHARS) -> None:
         self.max_line = max_line
-        self._sse: SSEDecoder | None = None
-        self._json: _JSONArrayDecoder | None = None
+        self._inner: SSEDecoder | _JSONArrayDecoder | None = None
         self._head = b""
 
     def feed(self, data: bytes) -> list[Any]:
-        if self._sse is None and self._json is None:
+        if self._inner is None:
             self._head += data
             stripped = self._head.lstrip()
             if not stripped:
                 return []
             data, self._head = self._head, b""
-            if stripped[:1] in (b"[", b"{"):
-                self._json = _JSONArrayDecoder(self.max_line)
-            else:
-                self._sse = SSEDecoder(self.max_line)
-        if self._json is not None:
-            return self._json.feed(data)
-        assert self._sse is not None
-        return _data(self._sse.feed(data))
+            array = stripped[:1] in (b"[", b"{")
+            self._inner = _JSONArrayDecoder(self.max_line) if array else SSEDecoder(self.max_line)
+        if isinstance(self._inner, SSEDecoder):
+            return _data(self._inner.feed(data))
+        return self._inner.feed(data)
 
     def close(self) -> list[Any]:
-        return _data(self._sse.close()) if self._sse is not None else []
+        return _data(self._inner.close()) if isinstance(self._inner, SSEDecoder) else []
 
 
 def _data(events: list[SSEEvent]) -> list[Any]:

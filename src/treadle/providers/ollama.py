@@ -55,8 +55,7 @@ def host_url(value: str) -> str:
 
 
 class Ollama(HTTPAdapter):
-    """A local (or ollama.com) Ollama server. No key is needed locally; ``OLLAMA_API_KEY``,
-    when set, is sent as a bearer token (Ollama's cloud requires it)."""
+    """A local (or ollama.com) Ollama server (options: docs/providers.md#ollama)."""
 
     name = "ollama"
     key_variables = ("OLLAMA_API_KEY",)

@@ -48,8 +48,7 @@ _ALNUM = re.compile(r"^[A-Za-z0-9]{9}$")
 
 
 class OpenAIChat(HTTPAdapter):
-    """A model behind ``POST {base_url}/chat/completions``. ``provider_name`` names the server
-    and its key variable; every option is in docs/providers.md#openaichat."""
+    """A model behind ``{base_url}/chat/completions`` (options: docs/providers.md#openaichat)."""
 
     name = "openai"
     default_base_url = DEFAULT_BASE_URL
@@ -186,8 +185,7 @@ class OpenAIChat(HTTPAdapter):
     def _tool_result(
         self, message: ToolResultMessage, pending: list[dict[str, Any]]
     ) -> dict[str, Any]:
-        """A tool message (text only): images the tool returned wait in ``pending``, for a
-        user message after the run of tool messages."""
+        """A tool message (text only); the tool's images wait in ``pending``, for a user message."""
         text = message.text
         images = [block for block in message.content if isinstance(block, ImageContent)]
         call_id = self._call_id(message.tool_call_id)

@@ -61,8 +61,7 @@ class ChatDecoder(SSEDecoder):
 
 
 class ChatStream(Assembler):
-    """Chunk payloads into the shared assembler's calls. Tool-call fragments find their call
-    by ``index`` (or id), so interleaved calls stay apart; a call is announced once named."""
+    """Chunk payloads into the shared assembler's calls (docs/providers.md#openaichat)."""
 
     decoder = ChatDecoder
     # Some servers say "stop" after tool calls; the calls still need answering (``stop_for``).

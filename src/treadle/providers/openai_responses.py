@@ -132,8 +132,7 @@ def _user_items(message: UserMessage) -> list[dict[str, Any]]:
 
 
 def reasoning_item(block: ThinkingContent) -> dict[str, Any] | None:
-    """The reasoning input item for a thinking block this adapter produced, else None (no
-    item id: with ``store: false`` OpenAI would look it up and fail)."""
+    """The reasoning input item (without its id) for a thinking block this adapter produced."""
     try:
         data = from_json(block.signature or "")
     except ValueError:
