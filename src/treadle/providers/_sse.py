@@ -147,9 +147,8 @@ class SSEDecoder:
             self._data.append(value)
         elif name == "event":
             self._event = value
-        elif name == "id":
-            if "\x00" not in value:
-                self._id = value
+        elif name == "id" and "\x00" not in value:
+            self._id = value
         elif name == "retry" and value.isascii() and value.isdigit():  # not "²" or "٣"
             self._retry = int(value)
 

@@ -127,7 +127,6 @@ class Response(Assembler):
         self.finish_message: str | None = None
         self.blocked: str | None = None
         self.usage: dict[str, Any] = {}
-        self.calls = 0
         self._id_base = uuid.uuid4().hex[:16]  # for call ids when there is no response id
 
     def whole(self, payload: Any) -> list[Any]:
@@ -178,7 +177,6 @@ class Response(Assembler):
             self.close_current()
             self.close(self.open("thinking", signature=signature))
         if isinstance(call, dict):
-            self.calls += 1
             self.whole_tool(self._call_id(call), str(call.get("name", "")), call.get("args"))
         elif isinstance(text, str) and text:
             self.text("thinking" if part.get("thought") else "text", text)
@@ -188,7 +186,8 @@ class Response(Assembler):
         if isinstance(given, str) and given:
             return given
         # Gemini gives no call ids: derive one from the response id, unique per call.
-        return safe_tool_call_id(f"call_{self.response_id or self._id_base}_{self.calls - 1}")
+        n = sum(block.kind == "tool" for block in self.blocks)
+        return safe_tool_call_id(f"call_{self.response_id or self._id_base}_{n}")
 
     def end(self) -> list[StreamEvent]:
         stop, error = self._stop_reason()

@@ -74,7 +74,9 @@ def get_provider(spec: str, **options: Any) -> Provider:
     else:
         module, name, variables = _NATIVE[prefix]
     if variables and not options.get("api_key") and env_key(*variables) is None:
-        raise _missing_key(prefix, variables)
+        noun = "variable" if len(variables) == 1 else "variables"
+        message = f"set the {' or '.join(variables)} environment {noun} or pass api_key="
+        raise ProviderError("auth", f"no API key for {prefix!r}: {message}", provider=prefix)
     adapter: Callable[..., Provider] = getattr(import_module(f".{module}", __package__), name)
     return adapter(model, **options)
 
@@ -86,13 +88,3 @@ def _split_url(rest: str) -> tuple[str, str | None]:
     if found is None or found.start() == 0:
         return rest, None
     return rest[: found.start()], rest[found.start() + 1 :]
-
-
-def _missing_key(prefix: str, variables: tuple[str, ...]) -> ProviderError:
-    names = " or ".join(variables)
-    noun = "variable" if len(variables) == 1 else "variables"
-    return ProviderError(
-        "auth",
-        f"no API key for {prefix!r}: set the {names} environment {noun} or pass api_key=",
-        provider=prefix,
-    )
