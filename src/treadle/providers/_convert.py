@@ -136,6 +136,16 @@ def after_tool_runs(
     return out
 
 
+def choose_tool(choice: str | dict[str, Any], named: str, mode: Callable[[str], Any]) -> Any:
+    """A ``tool_choice`` in an API's shape: one tool as ``{"type": named, "name": ...}`` (a dict
+    with a ``type`` as it is), else ``mode("auto" | "none" | "required")`` ("any" is "required")."""
+    if isinstance(choice, dict):
+        return choice if "type" in choice else {"type": named, "name": choice["name"]}
+    if choice in ("auto", "none", "required", "any"):
+        return mode("required" if choice == "any" else choice)
+    return {"type": named, "name": choice}
+
+
 def put_settings(target: dict[str, Any], request: Any, names: Mapping[str, str]) -> None:
     """The request's settings that are set, in ``target`` under their wire ``names``."""
     for field, name in names.items():

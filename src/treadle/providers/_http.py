@@ -131,7 +131,7 @@ class HTTPAdapter:
         self.model = model
         self.base_url = (base_url or self.default_base_url).rstrip("/")
         check_base_url(self.base_url)
-        self.__api_key = api_key or env_key(*self.key_variables)
+        self._api_key = api_key or env_key(*self.key_variables)  # never in a repr or error
         self.streaming = stream
         self._extra_headers = dict(headers or {})
         self._owns_client = client is None
@@ -143,20 +143,14 @@ class HTTPAdapter:
         self._timeout = timeout if timeout is not None else DEFAULT_TIMEOUT
 
     @property
-    def _api_key(self) -> str | None:
-        return self.__api_key
-
-    @property
     def client(self) -> httpx.AsyncClient:
-        """The shared client. An owned client is bound to the event loop that made it, so a
-        new one is made when the adapter is used from another loop (``run_sync`` twice)."""
-        if self._owns_client:
-            loop = _current_loop()
-            if self._client is None or loop is not self._client_loop:
-                n = self.max_connections
-                limits = httpx.Limits(max_connections=n, max_keepalive_connections=n)
-                self._client = httpx.AsyncClient(timeout=self._timeout, limits=limits)
-                self._client_loop = loop
+        """The shared client; an owned one is made anew on another event loop (``run_sync``)."""
+        loop = _current_loop()
+        if self._owns_client and (self._client is None or loop is not self._client_loop):
+            n = self.max_connections
+            limits = httpx.Limits(max_connections=n, max_keepalive_connections=n)
+            self._client = httpx.AsyncClient(timeout=self._timeout, limits=limits)
+            self._client_loop = loop
         assert self._client is not None
         return self._client
 

@@ -10,6 +10,7 @@ from ..types.content import ImageContent, ThinkingContent, ToolCall
 from ..types.messages import AgentMessage, AssistantMessage, ToolResultMessage
 from ._convert import (
     assistant_parts,
+    choose_tool,
     each_message,
     put_settings,
     safe_tool_call_id,
@@ -81,7 +82,7 @@ class Anthropic(HTTPAdapter):
             body["tools"] = [_tool(spec) for spec in request.tools]
             _cached(body["tools"][-1], cache)
             if request.tool_choice is not None:
-                body["tool_choice"] = _tool_choice(request.tool_choice)
+                body["tool_choice"] = choose_tool(request.tool_choice, "tool", _mode)
         users = [turn["content"] for turn in messages if turn["role"] == "user" and turn["content"]]
         if users:  # the last user block closes the cached prefix
             _cached(users[-1][-1], cache)
@@ -121,14 +122,8 @@ def _tool(spec: Any) -> dict[str, Any]:
     return tool
 
 
-def _tool_choice(choice: str | dict[str, Any]) -> dict[str, Any]:
-    if isinstance(choice, dict):
-        return choice if "type" in choice else {"type": "tool", "name": choice["name"]}
-    if choice in ("required", "any"):
-        return {"type": "any"}
-    if choice in ("auto", "none"):
-        return {"type": choice}
-    return {"type": "tool", "name": choice}
+def _mode(mode: str) -> dict[str, str]:
+    return {"type": "any" if mode == "required" else mode}
 
 
 def _text_block(text: str) -> dict[str, Any]:

@@ -151,15 +151,14 @@ class OpenAIChat(HTTPAdapter):
         if isinstance(message, UserMessage):
             return dumpb({"role": "user", "content": _user_content(message.content)}), (), False
         if isinstance(message, AssistantMessage):
-            converted = self._assistant(message)
-            return (dumpb(converted) if converted is not None else None), (), False
+            return self._assistant(message), (), False
         if isinstance(message, ToolResultMessage):
             pending: list[dict[str, Any]] = []
             text = dumpb(self._tool_result(message, pending))
             return text, tuple(dumpb(part) for part in pending), True
         return None, (), False  # extension messages never reach a provider
 
-    def _assistant(self, message: AssistantMessage) -> dict[str, Any] | None:
+    def _assistant(self, message: AssistantMessage) -> bytes | None:
         texts = [block.text for block in message.content if isinstance(block, TextContent)]
         calls = [
             {
@@ -180,7 +179,7 @@ class OpenAIChat(HTTPAdapter):
             reasoning = visible_thinking(message)
             if reasoning:
                 converted[self.reasoning_field] = reasoning
-        return converted
+        return dumpb(converted)
 
     def _tool_result(
         self, message: ToolResultMessage, pending: list[dict[str, Any]]

@@ -75,8 +75,7 @@ class ChatStream(Assembler):
 
     def __init__(self, provider: str, model: str) -> None:
         super().__init__(provider, model)
-        self._calls: dict[Any, int] = {}
-        self._last_call: int | None = None
+        self._calls: dict[Any, int] = {}  # the server's index (None: the last call) -> block
 
     def feed(self, value: Any) -> Sequence[StreamEvent]:
         """The stream events of one wire event: a chunk's JSON, or an SSE event to read."""
@@ -197,7 +196,7 @@ class ChatStream(Assembler):
             arguments = json.dumps(arguments)
         position = fragment.get("index")
         key: Any = position if isinstance(position, int) else None
-        at = self._calls.get(key) if key is not None else self._last_call
+        at = self._calls.get(key)
         block = self.blocks[at] if at is not None else None
         if block is not None and call_id and block.id and call_id != block.id:
             block = None  # a different call reusing the index (seen from some servers)
@@ -206,9 +205,7 @@ class ChatStream(Assembler):
             call_id = call_id or f"call_{uuid.uuid4().hex[:24]}"
             at = self.open("tool", id=call_id, name=name, announce=False)
             block = self.blocks[at]
-            if key is not None:
-                self._calls[key] = at
-            self._last_call = at
+            self._calls[key] = self._calls[None] = at
         elif name and not block.name:
             block.name = name
         if isinstance(arguments, str) and arguments:

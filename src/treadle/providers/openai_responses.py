@@ -12,6 +12,7 @@ from ..types.content import ImageContent, TextContent, ThinkingContent, ToolCall
 from ..types.messages import AssistantMessage, ToolResultMessage, UserMessage
 from ._convert import (
     assistant_parts,
+    choose_tool,
     each_message,
     image_data_url,
     put_settings,
@@ -82,7 +83,7 @@ class OpenAIResponses(HTTPAdapter):
                 for spec in request.tools
             ]
             if request.tool_choice is not None:
-                body["tool_choice"] = _tool_choice(request.tool_choice)
+                body["tool_choice"] = choose_tool(request.tool_choice, "function", str)
         put_settings(body, request, _SETTINGS)
         if request.thinking_level != "off":
             reasoning: dict[str, Any] = {"effort": request.thinking_level}
@@ -96,14 +97,6 @@ class OpenAIResponses(HTTPAdapter):
         body["stream"] = self.streaming
         body.update(request.extra_body)
         return body
-
-
-def _tool_choice(choice: str | dict[str, Any]) -> str | dict[str, Any]:
-    if isinstance(choice, dict):
-        return choice if "type" in choice else {"type": "function", "name": choice["name"]}
-    if choice in ("auto", "none", "required", "any"):
-        return "required" if choice == "any" else choice
-    return {"type": "function", "name": choice}
 
 
 def _text_format(response_format: dict[str, Any]) -> dict[str, Any]:
