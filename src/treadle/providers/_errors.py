@@ -159,8 +159,7 @@ def transport_error(
     exc: httpx.TransportError | httpx.InvalidURL, provider: str, base_url: str = "", hint: str = ""
 ) -> ProviderError:
     """A connection-level failure, naming the server and what to check (the exception's own
-    text, never the request's). A refused connection to this machine is ``unreachable``:
-    nothing listens there, so it is not retried."""
+    text, never the request's); a refused connection to this machine is ``unreachable``."""
     where = redact_url(base_url) if base_url else "the server"
     if isinstance(exc, _UNSENDABLE):  # the text may quote a header (the key): not kept
         message = (

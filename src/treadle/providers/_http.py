@@ -94,9 +94,8 @@ async def _scrub_each(adapter: HTTPAdapter, events: Any) -> AsyncIterator[Any]:
 
 
 class HTTPAdapter:
-    """Base for adapters: owns (or borrows) one ``httpx.AsyncClient`` for connection reuse.
-    The key never appears in a repr, event or error: every subclass's ``stream`` is wrapped
-    so that an error a server sends, even mid-stream echoing the key, is scrubbed."""
+    """Base for adapters: one ``httpx.AsyncClient`` (owned or borrowed) for connection reuse;
+    every subclass's ``stream`` is wrapped so that its errors are scrubbed of the key."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -205,9 +204,8 @@ class HTTPAdapter:
     async def _response(
         self, url: str, body: Body, headers: Mapping[str, str] | None
     ) -> AsyncIterator[httpx.Response]:
-        """POST ``body`` and give the response once its status says success; failures raise
-        :class:`ProviderError`. A request that fails on a kept-alive connection before any
-        response byte is sent again once (a server closing idle connections races reuse)."""
+        """POST ``body`` and give the response once its status says success; a request a stale
+        kept-alive connection fails is sent again once (docs/providers.md#errors-and-retries)."""
         content = {"content": body} if isinstance(body, bytes) else {"json": body}
         try:
             async with self.slots:
@@ -237,9 +235,8 @@ class HTTPAdapter:
         cancel: CancellationToken | None,
         headers: Mapping[str, str] | None = None,
     ) -> AsyncGenerator[StreamEvent, None]:
-        """One call's stream events: the response's wire events (``state.decoder``, or
-        ``state.whole`` unstreamed) fed to ``state``, then its ``end()``; errors scrubbed. The
-        one async generator between the socket and the loop: each layer costs per event."""
+        """One call's stream events, from the response's wire events fed to ``state``: the one
+        async generator between the socket and the loop (each layer costs per event)."""
         try:
             check_cancel(cancel, self.name)
             if self.streaming:

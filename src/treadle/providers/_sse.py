@@ -46,9 +46,8 @@ class StreamLineTooLong(TreadleError, ValueError):
 
 
 class SSEDecoder:
-    """Turns chunks of a ``text/event-stream`` body into :class:`SSEEvent` values (WHATWG rules);
-    linear even in one enormous line sent in many chunks (its pieces are joined once), and
-    bounded: a line longer than ``max_line`` raises :class:`StreamLineTooLong`."""
+    """Chunks of a ``text/event-stream`` body as :class:`SSEEvent` values (WHATWG rules): linear
+    in a line sent in many chunks, and bounded (:class:`StreamLineTooLong`)."""
 
     __slots__ = (
         "_buffer",

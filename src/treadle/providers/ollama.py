@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import httpx
 
 from ..cancellation import CancellationToken
 from ..types import (
-    AgentMessage,
     AssistantMessage,
     ImageContent,
     ToolResultMessage,
@@ -82,7 +81,10 @@ class Ollama(HTTPAdapter):
         messages: list[dict[str, Any]] = []
         if request.system_prompt:
             messages.append({"role": "system", "content": request.system_prompt})
-        messages.extend(_messages(request.messages))
+        history = each_message(
+            request.messages, user=_user, assistant=_assistant, tool=_tool_result
+        )
+        messages.extend(filter(None, history))
         body: dict[str, Any] = {"model": model, "messages": messages, "stream": self.streaming}
         tools = request.tools
         choice = request.tool_choice
@@ -126,11 +128,6 @@ def think_value(model: str, level: ThinkingLevel) -> bool | str:
 
 def _function(tool: ToolSpec) -> dict[str, Any]:
     return {"name": tool.name, "description": tool.description, "parameters": tool.parameters}
-
-
-def _messages(history: Iterable[AgentMessage]) -> list[dict[str, Any]]:
-    converted = each_message(history, user=_user, assistant=_assistant, tool=_tool_result)
-    return [entry for entry in converted if entry is not None]
 
 
 def _user(message: UserMessage) -> dict[str, Any]:

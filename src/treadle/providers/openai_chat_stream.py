@@ -50,8 +50,7 @@ class ChatDecoder(SSEDecoder):
         return SSEDecoder.feed(self, chunk)
 
     def close(self) -> list[Any]:
-        """End of body: an event cut off there must still be whole JSON (a ValueError says
-        the stream ended inside it)."""
+        """End of body: an event cut off there must still be whole JSON (else a ValueError)."""
         return [
             from_json(event.data)
             if event.event == "message" and event.data.strip() not in ("", "[DONE]")
