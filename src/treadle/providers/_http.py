@@ -74,7 +74,6 @@ def _scrubbing(stream: Any) -> Any:
             return events  # type: ignore[no-any-return]
         return _scrub_each(self, events)
 
-    scrubbed._scrubbed = True  # type: ignore[attr-defined]
     return scrubbed
 
 
@@ -100,7 +99,7 @@ class HTTPAdapter:
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         own = cls.__dict__.get("stream")
-        if own is not None and not getattr(own, "_scrubbed", False):
+        if own is not None:  # (a stream wrapped twice is scrubbed twice: no harm)
             setattr(cls, "stream", _scrubbing(own))  # noqa: B010
 
     name: str = "http"

@@ -71,8 +71,7 @@ class Anthropic(HTTPAdapter):
 
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
         """The Messages API request body for ``request`` (pure: no I/O)."""
-        tier = _CACHE.get(request.prompt_cache)
-        cache = None if tier is None else dict(tier)
+        cache = dict(_CACHE[request.prompt_cache]) if request.prompt_cache in _CACHE else None
         messages = _convert_messages(request.messages, self.name)
         body: dict[str, Any] = {"model": request.model or self.model}
         if request.system_prompt:

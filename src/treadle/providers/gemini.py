@@ -235,9 +235,13 @@ def _contents(messages: Iterable[AgentMessage], model: str) -> list[dict[str, An
     def entry(message: AgentMessage) -> tuple[_Turn | None, list[dict[str, Any]], bool]:
         if isinstance(message, ToolResultMessage):
             images = [_image_part(b) for b in message.content if isinstance(b, ImageContent)]
+            text = message.text or ("(see the images below)" if images else "")
+            response = {"error": text} if message.is_error else {"result": text}
+            call_id = safe_tool_call_id(message.tool_call_id)
+            answer = {"id": call_id, "name": message.tool_name, "response": response}
             if images:
                 images.insert(0, {"text": f"Images returned by the {message.tool_name} tool:"})
-            return ("user", [_function_response(message)]), images, True
+            return ("user", [{"functionResponse": answer}]), images, True
         if isinstance(message, UserMessage):
             parts = user_parts(message.content, lambda text: {"text": text}, _image_part)
             return ("user", parts), [], False
@@ -258,15 +262,6 @@ def _contents(messages: Iterable[AgentMessage], model: str) -> list[dict[str, An
 
 def _image_part(image: ImageContent) -> dict[str, Any]:
     return {"inlineData": {"mimeType": image.mime_type, "data": image.data}}
-
-
-def _function_response(message: ToolResultMessage) -> dict[str, Any]:
-    text = message.text
-    if not text and any(isinstance(b, ImageContent) for b in message.content):
-        text = "(see the images below)"
-    call_id = safe_tool_call_id(message.tool_call_id)
-    response = {"error": text} if message.is_error else {"result": text}
-    return {"functionResponse": {"id": call_id, "name": message.tool_name, "response": response}}
 
 
 def _model_parts(message: AssistantMessage, model: str) -> list[dict[str, Any]]:

@@ -153,9 +153,7 @@ class OpenAIChat(HTTPAdapter):
         if isinstance(message, AssistantMessage):
             return self._assistant(message), (), False
         if isinstance(message, ToolResultMessage):
-            pending: list[dict[str, Any]] = []
-            text = dumpb(self._tool_result(message, pending))
-            return text, tuple(dumpb(part) for part in pending), True
+            return self._tool_result(message)
         return None, (), False  # extension messages never reach a provider
 
     def _assistant(self, message: AssistantMessage) -> bytes | None:
@@ -181,20 +179,19 @@ class OpenAIChat(HTTPAdapter):
                 converted[self.reasoning_field] = reasoning
         return dumpb(converted)
 
-    def _tool_result(
-        self, message: ToolResultMessage, pending: list[dict[str, Any]]
-    ) -> dict[str, Any]:
-        """A tool message (text only); the tool's images wait in ``pending``, for a user message."""
+    def _tool_result(self, message: ToolResultMessage) -> _Encoded:
+        """A tool message (text only), and the parts of a user message with the tool's images."""
         text = message.text
         images = [block for block in message.content if isinstance(block, ImageContent)]
         call_id = self._call_id(message.tool_call_id)
+        parts: list[dict[str, Any]] = []
         if images:
             note = f"[{len(images)} image(s) follow in the next user message]"
             text = f"{text}\n{note}" if text else note
             label = f"Image(s) returned by the {message.tool_name} tool (call {call_id}):"
-            pending.append({"type": "text", "text": label})
-            pending.extend(_image_part(image) for image in images)
-        return {"role": "tool", "tool_call_id": call_id, "content": text}
+            parts = [{"type": "text", "text": label}, *map(_image_part, images)]
+        tool = {"role": "tool", "tool_call_id": call_id, "content": text}
+        return dumpb(tool), tuple(map(dumpb, parts)), True
 
     def _call_id(self, call_id: str) -> str:
         if self.name != "mistral":

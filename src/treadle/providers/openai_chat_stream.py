@@ -139,8 +139,7 @@ class ChatStream(Assembler):
 
     def chunk(self, payload: dict[str, Any]) -> list[StreamEvent]:
         if not self.started:
-            if isinstance(payload.get("model"), str) and payload["model"]:
-                self.model = payload["model"]
+            self.model = _str(payload.get("model")) or self.model
             if isinstance(payload.get("id"), str):
                 self.response_id = payload["id"]
             self.start()
