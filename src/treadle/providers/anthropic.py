@@ -192,13 +192,11 @@ def _assistant_blocks(message: AssistantMessage, provider: str) -> list[dict[str
 def _thinking_allowed(wire: list[dict[str, Any]]) -> bool:
     """False when the turn in progress, a tool-use turn answered only by tool results, does not
     open with thinking (docs/providers.md#anthropic)."""
-    for turn in reversed(wire):
-        if turn["role"] == "user":
-            if not all(block["type"] == "tool_result" for block in turn["content"]):
-                return True
-            continue
-        blocks = turn["content"]
-        if not any(block["type"] == "tool_use" for block in blocks):
+    if wire and wire[-1]["role"] == "user":  # (turns alternate: they are merged by role)
+        if not all(block["type"] == "tool_result" for block in wire[-1]["content"]):
             return True
-        return blocks[0]["type"] in ("thinking", "redacted_thinking")
-    return True
+        wire = wire[:-1]
+    blocks = wire[-1]["content"] if wire else []
+    if not any(block["type"] == "tool_use" for block in blocks):
+        return True
+    return blocks[0]["type"] in ("thinking", "redacted_thinking")

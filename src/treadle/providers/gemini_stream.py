@@ -190,22 +190,21 @@ class Response(Assembler):
         return safe_tool_call_id(f"call_{self.response_id or self._id_base}_{n}")
 
     def end(self) -> list[StreamEvent]:
-        stop, error = self._stop_reason()
         meta = self.usage  # tool-use prompt tokens are input that promptTokenCount leaves out
         prompt = count(meta, "promptTokenCount") + count(meta, "toolUsePromptTokenCount")
         thoughts = count(meta, "thoughtsTokenCount")
         output = count(meta, "candidatesTokenCount") + thoughts
         cached, total = count(meta, "cachedContentTokenCount"), count(meta, "totalTokenCount")
         totals = usage(prompt, output, cache_read=cached, reasoning=thoughts, total=total)
-        return self.closing(stop, totals, error)
-
-    def _stop_reason(self) -> tuple[StopReason, ErrorInfo | None]:
-        if self.blocked is not None:
-            message = f"Gemini blocked the prompt: {self.blocked}"
-            return "error", ErrorInfo(kind="content_filter", message=message)
         stop = self.stop_for(self.reason, self.stops, default="error")
-        if stop != "error":
-            return stop, None
-        kind = "content_filter" if self.reason in _FILTERED else "model_error"
-        detail = f": {self.finish_message}" if self.finish_message else ""
-        return "error", ErrorInfo(kind=kind, message=f"Gemini stopped with {self.reason}{detail}")
+        if self.blocked is not None:
+            error = ErrorInfo(
+                kind="content_filter", message=f"Gemini blocked the prompt: {self.blocked}"
+            )
+        elif stop == "error":
+            kind = "content_filter" if self.reason in _FILTERED else "model_error"
+            detail = f": {self.finish_message}" if self.finish_message else ""
+            error = ErrorInfo(kind=kind, message=f"Gemini stopped with {self.reason}{detail}")
+        else:
+            return self.closing(stop, totals)
+        return self.closing("error", totals, error)
