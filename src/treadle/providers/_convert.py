@@ -62,8 +62,7 @@ def user_parts(
     text: Callable[[str], T],
     image: Callable[[ImageContent], T],
 ) -> list[T]:
-    """Text and image blocks in a provider's shape, in order (empty text, which several APIs
-    reject, left out)."""
+    """Text and image blocks in a provider's shape, in order, but empty text (APIs reject it)."""
     return [
         text(block.text) if isinstance(block, TextContent) else image(block)
         for block in content
@@ -79,9 +78,8 @@ def assistant_parts(
     thinking: Callable[[ThinkingContent], T | None],
     call: Callable[[ToolCall], T],
 ) -> list[T]:
-    """An assistant message's blocks in a provider's shape, in order (empty text left out).
-    Thinking goes through ``thinking`` when this provider made the message (its signatures
-    are valid only there); else, or where that gives None, as text or not at all."""
+    """An assistant message's blocks in a provider's shape, in order (empty text left out); its
+    thinking through ``thinking`` if this provider made it, else (or for None) as text or not."""
     native = message.provider == provider
     out: list[T] = []
     for block in message.content:
@@ -155,8 +153,7 @@ def put_settings(target: dict[str, Any], request: Any, names: Mapping[str, str])
 
 
 def unwrap_schema(response_format: dict[str, Any]) -> dict[str, Any]:
-    """The JSON schema in a ``response_format``: a bare schema, ``{"name", "schema"}``, or
-    OpenAI's ``{"type": "json_schema", "json_schema": {"schema": ...}}``."""
+    """The JSON schema in a ``response_format`` (bare, in ``{"schema"}`` or OpenAI's shape)."""
     inner = response_format.get("json_schema")
     if isinstance(inner, dict):
         response_format = inner
@@ -167,8 +164,7 @@ def unwrap_schema(response_format: dict[str, Any]) -> dict[str, Any]:
 
 
 def merge_extra(body: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
-    """``extra_body`` merged last; a dict merges one level deep, so ``{"options": {"k": 3}}``
-    adds to the body's ``options`` instead of replacing them."""
+    """``extra_body`` merged last, one level deep (a dict adds to the body's dict)."""
     for key, value in extra.items():
         current = body.get(key)
         if isinstance(current, dict) and isinstance(value, dict):

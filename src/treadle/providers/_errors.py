@@ -53,11 +53,10 @@ def _hint_from_body(message: str, payload: Any) -> float | None:
         return amount / 1000 if match.group(2).lower() == "ms" else amount
     error = payload.get("error") if isinstance(payload, dict) else None
     details = error.get("details") if isinstance(error, dict) else None
-    if isinstance(details, list):
-        for detail in details:
-            delay = detail.get("retryDelay") if isinstance(detail, dict) else None
-            if isinstance(delay, str) and (m := _RETRY_DELAY.match(delay)):
-                return float(m.group(1))
+    for detail in details if isinstance(details, list) else ():
+        delay = detail.get("retryDelay") if isinstance(detail, dict) else None
+        if isinstance(delay, str) and (m := _RETRY_DELAY.match(delay)):
+            return float(m.group(1))
     return None
 
 

@@ -83,8 +83,7 @@ class _Prefix:
 
 
 class WireCache(Generic[T]):
-    """Encoded messages by object, for one adapter; ``settings(key)`` drops them all when
-    the adapter settings the encoding depends on change."""
+    """Encoded messages by object, for one adapter (docs/providers.md#openaichat)."""
 
     __slots__ = ("__weakref__", "_entries", "_key", "_prefixes")
 

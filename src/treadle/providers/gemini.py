@@ -265,8 +265,7 @@ def _image_part(image: ImageContent) -> dict[str, Any]:
 
 
 def _model_parts(message: AssistantMessage, model: str) -> list[dict[str, Any]]:
-    """A model turn's parts; a *carrier*'s signature (an empty ThinkingContent) goes on the next
-    part, or an empty text part (docs/providers.md#gemini, "Thought signatures")."""
+    """A model turn's parts, thought signatures placed as docs/providers.md#gemini says."""
     native = message.provider == "gemini"
     unsigned = _generation(model) >= (3, 0)  # the first call still needs a signature
     parts: list[dict[str, Any]] = []

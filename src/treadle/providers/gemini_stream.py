@@ -56,9 +56,8 @@ def _data(events: list[SSEEvent]) -> list[Any]:
 
 
 class _JSONArrayDecoder:
-    """Yields each top-level object of a JSON array (or a lone object) as soon as its closing
-    brace arrives. Works on bytes: every structural character is ASCII, and UTF-8 never
-    reuses ASCII byte values inside a multi-byte character."""
+    """Each top-level object of a JSON array (or a lone object) once its brace closes. On bytes:
+    UTF-8 never reuses an ASCII byte (every structural character is one) inside a character."""
 
     def __init__(self, max_line: int = MAX_LINE_CHARS) -> None:
         self.max_line = max_line

@@ -42,8 +42,7 @@ _OPTIONS = wire_names(PENALTIES, max_tokens="num_predict")
 
 
 def host_url(value: str) -> str:
-    """``OLLAMA_HOST`` as Ollama's own CLI reads it: scheme and port are optional
-    (``0.0.0.0``, ``myhost:8080``, ``https://ollama.example``)."""
+    """``OLLAMA_HOST`` as Ollama's own CLI reads it (docs/providers.md#ollama)."""
     value = value.strip().rstrip("/")
     scheme, _, rest = value.partition("://") if "://" in value else ("http", "", value)
     netloc, slash, path = rest.partition("/")
@@ -117,8 +116,7 @@ class Ollama(HTTPAdapter):
 
 
 def think_value(model: str, level: ThinkingLevel) -> bool | str:
-    """``think``: a bool for most models; gpt-oss takes an effort level instead (and cannot
-    stop thinking, so "off" is sent as false and ignored by it)."""
+    """``think`` for ``level`` on ``model`` (docs/providers.md#ollama)."""
     if level == "off":
         return False
     if model.split("/")[-1].startswith("gpt-oss"):

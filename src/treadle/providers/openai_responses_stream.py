@@ -163,8 +163,7 @@ class StreamState(Assembler):
             return
         at = self._find({"item_id": item.get("id"), "output_index": output_index})
         at = self._item_added(event) if at is None else at
-        if at is None:
-            return
+        assert at is not None  # a reasoning item or function call always opens a block
         block = self.blocks[at]
         if kind == "reasoning":
             texts = [part.get("text", "") for part in item.get("summary") or []]

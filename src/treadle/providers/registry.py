@@ -82,8 +82,7 @@ def get_provider(spec: str, **options: Any) -> Provider:
 
 
 def _split_url(rest: str) -> tuple[str, str | None]:
-    """``model@http://host/v1`` -> (model, url). An ``@`` not followed by a URL stays in the
-    model name (``claude-3@20240229``), and the URL may hold one itself (``user@host``)."""
+    """``model@http://host/v1`` -> (model, url) (docs/providers.md#choosing-a-model)."""
     found = _AT_URL.search(rest)
     if found is None or found.start() == 0:
         return rest, None
