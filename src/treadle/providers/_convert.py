@@ -1,5 +1,4 @@
-"""What every adapter shares when it turns a request and its history into its wire format
-(docs/architecture.md#an-adapter-in-one-file)."""
+"""What every adapter shares when it turns a request into its wire format (docs/architecture.md)."""
 
 from __future__ import annotations
 

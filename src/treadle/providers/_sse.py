@@ -88,13 +88,14 @@ class SSEDecoder:
             self._parts, self._size = [], 0
         else:
             text = self._buffer + decoded
-        held = text.endswith("\r")  # maybe the first half of \r\n: kept for the next chunk
-        if held:
-            text = text[:-1]
         if "\r" in text:
-            text = text.replace("\r\n", "\n").replace("\r", "\n")
-        lines = text.split("\n")
-        self._buffer = lines.pop() + "\r" if held else lines.pop()
+            held = text.endswith("\r")  # maybe the first half of \r\n: kept for the next chunk
+            text = (text[:-1] if held else text).replace("\r\n", "\n").replace("\r", "\n")
+            lines = text.split("\n")
+            self._buffer = lines.pop() + ("\r" if held else "")
+        else:
+            lines = text.split("\n")
+            self._buffer = lines.pop()
         if len(self._buffer) > _COLLECT:
             rest, self._buffer = self._buffer, ""
             self._collect(rest)

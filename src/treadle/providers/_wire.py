@@ -1,5 +1,4 @@
-"""Request bodies built from wire JSON kept per message, so a long history is not encoded
-again on every turn (docs/providers.md#openaichat says when an entry is served)."""
+"""Request bodies from the wire JSON kept per message (docs/providers.md#openaichat)."""
 
 from __future__ import annotations
 
