@@ -1,10 +1,9 @@
-"""Model providers: the protocol, its request/stream/error types, and the HTTP adapters.
-
-Adapters are imported on first use so that ``import treadle`` does not pay for httpx.
-"""
+"""Model providers: the protocol, its types, and the HTTP adapters (imported on first use:
+``import treadle`` does not pay for httpx)."""
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
 from .._redact import redact_url
@@ -47,8 +46,6 @@ def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'treadle.providers' has no attribute {name!r}")
-    import importlib
-
     value = getattr(importlib.import_module(module, __name__), name)
     globals()[name] = value
     return value

@@ -1,6 +1,4 @@
-"""One assembler for every adapter's stream: content blocks opened, fed and closed, the
-stream events on the way, and the final message (docs/architecture.md#an-adapter-in-one-file).
-"""
+"""One assembler for every adapter's stream (docs/architecture.md#an-adapter-in-one-file)."""
 
 from __future__ import annotations
 
@@ -45,8 +43,7 @@ Kind = Literal["text", "thinking", "tool"]
 
 
 def parse_arguments(text: str) -> tuple[dict[str, Any], str | None]:
-    """Tool-call arguments from the model's JSON text: ``(arguments, raw)``, by the one rule
-    in docs/providers.md#stream-events (``raw``: the text, when it is not a JSON object)."""
+    """``(arguments, raw)`` from the model's JSON text (docs/providers.md#stream-events)."""
     try:
         value = from_json(text) if text.strip() else None
     except ValueError:
@@ -120,18 +117,16 @@ class Block:
 
 
 class Assembler:
-    """The message being assembled, block by block (indexes in the order blocks open), and
-    the stream events it makes, drained with :meth:`take`. A subclass maps wire events in
-    ``feed(value)`` and gives the last events in ``end()``."""
+    """The message being assembled block by block, and the stream events it makes (:meth:`take`).
+    A subclass maps wire events in ``feed``, keeping the stop ``reason`` and the ``totals``."""
 
     feed: Callable[[Any], Sequence[StreamEvent]]
-    end: Callable[[], list[StreamEvent]]
+    decoder: Callable[[int], JSONStreamDecoder] = SSEJSONDecoder
+    """What turns the body's bytes into wire events (given the longest line allowed)."""
+    stops: Mapping[str, StopReason] = {}
+    """The API's stop reasons, for :meth:`end` (one not in it is ``"stop"``)."""
     unfinished = "the stream ended before the response was complete"
     """The ``truncated_stream`` message for a response without the API's end marker."""
-
-    def decoder(self, max_line: int) -> JSONStreamDecoder:
-        """What turns the body's bytes into wire events: here SSE with JSON object data."""
-        return SSEJSONDecoder(max_line)
 
     def whole(self, payload: Any) -> list[Any]:
         """A non-streamed response's JSON as the wire events that would have streamed it."""
@@ -148,6 +143,8 @@ class Assembler:
         self.complete = False  # the API's end marker came: the response is whole
         self.done = False  # nothing more to read: the rest of the body is drained unread
         self.failed: ProviderError | None = None  # raised after the events before it
+        self.reason: str | None = None
+        self.totals: Usage | None = None
 
     def read(self, values: list[Any]) -> Sequence[StreamEvent]:
         """The stream events of one read's wire events, coalesced; an error a wire event
@@ -205,8 +202,7 @@ class Assembler:
             self.out.append(ToolCallDelta(index=at, arguments="".join(block.parts)))
 
     def add(self, at: int, text: str) -> None:
-        """Append to block ``at``: text, thinking, or tool-argument JSON (sent once the call
-        is announced)."""
+        """Append to block ``at`` (a tool call's arguments are sent once it is announced)."""
         block = self.blocks[at]
         block.parts.append(text)
         kind = block.kind
@@ -217,15 +213,13 @@ class Assembler:
         elif block.announced:
             self.out.append(ToolCallDelta(index=at, arguments=text))
 
-    def text(self, kind: Literal["text", "thinking"], text: str) -> int:
-        """Streamed text or thinking for the current block, opening a new one (and closing
-        the current) when the kind changes. Returns the block's index."""
+    def text(self, kind: Literal["text", "thinking"], text: str) -> None:
+        """Streamed text or thinking: a new block (the current one closed) when the kind changes."""
         at = self.current
         if at is None or self.blocks[at].kind != kind:
             self.close_current()
             at = self.current = self.open(kind)
         self.add(at, text)
-        return at
 
     def close_current(self) -> None:
         """End the block :meth:`text` feeds, if any."""
@@ -257,9 +251,8 @@ class Assembler:
         for at in range(len(self.blocks)):
             self.close(at)
 
-    def whole_tool(self, id: str, name: str, arguments: Any) -> int:
-        """A tool call that arrives in one piece: its arguments a JSON object, JSON text, or
-        None. Start, one delta with the arguments' JSON, end."""
+    def whole_tool(self, id: str, name: str, arguments: Any) -> None:
+        """A tool call that arrives in one piece (arguments: an object, JSON text or None)."""
         self.close_current()
         at = self.open("tool", id=id, name=name)
         if isinstance(arguments, str) or arguments is None:
@@ -269,7 +262,6 @@ class Assembler:
             text = to_json(arguments).decode()
         self.add(at, text)
         self.close(at)
-        return at
 
     def has_calls(self) -> bool:
         return any(block.kind == "tool" for block in self.blocks)
@@ -278,15 +270,19 @@ class Assembler:
         self, reason: str | None, table: Mapping[str, StopReason], default: StopReason = "stop"
     ) -> StopReason:
         """The provider's stop reason through ``table`` (``default`` for one not in it);
-        ``"stop"`` becomes ``"tool_use"`` when the message has tool calls, since they still
-        need answering whatever the provider called the end."""
+        ``"stop"`` becomes ``"tool_use"`` when the message has calls: they need answering."""
         stop = table.get(reason or "", default)
         return "tool_use" if stop == "stop" and self.has_calls() else stop
 
-    def message(
+    def end(self) -> list[StreamEvent]:
+        """The last events, once the body is read: ``reason`` through ``stops``, ``totals``."""
+        return self.closing(self.stop_for(self.reason, self.stops), self.totals)
+
+    def closing(
         self, stop_reason: StopReason, usage: Usage | None, error: ErrorInfo | None = None
-    ) -> AssistantMessage:
-        """The complete message; every block is ended first."""
+    ) -> list[StreamEvent]:
+        """The last events: ``StreamStart`` if none went yet, blocks ended, ``StreamDone``."""
+        self.start()
         self.end_all()
         content: list[AssistantContent] = []
         for block in self.blocks:
@@ -300,7 +296,7 @@ class Assembler:
                 )
             elif block.call is not None:  # set when the block closed
                 content.append(block.call)
-        return AssistantMessage(
+        message = AssistantMessage(
             content=content,
             stop_reason=stop_reason,
             model=self.model,
@@ -309,13 +305,6 @@ class Assembler:
             response_id=self.response_id,
             error=error,
         )
-
-    def closing(
-        self, stop_reason: StopReason, usage: Usage | None, error: ErrorInfo | None = None
-    ) -> list[StreamEvent]:
-        """The last events: ``StreamStart`` if none went yet, blocks ended, ``StreamDone``."""
-        self.start()
-        message = self.message(stop_reason, usage, error)
         return [*self.take(), StreamDone(message=message)]
 
 
@@ -330,19 +319,14 @@ def coalesce(events: Sequence[StreamEvent]) -> Sequence[StreamEvent]:
         if key is None or len(run) == 1:
             out += run
         else:
-            kind, at = key
-            out.append(_DELTAS[kind](at, "".join(map(_piece, run))))
+            make, field = _DELTAS[key[0]]
+            out.append(make(key[1], "".join(getattr(event, field) for event in run)))
     return out
 
 
 def _run(event: StreamEvent) -> tuple[type, int] | None:
     kind = type(event)
     return (kind, event.index) if kind in _DELTAS else None  # type: ignore[union-attr]
-
-
-def _piece(event: Any) -> str:
-    text: str = event.arguments if type(event) is ToolCallDelta else event.text
-    return text
 
 
 def text_delta(at: int, text: str) -> TextDelta:
@@ -355,8 +339,9 @@ def _thinking_delta(at: int, text: str) -> ThinkingDelta:
     return trusted(ThinkingDelta, values, {"index", "text"})
 
 
-_DELTAS: dict[type, Callable[[int, str], StreamEvent]] = {
-    TextDelta: text_delta,
-    ThinkingDelta: _thinking_delta,
-    ToolCallDelta: lambda at, text: ToolCallDelta(index=at, arguments=text),
+# Each delta type: how to make one, and the field its text is in.
+_DELTAS: dict[type, tuple[Callable[[int, str], StreamEvent], str]] = {
+    TextDelta: (text_delta, "text"),
+    ThinkingDelta: (_thinking_delta, "text"),
+    ToolCallDelta: (lambda at, text: ToolCallDelta(index=at, arguments=text), "arguments"),
 }

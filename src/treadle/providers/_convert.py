@@ -1,6 +1,4 @@
-"""What every adapter shares when it turns a request and its history into its API's wire
-format; what each API spells its own way (roles, block shapes, how tool results are grouped)
-stays in the adapter."""
+"""What every adapter shares when it turns a request into its wire format (docs/architecture.md)."""
 
 from __future__ import annotations
 
@@ -24,8 +22,7 @@ PENALTIES = (*SETTINGS, "presence_penalty", "frequency_penalty")
 
 
 def wire_names(fields: Iterable[str], **renamed: str) -> dict[str, str]:
-    """A settings table for :func:`put_settings`: each field under its own name, but for
-    those ``renamed`` (``max_tokens="num_predict"``)."""
+    """A settings table for :func:`put_settings`: each field under its own name or ``renamed``."""
     return {field: renamed.get(field, field) for field in fields}
 
 
@@ -55,11 +52,6 @@ def visible_thinking(message: AssistantMessage) -> str:
     )
 
 
-def text_of(content: Iterable[Any]) -> str:
-    """The text blocks of ``content`` joined by lines (other blocks are left out)."""
-    return "\n".join(block.text for block in content if isinstance(block, TextContent))
-
-
 def image_data_url(image: ImageContent) -> str:
     return f"data:{image.mime_type};base64,{image.data}"
 
@@ -69,8 +61,7 @@ def user_parts(
     text: Callable[[str], T],
     image: Callable[[ImageContent], T],
 ) -> list[T]:
-    """Text and image blocks in a provider's shape (``text(block.text)``, ``image(block)``),
-    in order; empty text blocks are left out (several APIs reject them)."""
+    """Text and image blocks in a provider's shape, in order, but empty text (APIs reject it)."""
     return [
         text(block.text) if isinstance(block, TextContent) else image(block)
         for block in content
@@ -86,9 +77,8 @@ def assistant_parts(
     thinking: Callable[[ThinkingContent], T | None],
     call: Callable[[ToolCall], T],
 ) -> list[T]:
-    """An assistant message's blocks in a provider's shape, in order (empty text left out).
-    Thinking goes through ``thinking`` when this provider made the message (its signatures
-    are valid only there); else, or where that gives None, as text or not at all."""
+    """An assistant message's blocks in a provider's shape, in order (empty text left out); its
+    thinking through ``thinking`` if this provider made it, else (or for None) as text or not."""
     native = message.provider == provider
     out: list[T] = []
     for block in message.content:
@@ -114,8 +104,7 @@ def each_message(
     assistant: Callable[[AssistantMessage], T],
     tool: Callable[[ToolResultMessage], T],
 ) -> Iterator[T]:
-    """The history converted one message at a time, by the function for its kind.
-    Extension messages are the application's own and never reach a provider."""
+    """The history converted one message at a time (extension messages never reach one)."""
     for message in messages:
         if isinstance(message, UserMessage):
             yield user(message)
@@ -144,9 +133,18 @@ def after_tool_runs(
     return out
 
 
+def choose_tool(choice: str | dict[str, Any], named: str, mode: Callable[[str], Any]) -> Any:
+    """A ``tool_choice`` in an API's shape: one tool as ``{"type": named, "name": ...}`` (a dict
+    with a ``type`` as it is), else ``mode("auto" | "none" | "required")`` ("any" is "required")."""
+    if isinstance(choice, dict):
+        return choice if "type" in choice else {"type": named, "name": choice["name"]}
+    if choice in ("auto", "none", "required", "any"):
+        return mode("required" if choice == "any" else choice)
+    return {"type": named, "name": choice}
+
+
 def put_settings(target: dict[str, Any], request: Any, names: Mapping[str, str]) -> None:
-    """The request's settings that are set, written into ``target`` under the API's names
-    (``names``: a ModelRequest field to its wire name; a field it leaves out is not sent)."""
+    """The request's settings that are set, in ``target`` under their wire ``names``."""
     for field, name in names.items():
         value = getattr(request, field)
         if value is not None:
@@ -154,8 +152,7 @@ def put_settings(target: dict[str, Any], request: Any, names: Mapping[str, str])
 
 
 def unwrap_schema(response_format: dict[str, Any]) -> dict[str, Any]:
-    """The JSON schema in a ``response_format``: a bare schema, ``{"name", "schema"}``, or
-    OpenAI's ``{"type": "json_schema", "json_schema": {"schema": ...}}``."""
+    """The JSON schema in a ``response_format`` (bare, in ``{"schema"}`` or OpenAI's shape)."""
     inner = response_format.get("json_schema")
     if isinstance(inner, dict):
         response_format = inner
@@ -166,8 +163,7 @@ def unwrap_schema(response_format: dict[str, Any]) -> dict[str, Any]:
 
 
 def merge_extra(body: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
-    """``extra_body`` merged last; a dict merges one level deep, so ``{"options": {"k": 3}}``
-    adds to the body's ``options`` instead of replacing them."""
+    """``extra_body`` merged last, one level deep (a dict adds to the body's dict)."""
     for key, value in extra.items():
         current = body.get(key)
         if isinstance(current, dict) and isinstance(value, dict):

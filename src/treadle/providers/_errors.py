@@ -53,11 +53,10 @@ def _hint_from_body(message: str, payload: Any) -> float | None:
         return amount / 1000 if match.group(2).lower() == "ms" else amount
     error = payload.get("error") if isinstance(payload, dict) else None
     details = error.get("details") if isinstance(error, dict) else None
-    if isinstance(details, list):
-        for detail in details:
-            delay = detail.get("retryDelay") if isinstance(detail, dict) else None
-            if isinstance(delay, str) and (m := _RETRY_DELAY.match(delay)):
-                return float(m.group(1))
+    for detail in details if isinstance(details, list) else ():
+        delay = detail.get("retryDelay") if isinstance(detail, dict) else None
+        if isinstance(delay, str) and (m := _RETRY_DELAY.match(delay)):
+            return float(m.group(1))
     return None
 
 
@@ -136,8 +135,7 @@ def _refused(exc: BaseException, depth: int = 0) -> bool:
 
 
 def check_base_url(base_url: str) -> None:
-    """Fail at construction, naming the fix, for a ``base_url`` no request could go to (no
-    ``http://`` or ``https://``, no host): a configuration error no retry can mend."""
+    """Fail at construction, naming the fix, for a ``base_url`` no request could go to."""
     try:
         url = httpx.URL(base_url)
         if url.scheme in ("http", "https") and url.host:
@@ -160,8 +158,7 @@ def transport_error(
     exc: httpx.TransportError | httpx.InvalidURL, provider: str, base_url: str = "", hint: str = ""
 ) -> ProviderError:
     """A connection-level failure, naming the server and what to check (the exception's own
-    text, never the request's). A refused connection to this machine is ``unreachable``:
-    nothing listens there, so it is not retried."""
+    text, never the request's); a refused connection to this machine is ``unreachable``."""
     where = redact_url(base_url) if base_url else "the server"
     if isinstance(exc, _UNSENDABLE):  # the text may quote a header (the key): not kept
         message = (

@@ -74,7 +74,6 @@ def _scrubbing(stream: Any) -> Any:
             return events  # type: ignore[no-any-return]
         return _scrub_each(self, events)
 
-    scrubbed._scrubbed = True  # type: ignore[attr-defined]
     return scrubbed
 
 
@@ -94,14 +93,13 @@ async def _scrub_each(adapter: HTTPAdapter, events: Any) -> AsyncIterator[Any]:
 
 
 class HTTPAdapter:
-    """Base for adapters: owns (or borrows) one ``httpx.AsyncClient`` for connection reuse.
-    The key never appears in a repr, event or error: every subclass's ``stream`` is wrapped
-    so that an error a server sends, even mid-stream echoing the key, is scrubbed."""
+    """Base for adapters: one ``httpx.AsyncClient`` (owned or borrowed) for connection reuse;
+    every subclass's ``stream`` is wrapped so that its errors are scrubbed of the key."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         own = cls.__dict__.get("stream")
-        if own is not None and not getattr(own, "_scrubbed", False):
+        if own is not None:  # (a stream wrapped twice is scrubbed twice: no harm)
             setattr(cls, "stream", _scrubbing(own))  # noqa: B010
 
     name: str = "http"
@@ -114,6 +112,8 @@ class HTTPAdapter:
     default_base_url: str = ""
     key_variables: tuple[str, ...] = ()
     """Environment variables the key is read from at construction, without ``api_key``."""
+    key_header: tuple[str, str] | None = None
+    """The header the key goes in, after the caller's headers, and its prefix (``Bearer ``)."""
 
     def __init__(
         self,
@@ -129,7 +129,7 @@ class HTTPAdapter:
         self.model = model
         self.base_url = (base_url or self.default_base_url).rstrip("/")
         check_base_url(self.base_url)
-        self.__api_key = api_key or env_key(*self.key_variables)
+        self._api_key = api_key or env_key(*self.key_variables)  # never in a repr or error
         self.streaming = stream
         self._extra_headers = dict(headers or {})
         self._owns_client = client is None
@@ -142,20 +142,14 @@ class HTTPAdapter:
         self._urls: dict[str, httpx.URL] = {}
 
     @property
-    def _api_key(self) -> str | None:
-        return self.__api_key
-
-    @property
     def client(self) -> httpx.AsyncClient:
-        """The shared client. An owned client is bound to the event loop that made it, so a
-        new one is made when the adapter is used from another loop (``run_sync`` twice)."""
-        if self._owns_client:
-            loop = _current_loop()
-            if self._client is None or loop is not self._client_loop:
-                n = self.max_connections
-                limits = httpx.Limits(max_connections=n, max_keepalive_connections=n)
-                self._client = httpx.AsyncClient(timeout=self._timeout, limits=limits)
-                self._client_loop = loop
+        """The shared client; an owned one is made anew on another event loop (``run_sync``)."""
+        loop = _current_loop()
+        if self._owns_client and (self._client is None or loop is not self._client_loop):
+            n = self.max_connections
+            limits = httpx.Limits(max_connections=n, max_keepalive_connections=n)
+            self._client = httpx.AsyncClient(timeout=self._timeout, limits=limits)
+            self._client_loop = loop
         assert self._client is not None
         return self._client
 
@@ -196,8 +190,11 @@ class HTTPAdapter:
         return ProviderError("auth", message, provider=self.name)
 
     def _headers(self) -> dict[str, str]:
-        """Request headers, auth included. Subclasses add their own scheme."""
-        return self._headers_with({})
+        """Request headers, the key in ``key_header`` included (or a subclass's own scheme)."""
+        headers = self._headers_with({})
+        if self.key_header is not None and self._api_key:
+            headers[self.key_header[0]] = self.key_header[1] + self._api_key
+        return headers
 
     def _headers_with(self, auth: Mapping[str, str]) -> dict[str, str]:
         """The JSON content type, ``auth`` (the adapter's scheme), then the caller's headers."""
@@ -207,9 +204,8 @@ class HTTPAdapter:
     async def _response(
         self, url: str, body: Body, headers: Mapping[str, str] | None
     ) -> AsyncIterator[httpx.Response]:
-        """POST ``body`` and give the response once its status says success; failures raise
-        :class:`ProviderError`. A request that fails on a kept-alive connection before any
-        response byte is sent again once (a server closing idle connections races reuse)."""
+        """POST ``body`` and give the response once its status says success; a request a stale
+        kept-alive connection fails is sent again once (docs/providers.md#errors-and-retries)."""
         content = {"content": body} if isinstance(body, bytes) else {"json": body}
         try:
             slots = self.slots
@@ -256,9 +252,8 @@ class HTTPAdapter:
         cancel: CancellationToken | None,
         headers: Mapping[str, str] | None = None,
     ) -> AsyncGenerator[StreamEvent, None]:
-        """One call's stream events: the response's wire events (``state.decoder``, or
-        ``state.whole`` unstreamed) fed to ``state``, then its ``end()``; errors scrubbed. The
-        one async generator between the socket and the loop: each layer costs per event."""
+        """One call's stream events, from the response's wire events fed to ``state``: the one
+        async generator between the socket and the loop (each layer costs per event)."""
         try:
             check_cancel(cancel, self.name)
             if self.streaming:
@@ -293,7 +288,14 @@ class HTTPAdapter:
                 except ValueError as exc:
                     raise self._undecodable(exc, at_end=True) from None
             else:
-                values = state.whole(await self._whole(url, body, headers))
+                async with self._response(url, body, headers) as response:
+                    content = await response.aread()
+                try:
+                    payload = from_json(content)
+                except ValueError:
+                    text = f"response was not JSON: {content.decode('utf-8', 'replace')[:200]!r}"
+                    raise ProviderError("server", text, provider=self.name) from None
+                values = state.whole(payload)
                 check_cancel(cancel, self.name)
             for event in state.read(values):
                 yield event
@@ -305,16 +307,6 @@ class HTTPAdapter:
                 yield event
         except ProviderError as exc:
             raise self.scrub(exc) from None
-
-    async def _whole(self, url: str, body: Body, headers: Mapping[str, str] | None) -> Any:
-        """A non-streamed call's response JSON."""
-        async with self._response(url, body, headers) as response:
-            content = await response.aread()
-        try:
-            return from_json(content)
-        except ValueError:
-            text = f"response was not JSON: {content.decode('utf-8', 'replace')[:200]!r}"
-            raise ProviderError("server", text, provider=self.name) from None
 
     def _undecodable(self, exc: ValueError, at_end: bool = False) -> ProviderError:
         if isinstance(exc, TreadleError):  # the decoder's own, said plainly (a line too long)

@@ -46,9 +46,8 @@ class StreamLineTooLong(TreadleError, ValueError):
 
 
 class SSEDecoder:
-    """Turns chunks of a ``text/event-stream`` body into :class:`SSEEvent` values (WHATWG rules);
-    linear even in one enormous line sent in many chunks (its pieces are joined once), and
-    bounded: a line longer than ``max_line`` raises :class:`StreamLineTooLong`."""
+    """Chunks of a ``text/event-stream`` body as :class:`SSEEvent` values (WHATWG rules): linear
+    in a line sent in many chunks, and bounded (:class:`StreamLineTooLong`)."""
 
     __slots__ = (
         "_buffer",
@@ -90,11 +89,8 @@ class SSEDecoder:
         else:
             text = self._buffer + decoded
         if "\r" in text:
-            # A trailing \r may be the first half of \r\n: keep it for the next chunk.
-            held = text.endswith("\r")
-            if held:
-                text = text[:-1]
-            text = text.replace("\r\n", "\n").replace("\r", "\n")
+            held = text.endswith("\r")  # maybe the first half of \r\n: kept for the next chunk
+            text = (text[:-1] if held else text).replace("\r\n", "\n").replace("\r", "\n")
             lines = text.split("\n")
             self._buffer = lines.pop() + ("\r" if held else "")
         else:
@@ -151,9 +147,8 @@ class SSEDecoder:
             self._data.append(value)
         elif name == "event":
             self._event = value
-        elif name == "id":
-            if "\x00" not in value:
-                self._id = value
+        elif name == "id" and "\x00" not in value:
+            self._id = value
         elif name == "retry" and value.isascii() and value.isdigit():  # not "²" or "٣"
             self._retry = int(value)
 

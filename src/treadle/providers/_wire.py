@@ -1,7 +1,4 @@
-"""Request bodies built from wire JSON kept per message, so a long history is not converted
-and encoded again on every turn; when an entry is served is in docs/providers.md#openaichat.
-The fields compared (identity first: a few C-level comparisons) are all that reach a
-provider; an edit inside ``details`` or ``usage`` does not."""
+"""Request bodies from the wire JSON kept per message (docs/providers.md#openaichat)."""
 
 from __future__ import annotations
 
@@ -39,9 +36,8 @@ def dumpb(value: Any) -> bytes:
 
 
 def _snapshot(message: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """The message's fields (a shallow copy: its content is checked block by block) and each
-    block's fields, containers deep-copied so an edit inside (``call.arguments["x"] = 1``)
-    no longer compares equal."""
+    """The message's fields (a shallow copy) and each block's fields, containers deep-copied so
+    an edit inside (``call.arguments["x"] = 1``) no longer compares equal."""
     fields = _fields(message)
     content = fields.get("content")
     blocks = [_fields(b) for b in content] if isinstance(content, list) else []
@@ -89,8 +85,7 @@ class _Prefix:
 
 
 class WireCache(Generic[T]):
-    """Encoded messages by object, for one adapter; ``settings(key)`` drops them all when
-    the adapter settings the encoding depends on change."""
+    """Encoded messages by object, for one adapter (docs/providers.md#openaichat)."""
 
     __slots__ = ("__weakref__", "_entries", "_key", "_prefixes", "short")
 

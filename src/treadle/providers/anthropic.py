@@ -1,5 +1,4 @@
-"""Anthropic Messages API adapter: ``POST {base_url}/v1/messages``; how requests and
-responses map is in docs/providers.md#anthropic."""
+"""Anthropic Messages API adapter (docs/providers.md#anthropic)."""
 
 from __future__ import annotations
 
@@ -11,6 +10,7 @@ from ..types.content import ImageContent, ThinkingContent, ToolCall
 from ..types.messages import AgentMessage, AssistantMessage, ToolResultMessage
 from ._convert import (
     assistant_parts,
+    choose_tool,
     each_message,
     put_settings,
     safe_tool_call_id,
@@ -35,8 +35,7 @@ _CACHE = {"short": {"type": "ephemeral"}, "long": {"type": "ephemeral", "ttl": "
 
 
 class Anthropic(HTTPAdapter):
-    """Claude models through the Messages API. ``max_tokens`` is the default answer budget
-    (the thinking budget is added when it leaves no room); ``thinking_budgets`` per level."""
+    """Claude models through the Messages API (options: docs/providers.md#anthropic)."""
 
     name = "anthropic"
     default_base_url = DEFAULT_BASE_URL
@@ -72,8 +71,7 @@ class Anthropic(HTTPAdapter):
 
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
         """The Messages API request body for ``request`` (pure: no I/O)."""
-        tier = _CACHE.get(request.prompt_cache)
-        cache = None if tier is None else dict(tier)
+        cache = dict(_CACHE[request.prompt_cache]) if request.prompt_cache in _CACHE else None
         messages = _convert_messages(request.messages, self.name)
         body: dict[str, Any] = {"model": request.model or self.model}
         if request.system_prompt:
@@ -83,7 +81,7 @@ class Anthropic(HTTPAdapter):
             body["tools"] = [_tool(spec) for spec in request.tools]
             _cached(body["tools"][-1], cache)
             if request.tool_choice is not None:
-                body["tool_choice"] = _tool_choice(request.tool_choice)
+                body["tool_choice"] = choose_tool(request.tool_choice, "tool", _mode)
         users = [turn["content"] for turn in messages if turn["role"] == "user" and turn["content"]]
         if users:  # the last user block closes the cached prefix
             _cached(users[-1][-1], cache)
@@ -123,14 +121,8 @@ def _tool(spec: Any) -> dict[str, Any]:
     return tool
 
 
-def _tool_choice(choice: str | dict[str, Any]) -> dict[str, Any]:
-    if isinstance(choice, dict):
-        return choice if "type" in choice else {"type": "tool", "name": choice["name"]}
-    if choice in ("required", "any"):
-        return {"type": "any"}
-    if choice in ("auto", "none"):
-        return {"type": choice}
-    return {"type": "tool", "name": choice}
+def _mode(mode: str) -> dict[str, str]:
+    return {"type": "any" if mode == "required" else mode}
 
 
 def _text_block(text: str) -> dict[str, Any]:
@@ -168,8 +160,7 @@ def _tool_result(message: ToolResultMessage) -> list[dict[str, Any]]:
 
 
 def _convert_messages(messages: list[AgentMessage], provider: str) -> list[dict[str, Any]]:
-    """The history as turns; consecutive turns of one role merge, and the tool results
-    answering one assistant turn come first in its user turn, ahead of other content."""
+    """The history as turns, merged by role, tool results first (docs/providers.md#anthropic)."""
     wire: list[dict[str, Any]] = []
     turns = each_message(
         messages,
@@ -199,16 +190,13 @@ def _assistant_blocks(message: AssistantMessage, provider: str) -> list[dict[str
 
 
 def _thinking_allowed(wire: list[dict[str, Any]]) -> bool:
-    """False when the turn in progress (an assistant tool-use turn answered only by tool
-    results) does not open with a thinking block, as when the history came from another
-    provider or had thinking off."""
-    for turn in reversed(wire):
-        if turn["role"] == "user":
-            if not all(block["type"] == "tool_result" for block in turn["content"]):
-                return True
-            continue
-        blocks = turn["content"]
-        if not any(block["type"] == "tool_use" for block in blocks):
+    """False when the turn in progress, a tool-use turn answered only by tool results, does not
+    open with thinking (docs/providers.md#anthropic)."""
+    if wire and wire[-1]["role"] == "user":  # (turns alternate: they are merged by role)
+        if not all(block["type"] == "tool_result" for block in wire[-1]["content"]):
             return True
-        return blocks[0]["type"] in ("thinking", "redacted_thinking")
-    return True
+        wire = wire[:-1]
+    blocks = wire[-1]["content"] if wire else []
+    if not any(block["type"] == "tool_use" for block in blocks):
+        return True
+    return blocks[0]["type"] in ("thinking", "redacted_thinking")

@@ -1,5 +1,4 @@
-"""Anthropic Messages streams, assembled: typed SSE events into stream events and the final
-AssistantMessage (also for a whole, non-streamed response)."""
+"""Anthropic Messages streams (and whole responses) into stream events."""
 
 from __future__ import annotations
 
@@ -11,17 +10,6 @@ from ..types.usage import StopReason
 from ._assemble import Assembler, json_object, usage
 from ._errors import classify
 from .base import StreamEvent
-
-_STOP_REASONS: dict[str, StopReason] = {
-    "end_turn": "stop",
-    "stop_sequence": "stop",
-    "max_tokens": "length",
-    "model_context_window_exceeded": "length",
-    "tool_use": "tool_use",
-    "refusal": "stop",
-    "pause_turn": "stop",
-}
-
 
 _USAGE = "input_tokens output_tokens cache_read_input_tokens cache_creation_input_tokens".split()
 # content_block_delta types: the kind of block each feeds, and the field it comes in
@@ -36,12 +24,21 @@ _DELTAS = {
 class StreamState(Assembler):
     """Anthropic stream events into the shared assembler's calls."""
 
+    stops: dict[str, StopReason] = {
+        "end_turn": "stop",
+        "stop_sequence": "stop",
+        "max_tokens": "length",
+        "model_context_window_exceeded": "length",
+        "tool_use": "tool_use",
+        "refusal": "stop",
+        "pause_turn": "stop",
+    }
     unfinished = "the stream ended before message_stop"
 
     def __init__(self, provider: str, model: str) -> None:
         super().__init__(provider, model)
-        self.stop_reason: str | None = None
         self.usage: dict[str, int] = {}
+        self.totals = usage(0, 0)
         self.index_map: dict[int, int] = {}  # Anthropic block index -> treadle content index
 
     def whole(self, payload: Any) -> list[Any]:
@@ -76,22 +73,27 @@ class StreamState(Assembler):
         elif kind == "message_delta":
             delta = event.get("delta") or {}
             if delta.get("stop_reason"):
-                self.stop_reason = delta["stop_reason"]
+                self.reason = delta["stop_reason"]
             self._usage(event.get("usage"))
         elif kind == "message_stop":
             self.end_all()
             self.complete = True
         return self.take()
 
-    def _usage(self, usage: Any) -> None:
-        if not isinstance(usage, dict):
+    def _usage(self, raw: Any) -> None:
+        if not isinstance(raw, dict):
             return
+        u = self.usage
         for key in _USAGE:
-            if isinstance(usage.get(key), int):
-                self.usage[key] = usage[key]
-        details = usage.get("output_tokens_details")
+            if isinstance(raw.get(key), int):
+                u[key] = raw[key]
+        details = raw.get("output_tokens_details")
         if isinstance(details, dict) and isinstance(details.get("thinking_tokens"), int):
-            self.usage["thinking_tokens"] = details["thinking_tokens"]
+            u["thinking_tokens"] = details["thinking_tokens"]
+        read, write = u.get("cache_read_input_tokens", 0), u.get("cache_creation_input_tokens", 0)
+        prompt = u.get("input_tokens", 0) + read + write  # input_tokens excludes the cache
+        out, thinking = u.get("output_tokens", 0), u.get("thinking_tokens", 0)
+        self.totals = usage(prompt, out, cache_read=read, cache_write=write, reasoning=thinking)
 
     def _open(self, event: dict[str, Any]) -> None:
         block = event.get("content_block") or {}
@@ -124,12 +126,3 @@ class StreamState(Assembler):
             block.signature = (block.signature or "") + (delta.get("signature") or "")
         elif delta.get(field):
             self.add(at, delta[field])
-
-    def end(self) -> list[StreamEvent]:
-        stop = self.stop_for(self.stop_reason, _STOP_REASONS)
-        u = self.usage
-        read, write = u.get("cache_read_input_tokens", 0), u.get("cache_creation_input_tokens", 0)
-        prompt = u.get("input_tokens", 0) + read + write  # input_tokens excludes the cache
-        out, thinking = u.get("output_tokens", 0), u.get("thinking_tokens", 0)
-        totals = usage(prompt, out, cache_read=read, cache_write=write, reasoning=thinking)
-        return self.closing(stop, totals)

@@ -142,10 +142,8 @@ Off for an adapter used on its own; the loop sets it per call (``coalesce_deltas
 
 
 class ProviderError(TreadleError):
-    """A model call failed. ``kind`` says how, and whether trying again can help.
-
-    The message is the provider's own (never the request's headers or key).
-    """
+    """A model call failed. ``kind`` says how, and whether trying again can help; the message
+    is the provider's own (never the request's headers or key)."""
 
     def __init__(
         self,
@@ -181,12 +179,8 @@ class ProviderError(TreadleError):
 
 @runtime_checkable
 class Provider(Protocol):
-    """A model API. ``name`` identifies it (``"openai"``, ``"anthropic"`` …).
-
-    ``stream`` yields :data:`StreamEvent` values and ends with exactly one :class:`StreamDone`;
-    on failure it raises :class:`ProviderError`. It should stop promptly when ``cancel`` fires,
-    raising ``ProviderError(kind="cancelled")`` or simply ending early.
-    """
+    """A model API: ``stream`` yields :data:`StreamEvent` values ending with one
+    :class:`StreamDone`, or raises :class:`ProviderError` (docs/providers.md)."""
 
     name: str
 

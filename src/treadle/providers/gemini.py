@@ -1,6 +1,4 @@
-"""Google Gemini (Generative Language API): ``models/{model}:streamGenerateContent``; how
-requests and responses map, and how thought signatures travel, is in
-docs/providers.md#gemini."""
+"""Google Gemini (Generative Language API) adapter (docs/providers.md#gemini)."""
 
 from __future__ import annotations
 
@@ -29,7 +27,6 @@ from ._convert import (
     merge_extra,
     put_settings,
     safe_tool_call_id,
-    text_of,
     thinking_as_text,
     unwrap_schema,
     user_parts,
@@ -70,12 +67,7 @@ class Gemini(HTTPAdapter):
     name = "gemini"
     default_base_url = DEFAULT_BASE_URL
     key_variables = KEY_VARIABLES
-
-    def _headers(self) -> dict[str, str]:
-        headers = super()._headers()
-        if self._api_key:
-            headers["x-goog-api-key"] = self._api_key
-        return headers
+    key_header = ("x-goog-api-key", "")
 
     def url(self, model: str, *, stream: bool) -> str:
         """The endpoint for ``model``; ``models/`` is added unless the name has a collection."""
@@ -122,24 +114,23 @@ class Gemini(HTTPAdapter):
         return error
 
 
-def _generation(model: str) -> tuple[int, int] | None:
-    """``(3, 0)`` for ``gemini-3-pro``, ``(2, 5)`` for ``gemini-2.5-flash``; None for others."""
+def _generation(model: str) -> tuple[int, int]:
+    """``(3, 0)`` for ``gemini-3-pro``, ``(2, 5)`` for ``gemini-2.5-flash``; (0, 0) for others."""
     found = _GENERATION.search(model)
-    return (int(found.group(1)), int(found.group(2) or 0)) if found else None
+    return (int(found.group(1)), int(found.group(2) or 0)) if found else (0, 0)
 
 
 def thinking_config(model: str, level: ThinkingLevel) -> dict[str, Any] | None:
-    """``generationConfig.thinkingConfig`` for ``level`` on ``model``: Gemini 3's levels, else a
-    token budget (the table is in docs/providers.md#gemini)."""
+    """``generationConfig.thinkingConfig`` for ``level`` on ``model`` (docs/providers.md#gemini)."""
     version = _generation(model)
     flash = "flash" in model
-    if version is not None and version >= (3, 0):
+    if version >= (3, 0):
         if level == "off":
             return {"thinkingLevel": "minimal" if flash else "low"}
         name = level if flash else {"minimal": "low", "medium": "high"}.get(level, level)
         return {"thinkingLevel": name, "includeThoughts": True}
     if level == "off":
-        return {"thinkingBudget": 0} if flash and version and version >= (2, 5) else None
+        return {"thinkingBudget": 0} if flash and version >= (2, 5) else None
     return {"thinkingBudget": _BUDGETS[level], "includeThoughts": True}
 
 
@@ -166,8 +157,7 @@ def _declaration(tool: ToolSpec) -> dict[str, Any]:
 
 
 def sanitize_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
-    """A JSON schema rewritten into Gemini's dialect (the rules are in
-    docs/providers.md#gemini)."""
+    """A JSON schema rewritten into Gemini's dialect (docs/providers.md#gemini)."""
     defs: dict[str, Any] = {}
     for key in ("$defs", "definitions"):
         if isinstance(schema.get(key), dict):
@@ -245,9 +235,13 @@ def _contents(messages: Iterable[AgentMessage], model: str) -> list[dict[str, An
     def entry(message: AgentMessage) -> tuple[_Turn | None, list[dict[str, Any]], bool]:
         if isinstance(message, ToolResultMessage):
             images = [_image_part(b) for b in message.content if isinstance(b, ImageContent)]
+            text = message.text or ("(see the images below)" if images else "")
+            response = {"error": text} if message.is_error else {"result": text}
+            call_id = safe_tool_call_id(message.tool_call_id)
+            answer = {"id": call_id, "name": message.tool_name, "response": response}
             if images:
                 images.insert(0, {"text": f"Images returned by the {message.tool_name} tool:"})
-            return ("user", [_function_response(message)]), images, True
+            return ("user", [{"functionResponse": answer}]), images, True
         if isinstance(message, UserMessage):
             parts = user_parts(message.content, lambda text: {"text": text}, _image_part)
             return ("user", parts), [], False
@@ -270,24 +264,12 @@ def _image_part(image: ImageContent) -> dict[str, Any]:
     return {"inlineData": {"mimeType": image.mime_type, "data": image.data}}
 
 
-def _function_response(message: ToolResultMessage) -> dict[str, Any]:
-    text = text_of(message.content)
-    if not text and any(isinstance(b, ImageContent) for b in message.content):
-        text = "(see the images below)"
-    call_id = safe_tool_call_id(message.tool_call_id)
-    response = {"error": text} if message.is_error else {"result": text}
-    return {"functionResponse": {"id": call_id, "name": message.tool_name, "response": response}}
-
-
 def _model_parts(message: AssistantMessage, model: str) -> list[dict[str, Any]]:
-    """A model turn's parts; a *carrier*'s signature (an empty ThinkingContent) goes on the next
-    part, or an empty text part (docs/providers.md#gemini, "Thought signatures")."""
+    """A model turn's parts, thought signatures placed as docs/providers.md#gemini says."""
     native = message.provider == "gemini"
-    version = _generation(model)
-    needs_signature = version is not None and version >= (3, 0)
+    unsigned = _generation(model) >= (3, 0)  # the first call still needs a signature
     parts: list[dict[str, Any]] = []
     pending: str | None = None  # a carrier's signature, waiting for its part
-    signed_call = False
 
     def emit(part: dict[str, Any], signature: str | None = None) -> None:
         nonlocal pending
@@ -316,9 +298,8 @@ def _model_parts(message: AssistantMessage, model: str) -> list[dict[str, Any]]:
                 emit({"text": block.text})
         elif isinstance(block, ToolCall):
             call = {"id": safe_tool_call_id(block.id), "name": block.name, "args": block.arguments}
-            first = needs_signature and not signed_call
-            signed_call = True
-            emit({"functionCall": call}, pending or (SKIP_SIGNATURE if first else None))
+            emit({"functionCall": call}, pending or (SKIP_SIGNATURE if unsigned else None))
+            unsigned = False
     if pending:
         emit({"text": ""})
     return parts

@@ -1,5 +1,4 @@
-"""Gemini responses, decoded: streamed chunks (SSE or a JSON array) and whole responses into
-stream events and the final AssistantMessage, with finish reasons and usage."""
+"""Gemini responses (streamed as SSE or a JSON array, or whole) into stream events."""
 
 from __future__ import annotations
 
@@ -21,7 +20,6 @@ _FINISH_NAMES = (
     "FINISH_REASON_UNSPECIFIED STOP MAX_TOKENS SAFETY RECITATION OTHER BLOCKLIST"
     " PROHIBITED_CONTENT SPII MALFORMED_FUNCTION_CALL"
 ).split()
-_STOPS: dict[str, StopReason] = {"STOP": "stop", "MAX_TOKENS": "length"}
 _FILTERED = frozenset(
     "SAFETY RECITATION BLOCKLIST PROHIBITED_CONTENT SPII IMAGE_SAFETY IMAGE_PROHIBITED_CONTENT"
     " IMAGE_RECITATION LANGUAGE".split()
@@ -29,33 +27,28 @@ _FILTERED = frozenset(
 
 
 class ChunkDecoder:
-    """Response chunks from either an SSE body or a streamed JSON array (decided by the
-    first non-blank byte)."""
+    """Response chunks from an SSE body or a streamed JSON array (told by the first byte)."""
 
     def __init__(self, max_line: int = MAX_LINE_CHARS) -> None:
         self.max_line = max_line
-        self._sse: SSEDecoder | None = None
-        self._json: _JSONArrayDecoder | None = None
+        self._inner: SSEDecoder | _JSONArrayDecoder | None = None
         self._head = b""
 
     def feed(self, data: bytes) -> list[Any]:
-        if self._sse is None and self._json is None:
+        if self._inner is None:
             self._head += data
             stripped = self._head.lstrip()
             if not stripped:
                 return []
             data, self._head = self._head, b""
-            if stripped[:1] in (b"[", b"{"):
-                self._json = _JSONArrayDecoder(self.max_line)
-            else:
-                self._sse = SSEDecoder(self.max_line)
-        if self._json is not None:
-            return self._json.feed(data)
-        assert self._sse is not None
-        return _data(self._sse.feed(data))
+            array = stripped[:1] in (b"[", b"{")
+            self._inner = _JSONArrayDecoder(self.max_line) if array else SSEDecoder(self.max_line)
+        if isinstance(self._inner, SSEDecoder):
+            return _data(self._inner.feed(data))
+        return self._inner.feed(data)
 
     def close(self) -> list[Any]:
-        return _data(self._sse.close()) if self._sse is not None else []
+        return _data(self._inner.close()) if isinstance(self._inner, SSEDecoder) else []
 
 
 def _data(events: list[SSEEvent]) -> list[Any]:
@@ -63,9 +56,8 @@ def _data(events: list[SSEEvent]) -> list[Any]:
 
 
 class _JSONArrayDecoder:
-    """Yields each top-level object of a JSON array (or a lone object) as soon as its closing
-    brace arrives. Works on bytes: every structural character is ASCII, and UTF-8 never
-    reuses ASCII byte values inside a multi-byte character."""
+    """Each top-level object of a JSON array (or a lone object) once its brace closes. On bytes:
+    UTF-8 never reuses an ASCII byte (every structural character is one) inside a character."""
 
     def __init__(self, max_line: int = MAX_LINE_CHARS) -> None:
         self.max_line = max_line
@@ -125,19 +117,16 @@ def _finish_name(value: Any) -> str:
 class Response(Assembler):
     """Response chunks into the shared assembler's calls."""
 
+    decoder = ChunkDecoder
+    stops: dict[str, StopReason] = {"STOP": "stop", "MAX_TOKENS": "length"}
     unfinished = "the Gemini stream ended before a candidate reported its finishReason"
 
     def __init__(self, provider: str, model: str) -> None:
         super().__init__(provider, model)
-        self.finish: str | None = None
         self.finish_message: str | None = None
         self.blocked: str | None = None
         self.usage: dict[str, Any] = {}
-        self.calls = 0
         self._id_base = uuid.uuid4().hex[:16]  # for call ids when there is no response id
-
-    def decoder(self, max_line: int) -> ChunkDecoder:
-        return ChunkDecoder(max_line)
 
     def whole(self, payload: Any) -> list[Any]:
         return payload if isinstance(payload, list) else [payload]
@@ -159,7 +148,7 @@ class Response(Assembler):
         feedback = chunk.get("promptFeedback")
         if isinstance(feedback, dict) and feedback.get("blockReason"):
             self.blocked = str(feedback["blockReason"])
-            self.finish = self.finish or self.blocked
+            self.reason = self.reason or self.blocked
             self.complete = True
         candidates = chunk.get("candidates") or []
         candidate = next(
@@ -173,7 +162,7 @@ class Response(Assembler):
                 self._part(part)
         reason = candidate.get("finishReason")
         if reason not in (None, 0, "FINISH_REASON_UNSPECIFIED"):
-            self.finish = _finish_name(reason)
+            self.reason = _finish_name(reason)
             self.complete = True
             if isinstance(candidate.get("finishMessage"), str):
                 self.finish_message = candidate["finishMessage"]
@@ -187,7 +176,6 @@ class Response(Assembler):
             self.close_current()
             self.close(self.open("thinking", signature=signature))
         if isinstance(call, dict):
-            self.calls += 1
             self.whole_tool(self._call_id(call), str(call.get("name", "")), call.get("args"))
         elif isinstance(text, str) and text:
             self.text("thinking" if part.get("thought") else "text", text)
@@ -197,25 +185,25 @@ class Response(Assembler):
         if isinstance(given, str) and given:
             return given
         # Gemini gives no call ids: derive one from the response id, unique per call.
-        return safe_tool_call_id(f"call_{self.response_id or self._id_base}_{self.calls - 1}")
+        n = sum(block.kind == "tool" for block in self.blocks)
+        return safe_tool_call_id(f"call_{self.response_id or self._id_base}_{n}")
 
     def end(self) -> list[StreamEvent]:
-        stop, error = self._stop_reason()
         meta = self.usage  # tool-use prompt tokens are input that promptTokenCount leaves out
         prompt = count(meta, "promptTokenCount") + count(meta, "toolUsePromptTokenCount")
         thoughts = count(meta, "thoughtsTokenCount")
         output = count(meta, "candidatesTokenCount") + thoughts
         cached, total = count(meta, "cachedContentTokenCount"), count(meta, "totalTokenCount")
         totals = usage(prompt, output, cache_read=cached, reasoning=thoughts, total=total)
-        return self.closing(stop, totals, error)
-
-    def _stop_reason(self) -> tuple[StopReason, ErrorInfo | None]:
+        stop = self.stop_for(self.reason, self.stops, default="error")
         if self.blocked is not None:
-            message = f"Gemini blocked the prompt: {self.blocked}"
-            return "error", ErrorInfo(kind="content_filter", message=message)
-        stop = self.stop_for(self.finish, _STOPS, default="error")
-        if stop != "error":
-            return stop, None
-        kind = "content_filter" if self.finish in _FILTERED else "model_error"
-        detail = f": {self.finish_message}" if self.finish_message else ""
-        return "error", ErrorInfo(kind=kind, message=f"Gemini stopped with {self.finish}{detail}")
+            error = ErrorInfo(
+                kind="content_filter", message=f"Gemini blocked the prompt: {self.blocked}"
+            )
+        elif stop == "error":
+            kind = "content_filter" if self.reason in _FILTERED else "model_error"
+            detail = f": {self.finish_message}" if self.finish_message else ""
+            error = ErrorInfo(kind=kind, message=f"Gemini stopped with {self.reason}{detail}")
+        else:
+            return self.closing(stop, totals)
+        return self.closing("error", totals, error)

@@ -1,34 +1,28 @@
-"""Ollama's native chat API: ``POST /api/chat``, streamed as newline-delimited JSON; how
-requests and responses map is in docs/providers.md#ollama."""
+"""Ollama's native chat API adapter (docs/providers.md#ollama)."""
 
 from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import httpx
 
 from ..cancellation import CancellationToken
 from ..types import (
-    AgentMessage,
     AssistantMessage,
     ImageContent,
-    ToolCall,
     ToolResultMessage,
     ToolSpec,
-    Usage,
     UserMessage,
 )
-from ..types.usage import StopReason
 from ._assemble import Assembler, count, usage
 from ._convert import (
     PENALTIES,
     each_message,
     merge_extra,
     put_settings,
-    text_of,
     unwrap_schema,
     visible_thinking,
     wire_names,
@@ -45,12 +39,10 @@ DEFAULT_BASE_URL = "http://localhost:11434"
 DEFAULT_PORT = 11434
 # The request's settings as Ollama's model options.
 _OPTIONS = wire_names(PENALTIES, max_tokens="num_predict")
-_STOPS: dict[str, StopReason] = {"length": "length"}
 
 
 def host_url(value: str) -> str:
-    """``OLLAMA_HOST`` as Ollama's own CLI reads it: scheme and port are optional
-    (``0.0.0.0``, ``myhost:8080``, ``https://ollama.example``)."""
+    """``OLLAMA_HOST`` as Ollama's own CLI reads it (docs/providers.md#ollama)."""
     value = value.strip().rstrip("/")
     scheme, _, rest = value.partition("://") if "://" in value else ("http", "", value)
     netloc, slash, path = rest.partition("/")
@@ -61,12 +53,12 @@ def host_url(value: str) -> str:
 
 
 class Ollama(HTTPAdapter):
-    """A local (or ollama.com) Ollama server. No key is needed locally; ``OLLAMA_API_KEY``,
-    when set, is sent as a bearer token (Ollama's cloud requires it)."""
+    """A local (or ollama.com) Ollama server (options: docs/providers.md#ollama)."""
 
     name = "ollama"
     key_variables = ("OLLAMA_API_KEY",)
     connect_hint = "is Ollama running? Start it with `ollama serve`, or point OLLAMA_HOST at it"
+    key_header = ("authorization", "Bearer ")
 
     def __init__(
         self,
@@ -76,8 +68,6 @@ class Ollama(HTTPAdapter):
         keep_alive: str | int | None = None,
         **http: Unpack[HTTPOptions],
     ) -> None:
-        """``options``: Ollama model options sent with every request (``num_ctx`` above all: the
-        default context is small and truncates silently); ``base_url`` else ``OLLAMA_HOST``."""
         if http.get("base_url") is None:
             env_host = os.environ.get("OLLAMA_HOST")
             http["base_url"] = host_url(env_host) if env_host else DEFAULT_BASE_URL
@@ -85,18 +75,15 @@ class Ollama(HTTPAdapter):
         self.options = dict(options or {})
         self.keep_alive = keep_alive
 
-    def _headers(self) -> dict[str, str]:
-        headers = super()._headers()
-        if self._api_key:
-            headers["authorization"] = f"Bearer {self._api_key}"
-        return headers
-
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
         model = request.model or self.model
         messages: list[dict[str, Any]] = []
         if request.system_prompt:
             messages.append({"role": "system", "content": request.system_prompt})
-        messages.extend(_messages(request.messages))
+        history = each_message(
+            request.messages, user=_user, assistant=_assistant, tool=_tool_result
+        )
+        messages.extend(filter(None, history))
         body: dict[str, Any] = {"model": model, "messages": messages, "stream": self.streaming}
         tools = request.tools
         choice = request.tool_choice
@@ -129,8 +116,7 @@ class Ollama(HTTPAdapter):
 
 
 def think_value(model: str, level: ThinkingLevel) -> bool | str:
-    """``think``: a bool for most models; gpt-oss takes an effort level instead (and cannot
-    stop thinking, so "off" is sent as false and ignored by it)."""
+    """``think`` for ``level`` on ``model`` (docs/providers.md#ollama)."""
     if level == "off":
         return False
     if model.split("/")[-1].startswith("gpt-oss"):
@@ -142,17 +128,12 @@ def _function(tool: ToolSpec) -> dict[str, Any]:
     return {"name": tool.name, "description": tool.description, "parameters": tool.parameters}
 
 
-def _messages(history: Iterable[AgentMessage]) -> list[dict[str, Any]]:
-    converted = each_message(history, user=_user, assistant=_assistant, tool=_tool_result)
-    return [entry for entry in converted if entry is not None]
-
-
 def _user(message: UserMessage) -> dict[str, Any]:
-    return _with_images({"role": "user", "content": text_of(message.content)}, message)
+    return _with_images({"role": "user", "content": message.text}, message)
 
 
 def _tool_result(message: ToolResultMessage) -> dict[str, Any]:
-    entry = {"role": "tool", "content": text_of(message.content), "tool_name": message.tool_name}
+    entry = {"role": "tool", "content": message.text, "tool_name": message.tool_name}
     return _with_images({**entry, "tool_call_id": message.tool_call_id}, message)
 
 
@@ -166,11 +147,10 @@ def _with_images(entry: dict[str, Any], message: UserMessage | ToolResultMessage
 def _assistant(message: AssistantMessage) -> dict[str, Any] | None:
     # Ollama's thinking carries no signature, so any provider's visible thinking can go back.
     thinking = visible_thinking(message)
-    text = text_of(message.content)
+    text = message.text
     calls = [
         {"id": c.id, "function": {"name": c.name, "arguments": c.arguments}}
-        for c in message.content
-        if isinstance(c, ToolCall)
+        for c in message.tool_calls
     ]
     if not (text or thinking or calls):
         return None
@@ -185,15 +165,9 @@ def _assistant(message: AssistantMessage) -> dict[str, Any] | None:
 class _Response(Assembler):
     """Response lines into the shared assembler's calls."""
 
+    decoder = NDJSONDecoder
+    stops = {"length": "length"}
     unfinished = "the Ollama stream ended without its final done:true line"
-
-    def __init__(self, provider: str, model: str) -> None:
-        super().__init__(provider, model)
-        self.done_reason: str | None = None
-        self.usage: Usage | None = None
-
-    def decoder(self, max_line: int) -> NDJSONDecoder:
-        return NDJSONDecoder(max_line)
 
     def feed(self, line: Any) -> list[StreamEvent]:
         if not isinstance(line, dict):
@@ -223,10 +197,6 @@ class _Response(Assembler):
         if line.get("done"):
             self.complete = True
             reason = line.get("done_reason")
-            self.done_reason = reason if isinstance(reason, str) else None
-            prompt = count(line, "prompt_eval_count")
-            self.usage = usage(prompt, count(line, "eval_count"))
+            self.reason = reason if isinstance(reason, str) else None
+            self.totals = usage(count(line, "prompt_eval_count"), count(line, "eval_count"))
         return self.take()
-
-    def end(self) -> list[StreamEvent]:
-        return self.closing(self.stop_for(self.done_reason, _STOPS), self.usage)

@@ -1,6 +1,4 @@
-"""OpenAI Chat Completions, and every server that speaks it (vLLM, llama.cpp, Groq, DeepSeek,
-Mistral …); their dialects, and how thinking goes back (``reasoning_field``), are in
-docs/providers.md#openaichat."""
+"""OpenAI Chat Completions and every server that speaks it (docs/providers.md#openaichat)."""
 
 from __future__ import annotations
 
@@ -19,7 +17,6 @@ from ..types import (
     AssistantMessage,
     ImageContent,
     TextContent,
-    ToolCall,
     ToolResultMessage,
     UserMessage,
 )
@@ -29,7 +26,6 @@ from ._convert import (
     image_data_url,
     put_settings,
     safe_tool_call_id,
-    text_of,
     visible_thinking,
     wire_names,
 )
@@ -52,8 +48,7 @@ _ALNUM = re.compile(r"^[A-Za-z0-9]{9}$")
 
 
 class OpenAIChat(HTTPAdapter):
-    """A model behind ``POST {base_url}/chat/completions``. ``provider_name`` names the server
-    and its key variable; every option is in docs/providers.md#openaichat."""
+    """A model behind ``{base_url}/chat/completions`` (options: docs/providers.md#openaichat)."""
 
     name = "openai"
     default_base_url = DEFAULT_BASE_URL
@@ -109,16 +104,11 @@ class OpenAIChat(HTTPAdapter):
         return body
 
     def encode_body(self, request: ModelRequest) -> bytes:
-        """The request body as sent: each message's JSON comes from the adapter's cache
-        (``_wire.py``), so a turn encodes only the messages new or changed since the last."""
+        """The request body as sent, each message's JSON from the adapter's cache (``_wire.py``)."""
         head: dict[str, Any] = {"model": request.model or self.model}
-        rest: dict[str, Any] = {}
-        if self.streaming:
-            rest["stream"] = True
-            if self.include_usage:
-                rest["stream_options"] = {"include_usage": True}
-        else:
-            rest["stream"] = False
+        rest: dict[str, Any] = {"stream": self.streaming}
+        if self.streaming and self.include_usage:
+            rest["stream_options"] = {"include_usage": True}
         tools = b""
         if request.tools:
             # Never an empty list: several servers reject ``"tools": []``. Encoded once for
@@ -161,15 +151,12 @@ class OpenAIChat(HTTPAdapter):
         if isinstance(message, UserMessage):
             return dumpb({"role": "user", "content": _user_content(message.content)}), (), False
         if isinstance(message, AssistantMessage):
-            converted = self._assistant(message)
-            return (dumpb(converted) if converted is not None else None), (), False
+            return self._assistant(message), (), False
         if isinstance(message, ToolResultMessage):
-            pending: list[dict[str, Any]] = []
-            text = dumpb(self._tool_result(message, pending))
-            return text, tuple(dumpb(part) for part in pending), True
+            return self._tool_result(message)
         return None, (), False  # extension messages never reach a provider
 
-    def _assistant(self, message: AssistantMessage) -> dict[str, Any] | None:
+    def _assistant(self, message: AssistantMessage) -> bytes | None:
         texts = [block.text for block in message.content if isinstance(block, TextContent)]
         calls = [
             {
@@ -179,8 +166,7 @@ class OpenAIChat(HTTPAdapter):
                 # field and would reject the whole history.
                 "function": {"name": block.name, "arguments": json.dumps(block.arguments)},
             }
-            for block in message.content
-            if isinstance(block, ToolCall)
+            for block in message.tool_calls
         ]
         if not texts and not calls:
             return None  # nothing a model may see (thinking alone is not a message)
@@ -191,23 +177,21 @@ class OpenAIChat(HTTPAdapter):
             reasoning = visible_thinking(message)
             if reasoning:
                 converted[self.reasoning_field] = reasoning
-        return converted
+        return dumpb(converted)
 
-    def _tool_result(
-        self, message: ToolResultMessage, pending: list[dict[str, Any]]
-    ) -> dict[str, Any]:
-        """A tool message (text only): images the tool returned wait in ``pending``, for a
-        user message after the run of tool messages."""
-        text = text_of(message.content)
+    def _tool_result(self, message: ToolResultMessage) -> _Encoded:
+        """A tool message (text only), and the parts of a user message with the tool's images."""
+        text = message.text
         images = [block for block in message.content if isinstance(block, ImageContent)]
         call_id = self._call_id(message.tool_call_id)
+        parts: list[dict[str, Any]] = []
         if images:
             note = f"[{len(images)} image(s) follow in the next user message]"
             text = f"{text}\n{note}" if text else note
             label = f"Image(s) returned by the {message.tool_name} tool (call {call_id}):"
-            pending.append({"type": "text", "text": label})
-            pending.extend(_image_part(image) for image in images)
-        return {"role": "tool", "tool_call_id": call_id, "content": text}
+            parts = [{"type": "text", "text": label}, *map(_image_part, images)]
+        tool = {"role": "tool", "tool_call_id": call_id, "content": text}
+        return dumpb(tool), tuple(map(dumpb, parts)), True
 
     def _call_id(self, call_id: str) -> str:
         if self.name != "mistral":

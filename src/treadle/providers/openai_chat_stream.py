@@ -1,5 +1,4 @@
-"""Chat Completions streams, assembled: deltas of text, reasoning and tool calls into stream
-events and the final AssistantMessage (also for a whole, non-streamed response)."""
+"""Chat Completions streams (and whole responses) into stream events."""
 
 from __future__ import annotations
 
@@ -26,13 +25,6 @@ _KNOWN_FIELDS = frozenset(
     {"role", "content", "refusal", "tool_calls", "function_call", "audio", "annotations", "name"}
 ).union(_REASONING_FIELDS)
 _NAMES_REASONING = re.compile(r"^(?!.*signature).*(reasoning|thinking|thought)", re.I | re.S)
-# Some servers say "stop" after tool calls; the calls still need answering (``stop_for``).
-_STOPS: dict[str, StopReason] = {
-    "length": "length",
-    "content_filter": "error",
-    "tool_calls": "tool_use",
-    "function_call": "tool_use",
-}
 _FILTERED = "the provider's content filter stopped the response"
 
 
@@ -58,8 +50,7 @@ class ChatDecoder(SSEDecoder):
         return SSEDecoder.feed(self, chunk)
 
     def close(self) -> list[Any]:
-        """End of body: an event cut off there must still be whole JSON (a ValueError says
-        the stream ended inside it)."""
+        """End of body: an event cut off there must still be whole JSON (else a ValueError)."""
         return [
             from_json(event.data)
             if event.event == "message" and event.data.strip() not in ("", "[DONE]")
@@ -69,20 +60,21 @@ class ChatDecoder(SSEDecoder):
 
 
 class ChatStream(Assembler):
-    """Chunk payloads into the shared assembler's calls. Tool-call fragments find their call
-    by ``index`` (or id), so interleaved calls stay apart; a call is announced once named."""
+    """Chunk payloads into the shared assembler's calls (docs/providers.md#openaichat)."""
 
+    decoder = ChatDecoder
+    # Some servers say "stop" after tool calls; the calls still need answering (``stop_for``).
+    stops: dict[str, StopReason] = {
+        "length": "length",
+        "content_filter": "error",
+        "tool_calls": "tool_use",
+        "function_call": "tool_use",
+    }
     unfinished = "the stream ended before the response was complete (no finish_reason, no [DONE])"
 
     def __init__(self, provider: str, model: str) -> None:
         super().__init__(provider, model)
-        self.finish_reason: str | None = None
-        self.usage: Usage | None = None
-        self._calls: dict[Any, int] = {}
-        self._last_call: int | None = None
-
-    def decoder(self, max_line: int) -> ChatDecoder:
-        return ChatDecoder(max_line)
+        self._calls: dict[Any, int] = {}  # the server's index (None: the last call) -> block
 
     def feed(self, value: Any) -> Sequence[StreamEvent]:
         """The stream events of one wire event: a chunk's JSON, or an SSE event to read."""
@@ -175,8 +167,7 @@ class ChatStream(Assembler):
 
     def chunk(self, payload: dict[str, Any]) -> list[StreamEvent]:
         if not self.started:
-            if isinstance(payload.get("model"), str) and payload["model"]:
-                self.model = payload["model"]
+            self.model = _str(payload.get("model")) or self.model
             if isinstance(payload.get("id"), str):
                 self.response_id = payload["id"]
             self.start()
@@ -185,7 +176,7 @@ class ChatStream(Assembler):
             extra = payload.get("x_groq")
             usage = extra.get("usage") if isinstance(extra, dict) else None
         if isinstance(usage, dict):
-            self.usage = _usage(usage)
+            self.totals = _usage(usage)
         choices = payload.get("choices")
         for choice in choices if isinstance(choices, list) else ():
             if not isinstance(choice, dict) or choice.get("index", 0) != 0:
@@ -195,7 +186,7 @@ class ChatStream(Assembler):
                 self._delta(delta)
             reason = choice.get("finish_reason")
             if isinstance(reason, str) and reason:
-                self.finish_reason = reason
+                self.reason = reason
                 self.complete = True
                 self.end_all()
         return self.take()
@@ -231,7 +222,7 @@ class ChatStream(Assembler):
             arguments = json.dumps(arguments)
         position = fragment.get("index")
         key: Any = position if isinstance(position, int) else None
-        at = self._calls.get(key) if key is not None else self._last_call
+        at = self._calls.get(key)
         block = self.blocks[at] if at is not None else None
         if block is not None and call_id and block.id and call_id != block.id:
             block = None  # a different call reusing the index (seen from some servers)
@@ -240,9 +231,7 @@ class ChatStream(Assembler):
             call_id = call_id or f"call_{uuid.uuid4().hex[:24]}"
             at = self.open("tool", id=call_id, name=name, announce=False)
             block = self.blocks[at]
-            if key is not None:
-                self._calls[key] = at
-            self._last_call = at
+            self._calls[key] = self._calls[None] = at
         elif name and not block.name:
             block.name = name
         if isinstance(arguments, str) and arguments:
@@ -251,9 +240,9 @@ class ChatStream(Assembler):
             self.announce(at)
 
     def end(self) -> list[StreamEvent]:
-        stop = self.stop_for(self.finish_reason, _STOPS)
+        stop = self.stop_for(self.reason, self.stops)
         error = ErrorInfo(kind="content_filter", message=_FILTERED) if stop == "error" else None
-        return self.closing(stop, self.usage, error)
+        return self.closing(stop, self.totals, error)
 
 
 def _only(delta: dict[str, Any]) -> bool:

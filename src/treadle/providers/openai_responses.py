@@ -1,6 +1,4 @@
-"""OpenAI Responses API adapter: ``POST {base_url}/responses``, stateless (the whole history
-with ``store: false``); how requests and responses map is in docs/providers.md#openairesponses.
-"""
+"""OpenAI Responses API adapter, stateless (docs/providers.md#openairesponses)."""
 
 from __future__ import annotations
 
@@ -14,11 +12,11 @@ from ..types.content import ImageContent, TextContent, ThinkingContent, ToolCall
 from ..types.messages import AssistantMessage, ToolResultMessage, UserMessage
 from ._convert import (
     assistant_parts,
+    choose_tool,
     each_message,
     image_data_url,
     put_settings,
     safe_tool_call_id,
-    text_of,
     user_parts,
     wire_names,
 )
@@ -34,8 +32,7 @@ _SETTINGS = wire_names(("max_tokens", "temperature", "top_p"), max_tokens="max_o
 
 
 class OpenAIResponses(HTTPAdapter):
-    """OpenAI models through the Responses API; ``store`` is sent as is (default ``False``:
-    stateless), ``reasoning_summary`` as ``reasoning.summary`` when thinking is on."""
+    """OpenAI models through the Responses API (options: docs/providers.md#openairesponses)."""
 
     name = "openai"
     default_base_url = DEFAULT_BASE_URL
@@ -86,7 +83,7 @@ class OpenAIResponses(HTTPAdapter):
                 for spec in request.tools
             ]
             if request.tool_choice is not None:
-                body["tool_choice"] = _tool_choice(request.tool_choice)
+                body["tool_choice"] = choose_tool(request.tool_choice, "function", str)
         put_settings(body, request, _SETTINGS)
         if request.thinking_level != "off":
             reasoning: dict[str, Any] = {"effort": request.thinking_level}
@@ -100,14 +97,6 @@ class OpenAIResponses(HTTPAdapter):
         body["stream"] = self.streaming
         body.update(request.extra_body)
         return body
-
-
-def _tool_choice(choice: str | dict[str, Any]) -> str | dict[str, Any]:
-    if isinstance(choice, dict):
-        return choice if "type" in choice else {"type": "function", "name": choice["name"]}
-    if choice in ("auto", "none", "required", "any"):
-        return "required" if choice == "any" else choice
-    return {"type": "function", "name": choice}
 
 
 def _text_format(response_format: dict[str, Any]) -> dict[str, Any]:
@@ -136,8 +125,7 @@ def _user_items(message: UserMessage) -> list[dict[str, Any]]:
 
 
 def reasoning_item(block: ThinkingContent) -> dict[str, Any] | None:
-    """The reasoning input item for a thinking block this adapter produced, else None (no
-    item id: with ``store: false`` OpenAI would look it up and fail)."""
+    """The reasoning input item (without its id) for a thinking block this adapter produced."""
     try:
         data = from_json(block.signature or "")
     except ValueError:
@@ -170,7 +158,7 @@ def _function_call(call: ToolCall) -> dict[str, Any]:
 
 
 def _tool_output(message: ToolResultMessage) -> list[dict[str, Any]]:
-    output: str | list[dict[str, Any]] = text_of(message.content)
+    output: str | list[dict[str, Any]] = message.text
     if any(isinstance(block, ImageContent) for block in message.content):
         output = _input_content(message.content)  # OpenAI takes text and images here
     call_id = safe_tool_call_id(message.tool_call_id)

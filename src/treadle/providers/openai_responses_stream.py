@@ -1,5 +1,4 @@
-"""OpenAI Responses streams, assembled: output-item events into stream events and the final
-AssistantMessage (also for a whole, non-streamed response)."""
+"""OpenAI Responses streams (and whole responses) into stream events."""
 
 from __future__ import annotations
 
@@ -11,8 +10,6 @@ from ..types.usage import StopReason
 from ._assemble import Assembler, count, json_object, usage
 from ._errors import classify
 from .base import ProviderError, StreamEvent
-
-_STOPS: dict[str, StopReason] = {"max_output_tokens": "length"}
 
 
 def _stream_error(payload: dict[str, Any], provider: str) -> ProviderError:
@@ -29,12 +26,12 @@ def _stream_error(payload: dict[str, Any], provider: str) -> ProviderError:
 class StreamState(Assembler):
     """Responses stream events into the shared assembler's calls."""
 
+    stops: dict[str, StopReason] = {"max_output_tokens": "length"}
     unfinished = "the stream ended before response.completed"
 
     def __init__(self, provider: str, model: str) -> None:
         super().__init__(provider, model)
-        self.incomplete_reason: str | None = None
-        self.usage: dict[str, Any] = {}
+        self.totals = usage(0, 0)
         self.items: dict[int, int] = {}  # output_index -> content index (reasoning, calls)
         self.item_ids: dict[str, int] = {}  # item id -> content index
         self.parts: dict[tuple[int, int], int] = {}  # (output_index, content_index) -> text
@@ -90,11 +87,18 @@ class StreamState(Assembler):
             raise _stream_error({"error": error or {"message": "response failed"}}, self.provider)
         elif kind in ("response.completed", "response.incomplete"):
             if isinstance(response, dict):
-                if isinstance(response.get("usage"), dict):
-                    self.usage = response["usage"]
+                raw = response.get("usage")
+                if isinstance(raw, dict):
+                    self.totals = usage(
+                        count(raw, "input_tokens"),
+                        count(raw, "output_tokens"),
+                        cache_read=count(raw.get("input_tokens_details"), "cached_tokens"),
+                        reasoning=count(raw.get("output_tokens_details"), "reasoning_tokens"),
+                        total=count(raw, "total_tokens"),
+                    )
                 if kind == "response.incomplete":
                     details = response.get("incomplete_details") or {}
-                    self.incomplete_reason = details.get("reason") or "incomplete"
+                    self.reason = details.get("reason") or "incomplete"
             self.end_all()
             self.complete = True
         return self.take()
@@ -159,8 +163,7 @@ class StreamState(Assembler):
             return
         at = self._find({"item_id": item.get("id"), "output_index": output_index})
         at = self._item_added(event) if at is None else at
-        if at is None:
-            return
+        assert at is not None  # a reasoning item or function call always opens a block
         block = self.blocks[at]
         if kind == "reasoning":
             texts = [part.get("text", "") for part in item.get("summary") or []]
@@ -178,14 +181,3 @@ class StreamState(Assembler):
                     self.add(at, arguments)
                 block.parts = [arguments]  # the item's final text is authoritative
         self.close(at)
-
-    def end(self) -> list[StreamEvent]:
-        raw = self.usage
-        totals = usage(
-            count(raw, "input_tokens"),
-            count(raw, "output_tokens"),
-            cache_read=count(raw.get("input_tokens_details"), "cached_tokens"),
-            reasoning=count(raw.get("output_tokens_details"), "reasoning_tokens"),
-            total=count(raw, "total_tokens"),
-        )
-        return self.closing(self.stop_for(self.incomplete_reason, _STOPS), totals)

@@ -39,12 +39,8 @@ _AT_URL = re.compile(r"@(?=https?://)")
 
 
 def get_provider(spec: str, **options: Any) -> Provider:
-    """The adapter a ``"provider:model"`` string names (``provider:model@base_url`` for
-    another server; everything after the first colon is the model: ``ollama:llama3.2:3b``).
-
-    ``options`` go to the adapter's constructor. Raises ``ConfigurationError`` for a malformed
-    spec or unknown provider, ``ProviderError("auth")`` for a hosted provider without a key.
-    """
+    """The adapter a ``"provider:model"`` (or ``provider:model@base_url``) string names, built
+    with ``options`` (docs/providers.md#choosing-a-model)."""
     prefix, colon, rest = spec.partition(":")
     prefix = prefix.strip().lower()
     if not colon or not prefix or not rest.strip():
@@ -78,25 +74,16 @@ def get_provider(spec: str, **options: Any) -> Provider:
     else:
         module, name, variables = _NATIVE[prefix]
     if variables and not options.get("api_key") and env_key(*variables) is None:
-        raise _missing_key(prefix, variables)
+        noun = "variable" if len(variables) == 1 else "variables"
+        message = f"set the {' or '.join(variables)} environment {noun} or pass api_key="
+        raise ProviderError("auth", f"no API key for {prefix!r}: {message}", provider=prefix)
     adapter: Callable[..., Provider] = getattr(import_module(f".{module}", __package__), name)
     return adapter(model, **options)
 
 
 def _split_url(rest: str) -> tuple[str, str | None]:
-    """``model@http://host/v1`` -> (model, url). An ``@`` not followed by a URL stays in the
-    model name (``claude-3@20240229``), and the URL may hold one itself (``user@host``)."""
+    """``model@http://host/v1`` -> (model, url) (docs/providers.md#choosing-a-model)."""
     found = _AT_URL.search(rest)
     if found is None or found.start() == 0:
         return rest, None
     return rest[: found.start()], rest[found.start() + 1 :]
-
-
-def _missing_key(prefix: str, variables: tuple[str, ...]) -> ProviderError:
-    names = " or ".join(variables)
-    noun = "variable" if len(variables) == 1 else "variables"
-    return ProviderError(
-        "auth",
-        f"no API key for {prefix!r}: set the {names} environment {noun} or pass api_key=",
-        provider=prefix,
-    )
