@@ -116,7 +116,7 @@ class ChatStream(Assembler):
         if type(function) is not dict or fragment.get("id"):
             return None
         arguments = function.get("arguments")  # a name changes nothing: the call has one
-        at = self._last_call
+        at = self._calls.get(None)  # the last call
         if type(arguments) is not str or not arguments or at is None:
             return None
         block = self.blocks[at]
