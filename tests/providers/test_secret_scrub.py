@@ -8,7 +8,7 @@ import pytest
 import respx
 
 from treadle import AgentContext, AgentEvent, AgentLoopConfig, RetryPolicy, agent_loop
-from treadle.providers import Anthropic, OpenAIChat
+from treadle.providers import Anthropic, OpenAIChat, OpenAIResponses
 
 pytestmark = pytest.mark.anyio
 
@@ -45,3 +45,21 @@ async def test_custom_header_values_are_scrubbed_too() -> None:
     config = AgentLoopConfig(provider=provider, retry=RetryPolicy(max_retries=0))
     await agent_loop(["hi"], context, config)
     assert token not in context.messages[-1].model_dump_json()
+
+
+@pytest.mark.parametrize("make", [Anthropic, OpenAIResponses])
+@respx.mock
+async def test_a_key_read_from_the_environment_at_request_time_is_scrubbed_too(
+    make: type[Anthropic] | type[OpenAIResponses], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Anthropic and Responses read their key when they send (no ``api_key=``)."""
+    for variable in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY"):
+        monkeypatch.setenv(variable, KEY)
+    echo = httpx.Response(401, json={"error": {"message": f"bad key {KEY}"}})
+    respx.post("https://api.anthropic.com/v1/messages").mock(return_value=echo)
+    respx.post("https://api.openai.com/v1/responses").mock(return_value=echo)
+    context = AgentContext()
+    config = AgentLoopConfig(provider=make("some-model"), retry=RetryPolicy(max_retries=0))
+    await agent_loop(["hi"], context, config)
+    answer = context.messages[-1].model_dump_json()
+    assert "bad key ***" in answer and KEY not in answer

@@ -26,6 +26,7 @@ from .base import ProviderError, StreamEvent
 # for as long as the run allows (its cancellation, ``max_duration_s``, ``max_idle_s``).
 DEFAULT_TIMEOUT = httpx.Timeout(connect=10.0, read=300.0, write=30.0, pool=None)
 Body = dict[str, Any] | bytes  # a JSON object, or its JSON already encoded (sent as is)
+_parsed = functools.lru_cache(maxsize=64)(httpx.URL)  # the few endpoints, parsed once
 
 
 def _current_loop() -> object:
@@ -130,6 +131,7 @@ class HTTPAdapter:
         self.base_url = (base_url or self.default_base_url).rstrip("/")
         check_base_url(self.base_url)
         self._api_key = api_key or env_key(*self.key_variables)  # never in a repr or error
+        self._read_key = ""  # a key read from the environment for a request
         self.streaming = stream
         self._extra_headers = dict(headers or {})
         self._owns_client = client is None
@@ -139,7 +141,6 @@ class HTTPAdapter:
         self._slots: anyio.Semaphore | None = None
         self._slots_loop: object = None
         self._timeout = timeout if timeout is not None else DEFAULT_TIMEOUT
-        self._urls: dict[str, httpx.URL] = {}
 
     @property
     def client(self) -> httpx.AsyncClient:
@@ -183,6 +184,7 @@ class HTTPAdapter:
         key = self._api_key or env_key(variable)
         if not key:
             raise self._no_key(f"no {label} API key", variable)
+        self._read_key = key  # scrubbed from errors, like a key given
         return key
 
     def _no_key(self, what: str, variable: str) -> ProviderError:
@@ -216,8 +218,7 @@ class HTTPAdapter:
             try:
                 client = self.client
                 merged = {**self._headers(), **(headers or {})}
-                target = self._url(url)
-                request = client.build_request("POST", target, **content, headers=merged)
+                request = client.build_request("POST", _parsed(url), **content, headers=merged)
                 try:
                     response = await client.send(request, stream=True, follow_redirects=False)
                 except _STALE_CONNECTION:
@@ -234,15 +235,6 @@ class HTTPAdapter:
                 slots.release()
         except (httpx.TransportError, httpx.InvalidURL) as exc:
             raise transport_error(exc, self.name, self.base_url, self.connect_hint) from None
-
-    def _url(self, url: str) -> httpx.URL:
-        """``url`` parsed once: an adapter calls the same few endpoints again and again."""
-        parsed = self._urls.get(url)
-        if parsed is None:
-            if len(self._urls) >= 16:
-                self._urls.clear()
-            parsed = self._urls[url] = httpx.URL(url)
-        return parsed
 
     async def _events(
         self,
@@ -320,7 +312,7 @@ class HTTPAdapter:
     def scrub(self, error: ProviderError) -> ProviderError:
         """``error`` with this adapter's key and custom header values blanked out: a server
         that echoes the key in its error body must not put it into events or the history."""
-        secrets = [self._api_key or "", *self._extra_headers.values()]
+        secrets = [self._api_key or "", self._read_key, *self._extra_headers.values()]
         message = error.message
         for secret in secrets:
             if len(secret) >= 8 and secret in message:
