@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic_core import from_json
 
-from ..types import ErrorInfo, ToolCallDelta, Usage
+from ..types import ErrorInfo, Usage
 from ..types.usage import StopReason
 from ._assemble import Assembler, count, text_delta, usage
 from ._errors import classify
@@ -84,48 +84,20 @@ class ChatStream(Assembler):
                 return ()
         if value.get("error"):
             raise _error(value, self.provider)
-        # The common chunks, fast: more text for the open text block, or more arguments for
-        # the tool call being streamed, and nothing else.
-        choices = value.get("choices")
-        if type(choices) is list and len(choices) == 1 and value.get("usage") is None:
-            choice = choices[0]
-            delta = choice.get("delta") if type(choice) is dict else None
-            if (
-                type(delta) is dict
-                and not (choice.get("finish_reason") or choice.get("index"))
-                and "x_groq" not in value
-            ):
-                at = self.current
-                if at is None:
-                    more = self._more_arguments(delta)
-                    if more is not None:
-                        return more
-                elif self.blocks[at].kind == "text":
+        # The common chunk, fast: more text for the open text block, and nothing else.
+        at = self.current
+        if at is not None and value.get("usage") is None and "x_groq" not in value:
+            block = self.blocks[at]
+            choices = value.get("choices")
+            if block.kind == "text" and type(choices) is list and len(choices) == 1:
+                choice = choices[0]
+                delta = choice.get("delta") if type(choice) is dict else None
+                if type(delta) is dict and not (choice.get("finish_reason") or choice.get("index")):
                     content = delta.get("content")
                     if type(content) is str and content and (len(delta) == 1 or _only(delta)):
-                        self.blocks[at].parts.append(content)
+                        block.parts.append(content)
                         return [text_delta(at, content)]
         return self.chunk(value)
-
-    def _more_arguments(self, delta: dict[str, Any]) -> list[StreamEvent] | None:
-        """The event of a delta that only continues the announced call being streamed (no
-        id), as :meth:`chunk` would make it; None for any other delta."""
-        calls = delta.get("tool_calls")
-        fragment: Any = calls[0] if type(calls) is list and len(calls) == 1 else None
-        function = fragment.get("function") if type(fragment) is dict else None
-        if type(function) is not dict or fragment.get("id"):
-            return None
-        arguments = function.get("arguments")  # a name changes nothing: the call has one
-        at = self._calls.get(None)  # the last call
-        if type(arguments) is not str or not arguments or at is None:
-            return None
-        block = self.blocks[at]
-        if block.done or not block.announced or self._calls.get(fragment.get("index")) != at:
-            return None
-        if not _only_calls(delta):
-            return None
-        block.parts.append(arguments)
-        return [ToolCallDelta(index=at, arguments=arguments)]
 
     def _payload(self, sse: SSEEvent) -> Any:
         """An SSE event's JSON (None for a keep-alive, ``[DONE]`` or an unknown event type)."""
@@ -248,11 +220,6 @@ class ChatStream(Assembler):
 def _only(delta: dict[str, Any]) -> bool:
     """Whether a delta holds nothing but its content (and the role)."""
     return all(value is None or key in ("content", "role") for key, value in delta.items())
-
-
-def _only_calls(delta: dict[str, Any]) -> bool:
-    """Whether a delta holds nothing but tool-call fragments (and the role)."""
-    return all(value is None or key in ("tool_calls", "role") for key, value in delta.items())
 
 
 def _error(payload: dict[str, Any], provider: str) -> ProviderError:

@@ -1,8 +1,7 @@
-"""The Chat adapter reads the two commonest chunks (more text for the open text block, more
-arguments for the call being streamed) on a fast path. Whatever the chunks, it must give the
-events the general path gives: the same stream with each chunk carrying an empty ``x_groq``
-(Groq's usage envelope, ignored when it holds no usage), which keeps every chunk off the
-fast paths, is the oracle."""
+"""The Chat adapter reads the commonest chunk (more text for the open text block) on a fast
+path. Whatever the chunks, it must give the events the general path gives: the same stream
+with each chunk carrying an empty ``x_groq`` (Groq's usage envelope, ignored when it holds
+no usage), which keeps every chunk off the fast path, is the oracle."""
 
 from __future__ import annotations
 
@@ -11,7 +10,7 @@ import re
 from typing import Any
 
 import anyio
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from treadle.providers import ModelRequest
@@ -64,13 +63,18 @@ def deltas(draw: st.DrawFn) -> dict[str, Any]:
     elif kind == "reasoning":
         delta = {"reasoning_content": draw(TEXT)}
     elif kind == "end":  # a finish reason mid-stream: every block ends (some servers go on)
-        return {"finish": draw(st.sampled_from(["tool_calls", "stop"]))}
+        delta = {"finish": draw(st.sampled_from(["tool_calls", "stop"]))}
+        if draw(st.booleans()):
+            delta["content"] = draw(TEXT)  # the last text and the finish in one chunk
+        return delta
     else:
         delta = {}
     if draw(st.booleans()):
         delta["role"] = "assistant"
     if draw(st.integers(0, 3)) == 0:
         delta[draw(st.sampled_from(["content", "refusal", "reasoning"]))] = None
+    if draw(st.integers(0, 5)) == 0:  # usage on a chunk with a delta (some servers do)
+        delta["__usage"] = draw(st.integers(1, 50))
     return delta
 
 
@@ -78,10 +82,12 @@ def body(items: list[dict[str, Any]], finish: str, decorated: bool) -> list[byte
     reads = []
     for delta in items:
         stop = delta.get("finish")
-        if stop is not None:
-            delta = {}
+        tokens = delta.get("__usage")
+        delta = {k: v for k, v in delta.items() if k not in ("__usage", "finish")}
         choice = {"index": 0, "delta": delta, "finish_reason": stop}
         chunk: dict[str, Any] = {"id": "c1", "model": "m", "choices": [choice]}
+        if tokens is not None:
+            chunk["usage"] = {"prompt_tokens": tokens, "completion_tokens": tokens}
         if decorated:
             chunk["x_groq"] = {}
         reads.append(f"data: {json.dumps(chunk)}\n\n".encode())
@@ -116,11 +122,15 @@ async def events_of(reads: list[bytes]) -> list[Any]:
 
 
 @settings(max_examples=500, deadline=None)
+@example(items=[{"content": "a"}, {"content": "b", "__usage": 5}], finish="stop")
+@example(items=[{"content": "a"}, {"content": "b", "finish": "stop"}], finish="stop")
+@example(items=[{"content": "a"}, {"content": "b", "refusal": "no"}], finish="stop")
+@example(items=[{"reasoning_content": "hm"}, {"content": "b"}], finish="stop")
 @given(
     items=st.lists(deltas(), max_size=12),
     finish=st.sampled_from(["stop", "tool_calls", "length"]),
 )
-def test_the_fast_paths_give_the_general_paths_events(
+def test_the_fast_path_gives_the_general_path_s_events(
     items: list[dict[str, Any]], finish: str
 ) -> None:
     fast = anyio.run(events_of, body(items, finish, decorated=False))
@@ -129,7 +139,7 @@ def test_the_fast_paths_give_the_general_paths_events(
 
 
 def test_a_streamed_call_s_arguments_come_one_delta_per_chunk() -> None:
-    """The case the fast path is for: a named call, then bare argument fragments."""
+    """A named call, then bare argument fragments: one delta each, parsed at the end."""
     head = {"tool_calls": [{"index": 0, "id": "call_1", "function": {"name": "add"}}]}
     pieces = ['{"a', '": 2', ', "b": 3}']
     rest = [{"tool_calls": [{"index": 0, "function": {"arguments": p}}]} for p in pieces]
