@@ -136,32 +136,28 @@ class HTTPAdapter:
         self._extra_headers = dict(headers or {})
         self._owns_client = client is None
         self._client = client
-        self._client_loop: object = None
         redact_http_logs()  # httpx logs request URLs: keep keys in a query string out of logs
         self._slots: anyio.Semaphore | None = None
-        self._slots_loop: object = None
+        self._loop: object = None  # the event loop the queue (and an owned client) belong to
         self._timeout = timeout if timeout is not None else DEFAULT_TIMEOUT
 
     @property
     def client(self) -> httpx.AsyncClient:
         """The shared client; an owned one is made anew on another event loop (``run_sync``)."""
+        return self._bound()[0]
+
+    def _bound(self) -> tuple[httpx.AsyncClient, anyio.Semaphore]:
+        """The client and the queue in front of its pool for the running event loop: on
+        another loop the queue, and an owned client, are made anew."""
         loop = _current_loop()
-        if self._owns_client and (self._client is None or loop is not self._client_loop):
+        if self._slots is None or loop is not self._loop:
+            self._slots, self._loop = anyio.Semaphore(self.max_connections), loop
+            self._client = None if self._owns_client else self._client
+        if self._client is None:  # owned: made here (again after aclose)
             n = self.max_connections
             limits = httpx.Limits(max_connections=n, max_keepalive_connections=n)
             self._client = httpx.AsyncClient(timeout=self._timeout, limits=limits)
-            self._client_loop = loop
-        assert self._client is not None
-        return self._client
-
-    @property
-    def slots(self) -> anyio.Semaphore:
-        """The queue in front of the connection pool (one per event loop, like the client)."""
-        loop = _current_loop()
-        if self._slots is None or loop is not self._slots_loop:
-            self._slots = anyio.Semaphore(self.max_connections)
-            self._slots_loop = loop
-        return self._slots
+        return self._client, self._slots
 
     async def aclose(self) -> None:
         """Close the HTTP client if this adapter created it."""
@@ -210,13 +206,12 @@ class HTTPAdapter:
         kept-alive connection fails is sent again once (docs/providers.md#errors-and-retries)."""
         content = {"content": body} if isinstance(body, bytes) else {"json": body}
         try:
-            slots = self.slots
+            client, slots = self._bound()
             try:  # a free slot is taken at once: no checkpoint (the send makes its own)
                 slots.acquire_nowait()
             except anyio.WouldBlock:
                 await slots.acquire()
             try:
-                client = self.client
                 merged = {**self._headers(), **(headers or {})}
                 request = client.build_request("POST", _parsed(url), **content, headers=merged)
                 try:
