@@ -205,13 +205,8 @@ class Assembler:
         """Append to block ``at`` (a tool call's arguments are sent once it is announced)."""
         block = self.blocks[at]
         block.parts.append(text)
-        kind = block.kind
-        if kind == "text":
-            self.out.append(text_delta(at, text))
-        elif kind == "thinking":
-            self.out.append(_thinking_delta(at, text))
-        elif block.announced:
-            self.out.append(ToolCallDelta(index=at, arguments=text))
+        if block.kind != "tool" or block.announced:
+            self.out.append(_BY_KIND[block.kind](at, text))
 
     def text(self, kind: Literal["text", "thinking"], text: str) -> None:
         """Streamed text or thinking: a new block (the current one closed) when the kind changes."""
@@ -314,34 +309,28 @@ def coalesce(events: Sequence[StreamEvent]) -> Sequence[StreamEvent]:
     if not COALESCE_DELTAS.get():
         return events
     out: list[StreamEvent] = []
-    for key, group in groupby(events, _run):
+    for (kind, at), group in groupby(events, lambda e: (type(e), getattr(e, "index", -1))):
         run = list(group)
-        if key is None or len(run) == 1:
+        if kind not in _DELTAS or len(run) == 1:
             out += run
         else:
-            make, field = _DELTAS[key[0]]
-            out.append(make(key[1], "".join(getattr(event, field) for event in run)))
+            make, field = _DELTAS[kind]
+            out.append(make(at, "".join(getattr(event, field) for event in run)))
     return out
 
 
-def _run(event: StreamEvent) -> tuple[type, int] | None:
-    kind = type(event)
-    return (kind, event.index) if kind in _DELTAS else None  # type: ignore[union-attr]
+def _maker(cls: type, kind: str, field: str) -> Callable[[int, str], Any]:
+    """Deltas of ``cls`` built without validation (the hot path: one per streamed chunk)."""
+    return lambda at, text: trusted(cls, {"type": kind, "index": at, field: text}, {"index", field})
 
 
-def text_delta(at: int, text: str) -> TextDelta:
-    """A ``TextDelta`` built without validation (the hot path: one per streamed chunk)."""
-    return trusted(TextDelta, {"type": "text", "index": at, "text": text}, {"index", "text"})
-
-
-def _thinking_delta(at: int, text: str) -> ThinkingDelta:
-    values = {"type": "thinking", "index": at, "text": text}
-    return trusted(ThinkingDelta, values, {"index", "text"})
-
-
-# Each delta type: how to make one, and the field its text is in.
+text_delta = _maker(TextDelta, "text", "text")
+# How each delta type is made, and the field its text is in; and the maker by block kind.
 _DELTAS: dict[type, tuple[Callable[[int, str], StreamEvent], str]] = {
     TextDelta: (text_delta, "text"),
-    ThinkingDelta: (_thinking_delta, "text"),
-    ToolCallDelta: (lambda at, text: ToolCallDelta(index=at, arguments=text), "arguments"),
+    ThinkingDelta: (_maker(ThinkingDelta, "thinking", "text"), "text"),
+    ToolCallDelta: (_maker(ToolCallDelta, "tool_call_delta", "arguments"), "arguments"),
 }
+_BY_KIND = dict(
+    zip(("text", "thinking", "tool"), [make for make, _ in _DELTAS.values()], strict=True)
+)
