@@ -121,7 +121,7 @@ async def events_of(reads: list[bytes]) -> list[Any]:
         return [f"{type(exc).__name__}: {exc}"]
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=200, deadline=None)
 @example(items=[{"content": "a"}, {"content": "b", "__usage": 5}], finish="stop")
 @example(items=[{"content": "a"}, {"content": "b", "finish": "stop"}], finish="stop")
 @example(items=[{"content": "a"}, {"content": "b", "refusal": "no"}], finish="stop")
