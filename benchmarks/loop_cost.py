@@ -43,6 +43,9 @@ Run = Callable[[], Awaitable[str]]
 
 
 class _Chunks(httpx.AsyncByteStream):
+    """The chunks with no checkpoint between them, as from a socket read that holds them all
+    (``treadle.testing.WireFake`` makes one per chunk, like a slow network: not this case)."""
+
     def __init__(self, chunks: list[bytes]) -> None:
         self.chunks = chunks
 
