@@ -37,6 +37,7 @@ from treadle import (
     TurnTrigger,
     UserMessage,
     Warn,
+    agent_loop,
     tool,
 )
 from treadle.testing import ScriptedProvider
@@ -101,6 +102,42 @@ async def test_hook_call_order() -> None:
         "after_turn:1",
         "after_loop:completed:4",
     ]
+
+
+async def test_after_turn_gets_its_turn_end_without_an_event_stream() -> None:
+    """With ``events=None`` no turn_end is sent, yet ``after_turn`` still gets a whole one."""
+    seen: list[Any] = []
+
+    class After(Hooks):
+        async def after_turn(self, context: Any, event: Any) -> None:
+            seen.append(event)
+
+    provider = ScriptedProvider([calls_message(call("c1", "add", a=1, b=2)), "three"])
+    config = AgentLoopConfig(provider=provider, hooks=[After()])
+    await agent_loop(["go"], AgentContext(tools=[make_add([])]), config)
+    assert [type(e) for e in seen] == [TurnEnd, TurnEnd]
+    assert [e.turn_index for e in seen] == [0, 1]
+    assert seen[0].message.tool_calls[0].id == "c1"
+    assert [r.tool_call_id for r in seen[0].tool_results] == ["c1"]
+    assert seen[1].message.text == "three" and seen[1].tool_results == []
+
+
+async def test_the_turn_s_request_has_every_field_and_validates() -> None:
+    """The loop builds a turn's request without validation: it must still be whole."""
+    seen: list[ModelRequest] = []
+
+    class Look(Hooks):
+        async def before_model_request(self, request: ModelRequest) -> None:
+            seen.append(request)
+
+    config = AgentLoopConfig(
+        provider=ScriptedProvider(["hi"]), hooks=[Look()], stop="END", temperature=0.5
+    )
+    await agent_loop(["go"], AgentContext(system_prompt="be brief"), config)
+    (request,) = seen
+    assert set(request.__dict__) == set(ModelRequest.model_fields) == request.model_fields_set
+    assert ModelRequest.model_validate(request.model_dump()) == request
+    assert (request.system_prompt, request.stop, request.temperature) == ("be brief", ["END"], 0.5)
 
 
 async def test_before_loop_veto() -> None:

@@ -95,6 +95,19 @@ def test_body_bytes_equal_a_fresh_encoding_every_time() -> None:
     ]
 
 
+def test_a_short_history_is_encoded_afresh_and_kept_nowhere() -> None:
+    """Under 8 messages the cache's bookkeeping costs more than encoding again."""
+    provider = OpenAIChat("gpt-4o-mini", api_key="sk-test")  # the default threshold
+    messages = history()
+    assert len(messages) < 8
+    first = sent(provider, messages)
+    assert len(provider._wire) == 0 and not provider._wire._prefixes
+    long = messages + history() + history()
+    sent(provider, long)
+    assert len(provider._wire) == len(long)  # from 8 on, each message is kept
+    assert sent(provider, messages) == first
+
+
 def test_an_edited_text_block_is_sent_as_edited() -> None:
     provider, messages = adapter(), history()
     sent(provider, messages)

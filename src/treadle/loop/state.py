@@ -365,7 +365,7 @@ class RunState:
         system = await self.call_hook(self.context.resolve_system_prompt)
         if instruction:
             system = f"{system}\n\n{instruction}" if system else instruction
-        values = settings_of(config)  # every field, as model_construct would set them all
+        values = settings_of(config)  # and the fields below: every field, all valid
         values["model"] = config.model_name
         values["system_prompt"] = system
         values["messages"] = messages
@@ -373,10 +373,7 @@ class RunState:
         values["tool_choice"] = config.tool_choice if with_tools else None
         values["response_format"] = config.response_format
         values["purpose"] = "turn"
-        if len(values) == len(_REQUEST_FIELDS):
-            request = trusted(ModelRequest, values, set(_REQUEST_FIELDS))
-        else:  # a field settings_of does not know yet: pydantic fills in its default
-            request = ModelRequest.model_construct(**values)
+        request = trusted(ModelRequest, values, set(_REQUEST_FIELDS))  # every field (a test)
         for hook in self.overriding("before_model_request"):
             edited = await self.call_hook(hook.before_model_request, request)
             if isinstance(edited, ModelRequest):
