@@ -129,6 +129,10 @@ HARNESS_RESUME = "the harness: a compaction after the crash point rewrites the h
 HARNESS_COMPACTION = (
     "the harness: a compaction (TruncateOldest) may drop a steering message from the history"
 )
+HARNESS_QUIET_COMPACTION = (
+    "the harness: a run nobody hears of has no compaction_end to see a compaction by; its "
+    "after_compaction hook tells"
+)
 BUG_11 = "#21 item 11: compaction that applied no strategy reports fewer tokens"
 
 # Seeds that broke an invariant in the campaigns (0-1999, 225279-229278, 686330-689329,
@@ -182,6 +186,7 @@ _BY_BUG: list[tuple[str, str, bool, tuple[int, ...]]] = [
     ("INV-INPUT-KEPT", HARNESS_SUSPEND_STEER, False, (9200040,)),
     ("INV-DELTAS", FOUND_FALLBACK_DELTAS, False, (9405015, 9405294, 9500461, 9504251)),
     ("INV-DELTAS", HARNESS_DROPPED_CALL, False, (9902876,)),
+    ("INV-INPUT-KEPT", HARNESS_QUIET_COMPACTION, False, (10801369,)),
 ]  # fmt: skip
 #: seed -> (the invariant it broke, the bug, still open?, the backends it broke on)
 REGRESSIONS: dict[int, tuple[str, str, bool, tuple[str, ...]]] = {

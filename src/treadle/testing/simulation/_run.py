@@ -10,7 +10,8 @@ from typing import Any
 
 import anyio
 
-from ...types import AgentMessage, UserMessage
+from ...sessions.base import open_calls_at_end
+from ...types import AgentEnd, AgentMessage, UserMessage
 from ._checks import (
     Outcome,
     _check_hooks,
@@ -24,6 +25,7 @@ from ._crash import _resume_after_crash
 from ._invariants import (
     InvariantViolation,
     check_call,
+    check_history,
     check_observer,
     check_seq,
     check_subscriber,
@@ -142,7 +144,16 @@ async def _drive(sim: _Sim, outcome: Outcome) -> None:
         main = _main_loop(events)
         outcome.events += len(events)
         outcome.trace.extend(_trace(events, calls))
-        end = check_call(events, returned, before, context.messages, main_loop=main)
+        if sim.quiet:
+            end = _quiet_end(sim, calls, before, context.messages)
+            hooks = [
+                (kind, info) for kind, call_index, info in sim.ledger.hooks if call_index == calls
+            ]
+            outcome.trace.extend(
+                (calls, n, -1, 0, kind, repr(info)) for n, (kind, info) in enumerate(hooks)
+            )
+        else:
+            end = check_call(events, returned, before, context.messages, main_loop=main)
         if streamed:
             check_observer(call.observed, call.events)
         for update, then in call.looked:
@@ -182,7 +193,10 @@ async def _drive(sim: _Sim, outcome: Outcome) -> None:
             "INV-NO-MUTATION",
             f"a steering / follow-up message the caller handed over was changed: {message.text!r}",
         )
-    compacted = any(t[4] == "compaction_end" for t in outcome.trace)
+    compacted = any(t[4] == "compaction_end" for t in outcome.trace) or any(
+        kind == "after_compaction"
+        for kind, _, _ in sim.ledger.hooks  # seen without events too
+    )
     if "rejected" not in outcome.reasons and not compacted:  # compaction may drop messages
         texts = [
             getattr(m.content[0], "text", None)
@@ -202,3 +216,21 @@ async def _drive(sim: _Sim, outcome: Outcome) -> None:
     _check_ran_kept(sim.ledger.executions, context.messages)
     if sim.crash is not None:
         await _resume_after_crash(sim, outcome)
+
+
+def _quiet_end(
+    sim: _Sim, index: int, before: Sequence[AgentMessage], after: Sequence[AgentMessage]
+) -> AgentEnd:
+    """How a call nobody heard of ended, from its ``after_loop`` hook and its history: the
+    checks that need no events (INV-ANSWERED on the history; calls left open only on a run
+    that suspended, failed or was cancelled, or that never took them up)."""
+    reasons = [
+        info for kind, call, info in sim.ledger.hooks if kind == "after_loop" and call == index
+    ]
+    require(len(reasons) == 1, "INV-HOOK-PAIRS", f"after_loop called {len(reasons)} times")
+    reason = reasons[0]
+    pending = set(open_calls_at_end(after))
+    if reason not in ("suspended", "error", "cancelled") and list(after) != list(before):
+        require(not pending, "INV-ANSWERED", f"calls {sorted(pending)} open after {reason}")
+    check_history(after, pending)
+    return AgentEnd(loop_id="quiet", reason=reason, messages=[], pending_tool_calls=sorted(pending))

@@ -203,6 +203,9 @@ def generate(seed: int) -> Scenario:
                 # reads each update's delta as it gets it; joins unread updates (§2)
                 "look": later.random() < 0.5,
                 "coalesce": later.random() < 0.75,
+                # with kind "none": no on_event observer either, so nobody hears of events
+                # (the loop's quiet path); only the history and the hooks are checked
+                "quiet": later.random() < 0.5,
             }
         )
     for _ in range(rng.choice((0, 0, 1, 2))):

@@ -32,6 +32,7 @@ from ._scenario import Move, Scenario
 from ._world import (
     GatedStore,
     Ledger,
+    QuietSimHooks,
     SimAbort,
     SimFilter,
     SimHooks,
@@ -85,6 +86,9 @@ class _Sim:
         self.main_loop: str | None = None
         self.context: AgentContext | None = None
         self.crash: dict[str, Any] | None = None
+        consumer = scenario.first("consumer") or {}
+        # nobody hears of events: no stream and no on_event observer (the quiet path)
+        self.quiet = consumer.get("kind") == "none" and bool(consumer.get("quiet"))
         self.steer_polls = 0
         self.follow_polls = 0
         self.store: Any = None
@@ -106,7 +110,10 @@ class _Sim:
         tools: list[Any] = [make_tool(m, self.ledger) for m in sc.of("tool")]
         tools += [make_subagent(m, self.ledger, retry) for m in subagent_moves]
         self.provider = self.make_provider(subagents)
-        hooks: list[Hooks] = [_Observer(self), SimHooks(sc, self.ledger, subagents)]
+        if self.quiet:  # nobody hears of events: neither observer is installed
+            hooks: list[Hooks] = [QuietSimHooks(sc, self.ledger, subagents)]
+        else:
+            hooks = [_Observer(self), SimHooks(sc, self.ledger, subagents)]
         execution = sc.first("execution")
         tool_execution = ToolExecution()
         steering_mode = "after_batch"

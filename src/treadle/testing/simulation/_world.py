@@ -12,7 +12,7 @@ import anyio.lowlevel
 from ...loop import Allow, Ask, Deny, Hooks, InputFilter, Pass, Reject, Warn, emit_custom_event
 from ...providers.base import ModelRequest, ProviderError
 from ...tools import ToolContext, ToolResult, tool
-from ...types import AssistantMessage, TextContent, ThinkingContent, ToolCall, UserMessage
+from ...types import AssistantMessage, TextContent, ThinkingContent, ToolCall, TurnEnd, UserMessage
 from ._scenario import Move, Scenario
 
 MID_RUN_EVENT = "sim.hook"
@@ -300,7 +300,9 @@ class SimHooks(Hooks):
 
     async def after_turn(self, context: Any, event: Any) -> None:
         action = self._action("after_turn")
-        self._log("after_turn", event.turn_index)
+        # a turn_end is owed even when nobody hears of events: anything else logs None, which
+        # pairs with no before_turn (INV-HOOK-PAIRS)
+        self._log("after_turn", event.turn_index if isinstance(event, TurnEnd) else None)
         await self._emit_if(action, "after_turn")
         self._raise_if(action, "after_turn")
 
@@ -362,6 +364,12 @@ class SimHooks(Hooks):
 
     def on_event(self, event: Any) -> None:
         self._raise_if(self._action("on_event"), "on_event")
+
+
+class QuietSimHooks(SimHooks):
+    """:class:`SimHooks` without ``on_event``: with it, a run always has a listener."""
+
+    on_event = Hooks.on_event
 
 
 def approval_handler(kind: str) -> Any:
