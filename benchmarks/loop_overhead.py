@@ -31,6 +31,10 @@ DRIVERS = {  # name: (script, extra arguments)
     # the same task doing plain `async for event in receive` (anyio checkpoints each receive)
     "treadle_plain": (TREADLE, ["--plain-consumer"]),
     "treadle_quiet": (TREADLE, ["--no-events"]),  # agent_loop with events=None
+    # the same two with the tool as `async def`: it runs on the event loop, as the raw loop
+    # runs its tool (a plain `def` tool makes two hops to a worker thread and back per call)
+    "treadle_async": (TREADLE, ["--async-tool"]),
+    "treadle_quiet_async": (TREADLE, ["--no-events", "--async-tool"]),
 }
 
 
@@ -71,14 +75,14 @@ def main() -> int:
 
     mode = "streaming" if opts.stream else "non-streaming"
     print(f"loop overhead, scenario={opts.scenario}, {mode}, {opts.reps}x{opts.runs} runs")
-    print(f"{'driver':<15}{'ms/run':>9}{'cpu ms/run':>12}{'import ms':>11}{'peak MB':>9}")
+    print(f"{'driver':<20}{'ms/run':>9}{'cpu ms/run':>12}{'import ms':>11}{'peak MB':>9}")
     for name in DRIVERS:
         print(
-            f"{name:<15}{median(name, 'per_run_mean_ms'):>9.2f}"
+            f"{name:<20}{median(name, 'per_run_mean_ms'):>9.2f}"
             f"{median(name, 'cpu_per_run_ms'):>12.2f}{median(name, 'import_ms'):>11.1f}"
             f"{median(name, 'peak_rss_mb'):>9.1f}"
         )
-    for name in ("treadle", "treadle_plain", "treadle_quiet"):
+    for name in list(DRIVERS)[1:]:
         wall = median(name, "per_run_mean_ms") / median("raw_httpx", "per_run_mean_ms")
         cpu = median(name, "cpu_per_run_ms") / median("raw_httpx", "cpu_per_run_ms")
         mem = median(name, "peak_rss_mb") / median("raw_httpx", "peak_rss_mb")

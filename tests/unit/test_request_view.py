@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -31,23 +35,57 @@ def make(kind: int, i: int) -> AgentMessage:
     return AssistantMessage(content=f"a{i}")
 
 
+@contextmanager
+def incremental(short: int = 0) -> Iterator[None]:
+    """Histories from ``short`` messages kept (the view repairs shorter ones afresh, which
+    would leave the incremental path untested here)."""
+    before = _RequestView.short
+    _RequestView.short = short
+    try:
+        yield
+    finally:
+        _RequestView.short = before
+
+
+@pytest.fixture(autouse=True)
+def _keep_short_histories() -> Iterator[None]:
+    with incremental():
+        yield
+
+
 def shape(messages: list[AgentMessage]) -> list[tuple[str, str, str]]:
     """What a request carries (synthetic results get their own timestamps)."""
     return [(m.role, getattr(m, "text", ""), getattr(m, "tool_call_id", "")) for m in messages]
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.lists(st.integers(0, 4), max_size=6), max_size=8))
-def test_view_matches_a_full_repair_after_every_growth(batches: list[list[int]]) -> None:
+@given(st.lists(st.lists(st.integers(0, 4), max_size=6), max_size=8), st.sampled_from([0, 8]))
+def test_view_matches_a_full_repair_after_every_growth(
+    batches: list[list[int]], short: int
+) -> None:
     history: list[AgentMessage] = []
-    view = _RequestView()
-    i = 0
-    for batch in batches:
-        for kind in batch:
-            history.append(make(kind, i))
-            i += 1
-        expected = repair_transcript([m for m in history if not isinstance(m, ExtensionMessage)])
-        assert shape(view.update(history)) == shape(expected)
+    with incremental(short):  # kept from the first message, or only from the eighth
+        view = _RequestView()
+        i = 0
+        for batch in batches:
+            for kind in batch:
+                history.append(make(kind, i))
+                i += 1
+            expected = repair_transcript(
+                [m for m in history if not isinstance(m, ExtensionMessage)]
+            )
+            assert shape(view.update(history)) == shape(expected)
+
+
+def test_a_short_history_is_repaired_afresh_and_kept_from_the_eighth_message() -> None:
+    with incremental(8):
+        view = _RequestView()
+        history: list[AgentMessage] = [make(0, i) for i in range(7)]
+        assert view.update(history) == history
+        assert view._items == []  # nothing kept: keeping costs more than repairing again
+        history.append(make(4, 7))
+        assert view.update(history) == history
+        assert view._items == history  # kept: the next call checks only what is new
 
 
 def test_a_replaced_history_is_seen() -> None:

@@ -26,6 +26,7 @@ class RequestView:
     valid, only the new tail is checked, so a request does not re-scan the history."""
 
     __slots__ = ("_clean", "_items", "_mark", "_out")
+    short = 8  # histories with fewer messages are repaired afresh: keeping costs more
 
     def __init__(self) -> None:
         self._items: list[AgentMessage] = []  # the history the view was built from
@@ -34,6 +35,9 @@ class RequestView:
         self._clean = False
 
     def update(self, messages: list[AgentMessage]) -> list[AgentMessage]:
+        if len(messages) < self.short:
+            self._clean = False  # nothing kept: the next call starts afresh
+            return repair_transcript([m for m in messages if not isinstance(m, ExtensionMessage)])
         edits = edit_count()  # read first: an assignment made meanwhile shows next time
         items = self._items
         n = len(items)

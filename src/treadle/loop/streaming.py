@@ -289,7 +289,7 @@ class StreamState:
         """Fold one stream event into the partial message."""
         kind = event.type
         content = self.partial.content
-        index = getattr(event, "index", 0)
+        index = event.__dict__.get("index", 0)  # (getattr on a model without it raises)
         block = content[index] if index < len(content) else None
         if kind == "text":
             if type(block) is TextContent:
