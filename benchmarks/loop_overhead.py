@@ -5,7 +5,11 @@ port, then runs the raw httpx driver and the treadle driver alternately (interle
 repetitions, since the machine is noisy) and prints per-run wall time, CPU per run and
 peak memory for each, with ratios.
 
-    python benchmarks/loop_overhead.py [--reps 5] [--runs 200] [--scenario parallel] [--no-stream]
+    python benchmarks/loop_overhead.py [--reps 5] [--runs 200] [--rounds 3]
+                                       [--scenario parallel] [--no-stream]
+
+``--rounds N`` measures N times over (each round its own interleaved repetitions) and ends
+with each ratio's range over the rounds: on a noisy machine one round can be off by 0.1x.
 """
 
 from __future__ import annotations
@@ -55,20 +59,13 @@ def run_driver(
     return result
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--reps", type=int, default=5, help="interleaved repetitions")
-    parser.add_argument("--runs", type=int, default=200, help="timed runs per repetition")
-    parser.add_argument("--scenario", default="sequential", choices=["sequential", "parallel"])
-    parser.add_argument("--no-stream", dest="stream", action="store_false")
-    opts = parser.parse_args()
-
-    with fake_server() as root:
-        results: dict[str, list[dict[str, object]]] = {name: [] for name in DRIVERS}
-        for rep in range(opts.reps):
-            for name, (path, extra) in DRIVERS.items():
-                results[name].append(run_driver(path, extra, root + "/v1", opts))
-            print(f"repetition {rep + 1}/{opts.reps} done", file=sys.stderr)
+def measure(opts: argparse.Namespace, root: str) -> dict[str, float]:
+    """One round: print the table, return each driver's wall-time ratio to the raw loop."""
+    results: dict[str, list[dict[str, object]]] = {name: [] for name in DRIVERS}
+    for rep in range(opts.reps):
+        for name, (path, extra) in DRIVERS.items():
+            results[name].append(run_driver(path, extra, root + "/v1", opts))
+        print(f"repetition {rep + 1}/{opts.reps} done", file=sys.stderr)
 
     def median(name: str, key: str) -> float:
         return statistics.median(float(r[key]) for r in results[name])  # type: ignore[arg-type]
@@ -82,11 +79,32 @@ def main() -> int:
             f"{median(name, 'cpu_per_run_ms'):>12.2f}{median(name, 'import_ms'):>11.1f}"
             f"{median(name, 'peak_rss_mb'):>9.1f}"
         )
+    ratios: dict[str, float] = {}
     for name in list(DRIVERS)[1:]:
         wall = median(name, "per_run_mean_ms") / median("raw_httpx", "per_run_mean_ms")
         cpu = median(name, "cpu_per_run_ms") / median("raw_httpx", "cpu_per_run_ms")
         mem = median(name, "peak_rss_mb") / median("raw_httpx", "peak_rss_mb")
         print(f"{name} / raw httpx: wall {wall:.2f}x, cpu {cpu:.2f}x, peak memory {mem:.2f}x")
+        ratios[name] = wall
+    return ratios
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reps", type=int, default=5, help="interleaved repetitions")
+    parser.add_argument("--runs", type=int, default=200, help="timed runs per repetition")
+    parser.add_argument("--rounds", type=int, default=1, help="whole measurements, for ranges")
+    parser.add_argument("--scenario", default="sequential", choices=["sequential", "parallel"])
+    parser.add_argument("--no-stream", dest="stream", action="store_false")
+    opts = parser.parse_args()
+
+    with fake_server() as root:
+        rounds = [measure(opts, root) for _ in range(opts.rounds)]
+    if opts.rounds > 1:
+        print(f"wall-time ratio to the raw loop, range over {opts.rounds} rounds:")
+        for name in rounds[0]:
+            low, high = min(r[name] for r in rounds), max(r[name] for r in rounds)
+            print(f"  {name:<20}{low:.2f}-{high:.2f}x")
     return 0
 
 

@@ -13,7 +13,7 @@ import pytest
 BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
 
 CASES = {
-    "loop_overhead.py": (["--reps", "1", "--runs", "5"], "treadle_quiet / raw httpx"),
+    "loop_overhead.py": (["--reps", "1", "--runs", "2", "--rounds", "2"], "range over 2 rounds"),
     "loop_cost.py": (["--reps", "1", "--runs", "3"], "per delta +"),
     "long_session.py": (["--turns", "12"], "OK"),
     "concurrency.py": (["--runs", "20"], "completed: 40"),
