@@ -50,6 +50,7 @@ api-snapshot: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/loop_overhead.py
 	$(BIN)/python benchmarks/loop_cost.py
+	$(BIN)/python benchmarks/loop_parts.py
 
 clean:
 	rm -rf $(VENV) build dist
