@@ -76,6 +76,20 @@ def transport(final_tokens: int) -> httpx.MockTransport:
     return httpx.MockTransport(handle)
 
 
+async def cpu_per_run(run: Callable[[], Awaitable[object]], runs: int) -> float:
+    """µs of CPU per call of ``run`` over ``runs`` calls, the cycle collector paused (a
+    collection that happens to fall in one repetition must not decide it)."""
+    gc.collect()
+    gc.disable()
+    try:
+        start = time.process_time()
+        for _ in range(runs):
+            await run()
+        return (time.process_time() - start) / runs * 1e6
+    finally:
+        gc.enable()
+
+
 async def measure(final_tokens: int, reps: int, runs: int) -> dict[str, float]:
     """µs of CPU per run for each driver: the least over ``reps`` interleaved repetitions."""
     mock = transport(final_tokens)
@@ -102,16 +116,7 @@ async def measure(final_tokens: int, reps: int, runs: int) -> dict[str, float]:
     best = {name: float("inf") for name in drivers}
     for _ in range(reps):
         for name, run in drivers.items():
-            gc.collect()
-            gc.disable()
-            try:
-                start = time.process_time()
-                for _ in range(runs):
-                    await run()
-                spent = (time.process_time() - start) / runs * 1e6
-            finally:
-                gc.enable()
-            best[name] = min(best[name], spent)
+            best[name] = min(best[name], await cpu_per_run(run, runs))
     await raw_client.aclose()
     await provider.aclose()
     return best

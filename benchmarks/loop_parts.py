@@ -22,11 +22,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
 import json
 import os
 import sys
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -147,16 +145,7 @@ async def measure(reps: int, runs: int) -> dict[str, float]:
         for name, (run, replays) in work.items():
             if replays:
                 replay.prepare(runs)
-            gc.collect()
-            gc.disable()
-            try:
-                start = time.process_time()
-                for _ in range(runs):
-                    await run()
-                spent = (time.process_time() - start) / runs * 1e6
-            finally:
-                gc.enable()
-            best[name] = min(best[name], spent)
+            best[name] = min(best[name], await loop_cost.cpu_per_run(run, runs))
     await raw_client.aclose()
     await client.aclose()
     return best
