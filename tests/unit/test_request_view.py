@@ -86,6 +86,9 @@ def test_a_short_history_is_repaired_afresh_and_kept_from_the_eighth_message() -
         history.append(make(4, 7))
         assert view.update(history) == history
         assert view._items == history  # kept: the next call checks only what is new
+        history[:] = [make(0, 8)]  # compacted below the threshold, in place
+        assert view.update(history) == history
+        assert view._items == [] and view._out == []  # the old messages are not held
 
 
 def test_a_replaced_history_is_seen() -> None:

@@ -37,6 +37,8 @@ class RequestView:
     def update(self, messages: list[AgentMessage]) -> list[AgentMessage]:
         if len(messages) < self.short:
             self._clean = False  # nothing kept: the next call starts afresh
+            if self._items:  # a history compacted below the threshold: let the old go
+                self._items, self._out = [], []
             return repair_transcript([m for m in messages if not isinstance(m, ExtensionMessage)])
         edits = edit_count()  # read first: an assignment made meanwhile shows next time
         items = self._items
