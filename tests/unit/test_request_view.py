@@ -147,3 +147,13 @@ def test_a_tool_call_removed_or_replaced_in_place_between_calls_is_repaired() ->
     expected = repair_transcript(context.messages)
     assert shape(context.request_history()) == shape(expected)
     assert shape(expected)[2] == ("tool_result", MISSING_RESULT_TEXT, "c9")
+
+
+def test_a_call_open_when_the_view_was_last_built_meets_its_result_later() -> None:
+    view = _RequestView()
+    call = ToolCall(id="c1", name="t")
+    history: list[AgentMessage] = [UserMessage.of("q"), AssistantMessage(content=[call])]
+    assert shape(view.update(history))[2] == ("tool_result", MISSING_RESULT_TEXT, "c1")
+    history.append(ToolResultMessage(tool_call_id="c1", tool_name="t", content="r"))
+    # the placeholder result the first view needed is not kept beside the real one
+    assert shape(view.update(history)) == shape(history)

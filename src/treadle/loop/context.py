@@ -13,7 +13,7 @@ from ..context import repair_transcript
 from ..errors import ConfigurationError
 from ..tools import FunctionTool, Tool, Toolset, as_tool
 from ..types import AgentMessage, AssistantMessage, ContinuationKind, ExtensionMessage
-from ..types._watch import ContentMark, edit_count
+from ..types._watch import SHORT_HISTORY, ContentMark, edit_count
 from .decisions import Allow, Deny
 
 SystemPrompt = Union[str, Callable[[], str], None]
@@ -26,7 +26,7 @@ class RequestView:
     valid, only the new tail is checked, so a request does not re-scan the history."""
 
     __slots__ = ("_clean", "_items", "_mark", "_out")
-    short = 8  # histories with fewer messages are repaired afresh: keeping costs more
+    short = SHORT_HISTORY  # fewer messages: repaired afresh, never kept
 
     def __init__(self) -> None:
         self._items: list[AgentMessage] = []  # the history the view was built from

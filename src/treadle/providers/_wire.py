@@ -10,7 +10,7 @@ from itertools import chain, islice, repeat
 from operator import attrgetter, is_
 from typing import Any, Generic, TypeVar
 
-from ..types._watch import ContentMark, copied, edit_count
+from ..types._watch import SHORT_HISTORY, ContentMark, copied, edit_count
 
 T = TypeVar("T")
 
@@ -96,7 +96,7 @@ class WireCache(Generic[T]):
         self._entries: dict[int, _Entry[T]] = {}
         self._key: Any = None
         self._prefixes: dict[int, tuple[weakref.ref[Any], _Prefix]] = {}
-        self.short = 8  # histories with fewer messages are encoded afresh: keeping costs more
+        self.short = SHORT_HISTORY  # fewer messages: encoded afresh, never kept
 
     def __len__(self) -> int:
         return len(self._entries)

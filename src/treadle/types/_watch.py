@@ -67,6 +67,10 @@ class Watched(Model):
         super().__delattr__(name)
 
 
+SHORT_HISTORY = 8
+"""Histories with fewer messages are not kept by the caches (the wire cache, the request
+view): for them the bookkeeping costs more than doing the work again."""
+
 _ATOMS = frozenset({str, int, float, bool, type(None)})
 
 

@@ -51,6 +51,8 @@ INVARIANTS: dict[str, str] = {
     "INV-TOOL-EVENTS": "per call: one start, updates, one end, then its one result message",
     "INV-ANSWERED": "every tool call in the history has exactly one result, in its place",
     "INV-TRANSCRIPT": "validate_transcript finds nothing wrong with the history",
+    "INV-REQUEST": "each turn's request carries the history as it stands, extension "
+    "messages left out, repaired",
     "INV-END-MESSAGES": "agent_end.messages == the return value == what joined the history",
     "INV-USAGE": "agent_end.usage is the sum of the turn_end usages",
     "INV-DEPTH": "sub-agent events carry their own loop_id and a depth one below the parent",

@@ -170,6 +170,8 @@ async def _drive(sim: _Sim, outcome: Outcome) -> None:
             check_subscriber(tail, events, cursor, name)
             check_subscriber(seen, events, None, name + " (whole view)")
         _check_hooks(sim, calls, events, main)
+        problems = sim.request_check.problems
+        require(not problems, "INV-REQUEST", problems[0] if problems else "")
         outcome.reasons.append(end.reason)
         if end.reason == "suspended":
             dropped.update(id(message) for message, _ in sim.ledger.handed_out[handed:])

@@ -101,6 +101,11 @@ def _reply(rng: random.Random, names: list[str], index: int, wire: bool) -> Move
     }
 
 
+HISTORY_FROM = 12_000_000
+"""Seeds from here may start from an earlier history (the ``history`` move); lower seeds keep
+the scenarios the kept regressions were found with (every kept seed is below)."""
+
+
 def generate(seed: int) -> Scenario:
     """The scenario of ``seed`` (all randomness from ``random.Random(seed)``; choices added
     later draw from a second generator of the seed, so older seeds keep their scenarios)."""
@@ -235,6 +240,14 @@ def generate(seed: int) -> Scenario:
             kind = rng.choice(("before_compaction", "after_compaction"))
             action = rng.choice(("raise", "veto", "pass"))
             moves.append({"move": "hook", "kind": kind, "at": rng.randint(0, 2), "action": action})
+    history = later.random() < 0.2 and seed >= HISTORY_FROM
+    if history and not any(m["move"] == "session" for m in moves):
+        # a history the run continues: earlier exchanges, a tool round, an extension message
+        # (requests leave it out); long enough, with the prompts, to reach the request
+        # view's kept path
+        moves.append(
+            {"move": "history", "exchanges": later.randint(1, 5), "note_at": later.randint(0, 6)}
+        )
     for move in moves:
         if move["move"] == "subagent":  # a sub-agent started eagerly, while the model streams
             move["eager"] = rng.random() < 0.3

@@ -33,10 +33,12 @@ from ._world import (
     GatedStore,
     Ledger,
     QuietSimHooks,
+    RequestCheck,
     SimAbort,
     SimFilter,
     SimHooks,
     approval_handler,
+    earlier_history,
     make_subagent,
     make_tool,
     reply_message,
@@ -85,6 +87,7 @@ class _Sim:
         self.call: _Call = _Call()
         self.main_loop: str | None = None
         self.context: AgentContext | None = None
+        self.request_check = RequestCheck()
         self.crash: dict[str, Any] | None = None
         consumer = scenario.first("consumer") or {}
         # nobody hears of events: no stream and no on_event observer (the quiet path)
@@ -114,6 +117,7 @@ class _Sim:
             hooks: list[Hooks] = [QuietSimHooks(sc, self.ledger, subagents)]
         else:
             hooks = [_Observer(self), SimHooks(sc, self.ledger, subagents)]
+        hooks.append(self.request_check)  # last: it sees the request every hook left
         execution = sc.first("execution")
         tool_execution = ToolExecution()
         steering_mode = "after_batch"
@@ -152,6 +156,9 @@ class _Sim:
             compaction=self.compaction(),
         )
         context = AgentContext(system_prompt="You are simulated.", tools=tools, agent_id="sim")
+        history = sc.first("history")
+        if history is not None:
+            context.messages = earlier_history(history)
         prompts_move = sc.first("prompts")
         count = prompts_move["count"] if prompts_move else 1
         prompts = [UserMessage.of(f"prompt {i}") for i in range(count)]

@@ -9,10 +9,21 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 
+from ...context import repair_transcript
 from ...loop import Allow, Ask, Deny, Hooks, InputFilter, Pass, Reject, Warn, emit_custom_event
 from ...providers.base import ModelRequest, ProviderError
 from ...tools import ToolContext, ToolResult, tool
-from ...types import AssistantMessage, TextContent, ThinkingContent, ToolCall, TurnEnd, UserMessage
+from ...types import (
+    AgentMessage,
+    AssistantMessage,
+    ExtensionMessage,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+    ToolResultMessage,
+    TurnEnd,
+    UserMessage,
+)
 from ._scenario import Move, Scenario
 
 MID_RUN_EVENT = "sim.hook"
@@ -246,6 +257,61 @@ class SimFilter(InputFilter):
             if m["at"] == n:
                 return Warn("careful") if m["action"] == "warn" else Reject("not allowed")
         return Pass()
+
+
+def earlier_history(move: Move) -> list[AgentMessage]:
+    """The history a ``history`` move starts the run with: ``exchanges`` questions and
+    answers, the first with a tool round, and an extension message at ``note_at``."""
+    messages: list[AgentMessage] = []
+    for i in range(move["exchanges"]):
+        messages.append(UserMessage.of(f"earlier question {i}"))
+        if i == 0:
+            call = ToolCall(id="h-c0", name="lookup", arguments={"q": i})
+            messages.append(AssistantMessage(content=[call]))
+            messages.append(
+                ToolResultMessage(tool_call_id="h-c0", tool_name="lookup", content="found")
+            )
+        messages.append(AssistantMessage(content=f"earlier answer {i}"))
+    note = ExtensionMessage(kind="sim_note", data={"at": move["note_at"]})
+    messages.insert(min(move["note_at"], len(messages)), note)
+    return messages
+
+
+def _shape(messages: Any) -> list[tuple[Any, ...]]:
+    """What a request carries of each message (a synthetic result gets its own timestamp)."""
+    return [
+        (
+            m.role,
+            getattr(m, "text", ""),  # (an extension message has none)
+            getattr(m, "tool_call_id", ""),
+            tuple(c.id for c in getattr(m, "tool_calls", ())),
+        )
+        for m in messages
+    ]
+
+
+class RequestCheck(Hooks):
+    """INV-REQUEST, seen from the last hook: each turn's request carries the history as it
+    stands, extension messages left out and repaired — whichever way the loop's request view
+    got there (a short history afresh, a long one from what it kept)."""
+
+    def __init__(self) -> None:
+        self.context: Any = None
+        self.problems: list[str] = []
+
+    async def before_loop(self, context: Any) -> bool:
+        self.context = context
+        return True
+
+    async def before_model_request(self, request: Any) -> Any:
+        if request.purpose != "turn" or self.context is None:
+            return None
+        history = [m for m in self.context.messages if not isinstance(m, ExtensionMessage)]
+        expected = _shape(repair_transcript(history))
+        got = _shape(request.messages)
+        if got != expected:
+            self.problems.append(f"request of {len(got)} messages: {got} != {expected}")
+        return None
 
 
 class SimHooks(Hooks):
