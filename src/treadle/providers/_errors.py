@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import email.utils
 import re
+import socket
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -134,6 +135,31 @@ def _refused(exc: BaseException, depth: int = 0) -> bool:
     return False
 
 
+def _no_such_host(exc: BaseException, depth: int = 0) -> bool:
+    """Whether ``exc`` (or its cause, or its group) says the host name does not exist:
+    ``EAI_NONAME`` / ``EAI_NODATA``, not the temporary ``EAI_AGAIN``."""
+    seen: BaseException | None = exc
+    while seen is not None and depth < 20:
+        if isinstance(seen, socket.gaierror) and seen.errno in _NO_SUCH_HOST:
+            return True
+        text = str(seen).lower()
+        if "name or service not known" in text or "nodename nor servname" in text:
+            return True
+        group = getattr(seen, "exceptions", None)
+        if isinstance(group, tuple) and any(_no_such_host(e, depth + 1) for e in group):
+            return True
+        seen = seen.__cause__ or seen.__context__
+        depth += 1
+    return False
+
+
+_NO_SUCH_HOST = {
+    code
+    for code in (getattr(socket, "EAI_NONAME", None), getattr(socket, "EAI_NODATA", None))
+    if code is not None
+}
+
+
 def check_base_url(base_url: str) -> None:
     """Fail at construction, naming the fix, for a ``base_url`` no request could go to."""
     try:
@@ -174,6 +200,10 @@ def transport_error(
         kind = "unreachable"
         check = hint or "is the server running, and is base_url right?"
         message = f"nothing is listening at {where} (connection refused): {check}"
+    elif isinstance(exc, httpx.ConnectError) and _no_such_host(exc):
+        kind = "unreachable"  # retrying a name that does not resolve only waits longer
+        check = hint or "check the host name in base_url (or the model string)"
+        message = f"the host of {where} does not exist (DNS: {detail}); {check}"
     elif isinstance(exc, httpx.ConnectError):
         check = hint or "check base_url, your network and any proxy settings"
         message = f"could not connect to {where} ({type(exc).__name__}: {detail}); {check}"

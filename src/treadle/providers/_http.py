@@ -16,7 +16,7 @@ from pydantic_core import from_json
 
 from .._redact import redact_http_logs, redact_url
 from ..cancellation import CancellationToken
-from ..errors import TreadleError
+from ..errors import TreadleError, UsageError
 from ._assemble import Assembler, _cancelled, check_cancel, coalesce
 from ._errors import _STALE_CONNECTION, check_base_url, classify, transport_error
 from ._sse import MAX_LINE_CHARS
@@ -93,6 +93,17 @@ async def _scrub_each(adapter: HTTPAdapter, events: Any) -> AsyncIterator[Any]:
         await events.aclose()
 
 
+# The prefixes of model strings (providers/registry.py): a model name given to an adapter
+# with one of them is a model string passed to the wrong place.
+MODEL_STRING_PREFIXES = frozenset(
+    {
+        "openai", "openai-responses", "anthropic", "gemini", "google", "ollama", "groq",
+        "deepseek", "openrouter", "together", "mistral", "vllm", "lmstudio",
+        "openai-compatible",
+    }
+)  # fmt: skip
+
+
 class HTTPAdapter:
     """Base for adapters: one ``httpx.AsyncClient`` (owned or borrowed) for connection reuse;
     every subclass's ``stream`` is wrapped so that its errors are scrubbed of the key."""
@@ -127,6 +138,13 @@ class HTTPAdapter:
         headers: Mapping[str, str] | None = None,
         stream: bool = True,
     ) -> None:
+        vendor, colon, rest = model.partition(":")
+        if colon and rest and vendor.strip().lower() in MODEL_STRING_PREFIXES:
+            raise UsageError(
+                f"{type(self).__name__}(model={model!r}) takes the model's own name, "
+                f"without the provider prefix: {type(self).__name__}({rest!r}), or "
+                f"get_provider({model!r}) / Agent({model!r}) for a model string"
+            )
         self.model = model
         self.base_url = (base_url or self.default_base_url).rstrip("/")
         check_base_url(self.base_url)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable
 from importlib import import_module
@@ -47,6 +48,7 @@ def get_provider(spec: str, **options: Any) -> Provider:
         raise ConfigurationError(
             f"model spec {spec!r} must have the form 'provider:model', for example "
             f"'openai:gpt-4o-mini' or 'ollama:llama3.2' (providers: {', '.join(KNOWN_PROVIDERS)})"
+            + _did_you_mean(spec)
         )
     if prefix not in _NATIVE and prefix not in _COMPATIBLE:
         raise ConfigurationError(
@@ -73,6 +75,11 @@ def get_provider(spec: str, **options: Any) -> Provider:
         module, name, variables = "openai_chat", "OpenAIChat", (variable,) if needs_key else ()
     else:
         module, name, variables = _NATIVE[prefix]
+        if prefix in ("openai", "openai-responses") and not options.get("base_url"):
+            # as the openai SDK does: a proxy or gateway named in the environment
+            from_env = os.environ.get("OPENAI_BASE_URL", "").strip()
+            if from_env:
+                options["base_url"] = from_env
     if variables and not options.get("api_key") and env_key(*variables) is None:
         noun = "variable" if len(variables) == 1 else "variables"
         message = f"set the {' or '.join(variables)} environment {noun} or pass api_key="
@@ -81,9 +88,31 @@ def get_provider(spec: str, **options: Any) -> Provider:
     return adapter(model, **options)
 
 
+def _did_you_mean(spec: str) -> str:
+    """``openai/gpt-4o-mini`` (the form other libraries use) -> a hint at ``openai:...``."""
+    vendor, slash, model = spec.partition("/")
+    if slash and vendor.strip().lower() in KNOWN_PROVIDERS and model.strip():
+        return f"; did you mean '{vendor.strip().lower()}:{model.strip()}'?"
+    return ""
+
+
+# After "@": something that names a server, not a model's version tag such as Vertex's
+# "claude-sonnet-4@20250514": a port, a path, or localhost.
+_HOST_LIKE = re.compile(r"^(localhost|[\w.-]+:\d+|[\w.-]+\.[\w-]+/|\[[0-9a-fA-F:]+\])", re.ASCII)
+
+
 def _split_url(rest: str) -> tuple[str, str | None]:
-    """``model@http://host/v1`` -> (model, url) (docs/providers.md#choosing-a-model)."""
+    """``model@http://host/v1`` -> (model, url) (docs/providers.md#choosing-a-model).
+
+    A server written without its scheme (``model@localhost:8000/v1``) is refused: taken as
+    part of the model name, the request (and the key) would go to the provider's own host."""
     found = _AT_URL.search(rest)
     if found is None or found.start() == 0:
+        model, at, server = rest.rpartition("@")
+        if at and model and _HOST_LIKE.match(server):
+            raise ConfigurationError(
+                f"{server!r} after '@' looks like a server but has no scheme: write "
+                f"'{model}@http://{server}' (or https://), or pass base_url="
+            )
         return rest, None
     return rest[: found.start()], rest[found.start() + 1 :]
