@@ -207,7 +207,9 @@ async def agent_loop_continue(
 ) -> list[AgentMessage]:
     """Carry on from the existing history (after an error, a tool-result message, a
     suspension whose approvals were given). The last message must not be an assistant
-    message, unless it has tool calls waiting for approval."""
+    message, unless it has tool calls waiting for approval, or it is a failed or aborted
+    answer without tool calls: that one is dropped from the history and the turn is tried
+    again (``continuation_kind="rerun"``), as ``Agent.continue_()`` does."""
     _check_call("agent_loop_continue", context, config, events, cancel, first=1)
     if not context.messages:
         raise ConfigurationError(
@@ -215,7 +217,13 @@ async def agent_loop_continue(
         )
     pending = context.pending_tool_calls
     last = context.messages[-1]
-    if isinstance(last, AssistantMessage) and not pending:
+    rerun = (
+        isinstance(last, AssistantMessage)
+        and last.stop_reason in ("error", "aborted")
+        and not last.tool_calls
+        and len(context.messages) > 1
+    )
+    if isinstance(last, AssistantMessage) and not pending and not rerun:
         raise ConfigurationError(
             "the last message is an assistant message, so there is nothing to continue from; "
             "add a user message with agent_loop, or remove the last assistant message to retry it"
@@ -225,10 +233,14 @@ async def agent_loop_continue(
             "agent_loop_continue needs context.agent_id and context.session_id from the run it "
             "continues (agent_loop writes them back); set them to continue a stored history"
         )
+    if rerun:  # only once every check passed: a refused call changes nothing
+        context.messages.pop()
     if context.loop_id is None:
         context.loop_id = str(uuid.uuid4())
     kind = context.continuation_kind
-    if kind == ContinuationKind.INITIAL:
+    if rerun:
+        kind = ContinuationKind.RERUN
+    elif kind == ContinuationKind.INITIAL:
         kind = ContinuationKind.DEFAULT
     run = Run(context, config, events, cancel, [])
     return await _execute(run, [], pending, kind)
