@@ -6,8 +6,16 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from treadle import AgentContext, AgentLoopConfig, UserMessage, agent_loop, agent_loop_continue
-from treadle.errors import ConfigurationError
+from treadle import (
+    AgentContext,
+    AgentLoopConfig,
+    AgentMessage,
+    Hooks,
+    UserMessage,
+    agent_loop,
+    agent_loop_continue,
+)
+from treadle.errors import ConfigurationError, UsageError
 from treadle.providers import ProviderError
 from treadle.testing import ScriptedProvider
 from treadle.types import AgentEvent, AgentStart, AssistantMessage, ContinuationKind
@@ -50,3 +58,33 @@ async def test_a_completed_answer_is_still_refused() -> None:
     await agent_loop([UserMessage.of("hi")], context, AgentLoopConfig(provider=provider))
     with pytest.raises(ConfigurationError, match="nothing to continue from"):
         await agent_loop_continue(context, AgentLoopConfig(provider=provider))
+
+
+async def test_two_loops_at_once_on_one_context_are_refused() -> None:
+    # Before: both ran, and the history read user, user, assistant, assistant.
+    inside = anyio.Event()
+
+    class Inside(Hooks):
+        async def on_message(self, message: AgentMessage) -> None:
+            inside.set()
+
+    provider = ScriptedProvider(["one", "two"], delay=0.01)
+    config = AgentLoopConfig(provider=provider, hooks=[Inside()])
+    context = AgentContext()
+    refused: list[BaseException] = []
+
+    async def second() -> None:
+        await inside.wait()  # the first run has recorded its prompt: it is inside
+        try:
+            await agent_loop([UserMessage.of("second")], context, config)
+        except UsageError as exc:
+            refused.append(exc)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(second)
+        await agent_loop([UserMessage.of("first")], context, config)
+    assert len(refused) == 1 and "already in a running loop" in str(refused[0])
+    assert [m.role for m in context.messages] == ["user", "assistant"]
+    # once the first is over, the context takes the next run
+    await agent_loop([UserMessage.of("third")], context, config)
+    assert [m.role for m in context.messages] == ["user", "assistant"] * 2

@@ -96,6 +96,9 @@ class AgentContext(BaseModel):
     approvals: dict[str, Union[Allow, Deny]] = Field(default_factory=dict)
     state: dict[str, Any] = Field(default_factory=dict)
     _view: RequestView | None = PrivateAttr(default=None)
+    _in_loop: list[Any] | None = PrivateAttr(default=None)
+    """The ``messages`` list a running loop writes to (a copy of the context with a list of
+    its own is another history, free to run)."""
 
     @field_validator("tools", mode="after")
     @classmethod

@@ -4,12 +4,13 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 import anyio
 
 from ..cancellation import CancellationToken
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, UsageError
 from ..types import (
     AgentEnd,
     AgentMessage,
@@ -173,6 +174,23 @@ def _ensure_ids(context: AgentContext) -> None:
         context.session_id = str(uuid.uuid4())
 
 
+@contextmanager
+def _exclusive(context: AgentContext, where: str) -> Iterator[None]:
+    """One loop at a time on a context: two would interleave their messages in one history
+    (user, user, assistant, assistant) and each answer would follow the wrong prompt."""
+    history = context.messages
+    if context._in_loop is history:
+        raise UsageError(
+            f"{where}: this AgentContext is already in a running loop; give each concurrent "
+            "run its own context (a copy of the history, or Agent.fork() for an Agent)"
+        )
+    context._in_loop = history
+    try:
+        yield
+    finally:
+        context._in_loop = None
+
+
 async def agent_loop(
     prompts: str | AgentMessage | Sequence[AgentMessage | str],
     context: AgentContext,
@@ -195,8 +213,9 @@ async def agent_loop(
     _check_call("agent_loop", context, config, events, cancel)
     _ensure_ids(context)
     pending = context.pending_tool_calls
-    run = Run(context, config, events, cancel, [])
-    return await _execute(run, messages, pending, context.continuation_kind)
+    with _exclusive(context, "agent_loop"):
+        run = Run(context, config, events, cancel, [])
+        return await _execute(run, messages, pending, context.continuation_kind)
 
 
 async def agent_loop_continue(
@@ -242,8 +261,9 @@ async def agent_loop_continue(
         kind = ContinuationKind.RERUN
     elif kind == ContinuationKind.INITIAL:
         kind = ContinuationKind.DEFAULT
-    run = Run(context, config, events, cancel, [])
-    return await _execute(run, [], pending, kind)
+    with _exclusive(context, "agent_loop_continue"):
+        run = Run(context, config, events, cancel, [])
+        return await _execute(run, [], pending, kind)
 
 
 async def run_loop(
@@ -256,6 +276,17 @@ async def run_loop(
     """The turn loop alone, without agent_start/agent_end or input filtering of prompts:
     for callers that manage a run's framing themselves. Messages it adds are appended to both
     ``context.messages`` and ``new_messages``."""
+    with _exclusive(context, "run_loop"):
+        return await _turns_only(context, new_messages, config, events, cancel)
+
+
+async def _turns_only(
+    context: AgentContext,
+    new_messages: list[AgentMessage],
+    config: AgentLoopConfig,
+    events: EventStream | None,
+    cancel: CancellationToken | None,
+) -> LoopResult:
     if context.loop_id is None:
         context.loop_id = str(uuid.uuid4())
     run = Run(context, config, events, cancel, new_messages)
