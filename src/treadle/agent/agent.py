@@ -384,7 +384,7 @@ class Agent(Generic[OutputT]):
 
         call = partial(self.run, prompt, deps=deps, model_settings=model_settings)
         closer = getattr(self.provider, "aclose", None) if self._owns_provider else None
-        return run_blocking(call, then=closer)
+        return run_blocking(call, then=closer, stop=self.abort)
 
     async def continue_(self, *, deps: Any = None) -> RunResult[OutputT]:
         """Carry on after an error or abort (the failed assistant message is dropped and the

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import warnings
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -29,12 +30,26 @@ def in_running_loop() -> bool:
     return False
 
 
+INTERRUPTED = (
+    "treadle: interrupted — the run was stopped; its history is kept "
+    "(a partial answer is marked aborted; agent.continue_() retries it)"
+)
+
+
 def run_blocking(
-    call: Callable[[], Awaitable[T]], *, then: Callable[[], Awaitable[object]] | None = None
+    call: Callable[[], Awaitable[T]],
+    *,
+    then: Callable[[], Awaitable[object]] | None = None,
+    stop: Callable[[], object] | None = None,
 ) -> T:
     """``call()`` run to the end on a loop of its own, then ``then()`` on the same loop
     (whatever happened: to close what was bound to that loop); exceptions reach the caller
-    as raised."""
+    as raised.
+
+    A ``KeyboardInterrupt`` (Ctrl-C, a notebook's interrupt button) calls ``stop()`` (it
+    must be thread-safe: it ends the run, which closes its history), waits for the run to
+    be over, and is raised again as one short line rather than a chain through the HTTP
+    stack. A second interrupt while it waits stops waiting."""
     if then is not None:
         first, after = call, then
 
@@ -46,18 +61,38 @@ def run_blocking(
 
         call = call_then
     if not in_running_loop():
-        return anyio.run(call)
+        try:
+            return anyio.run(call)
+        except KeyboardInterrupt:
+            raise KeyboardInterrupt(INTERRUPTED) from None
+    if "ipykernel" not in sys.modules:
+        warnings.warn(
+            "run_sync() was called inside a running event loop: it blocks that loop (every "
+            "other task and request waits) until the run ends; use `await agent.run(...)` "
+            "in async code",
+            RuntimeWarning,
+            stacklevel=3,
+        )
     box: list[tuple[str, Any]] = []
+    over = threading.Event()  # (an interrupted Thread.join() may not wait again: an Event does)
 
     def target() -> None:
         try:
             box.append(("ok", anyio.run(call)))
         except BaseException as exc:  # handed to the caller's thread
             box.append(("error", exc))
+        finally:
+            over.set()
 
-    thread = threading.Thread(target=target, name="treadle-run-sync")
+    thread = threading.Thread(target=target, name="treadle-run-sync", daemon=True)
     thread.start()
-    thread.join()
+    try:
+        over.wait()
+    except KeyboardInterrupt:
+        if stop is not None:
+            stop()
+        over.wait()  # the run closes its history; a second interrupt stops the wait
+        raise KeyboardInterrupt(INTERRUPTED) from None
     kind, value = box[0]
     if kind == "error":
         raise value
