@@ -96,6 +96,7 @@ def cmd_ui(args: argparse.Namespace) -> int:
         origins=args.origin,
         trusted_hosts=args.trusted_host,
         store=store,
+        request_timeout=args.request_timeout,
     )
     return 0
 
@@ -134,6 +135,13 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
         metavar="NAME",
         help="a Host name answered besides loopback names, e.g. chat.example.com behind a "
         "proxy (repeatable)",
+    )
+    ui.add_argument(
+        "--request-timeout",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="a request (headers and body) must arrive whole within this (default 60)",
     )
     ui.add_argument(
         "--store",
