@@ -189,7 +189,10 @@ async def test_hostile_input_is_a_4xx_not_a_500() -> None:
 
     async def client(app: Any) -> httpx.AsyncClient:
         transport = httpx.ASGITransport(app, raise_app_exceptions=False)
-        return httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8000")
+        origin = {"origin": "http://127.0.0.1:8000"}  # the page's own
+        return httpx.AsyncClient(
+            transport=transport, base_url="http://127.0.0.1:8000", headers=origin
+        )
 
     async with await client(web) as c, web.state.web.runs.serving():
         for name, data in (("web deep", deep), ("web deep valid", deep_valid.encode())):
