@@ -13,8 +13,8 @@ import pytest
 
 from treadle import Agent
 from treadle.testing import ScriptedProvider
-from treadle.ui.web import web_app
 from treadle.ui._guard import COOKIE
+from treadle.ui.web import web_app
 from treadle.ui.web._guard import environment_secrets
 
 from .conftest import SECRET, serve_ui
