@@ -298,3 +298,13 @@ def test_the_token_never_reaches_uvicorns_access_log(tmp_path: Any) -> None:
     log = out + err
     assert '"GET /?x=1 HTTP/1.1" 303' in log, log  # the visit was logged ...
     assert TOKEN not in log and "wrong-token-value" not in log  # ... without its token
+
+
+@pytest.mark.anyio
+async def test_allow_remote_serves_other_machines_by_their_trusted_host_only() -> None:
+    app = vercel_ai_app(target_agent([]), allow_remote=True, trusted_hosts=["chat.example.com"])
+    transport = httpx.ASGITransport(app, client=("203.0.113.9", 4000))
+    async with httpx.AsyncClient(transport=transport, base_url="http://chat.example.com") as c:
+        assert (await c.get("/api/chat/c/stream")).status_code == 204
+        rebound = await c.get("/api/chat/c/stream", headers={"host": "evil.example"})
+        assert rebound.status_code == 403

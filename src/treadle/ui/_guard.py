@@ -106,7 +106,8 @@ class HTTPGuard:
     besides the server's own (``https://chat.example.com`` behind an HTTPS proxy).
     ``trusted_hosts``: ``Host`` names answered besides loopback names (``"*"``: any).
     ``allow_remote``: serve peers beyond loopback without a token — only when something in
-    front (a proxy, your middleware) authenticates them."""
+    front (a proxy, your middleware) authenticates them; name the hosts it is reached by
+    in ``trusted_hosts`` (``Host`` is still checked)."""
 
     def __init__(
         self,
@@ -177,7 +178,7 @@ class HTTPGuard:
             if not is_loopback_address(peer):
                 return 403, f"refused a connection from {peer or 'an unknown address'}: {_NO_TOKEN}"
         host = headers.get("host", "")
-        if (self.token is None and not self.allow_remote) or self.trusted_hosts:
+        if self.token is None or self.trusted_hosts:
             trusted = self.trusted_hosts
             if not (is_loopback_name(host) or host_name(host) in trusted or "*" in trusted):
                 return 403, (
