@@ -44,14 +44,15 @@ PUBLIC = [
     "treadle.ui.ag_ui",
     "treadle.ui.vercel_ai",
 ]
-# Python's own names, and values that providers send on the wire (finish reasons, enums).
+# Python's own names, values that providers send on the wire (finish reasons, enums), and
+# HTTP's (methods, headers, cookie attributes).
 NOT_OURS = {
     "ANY", "AUTO", "BLOCKLIST", "Cancelled", "DIRECT", "End", "False", "LANGUAGE", "NONE",
     "NORMAL", "None", "OTHER", "Paris", "RECITATION", "REDACTED", "RetryInfo", "SAFETY",
     "SPII", "STOP", "True", "TypeError", "URL", "Update", "ValueError", "BaseModel",
     "KeyboardInterrupt", "SystemExit", "BaseException", "OSError", "Exception", "RuntimeError",
     "EventSource", "HttpAgent", "DefaultChatTransport", "PENDING", "ENQUEUED", "SUCCESS", "CUSTOM",
-    "ERROR", "CANCELLED",
+    "ERROR", "CANCELLED", "GET", "HEAD", "OPTIONS", "Host", "Origin", "HttpOnly", "Secure",
 }  # fmt: skip
 NAME = re.compile(r"`([A-Z][A-Za-z0-9]+)(?:[.(\[][^`]*)?`")
 

@@ -128,3 +128,12 @@ async def test_a_log_reopened_on_its_file_continues_it(tmp_path: Path) -> None:
     second.publish(TurnStart(seq=1, turn_index=1))
     second.close()
     assert [e.seq async for e in EventLog.load(path).subscribe()] == [0, 1]
+
+
+def test_last_event_id_takes_only_a_plain_number() -> None:
+    from treadle.loop import last_event_id
+
+    assert last_event_id(" 12 ") == 12 and last_event_id("-1") == -1
+    # hostile headers are "no cursor", never an exception (int() refuses all of these)
+    for hostile in (None, "", "²", "١٢", "9" * 5000, "1.5", "abc", "-"):
+        assert last_event_id(hostile) is None, hostile

@@ -20,7 +20,8 @@ def test_help_says_how_to_use_it() -> None:
         [sys.executable, "-m", "treadle", "ui", "--help"], capture_output=True, text=True
     )
     assert done.returncode == 0
-    for word in ("module:agent", "--host", "--port", "--token", "127.0.0.1", "TREADLE_MODEL"):
+    words = ("module:agent", "--host", "--port", "--token", "127.0.0.1", "TREADLE_MODEL")
+    for word in (*words, "--origin", "--trusted-host", "--request-timeout"):
         assert word in done.stdout
 
 

@@ -13,8 +13,9 @@ import pytest
 
 from treadle import Agent
 from treadle.testing import ScriptedProvider
+from treadle.ui._guard import COOKIE
 from treadle.ui.web import web_app
-from treadle.ui.web._guard import COOKIE, environment_secrets
+from treadle.ui.web._guard import environment_secrets
 
 from .conftest import SECRET, serve_ui
 
@@ -50,13 +51,16 @@ async def test_a_token_is_asked_of_every_request() -> None:
         visit = await c.get("/", params={"token": "s3cret-token-value", "x": "1"})
         assert visit.status_code == 303 and visit.headers["location"] == "/?x=1"
         cookie = visit.headers["set-cookie"]
-        assert cookie.startswith(f"{COOKIE}=s3cret-token-value") and "HttpOnly" in cookie
+        # named after the server's port: two servers on one host keep their own
+        assert cookie.startswith(f"{COOKIE}_8000=s3cret-token-value") and "HttpOnly" in cookie
         assert "SameSite=Strict" in cookie
-        page = await c.get("/", headers={"cookie": f"{COOKIE}=s3cret-token-value"})
+        page = await c.get("/", headers={"cookie": f"{COOKIE}_8000=s3cret-token-value"})
         assert page.status_code == 200 and "data-testid" in page.text
         assert "s3cret-token-value" not in page.text
-        wrong = await c.get("/", headers={"cookie": f"{COOKIE}=nope"})
+        wrong = await c.get("/", headers={"cookie": f"{COOKIE}_8000=nope"})
         assert wrong.status_code == 401
+        other_port = await c.get("/", headers={"cookie": f"{COOKIE}_8001=s3cret-token-value"})
+        assert other_port.status_code == 401
 
 
 @pytest.mark.anyio
@@ -71,7 +75,8 @@ async def test_every_post_checks_origin() -> None:
             "/api/chat/c1/steer",
             "/api/sessions/c1/branch",
         ):
-            missing = await c.post(path, json=body)
+            plain = {"content-type": "text/plain"}
+            missing = await c.post(path, content=json.dumps(body), headers=plain)
             assert missing.status_code == 403 and "Origin" in missing.text, path
             foreign = await c.post(path, json=body, headers={"origin": "http://evil.example"})
             assert foreign.status_code == 403 and "cross-origin" in foreign.text, path
@@ -96,7 +101,7 @@ async def test_a_bearer_client_may_post_without_origin() -> None:
         ok = await c.post("/api/chat/c1/stop", headers={"authorization": "Bearer tok-tok-tok-tok"})
         assert ok.status_code == 200
         cookie_only = await c.post(
-            "/api/chat/c1/stop", headers={"cookie": f"{COOKIE}=tok-tok-tok-tok"}
+            "/api/chat/c1/stop", headers={"cookie": f"{COOKIE}_8000=tok-tok-tok-tok"}
         )
         assert cookie_only.status_code == 403  # a browser's cookie needs its Origin too
 

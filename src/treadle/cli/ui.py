@@ -74,11 +74,11 @@ def choose_token(host: str, given: str | None) -> str | None:
 
 def cmd_ui(args: argparse.Namespace) -> int:
     try:
-        import uvicorn
+        import uvicorn  # noqa: F401
     except ImportError:
         print("treadle ui needs the web extra: pip install 'treadle[web]'", file=sys.stderr)
         return 2
-    from ..ui.web import web_app
+    from ..ui.web import serve
 
     agent = load_agent(args.target) if args.target else default_agent(args)
     store = None
@@ -87,12 +87,17 @@ def cmd_ui(args: argparse.Namespace) -> int:
 
         store = open_store(args.store)
     token = choose_token(args.host, args.token or os.environ.get("TREADLE_UI_TOKEN"))
-    app = web_app(agent, store=store, token=token)
-    shown = f"[{args.host}]" if ":" in args.host else args.host
-    url = f"http://{shown}:{args.port}/"
     print(f"treadle ui · {agent.provider.name}:{agent.provider.model}")
-    print(f"    {url}?token={token}" if token else f"    {url}", flush=True)
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    serve(
+        agent,
+        host=args.host,
+        port=args.port,
+        token=token,
+        origins=args.origin,
+        trusted_hosts=args.trusted_host,
+        store=store,
+        request_timeout=args.request_timeout,
+    )
     return 0
 
 
@@ -114,6 +119,29 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
         "--token",
         help="the token every request must carry (default: generated and printed when "
         "--host is not a loopback address; $TREADLE_UI_TOKEN also works)",
+    )
+    ui.add_argument(
+        "--origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="an Origin allowed to POST besides the server's own, e.g. "
+        "https://chat.example.com behind an HTTPS proxy (repeatable)",
+    )
+    ui.add_argument(
+        "--trusted-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a Host name answered besides loopback names, e.g. chat.example.com behind a "
+        "proxy (repeatable)",
+    )
+    ui.add_argument(
+        "--request-timeout",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="a request (headers and body) must arrive whole within this (default 60)",
     )
     ui.add_argument(
         "--store",

@@ -142,7 +142,9 @@ def sse_frame(event: AgentEvent) -> bytes:
 
 def last_event_id(value: str | None) -> int | None:
     """The ``seq`` to resume after, from a ``Last-Event-ID`` header (``None`` when absent
-    or not a number)."""
-    if value is None or not value.strip().lstrip("-").isdigit():
+    or not a number: ASCII digits, at most 19 of them)."""
+    text = "" if value is None else value.strip()
+    digits = text.removeprefix("-")
+    if not (digits.isascii() and digits.isdigit() and len(digits) <= 19):
         return None
-    return int(value.strip())
+    return int(text)

@@ -7,9 +7,13 @@
 Both keep each run's frames under cursors taken from the events' ``seq``, so a client whose
 connection dropped resumes with no gap and no duplicate. The ASGI apps need the ``web``
 extra (Starlette); the translation and the runs themselves need nothing beyond treadle.
+
+Every app is guarded the same way (``Host``, ``Origin``, an optional token, body limits:
+see docs/security.md); :func:`serve` runs one with uvicorn and a request deadline.
 """
 
 from ._runs import Frame, FrameLog, LiveRun, RequestError, UIRuns, format_cursor, parse_cursor
+from ._serve import serve
 
 __all__ = [
     "Frame",
@@ -19,4 +23,5 @@ __all__ = [
     "UIRuns",
     "format_cursor",
     "parse_cursor",
+    "serve",
 ]

@@ -4,11 +4,11 @@ built)."""
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 from ..errors import MissingExtra
+from ._guard import HTTPGuard, load_json
 from ._runs import LiveRun, RequestError, UIRuns
 
 StartRun = Callable[[UIRuns, Any], LiveRun]
@@ -25,12 +25,13 @@ def build_app(
     reconnect_path: str,
     find: FindRun,
     headers: Mapping[str, str] | None = None,
+    guard: Mapping[str, Any],
 ) -> Any:
     try:
         from starlette.applications import Starlette
         from starlette.requests import Request
         from starlette.responses import JSONResponse, Response, StreamingResponse
-        from starlette.routing import Route
+        from starlette.routing import Route, request_response
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise MissingExtra(
             "the treadle.ui ASGI apps need Starlette: pip install 'treadle[web]'"
@@ -48,9 +49,9 @@ def build_app(
 
     async def post(request: Request) -> Response:
         try:
-            body = json.loads(await request.body() or b"null")
-        except ValueError:
-            return JSONResponse({"error": "the request body is not JSON"}, status_code=400)
+            body = load_json(await request.body())
+        except ValueError as exc:
+            return JSONResponse({"error": str(exc)}, status_code=400)
         try:
             live = start(runs, body)
         except RequestError as exc:
@@ -69,10 +70,14 @@ def build_app(
         async with runs.serving():
             yield
 
+    def guarded(endpoint: Callable[[Request], Any]) -> HTTPGuard:
+        # on each route, so the guard goes wherever the routes are mounted
+        return HTTPGuard(request_response(endpoint), **guard)
+
     app = Starlette(
         routes=[
-            Route(path, post, methods=["POST"]),
-            Route(reconnect_path, reconnect, methods=["GET"]),
+            Route(path, guarded(post), methods=["POST"]),
+            Route(reconnect_path, guarded(reconnect), methods=["GET"]),
         ],
         lifespan=lifespan,
     )

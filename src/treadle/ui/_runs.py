@@ -38,8 +38,9 @@ class RequestError(TreadleError, ValueError):
 
 
 def _digits(text: str) -> bool:
-    """ASCII digits only: ``str.isdigit`` also accepts ``"¹"``, which ``int`` refuses."""
-    return text.isascii() and text.isdigit()
+    """ASCII digits only (``str.isdigit`` also accepts ``"¹"``, which ``int`` refuses), and
+    not too many (``int`` refuses thousands of them; no ``seq`` needs more than 19)."""
+    return text.isascii() and text.isdigit() and len(text) <= 19
 
 
 def parse_cursor(value: str | None) -> Cursor | None:

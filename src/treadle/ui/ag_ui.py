@@ -26,7 +26,7 @@ from __future__ import annotations
 import copy
 import json
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import Any, Literal
 
 from pydantic import AliasGenerator, BaseModel, ConfigDict, Field
@@ -48,6 +48,7 @@ from ..types import (
     TurnStart,
     UserMessage,
 )
+from ._guard import DEFAULT_BODY_TIMEOUT, DEFAULT_MAX_BODY_BYTES, load_json
 from ._runs import (
     Cursor,
     Frame,
@@ -125,6 +126,32 @@ def _text_of(content: Any) -> str:
     return ""
 
 
+def _tool_calls(raw: Any) -> list[ToolCall]:
+    """An assistant message's ``toolCalls``: ``[{id, function: {name, arguments}}]``, the
+    arguments a JSON object in a string; :class:`RequestError` (422) for anything else."""
+    if raw is None:
+        return []
+    shape = "toolCalls must be [{id, type: 'function', function: {name, arguments}}]"
+    if not isinstance(raw, list):
+        raise RequestError(shape, 422)
+    calls: list[ToolCall] = []
+    for call in raw:
+        fn = call.get("function") if isinstance(call, dict) else None
+        if not isinstance(fn, dict) or not isinstance(call.get("id"), str):
+            raise RequestError(shape, 422)
+        name, text = fn.get("name", ""), fn.get("arguments") or "{}"
+        if not isinstance(name, str) or not isinstance(text, str):
+            raise RequestError(f"tool call {call['id']!r}: {shape}", 422)
+        try:
+            arguments = load_json(text.encode())
+        except ValueError as exc:
+            raise RequestError(f"tool call {call['id']!r}: arguments: {exc}", 422) from None
+        if not isinstance(arguments, dict):
+            raise RequestError(f"tool call {call['id']!r}: arguments must be a JSON object", 422)
+        calls.append(ToolCall(id=call["id"], name=name, arguments=arguments))
+    return calls
+
+
 def messages_from_ag_ui(messages: Sequence[dict[str, Any]]) -> tuple[list[AgentMessage], str]:
     """AG-UI messages as treadle's history, and the text of their system / developer
     messages (for the system prompt). Activity and reasoning messages are left out."""
@@ -141,17 +168,9 @@ def messages_from_ag_ui(messages: Sequence[dict[str, Any]]) -> tuple[list[AgentM
             blocks: list[Any] = []
             if text := _text_of(raw.get("content")):
                 blocks.append(TextContent(text=text))
-            for call in raw.get("toolCalls") or []:
-                fn = call.get("function") or {}
-                try:
-                    arguments = json.loads(fn.get("arguments") or "{}")
-                except ValueError as exc:
-                    raise RequestError(
-                        f"tool call {call.get('id')!r}: arguments are not JSON ({exc})",
-                        422,
-                    ) from None
-                names[call["id"]] = fn.get("name", "")
-                blocks.append(ToolCall(id=call["id"], name=fn.get("name", ""), arguments=arguments))
+            for call in _tool_calls(raw.get("toolCalls")):
+                names[call.id] = call.name
+                blocks.append(call)
             history.append(AssistantMessage(content=blocks))
         elif role == "tool":
             call_id = str(raw.get("toolCallId", ""))
@@ -491,12 +510,24 @@ def stream_run(live: LiveRun, last_event_id: str | None = None) -> AsyncIterator
 
 
 def ag_ui_app(
-    agent: Any, *, history: Literal["client", "server"] = "client", path: str = "/"
+    agent: Any,
+    *,
+    history: Literal["client", "server"] = "client",
+    path: str = "/",
+    token: str | None = None,
+    origins: Iterable[str] = (),
+    trusted_hosts: Iterable[str] = (),
+    allow_remote: bool = False,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    body_timeout: float = DEFAULT_BODY_TIMEOUT,
 ) -> Any:
     """An ASGI app (Starlette) serving ``agent`` over AG-UI at ``POST {path}``; also
     ``GET {path}runs/{run_id}`` to read (or resume, with ``Last-Event-ID``) a run's
     stream. ``agent``: an :class:`~treadle.Agent` (a template: each request runs on a branch
-    with the client's history) or ``thread_id -> Agent`` with ``history="server"``."""
+    with the client's history) or ``thread_id -> Agent`` with ``history="server"``.
+
+    Guarded as :func:`~treadle.ui.vercel_ai.vercel_ai_app` is (the same options; see
+    docs/security.md)."""
     from ._asgi import build_app
 
     runs = UIRuns(agent, history=history)
@@ -507,5 +538,13 @@ def ag_ui_app(
         stream_run,
         path=path,
         reconnect_path=f"{base}/runs/{{run_id}}",
+        guard={
+            "token": token,
+            "origins": origins,
+            "trusted_hosts": trusted_hosts,
+            "allow_remote": allow_remote,
+            "max_body_bytes": max_body_bytes,
+            "body_timeout": body_timeout,
+        },
         find=lambda runs, params, cursor: runs.get(str(params["run_id"])),
     )

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 from ..agent import Agent, AgentSnapshot
@@ -44,6 +44,7 @@ from ..types import (
     TurnStart,
     UserMessage,
 )
+from ._guard import DEFAULT_BODY_TIMEOUT, DEFAULT_MAX_BODY_BYTES
 from ._runs import LiveRun, RequestError, UIRuns, parse_cursor, sse_body
 from ._translate import FrameData, PartsTranslator
 
@@ -309,12 +310,29 @@ def find_run(runs: UIRuns, chat_id: str, *, last_event_id: str | None = None) ->
 
 
 def vercel_ai_app(
-    agent: Any, *, history: Literal["client", "server"] = "client", path: str = "/api/chat"
+    agent: Any,
+    *,
+    history: Literal["client", "server"] = "client",
+    path: str = "/api/chat",
+    token: str | None = None,
+    origins: Iterable[str] = (),
+    trusted_hosts: Iterable[str] = (),
+    allow_remote: bool = False,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    body_timeout: float = DEFAULT_BODY_TIMEOUT,
 ) -> Any:
     """An ASGI app (Starlette) for ``useChat``: ``POST {path}`` and ``GET
     {path}/{id}/stream``. ``agent``: an :class:`~treadle.Agent` (a template: each request
     runs on a branch with the client's messages) or ``chat_id -> Agent`` with
-    ``history="server"``."""
+    ``history="server"``.
+
+    Each route is guarded (see docs/security.md), also when mounted elsewhere: without
+    ``token``, loopback peers asking for a loopback name only; a state-changing request
+    with a foreign or ``null`` ``Origin`` (one not in ``origins``), or with none and not
+    ``application/json``, is refused. ``trusted_hosts``: ``Host`` names answered besides
+    loopback ones; ``allow_remote``: serve other machines without a token (your own
+    authentication in front). Bodies: at most ``max_body_bytes``, read within
+    ``body_timeout`` seconds."""
     from ._asgi import build_app
 
     runs = UIRuns(agent, history=history)
@@ -324,6 +342,14 @@ def vercel_ai_app(
         stream_run,
         path=path,
         reconnect_path=f"{path.rstrip('/')}/{{chat_id}}/stream",
+        guard={
+            "token": token,
+            "origins": origins,
+            "trusted_hosts": trusted_hosts,
+            "allow_remote": allow_remote,
+            "max_body_bytes": max_body_bytes,
+            "body_timeout": body_timeout,
+        },
         find=lambda runs, params, cursor: find_run(
             runs, str(params["chat_id"]), last_event_id=cursor
         ),

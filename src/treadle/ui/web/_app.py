@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +14,7 @@ from ...errors import MissingExtra
 from ...loop import EventLogGap
 from ...sessions import MemoryStore, SessionError, SessionNotFound, SessionStore
 from ...types import AgentMessage, UserMessage
+from .._guard import load_json
 from .._runs import LiveRun, RequestError, UIRuns
 from ..vercel_ai import UI_MESSAGE_STREAM_HEADERS, find_run, start_run, stream_run
 from ._guard import Guard
@@ -67,9 +68,8 @@ def build_web_app(
     agent: Agent[Any],
     *,
     store: SessionStore | None = None,
-    token: str | None = None,
-    origins: Iterable[str] = (),
     title: str | None = None,
+    **guard_options: Any,
 ) -> Any:
     try:
         from starlette.applications import Starlette
@@ -106,9 +106,9 @@ def build_web_app(
 
     async def read_json(request: Request) -> Any:
         try:
-            return json.loads(await request.body() or b"null")
-        except ValueError:
-            raise RequestError("the request body is not JSON") from None
+            return load_json(await request.body())
+        except ValueError as exc:
+            raise RequestError(str(exc)) from None
 
     async def page(request: Request) -> Response:
         html = (STATIC / "index.html").read_bytes()
@@ -207,7 +207,8 @@ def build_web_app(
             return _error("no such run", 404)
         log = live.events
         cursor = request.headers.get("last-event-id") or request.query_params.get("after")
-        after = int(cursor) if cursor and cursor.isascii() and cursor.isdigit() else None
+        digits = cursor is not None and cursor.isascii() and cursor.isdigit() and len(cursor) < 20
+        after = int(cursor) if cursor and digits else None
 
         async def body() -> AsyncIterator[bytes]:
             try:
@@ -260,7 +261,7 @@ def build_web_app(
         except RequestError as exc:
             return _error(str(exc), exc.status)
         at = body.get("at") if isinstance(body, dict) else None
-        if sid is None or not isinstance(at, int):
+        if sid is None or not isinstance(at, int) or isinstance(at, bool) or at < 0:
             return _error("expected {at: <number of messages to keep>}", 422)
         try:
             agent = runs.agent_for(sid)
@@ -295,6 +296,6 @@ def build_web_app(
         lifespan=lifespan,
     )
     app.state.web = state
-    guard = Guard(app, token=token, origins=origins)
+    guard = Guard(app, **guard_options)
     guard.state = app.state
     return guard
