@@ -47,6 +47,7 @@ PUBLIC = [
 # Python's own names, values that providers send on the wire (finish reasons, enums), and
 # HTTP's (methods, headers, cookie attributes).
 NOT_OURS = {
+    "RuntimeWarning",
     "ANY", "AUTO", "BLOCKLIST", "Cancelled", "DIRECT", "End", "False", "LANGUAGE", "NONE",
     "NORMAL", "None", "OTHER", "Paris", "RECITATION", "REDACTED", "RetryInfo", "SAFETY",
     "SPII", "STOP", "True", "TypeError", "URL", "Update", "ValueError", "BaseModel",

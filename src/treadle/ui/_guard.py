@@ -29,6 +29,8 @@ from urllib.parse import parse_qsl, urlencode
 
 import anyio
 
+from ..errors import ConfigurationError, TreadleError, UsageError
+
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
@@ -80,21 +82,25 @@ def cookie_name(scope: Scope) -> str:
     return f"{COOKIE}_{port}" if port else COOKIE
 
 
+class BadRequestBody(TreadleError, ValueError):
+    """A request body a surface refuses with a 4xx (not JSON, nested too deep)."""
+
+
 def load_json(body: bytes) -> Any:
-    """A request body as JSON; ``ValueError`` (with what is wrong) for one that is not
-    JSON or is nested deeper than :data:`MAX_JSON_DEPTH`."""
+    """A request body as JSON; :class:`BadRequestBody` (a ``ValueError``, with what is
+    wrong) for one that is not JSON or is nested deeper than :data:`MAX_JSON_DEPTH`."""
     try:
         value = json.loads(body or b"null")
     except RecursionError:
-        raise ValueError(f"the request body is nested deeper than {MAX_JSON_DEPTH}") from None
+        raise BadRequestBody(f"the request body is nested deeper than {MAX_JSON_DEPTH}") from None
     except ValueError:
-        raise ValueError("the request body is not JSON") from None
+        raise BadRequestBody("the request body is not JSON") from None
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         item, depth = stack.pop()
         if isinstance(item, (dict, list)):
             if depth > MAX_JSON_DEPTH:
-                raise ValueError(f"the request body is nested deeper than {MAX_JSON_DEPTH}")
+                raise BadRequestBody(f"the request body is nested deeper than {MAX_JSON_DEPTH}")
             children = item.values() if isinstance(item, dict) else item
             stack.extend((child, depth + 1) for child in children)
     return value
@@ -121,11 +127,13 @@ class HTTPGuard:
         body_timeout: float = DEFAULT_BODY_TIMEOUT,
     ) -> None:
         if token is not None and len(token) < 8:
-            raise ValueError("a token must be at least 8 characters (new_token() makes one)")
+            raise ConfigurationError(
+                "a token must be at least 8 characters (new_token() makes one)"
+            )
         if max_body_bytes < 1 or body_timeout <= 0:
-            raise ValueError("max_body_bytes and body_timeout must be positive")
+            raise ConfigurationError("max_body_bytes and body_timeout must be positive")
         if isinstance(origins, str) or isinstance(trusted_hosts, str):
-            raise TypeError("origins and trusted_hosts are lists of strings, not one string")
+            raise UsageError("origins and trusted_hosts are lists of strings, not one string")
         self.app = app
         self.token = token
         self.origins = {o.strip().rstrip("/").lower() for o in origins}
