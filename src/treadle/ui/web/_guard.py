@@ -1,7 +1,8 @@
 """The web app's front door (pure ASGI, so streamed answers pass through untouched): the
 ``Host`` a loopback server answers to, the token a non-loopback one asks for, ``Origin`` on
-every POST, and secrets from the server's environment masked in every response (with as
-many ``*``, so lengths hold)."""
+every POST, and secrets from the server's environment masked in every data response, on the
+stream (``treadle.ui._mask``: any spelling, split between chunks too; with as many ``*``, so
+lengths hold; the page's own assets are left as they are)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from http.cookies import SimpleCookie
 from typing import Any
 from urllib.parse import parse_qs, urlencode
+
+from .._mask import Secrets, masking_send
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -30,7 +33,7 @@ def environment_secrets(environ: MutableMapping[str, str] | None = None) -> list
     since they would match ordinary text."""
     env = os.environ if environ is None else environ
     values = {v for k, v in env.items() if _SECRET_NAME.search(k) and len(v.strip()) >= 8}
-    return sorted((v.encode() for v in values), key=len, reverse=True)
+    return sorted((v.encode("utf-8", "surrogateescape") for v in values), key=len, reverse=True)
 
 
 def _host_name(host: str) -> str:
@@ -62,6 +65,7 @@ class Guard:
         self.secrets = list(environment_secrets() if secrets is None else secrets)
         if token:
             self.secrets = [s for s in self.secrets if s != token.encode()]
+        self.mask = Secrets(self.secrets)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -95,7 +99,7 @@ class Guard:
             if origin is not None and not self._same_origin(scope, origin, host):
                 await _deny(send, 403, f"cross-origin request refused (Origin {origin!r})")
                 return
-        await self.app(scope, receive, self._scrubbing(send))
+        await self.app(scope, receive, masking_send(send, self.mask))
 
     def _bearer(self, headers: dict[str, str]) -> bool:
         scheme, _, value = headers.get("authorization", "").partition(" ")
@@ -107,22 +111,6 @@ class Guard:
     def _same_origin(self, scope: Scope, origin: str, host: str) -> bool:
         scheme = "https" if scope.get("scheme") == "https" else "http"
         return origin.rstrip("/") in {f"{scheme}://{host}", *self.origins}
-
-    def _scrubbing(self, send: Send) -> Send:
-        if not self.secrets:
-            return send
-        secrets = self.secrets
-
-        async def scrubbed(message: Message) -> None:
-            if message["type"] == "http.response.body":
-                body = message.get("body", b"")
-                for secret in secrets:
-                    if secret in body:
-                        body = body.replace(secret, b"*" * len(secret))  # same length
-                message["body"] = body
-            await send(message)
-
-        return scrubbed
 
 
 def _cookie(headers: dict[str, str]) -> str:
