@@ -67,8 +67,8 @@ async def test_a_thousand_readers_of_a_long_run_share_each_events_bytes() -> Non
     assert counting.calls == events  # each event encoded once, for all 1000 readers
     first = got[0]
     assert len(got) == 1000 and all(len(r) == events for r in got)
-    assert all(a is b for r in got for a, b in zip(r, first))  # the very same bytes
-    assert all(a is b for r in frames for a, b in zip(r, frames[0]))
+    assert all(a is b for r in got for a, b in zip(r, first, strict=True))  # the same bytes
+    assert all(a is b for r in frames for a, b in zip(r, frames[0], strict=True))
     assert live.nbytes == live.frames.nbytes + sum(len(b) for b in first)
 
 

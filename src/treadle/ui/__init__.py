@@ -9,9 +9,23 @@ connection dropped resumes with no gap and no duplicate. The ASGI apps need the 
 extra (Starlette); the translation and the runs themselves need nothing beyond treadle.
 """
 
-from ._runs import Frame, FrameLog, LiveRun, RequestError, UIRuns, format_cursor, parse_cursor
+from ._runs import (
+    EncodedEvent,
+    EncodedEventLog,
+    EventEncoder,
+    Frame,
+    FrameLog,
+    LiveRun,
+    RequestError,
+    UIRuns,
+    format_cursor,
+    parse_cursor,
+)
 
 __all__ = [
+    "EncodedEvent",
+    "EncodedEventLog",
+    "EventEncoder",
     "Frame",
     "FrameLog",
     "LiveRun",

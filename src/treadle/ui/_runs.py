@@ -75,7 +75,8 @@ class Frame:
         return self.wire if with_id else self._encode(with_id=False)
 
     def _encode(self, *, with_id: bool) -> bytes:
-        body = self.data if isinstance(self.data, str) else json.dumps(self.data)
+        # (a custom event's value that is no JSON is sent as its text rather than failing)
+        body = self.data if isinstance(self.data, str) else json.dumps(self.data, default=str)
         head = f"id: {format_cursor(self.cursor)}\n" if with_id else ""
         return f"{head}data: {body}\n\n".encode()
 

@@ -93,7 +93,17 @@ class InspectorEncoder:
         self._streams: dict[tuple[str, str, int], StreamMask[str]] = {}
 
     def __call__(self, event: AgentEvent) -> bytes:
-        data = event_json(event)
+        try:
+            data = event_json(event)
+        except Exception:  # a custom event's value that is no JSON: say so, go on
+            data = {
+                "type": event.type,
+                "seq": event.seq,
+                "loop_id": event.loop_id,
+                "depth": event.depth,
+                "timestamp": event.timestamp,
+                "unencodable": "this event's content could not be written as JSON",
+            }
         if isinstance(event, MessageUpdate) and self.secrets:
             delta = data["delta"]
             field = "text" if "text" in delta else "arguments" if "arguments" in delta else None
