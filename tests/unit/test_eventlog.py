@@ -130,10 +130,25 @@ async def test_a_log_reopened_on_its_file_continues_it(tmp_path: Path) -> None:
     assert [e.seq async for e in EventLog.load(path).subscribe()] == [0, 1]
 
 
-def test_last_event_id_takes_only_a_plain_number() -> None:
+@pytest.mark.parametrize("value", ["²", "١٢", "9" * 5000, "1" * 19, "-1", "1.5", "", " ", None])
+def test_a_cursor_that_is_no_seq_is_none_never_an_error(value: str | None) -> None:
     from treadle.loop import last_event_id
 
-    assert last_event_id(" 12 ") == 12 and last_event_id("-1") == -1
-    # hostile headers are "no cursor", never an exception (int() refuses all of these)
-    for hostile in (None, "", "²", "١٢", "9" * 5000, "1.5", "abc", "-"):
-        assert last_event_id(hostile) is None, hostile
+    assert last_event_id(value) is None
+    assert last_event_id(" 42 ") == 42 and last_event_id("9" * 18) == int("9" * 18)
+
+
+async def test_a_lone_surrogate_in_an_event_is_written_and_framed_as_u_fffd(tmp_path: Path) -> None:
+    import json
+
+    from treadle.loop import sse_frame
+    from treadle.types import CustomEvent
+
+    odd = CustomEvent(seq=1, loop_id="l", timestamp=0.0, name="x", value={"t": "a\udc80b"})
+    data = sse_frame(odd).decode("utf-8").split("data: ", 1)[1]
+    assert json.loads(data)["value"] == {"t": "a\ufffdb"}
+    log = EventLog(path=tmp_path / "events.jsonl")
+    log.publish(odd)  # the file takes it (this raised, and ended the pump)
+    log.close()
+    kept = EventLog.load(tmp_path / "events.jsonl")
+    assert [e.value for e in kept.items] == [{"t": "a\ufffdb"}]  # type: ignore[union-attr]

@@ -10,15 +10,18 @@ fell out of it gets :class:`EventLogGap` rather than a silent hole.
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Iterable, Iterator
 from pathlib import Path
 from typing import IO
 
 from anyio.streams.memory import MemoryObjectReceiveStream
 from pydantic import ValidationError
+from pydantic_core import PydanticSerializationError
 
 from ..errors import ConfigurationError
 from ..types import AgentEvent, event_from_json
+from ..types.text import clean_text
 from .keyedlog import EventLogGap, KeyedLog
 
 __all__ = ["EventLog", "EventLogGap", "last_event_id", "sse_frame"]
@@ -79,7 +82,7 @@ class EventLog(KeyedLog[AgentEvent, int]):
                 f"seq {event.seq} is not after {last}: events must come in order"
             )
         if self._file is not None and not self.closed:
-            self._file.write(event.model_dump_json() + "\n")
+            self._file.write(_event_json(event) + "\n")
         self.add(event)
 
     def close(self) -> None:
@@ -133,18 +136,32 @@ def _read(path: Path) -> Iterator[AgentEvent]:
                 return
 
 
+def _event_json(event: AgentEvent) -> str:
+    """``event`` as JSON. A lone surrogate in it (a custom event's value from a bad decode)
+    becomes U+FFFD, so the JSON can always be sent and stored."""
+    try:
+        return event.model_dump_json()
+    except PydanticSerializationError:
+        return clean_text(json.dumps(event.model_dump(mode="json"), ensure_ascii=False))
+
+
 def sse_frame(event: AgentEvent) -> bytes:
     """``event`` as one Server-Sent Events frame: ``id`` is its ``seq`` (so a browser's
     ``EventSource`` reconnects with ``Last-Event-ID`` and a server resumes with
     ``log.subscribe(after_seq=...)``), ``event`` its type, ``data`` its JSON."""
-    return f"id: {event.seq}\nevent: {event.type}\ndata: {event.model_dump_json()}\n\n".encode()
+    return f"id: {event.seq}\nevent: {event.type}\ndata: {_event_json(event)}\n\n".encode()
+
+
+_MAX_CURSOR_DIGITS = 18
+"""A longer ``Last-Event-ID`` is no ``seq`` this process made (and ``int`` of thousands of
+digits is refused by Python itself)."""
 
 
 def last_event_id(value: str | None) -> int | None:
-    """The ``seq`` to resume after, from a ``Last-Event-ID`` header (``None`` when absent
-    or not a number: ASCII digits, at most 19 of them)."""
-    text = "" if value is None else value.strip()
-    digits = text.removeprefix("-")
-    if not (digits.isascii() and digits.isdigit() and len(digits) <= 19):
+    """The ``seq`` to resume after, from a ``Last-Event-ID`` header or an ``?after=``
+    cursor: ``None`` (start from the beginning) when absent or not a plain number — ASCII
+    digits only (``str.isdigit`` also accepts ``"²"``), at most 18 of them."""
+    text = (value or "").strip()
+    if not text.isascii() or not text.isdigit() or len(text) > _MAX_CURSOR_DIGITS:
         return None
     return int(text)

@@ -26,13 +26,23 @@ class EventLogGap(TreadleError):
 
 
 class KeyedLog(Generic[T, K]):
-    """Items ``T`` in strictly increasing ``key(item)`` order, at most ``max_items`` kept."""
+    """Items ``T`` in strictly increasing ``key(item)`` order, at most ``max_items`` kept.
+    ``size`` (for example the length of an encoded frame) makes :attr:`nbytes` the total of
+    what is kept, for a holder that bounds its logs by bytes."""
 
-    def __init__(self, key: Callable[[T], K], *, max_items: int = 10_000) -> None:
+    def __init__(
+        self,
+        key: Callable[[T], K],
+        *,
+        max_items: int = 10_000,
+        size: Callable[[T], int] | None = None,
+    ) -> None:
         if max_items < 1:
             raise ConfigurationError("max_items must be at least 1")
         self.key: Callable[[T], K] = key
         self.max_items = max_items
+        self.size = size
+        self._nbytes = 0
         self._items: list[T] = []
         self._keys: list[K] = []
         self._dropped_through: K | None = None  # the last key no longer kept
@@ -47,6 +57,11 @@ class KeyedLog(Generic[T, K]):
     def items(self) -> Sequence[T]:
         """What is kept in memory, oldest first."""
         return self._items
+
+    @property
+    def nbytes(self) -> int:
+        """The total ``size`` of the items kept (0 when the log was given no ``size``)."""
+        return self._nbytes
 
     @property
     def last_key(self) -> K | None:
@@ -65,9 +80,14 @@ class KeyedLog(Generic[T, K]):
     def _keep(self, item: T) -> None:
         self._items.append(item)
         self._keys.append(self.key(item))
+        size = self.size
+        if size is not None:
+            self._nbytes += size(item)
         if len(self._items) > self.max_items:
             cut = len(self._items) - self.max_items
             self._dropped_through = self._keys[cut - 1]
+            if size is not None:
+                self._nbytes -= sum(size(i) for i in self._items[:cut])
             del self._items[:cut], self._keys[:cut]
 
     def close(self) -> None:

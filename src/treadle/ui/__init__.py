@@ -12,10 +12,24 @@ Every app is guarded the same way (``Host``, ``Origin``, an optional token, body
 see docs/security.md); :func:`serve` runs one with uvicorn and a request deadline.
 """
 
-from ._runs import Frame, FrameLog, LiveRun, RequestError, UIRuns, format_cursor, parse_cursor
+from ._runs import (
+    EncodedEvent,
+    EncodedEventLog,
+    EventEncoder,
+    Frame,
+    FrameLog,
+    LiveRun,
+    RequestError,
+    UIRuns,
+    format_cursor,
+    parse_cursor,
+)
 from ._serve import serve
 
 __all__ = [
+    "EncodedEvent",
+    "EncodedEventLog",
+    "EventEncoder",
     "Frame",
     "FrameLog",
     "LiveRun",

@@ -39,12 +39,13 @@ class RequestError(TreadleError, ValueError):
 
 def _digits(text: str) -> bool:
     """ASCII digits only (``str.isdigit`` also accepts ``"¹"``, which ``int`` refuses), and
-    not too many (``int`` refuses thousands of them; no ``seq`` needs more than 19)."""
-    return text.isascii() and text.isdigit() and len(text) <= 19
+    no more than a ``seq`` can have (``int`` refuses thousands of digits too)."""
+    return text.isascii() and text.isdigit() and len(text) <= 18
 
 
 def parse_cursor(value: str | None) -> Cursor | None:
-    """``"12"`` → (12, 0), ``"12.3"`` → (12, 3); ``None`` for anything else."""
+    """``"12"`` → (12, 0), ``"12.3"`` → (12, 3); ``None`` for anything else (a reader with
+    no usable cursor starts from the beginning)."""
     if not value:
         return None
     head, _, tail = value.strip().partition(".")
@@ -60,23 +61,33 @@ def format_cursor(cursor: Cursor) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Frame:
-    """One protocol frame: ``data`` is a JSON object, or a literal string (``[DONE]``)."""
+    """One protocol frame: ``data`` is a JSON object, or a literal string (``[DONE]``).
+    Its SSE bytes are made once, when it is made: every reader is sent the same bytes."""
 
     cursor: Cursor
     data: dict[str, Any] | str
+    wire: bytes = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "wire", self._encode(with_id=True))
 
     def sse(self, *, with_id: bool = True) -> bytes:
-        body = self.data if isinstance(self.data, str) else json.dumps(self.data)
+        return self.wire if with_id else self._encode(with_id=False)
+
+    def _encode(self, *, with_id: bool) -> bytes:
+        # (a custom event's value that is no JSON is sent as its text rather than failing)
+        body = self.data if isinstance(self.data, str) else json.dumps(self.data, default=str)
         head = f"id: {format_cursor(self.cursor)}\n" if with_id else ""
         return f"{head}data: {body}\n\n".encode()
 
 
 class FrameLog(KeyedLog[Frame, Cursor]):
     """A run's frames in cursor order, for any number of readers (bounded: a reader whose
-    cursor fell out gets :class:`~treadle.EventLogGap`)."""
+    cursor fell out gets :class:`~treadle.EventLogGap`); :attr:`nbytes` is the size of
+    their SSE bytes."""
 
     def __init__(self, *, max_frames: int = 50_000) -> None:
-        super().__init__(_cursor_of, max_items=max_frames)
+        super().__init__(_cursor_of, max_items=max_frames, size=_frame_size)
 
     @property
     def frames(self) -> Sequence[Frame]:
@@ -90,6 +101,38 @@ class FrameLog(KeyedLog[Frame, Cursor]):
 
 def _cursor_of(frame: Frame) -> Cursor:
     return frame.cursor
+
+
+def _frame_size(frame: Frame) -> int:
+    return len(frame.wire)
+
+
+@dataclass(frozen=True, slots=True)
+class EncodedEvent:
+    """One treadle event as a reader is sent it (for example an SSE frame), made once."""
+
+    seq: int
+    data: bytes
+
+
+class EncodedEventLog(KeyedLog[EncodedEvent, int]):
+    """A run's events encoded as they happen, in ``seq`` order, for any number of readers
+    (every reader is sent the same bytes); :attr:`nbytes` is their size."""
+
+    def __init__(self, *, max_events: int = 50_000) -> None:
+        super().__init__(_seq_of, max_items=max_events, size=_encoded_size)
+
+
+def _seq_of(item: EncodedEvent) -> int:
+    return item.seq
+
+
+def _encoded_size(item: EncodedEvent) -> int:
+    return len(item.data)
+
+
+EventEncoder = Callable[[AgentEvent], "bytes | None"]
+"""Encodes one run's events, in order, each once (``None``: the event is left out)."""
 
 
 class Translator(Protocol):
@@ -116,6 +159,15 @@ class LiveRun:
     events: EventLog | None = None
     """Every treadle event of the run (sub-agents' too), when the runs keep them
     (``UIRuns(keep_events=True)``: for an inspector)."""
+    encoded: EncodedEventLog | None = None
+    """Every treadle event of the run encoded once, when the runs encode them
+    (``UIRuns(encode_events=...)``)."""
+
+    @property
+    def nbytes(self) -> int:
+        """The size of what the run keeps for its readers: its frames' and encoded events'
+        bytes."""
+        return self.frames.nbytes + (self.encoded.nbytes if self.encoded is not None else 0)
 
 
 class UIRuns:
@@ -126,8 +178,13 @@ class UIRuns:
     function ``thread_id -> Agent`` for conversations the server keeps (with
     ``history="server"``, e.g. agents with a session store: only the newest input of a
     request is used). Runs live in ``task_group`` (the server's), so a dropped connection
-    does not end them; ``max_runs`` finished runs are kept for reconnects.
-    ``keep_events=True`` also keeps each run's raw events (:attr:`LiveRun.events`).
+    does not end them. Finished runs are kept for reconnects, the newest first, while
+    there are at most ``max_runs`` of them and their frames and encoded events
+    (:attr:`LiveRun.nbytes`) take at most ``max_bytes`` together; older ones are forgotten
+    (a run in progress never is, nor the newest). ``keep_events=True`` also keeps each
+    run's raw events (:attr:`LiveRun.events`); ``encode_events`` (a function making one
+    :data:`EventEncoder` per run) keeps each event encoded once instead
+    (:attr:`LiveRun.encoded`), so that readers share the bytes.
     """
 
     def __init__(
@@ -137,7 +194,9 @@ class UIRuns:
         history: HistoryMode = "client",
         max_runs: int = 200,
         max_frames: int = 50_000,
+        max_bytes: int = 256 * 1024 * 1024,
         keep_events: bool = False,
+        encode_events: Callable[[], EventEncoder] | None = None,
     ) -> None:
         if history not in ("client", "server"):
             raise ConfigurationError("history must be 'client' or 'server'")
@@ -150,7 +209,9 @@ class UIRuns:
         self.history: HistoryMode = history
         self.max_runs = max_runs
         self.max_frames = max_frames
+        self.max_bytes = max_bytes
         self.keep_events = keep_events
+        self.encode_events = encode_events
         self.runs: OrderedDict[str, LiveRun] = OrderedDict()
         self._threads: dict[str, Agent[Any]] = {}
         self.task_group: TaskGroup | None = None
@@ -207,17 +268,28 @@ class UIRuns:
             frames=FrameLog(max_frames=self.max_frames),
             translator=translator,
             events=EventLog(max_events=self.max_frames) if self.keep_events else None,
+            encoded=EncodedEventLog(max_events=self.max_frames) if self.encode_events else None,
         )
         self.runs[live.run_id] = live
-        while len(self.runs) > self.max_runs:
-            oldest = next(iter(self.runs.values()))
-            if not oldest.done.is_set():
-                break
-            self.runs.popitem(last=False)
-        self.task_group.start_soon(self._drive, live, list(prompt))
+        self._forget_old()
+        encode = self.encode_events() if self.encode_events is not None else None
+        self.task_group.start_soon(self._drive, live, list(prompt), encode)
         return live
 
-    async def _drive(self, live: LiveRun, prompt: list[AgentMessage]) -> None:
+    def _forget_old(self) -> None:
+        """Forget finished runs, oldest first, past ``max_runs`` or ``max_bytes`` (never
+        the newest run, however large: its reader may be reconnecting)."""
+        total = sum(live.nbytes for live in self.runs.values() if live.done.is_set())
+        for live in list(self.runs.values())[:-1]:
+            if len(self.runs) <= self.max_runs and total <= self.max_bytes:
+                return
+            if live.done.is_set():
+                total -= live.nbytes
+                del self.runs[live.run_id]
+
+    async def _drive(
+        self, live: LiveRun, prompt: list[AgentMessage], encode: EventEncoder | None
+    ) -> None:
         last_seq = 0
         try:
             async with live.agent.stream(prompt) as events:
@@ -225,6 +297,10 @@ class UIRuns:
                     last_seq = max(last_seq, event.seq)
                     if live.events is not None:
                         live.events.publish(event)
+                    if live.encoded is not None and encode is not None:
+                        data = encode(event)
+                        if data is not None:
+                            live.encoded.add(EncodedEvent(event.seq, data))
                     if event.depth == 0:
                         live.frames.append(event.seq, live.translator.translate(event))
             live.result = events.result
@@ -234,7 +310,10 @@ class UIRuns:
             live.frames.close()
             if live.events is not None:
                 live.events.close()
+            if live.encoded is not None:
+                live.encoded.close()
             live.done.set()
+            self._forget_old()
 
     def serving(self) -> _Serving:
         """``async with runs.serving():`` — runs started inside live in this block's task

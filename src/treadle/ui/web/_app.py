@@ -5,24 +5,52 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from ...agent import Agent
 from ...errors import MissingExtra
-from ...loop import EventLogGap
+from ...loop import EventLogGap, last_event_id
 from ...sessions import MemoryStore, SessionError, SessionNotFound, SessionStore
 from ...types import AgentMessage, UserMessage
 from .._guard import load_json
-from .._runs import LiveRun, RequestError, UIRuns
+from .._mask import MASKED_HEADER, Secrets
+from .._runs import EventEncoder, LiveRun, RequestError, Translator, UIRuns
 from ..vercel_ai import UI_MESSAGE_STREAM_HEADERS, find_run, start_run, stream_run
 from ._guard import Guard
-from ._history import event_sse, messages_to_ui
+from ._history import messages_to_ui
+from ._masked import InspectorEncoder, MaskedTranslator
 
 STATIC = Path(__file__).with_name("static")
 ASSETS = {"app.js": "text/javascript", "app.css": "text/css"}
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+
+
+class WebRuns(UIRuns):
+    """The web app's runs: their frames masked once at their source (a secret a model
+    streams in two deltas too), their events encoded once for the inspector; every reader
+    shares those bytes."""
+
+    def __init__(self, open_session: Any) -> None:
+        super().__init__(open_session, history="server", encode_events=self._encoder)
+        self.secrets = Secrets(())  # the guard's, set when it is made
+
+    def _encoder(self) -> EventEncoder:
+        return InspectorEncoder(self.secrets)
+
+    def start(
+        self,
+        agent: Agent[Any],
+        prompt: Sequence[AgentMessage],
+        translator: Translator,
+        *,
+        thread_id: str,
+        run_id: str | None = None,
+    ) -> LiveRun:
+        if self.secrets:
+            translator = MaskedTranslator(translator, self.secrets)
+        return super().start(agent, prompt, translator, thread_id=thread_id, run_id=run_id)
 
 
 class WebState:
@@ -33,7 +61,7 @@ class WebState:
         self.template = agent
         self.store: SessionStore = store or agent.store or MemoryStore()
         self.title = title
-        self.runs = UIRuns(self._open, history="server", keep_events=True)
+        self.runs = WebRuns(self._open)
         self.prompts: dict[str, tuple[int, list[AgentMessage]]] = {}
 
     def _open(self, session_id: str) -> Agent[Any]:
@@ -90,6 +118,7 @@ def build_web_app(
     state = WebState(agent, store, title or agent.name)
     runs = state.runs
     sse_headers = {"cache-control": "no-cache", "x-accel-buffering": "no"}
+    masked = {MASKED_HEADER.decode(): "1"}  # a run's frames: masked at their source
     page_headers = {
         "cache-control": "no-cache",
         "content-security-policy": (
@@ -154,7 +183,12 @@ def build_web_app(
         return StreamingResponse(
             stream_run(live, request.headers.get("last-event-id")),
             media_type="text/event-stream",
-            headers={**sse_headers, **UI_MESSAGE_STREAM_HEADERS, "x-treadle-run-id": live.run_id},
+            headers={
+                **sse_headers,
+                **UI_MESSAGE_STREAM_HEADERS,
+                **masked,
+                "x-treadle-run-id": live.run_id,
+            },
         )
 
     async def resume(request: Request) -> Response:
@@ -166,7 +200,12 @@ def build_web_app(
         return StreamingResponse(
             stream_run(live, cursor),
             media_type="text/event-stream",
-            headers={**sse_headers, **UI_MESSAGE_STREAM_HEADERS, "x-treadle-run-id": live.run_id},
+            headers={
+                **sse_headers,
+                **UI_MESSAGE_STREAM_HEADERS,
+                **masked,
+                "x-treadle-run-id": live.run_id,
+            },
         )
 
     async def steer(request: Request) -> Response:
@@ -203,22 +242,25 @@ def build_web_app(
 
     async def events(request: Request) -> Response:
         live = runs.get(str(request.path_params["run_id"]))
-        if live is None or live.events is None:
+        if live is None or live.encoded is None:
             return _error("no such run", 404)
-        log = live.events
-        cursor = request.headers.get("last-event-id") or request.query_params.get("after")
-        digits = cursor is not None and cursor.isascii() and cursor.isdigit() and len(cursor) < 20
-        after = int(cursor) if cursor and digits else None
+        log = live.encoded
+        # a cursor that is no seq (``"²"``, a thousand digits) starts from the beginning
+        after = last_event_id(
+            request.headers.get("last-event-id") or request.query_params.get("after")
+        )
 
         async def body() -> AsyncIterator[bytes]:
             try:
-                async for event in log.subscribe(after):
-                    yield event_sse(event)
+                async for item in log.subscribe(after):
+                    yield item.data  # encoded once, shared by every reader
             except EventLogGap as gap:
                 yield f"event: gap\ndata: {json.dumps(str(gap))}\n\n".encode()
             yield b"event: end\ndata: {}\n\n"
 
-        return StreamingResponse(body(), media_type="text/event-stream", headers=sse_headers)
+        return StreamingResponse(
+            body(), media_type="text/event-stream", headers={**sse_headers, **masked}
+        )
 
     async def sessions(request: Request) -> Response:
         infos = [i for i in state.store.list(limit=200) if i.message_count > 0]
@@ -298,4 +340,5 @@ def build_web_app(
     app.state.web = state
     guard = Guard(app, **guard_options)
     guard.state = app.state
+    runs.secrets = guard.mask
     return guard

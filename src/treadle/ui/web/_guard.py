@@ -1,6 +1,8 @@
 """The web app's front door: the guard every treadle HTTP surface has (``treadle.ui._guard``:
 peer, ``Host``, token, ``Origin``, body limits), and secrets from the server's environment
-masked in every response (with as many ``*``, so lengths hold)."""
+masked in every data response, on the stream (``treadle.ui._mask``: any spelling, split
+between chunks too; with as many ``*``, so lengths hold; the page's own assets are left as
+they are)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,8 @@ import re
 from collections.abc import Iterable, MutableMapping
 from typing import Any
 
-from .._guard import ASGIApp, HTTPGuard, Message, Receive, Scope, Send
+from .._guard import ASGIApp, HTTPGuard, Receive, Scope, Send
+from .._mask import Secrets, masking_send
 
 _SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH", re.IGNORECASE)
 
@@ -20,7 +23,7 @@ def environment_secrets(environ: MutableMapping[str, str] | None = None) -> list
     since they would match ordinary text."""
     env = os.environ if environ is None else environ
     values = {v for k, v in env.items() if _SECRET_NAME.search(k) and len(v.strip()) >= 8}
-    return sorted((v.encode() for v in values), key=len, reverse=True)
+    return sorted((v.encode("utf-8", "surrogateescape") for v in values), key=len, reverse=True)
 
 
 class Guard(HTTPGuard):
@@ -40,6 +43,7 @@ class Guard(HTTPGuard):
         self.secrets = list(environment_secrets() if secrets is None else secrets)
         if token:
             self.secrets = [s for s in self.secrets if s != token.encode()]
+        self.mask = Secrets(self.secrets)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -49,20 +53,4 @@ class Guard(HTTPGuard):
         if admitted is None:
             return
         receive = admitted
-        await self.app(scope, receive, self._scrubbing(send))
-
-    def _scrubbing(self, send: Send) -> Send:
-        if not self.secrets:
-            return send
-        secrets = self.secrets
-
-        async def scrubbed(message: Message) -> None:
-            if message["type"] == "http.response.body":
-                body = message.get("body", b"")
-                for secret in secrets:
-                    if secret in body:
-                        body = body.replace(secret, b"*" * len(secret))  # same length
-                message["body"] = body
-            await send(message)
-
-        return scrubbed
+        await self.app(scope, receive, masking_send(send, self.mask))

@@ -4,7 +4,6 @@ events as JSON for the inspector."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -98,8 +97,3 @@ def event_json(event: AgentEvent) -> dict[str, Any]:
             "delta": event.delta.model_dump(mode="json"),
         }
     return event.model_dump(mode="json")
-
-
-def event_sse(event: AgentEvent) -> bytes:
-    body = json.dumps(event_json(event), ensure_ascii=False)
-    return f"id: {event.seq}\ndata: {body}\n\n".encode()

@@ -54,28 +54,102 @@ function setStatus(text) { $("status").textContent = text; }
 
 // ---------- Markdown, safely: every piece of text becomes a text node ----------
 
+// A scanner rather than one regex: a regex whose lazy bodies (`[^\]]+` up to a `](`) are
+// tried again from every `[`, `*` or `_` took quadratic time on a long line (a 160 KB answer
+// froze the tab). Here each closing mark is looked up in a table of "the next one after
+// position i", built once per line, so a line renders in linear time.
+const WORD = /[A-Za-z0-9_]/;
+const SPACE = /\s/;
+
+function nextTable(text, test) {
+  const next = new Int32Array(text.length + 1);
+  next[text.length] = -1;
+  for (let i = text.length - 1; i >= 0; i -= 1) next[i] = test(text[i]) ? i : next[i + 1];
+  return next;
+}
+
 function inline(text, into) {
   // `code`, **bold**, *em* / _em_, [label](http...) ; everything else is text
-  const re = /(`+)([^`]+?)\1|\*\*([^*]+?)\*\*|(?<![\w*])\*([^*\s][^*]*?)\*(?![\w*])|(?<!\w)_([^_\s][^_]*?)_(?!\w)|\[([^\]]+)\]\(([^)\s]+)\)/g;
+  const n = text.length;
+  const tick = nextTable(text, (c) => c === "`");
+  const star = nextTable(text, (c) => c === "*");
+  const under = nextTable(text, (c) => c === "_");
+  const close = nextTable(text, (c) => c === "]");
+  const urlEnd = nextTable(text, (c) => c === ")" || SPACE.test(c));
+  const word = (i) => i >= 0 && i < n && WORD.test(text[i]);
+  const at = (i) => (i < n ? text[i] : "");
   let last = 0;
-  for (const m of text.matchAll(re)) {
-    if (m.index > last) into.append(document.createTextNode(text.slice(last, m.index)));
-    if (m[2] !== undefined) into.append(el("code", { text: m[2] }));
-    else if (m[3] !== undefined) { const b = el("strong"); inline(m[3], b); into.append(b); }
-    else if (m[4] !== undefined || m[5] !== undefined) {
-      const i = el("em"); inline(m[4] ?? m[5], i); into.append(i);
-    } else if (m[6] !== undefined) {
-      const href = m[7];
-      if (/^https?:\/\//i.test(href)) {
-        const a = el("a", { rel: "noopener noreferrer", target: "_blank" });
-        a.href = href;
-        a.textContent = m[6];
-        into.append(a);
-      } else into.append(document.createTextNode(m[0]));
+  let i = 0;
+  const put = (start, end, node) => {
+    if (start > last) into.append(document.createTextNode(text.slice(last, start)));
+    into.append(node);
+    last = end;
+    i = end;
+  };
+  while (i < n) {
+    const c = text[i];
+    if (c === "`") {
+      let run = 1;
+      while (at(i + run) === "`") run += 1;
+      const j = tick[i + run];
+      if (j < 0) { i += run; continue; } // no backtick after this run: none of it opens code
+      let closing = 1;
+      while (at(j + closing) === "`") closing += 1;
+      const k = Math.min(run, closing); // the opening run as long as the closing one
+      put(i + run - k, j + k, el("code", { text: text.slice(i + run, j) }));
+      continue;
     }
-    last = m.index + m[0].length;
+    if (c === "*") {
+      if (at(i + 1) === "*") {
+        const q = star[i + 2];
+        if (q > i + 2 && at(q + 1) === "*") {
+          const b = el("strong");
+          inline(text.slice(i + 2, q), b);
+          put(i, q + 2, b);
+          continue;
+        }
+      }
+      const next = at(i + 1);
+      if (!word(i - 1) && at(i - 1) !== "*" && next && next !== "*" && !SPACE.test(next)) {
+        const q = star[i + 1];
+        if (q > 0 && !word(q + 1) && at(q + 1) !== "*") {
+          const em = el("em");
+          inline(text.slice(i + 1, q), em);
+          put(i, q + 1, em);
+          continue;
+        }
+      }
+    } else if (c === "_") {
+      const next = at(i + 1);
+      if (!word(i - 1) && next && next !== "_" && !SPACE.test(next)) {
+        const q = under[i + 1];
+        if (q > 0 && !word(q + 1)) {
+          const em = el("em");
+          inline(text.slice(i + 1, q), em);
+          put(i, q + 1, em);
+          continue;
+        }
+      }
+    } else if (c === "[") {
+      const q = close[i + 1];
+      if (q > i + 1 && at(q + 1) === "(") {
+        const r = urlEnd[q + 2];
+        if (r > q + 2 && text[r] === ")") {
+          const label = text.slice(i + 1, q);
+          const href = text.slice(q + 2, r);
+          if (/^https?:\/\//i.test(href)) {
+            const a = el("a", { rel: "noopener noreferrer", target: "_blank" });
+            a.href = href;
+            a.textContent = label;
+            put(i, r + 1, a);
+          } else put(i, r + 1, document.createTextNode(text.slice(i, r + 1)));
+          continue;
+        }
+      }
+    }
+    i += 1;
   }
-  if (last < text.length) into.append(document.createTextNode(text.slice(last)));
+  if (last < n) into.append(document.createTextNode(text.slice(last)));
 }
 
 function markdown(src, into) {
