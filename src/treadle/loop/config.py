@@ -83,7 +83,7 @@ first as for hooks; returns True / False or an ``Allow`` / ``Deny``."""
 # ---- the run a hook is called for ----
 
 
-class RunSource(Protocol):
+class _RunView(Protocol):
     """What a :class:`RunHandle` reads of the run behind it (the loop's own state)."""
 
     context: AgentContext
@@ -111,15 +111,16 @@ class RunHandle:
     One hook object may serve many runs at once (``Agent.fork()`` shares its hooks, and a
     server runs forks side by side): whatever a hook keeps about a run belongs in
     ``run.state_for(self)`` or comes from ``run``, never on the hook itself. The loop makes
-    one handle per run; hook calls made outside a run (``Agent.compact()``, a planning call,
-    :func:`~treadle.loop.call_model` without ``run=``) get :meth:`detached` ones.
+    one handle per run (its constructor is the loop's); hook calls made outside a run
+    (``Agent.compact()``, a planning call, :func:`~treadle.loop.call_model` without
+    ``run=``) get :meth:`detached` ones.
     """
 
     __slots__ = ("_observers", "_parent", "_run", "_scratch")
 
     def __init__(
         self,
-        run: RunSource,
+        run: _RunView,
         parent: RunHandle | None = None,
         observers: tuple[Callable[..., None], ...] = (),
     ) -> None:
@@ -201,7 +202,7 @@ class RunHandle:
             found = scratch[id(owner)] = (owner, {})
         return found[1]
 
-    def close(self) -> None:
+    def _close(self) -> None:
         """Drop every owner's state (the loop calls it when the run has ended)."""
         self._scratch = None
 

@@ -138,7 +138,7 @@ async def _execute(
         OBSERVED_SEQ.reset(counting)
         run.bridge.close()
         run.sink.after_run()
-        run.handle.close()  # the hooks' state for this run goes with it
+        run.handle._close()  # the hooks' state for this run goes with it
 
 
 async def _safe_close(run: Run) -> BaseException | None:
@@ -280,4 +280,4 @@ async def run_loop(
         raise
     finally:
         run.bridge.close()
-        run.handle.close()
+        run.handle._close()
