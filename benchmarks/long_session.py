@@ -36,6 +36,8 @@ import time
 import urllib.request
 from typing import Any
 
+from treadle import RunHandle
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from fake_server import fake_server  # noqa: E402
@@ -124,14 +126,14 @@ def session(base_url: str, opts: argparse.Namespace, compaction: bool) -> dict[s
         def __init__(self) -> None:
             self.started = 0.0
 
-        async def before_turn(self, context: AgentContext, turn_index: int) -> bool:
+        async def before_turn(self, run: RunHandle, turn_index: int) -> bool:
             self.started = time.process_time()
             return True
 
-        async def after_turn(self, context: AgentContext, event: TurnEnd) -> None:
+        async def after_turn(self, run: RunHandle, event: TurnEnd) -> None:
             cpu.append(time.process_time() - self.started)
 
-        async def after_compaction(self, stats: dict[str, Any]) -> None:
+        async def after_compaction(self, run: RunHandle, stats: dict[str, Any]) -> None:
             compacted.add(len(cpu) + 1)  # the turn in progress, 1-based
 
     original_check = ContextGuard.check

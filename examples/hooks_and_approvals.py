@@ -19,6 +19,7 @@ from treadle import (
     InputFilter,
     Pass,
     Reject,
+    RunHandle,
     TextContent,
     ToolCall,
     agent_loop,
@@ -43,13 +44,13 @@ def list_files() -> list[str]:
 class Guard(Hooks):
     """Reading is fine; deleting needs a person."""
 
-    async def before_tool_call(self, call: ToolCall, context: AgentContext) -> Allow | Ask:
+    async def before_tool_call(self, run: RunHandle, call: ToolCall) -> Allow | Ask:
         if call.name == "delete_file":
             return Ask(prompt=f"Delete {call.arguments.get('path')}?")
         return Allow()
 
-    async def after_turn(self, context: AgentContext, event: object) -> None:
-        print(f"  (turn done, {len(context.messages)} messages)")
+    async def after_turn(self, run: RunHandle, event: object) -> None:
+        print(f"  (turn done, {len(run.context.messages)} messages)")
 
 
 class NoPasswords(InputFilter):

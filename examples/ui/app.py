@@ -29,10 +29,10 @@ from starlette.routing import Route
 
 from treadle import (
     Agent,
-    AgentContext,
     Ask,
     AssistantMessage,
     Hooks,
+    RunHandle,
     TextContent,
     ToolCall,
     tool,
@@ -78,7 +78,7 @@ def pick_colour(options: list[str]) -> str:
 
 
 class ApproveDeletes(Hooks):
-    async def before_tool_call(self, call: ToolCall, context: AgentContext) -> Ask | None:
+    async def before_tool_call(self, run: RunHandle, call: ToolCall) -> Ask | None:
         return Ask("Delete this file?") if call.name == "delete_file" else None
 
 

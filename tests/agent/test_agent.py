@@ -30,6 +30,7 @@ from treadle import (
     Pass,
     ProviderError,
     Reject,
+    RunHandle,
     ToolContext,
     ToolExecution,
     ToolExecutionEnd,
@@ -582,7 +583,7 @@ async def test_abort_immediate_from_a_plain_run_and_another_task() -> None:
     started = anyio.Event()
 
     class Watch(Hooks):
-        async def before_tool_call(self, call: Any, context: Any) -> None:
+        async def before_tool_call(self, run: RunHandle, call: Any) -> None:
             started.set()
 
     agent = Agent(provider, tools=[hang], hooks=[Watch()])
@@ -646,8 +647,8 @@ async def test_continue_retries_after_an_error() -> None:
     seen: list[ContinuationKind] = []
 
     class Kind(Hooks):
-        async def before_loop(self, context: Any) -> bool:
-            seen.append(context.continuation_kind)
+        async def before_loop(self, run: RunHandle) -> bool:
+            seen.append(run.context.continuation_kind)
             return True
 
     provider = ScriptedProvider([ProviderError("auth", "expired key"), say("recovered")])
@@ -691,7 +692,7 @@ async def test_continue_with_nothing_to_continue_is_a_caller_error() -> None:
 
 async def test_continue_after_a_suspension_once_approved() -> None:
     class Gate(Hooks):
-        async def before_tool_call(self, call: Any, context: Any) -> Ask:
+        async def before_tool_call(self, run: RunHandle, call: Any) -> Ask:
             return Ask(prompt="sure?")
 
     provider = ScriptedProvider([calls(("d1", "quick", {"x": "rm"})), "removed"])

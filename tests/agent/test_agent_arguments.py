@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from treadle import Agent, AgentContext, AgentLoopConfig, UserMessage, agent_loop
+from treadle import Agent, AgentContext, AgentLoopConfig, RunHandle, UserMessage, agent_loop
 from treadle.providers import ProviderError
 from treadle.testing import ScriptedProvider, WireFake, serve
 
@@ -140,7 +140,7 @@ async def test_a_stop_string_is_one_sequence_everywhere() -> None:
     await agent_loop("third", AgentContext(), config)
 
     class Edit(Hooks):
-        async def before_model_request(self, request: ModelRequest) -> ModelRequest:
+        async def before_model_request(self, run: RunHandle, request: ModelRequest) -> ModelRequest:
             return request.model_copy(update={"stop": "hook"})  # model_copy: not validated
 
     hooked = AgentLoopConfig(provider=fake.provider("gpt-4o-mini", api_key="k"), hooks=[Edit()])

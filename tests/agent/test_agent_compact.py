@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from treadle import Agent, CompactionEnd, CompactionStart, Hooks, validate_transcript
+from treadle import Agent, CompactionEnd, CompactionStart, Hooks, RunHandle, validate_transcript
 from treadle.testing import ScriptedProvider
 
 pytestmark = pytest.mark.anyio
@@ -48,7 +48,7 @@ async def test_compact_summarises_and_the_conversation_goes_on() -> None:
 
 async def test_a_before_compaction_hook_can_veto() -> None:
     class Veto(Hooks):
-        async def before_compaction(self, estimate: int) -> bool:
+        async def before_compaction(self, run: RunHandle, estimate: int) -> bool:
             return False
 
     agent: Agent[Any] = Agent(chatty(3), hooks=[Veto()])

@@ -23,7 +23,7 @@ PRELUDE = textwrap.dedent(
 
     class Interrupt(Hooks):
         # a real SIGINT to this process once the answer has started streaming
-        def on_event(self, event):
+        def on_event(self, run, event):
             if event.type == "message_update" and not fired:
                 fired.append(1)
                 threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT)).start()

@@ -15,6 +15,7 @@ from treadle import (
     ModelRequest,
     PlanCreated,
     RetryPolicy,
+    RunHandle,
     UserMessage,
 )
 from treadle.ext.workers import PostRunWorkers, WorkerContext
@@ -35,7 +36,7 @@ class Seen(Hooks):
     def __init__(self) -> None:
         self.purposes: list[str] = []
 
-    async def before_model_request(self, request: ModelRequest) -> ModelRequest:
+    async def before_model_request(self, run: RunHandle, request: ModelRequest) -> ModelRequest:
         self.purposes.append(request.purpose)
         return request.model_copy(update={"system_prompt": f"{request.system_prompt}\n[hooked]"})
 

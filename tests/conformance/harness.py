@@ -33,6 +33,8 @@ from treadle import (
     MessageUpdate,
     ModelRequest,
     ProviderRetry,
+    RunEnding,
+    RunHandle,
     TextContent,
     ToolCall,
     ToolExecutionEnd,
@@ -488,29 +490,29 @@ def result_text(messages: Sequence[AgentMessage], cid: str) -> str:
 class Checkpoints(Hooks):
     """Hooks that only yield to the scheduler: extra await points at every hook site."""
 
-    async def before_loop(self, context: Any) -> bool:
+    async def before_loop(self, run: RunHandle) -> bool:
         await anyio.lowlevel.checkpoint()
         return True
 
-    async def after_loop(self, new_messages: Any, usage: Any, reason: Any) -> None:
+    async def after_loop(self, run: RunHandle, ending: RunEnding) -> None:
         await anyio.lowlevel.checkpoint()
 
-    async def before_turn(self, context: Any, turn_index: int) -> bool:
+    async def before_turn(self, run: RunHandle, turn_index: int) -> bool:
         await anyio.lowlevel.checkpoint()
         return True
 
-    async def after_turn(self, context: Any, event: Any) -> None:
+    async def after_turn(self, run: RunHandle, event: Any) -> None:
         await anyio.lowlevel.checkpoint()
 
-    async def before_model_request(self, request: Any) -> Any:
+    async def before_model_request(self, run: RunHandle, request: Any) -> Any:
         await anyio.lowlevel.checkpoint()
         return request
 
-    async def before_tool_call(self, call: Any, context: Any) -> Any:
+    async def before_tool_call(self, run: RunHandle, call: Any) -> Any:
         await anyio.lowlevel.checkpoint()
         return None
 
-    async def after_tool_call(self, call: Any, result: ToolResult) -> Any:
+    async def after_tool_call(self, run: RunHandle, call: Any, result: ToolResult) -> Any:
         await anyio.lowlevel.checkpoint()
         return None
 

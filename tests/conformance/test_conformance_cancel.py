@@ -30,6 +30,8 @@ from treadle import (
     AssistantMessage,
     CancellationToken,
     MessageUpdate,
+    RunEnding,
+    RunHandle,
     TextContent,
     ToolContext,
     ToolExecution,
@@ -298,8 +300,8 @@ async def test_outer_cancel_during_after_loop_hook_emits_one_agent_end() -> None
     calls: list[str] = []
 
     class AsyncAfterLoop(Checkpoints):
-        async def after_loop(self, new_messages: Any, usage: Any, reason: Any) -> None:
-            calls.append(reason)
+        async def after_loop(self, run: RunHandle, ending: RunEnding) -> None:
+            calls.append(ending.reason)
             for _ in range(3):
                 await anyio.lowlevel.checkpoint()
 

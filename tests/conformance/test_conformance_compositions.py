@@ -20,6 +20,8 @@ from treadle import (
     InputFilter,
     Pass,
     Reject,
+    RunEnding,
+    RunHandle,
     ToolExecution,
     ToolExecutionEnd,
     ToolResult,
@@ -50,7 +52,9 @@ async def test_after_tool_call_raising_keeps_the_results_of_tools_that_ran(mode:
         return f"paid {amount}"
 
     class Broken(Hooks):
-        async def after_tool_call(self, call: Any, result: ToolResult) -> ToolResult | None:
+        async def after_tool_call(
+            self, run: RunHandle, call: Any, result: ToolResult
+        ) -> ToolResult | None:
             if call.id == "c2":
                 raise RuntimeError("audit log is down")
             return None
@@ -96,7 +100,7 @@ async def test_input_taken_before_a_vetoed_turn_joins_the_history(source: str) -
         return taken
 
     class VetoSecondTurn(Hooks):
-        async def before_turn(self, context: Any, turn_index: int) -> bool:
+        async def before_turn(self, run: RunHandle, turn_index: int) -> bool:
             return turn_index < 1
 
     provider = ScriptedProvider([*turn_one, "first answer", "never"])
@@ -125,7 +129,7 @@ async def test_input_taken_before_a_vetoed_turn_joins_the_history(source: str) -
 
 async def test_prompts_of_a_first_turn_veto_are_not_taken() -> None:
     class VetoAll(Hooks):
-        async def before_turn(self, context: Any, turn_index: int) -> bool:
+        async def before_turn(self, run: RunHandle, turn_index: int) -> bool:
             return False
 
     context = AgentContext()
@@ -144,11 +148,11 @@ class TurnPairs(Hooks):
         self.calls: list[str] = []
         self.veto_at = veto_at
 
-    async def before_turn(self, context: Any, turn_index: int) -> bool:
+    async def before_turn(self, run: RunHandle, turn_index: int) -> bool:
         self.calls.append(f"before:{turn_index}")
         return turn_index != self.veto_at
 
-    async def after_turn(self, context: Any, event: Any) -> None:
+    async def after_turn(self, run: RunHandle, event: Any) -> None:
         self.calls.append(f"after:{event.turn_index}")
 
 
@@ -305,12 +309,12 @@ async def test_an_after_loop_error_is_logged_and_the_next_hook_still_runs(
     seen: list[str] = []
 
     class Broken(Hooks):
-        async def after_loop(self, new_messages: Any, usage: Any, reason: Any) -> None:
+        async def after_loop(self, run: RunHandle, ending: RunEnding) -> None:
             raise RuntimeError("the session table is gone")
 
     class Later(Hooks):
-        async def after_loop(self, new_messages: Any, usage: Any, reason: Any) -> None:
-            seen.append(reason)
+        async def after_loop(self, run: RunHandle, ending: RunEnding) -> None:
+            seen.append(ending.reason)
 
     config = AgentLoopConfig(provider=ScriptedProvider(["hi"]), hooks=[Broken(), Later()])
     with caplog.at_level(logging.ERROR, logger="treadle.loop"):

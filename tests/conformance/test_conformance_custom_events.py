@@ -15,12 +15,11 @@ from harness import call, calls_message, check, run_recorded
 from treadle import (
     AgentContext,
     AgentLoopConfig,
-    AgentMessage,
     CustomEvent,
     Hooks,
     ModelRequest,
     RunEnding,
-    Usage,
+    RunHandle,
     tool,
 )
 from treadle.loop import emit_custom_event
@@ -37,18 +36,18 @@ async def fetch(url: str) -> str:
 
 
 class EveryHook(Hooks):
-    async def before_loop(self, context: AgentContext) -> bool:
+    async def before_loop(self, run: RunHandle) -> bool:
         await emit_custom_event("app.before_loop")  # before agent_start: not sent
         return True
 
-    async def before_turn(self, context: AgentContext, turn_index: int) -> bool:
+    async def before_turn(self, run: RunHandle, turn_index: int) -> bool:
         await emit_custom_event("app.turn", turn_index)
         return True
 
-    async def before_end(self, ending: RunEnding) -> None:
+    async def before_end(self, run: RunHandle, ending: RunEnding) -> None:
         await emit_custom_event("app.end", ending.reason)
 
-    async def after_loop(self, new_messages: list[AgentMessage], usage: Usage, reason: str) -> None:
+    async def after_loop(self, run: RunHandle, ending: RunEnding) -> None:
         self.after = await emit_custom_event("app.after_loop")  # after agent_end: not sent
 
 

@@ -25,6 +25,7 @@ from treadle import (
     ProviderError,
     Reject,
     RunEnding,
+    RunHandle,
     ToolExecutionStart,
     TurnEnd,
     TurnStart,
@@ -40,25 +41,30 @@ class Ending(Hooks):
     def __init__(self, *, veto_loop: bool = False, veto_turn: bool = False) -> None:
         self.calls: list[str] = []
         self.endings: list[RunEnding] = []
+        self.runs: list[RunHandle] = []
+        self.after: list[RunEnding] = []
         self.veto_loop = veto_loop
         self.veto_turn = veto_turn
 
-    async def before_loop(self, context: Any) -> bool:
+    async def before_loop(self, run: RunHandle) -> bool:
         return not self.veto_loop
 
-    async def before_turn(self, context: Any, turn_index: int) -> bool:
+    async def before_turn(self, run: RunHandle, turn_index: int) -> bool:
         return not self.veto_turn
 
-    async def before_tool_call(self, call: Any, context: Any) -> Any:
+    async def before_tool_call(self, run: RunHandle, call: Any) -> Any:
         return Ask("sure?") if call.name == "danger" else None
 
-    async def before_end(self, ending: RunEnding) -> None:
+    async def before_end(self, run: RunHandle, ending: RunEnding) -> None:
         self.calls.append(f"before_end:{ending.reason}")
         self.endings.append(ending)
-        await ending.emit("test.summary", {"reason": ending.reason, "n": len(ending.new_messages)})
+        self.runs.append(run)
+        await run.emit("test.summary", {"reason": ending.reason, "n": len(ending.new_messages)})
 
-    async def after_loop(self, new_messages: Any, usage: Any, reason: Any) -> None:
-        self.calls.append(f"after_loop:{reason}")
+    async def after_loop(self, run: RunHandle, ending: RunEnding) -> None:
+        self.calls.append(f"after_loop:{ending.reason}")
+        self.after.append(ending)
+        assert await run.emit("test.too_late") is None  # agent_end is sent: nothing more
 
 
 @tool
@@ -104,8 +110,9 @@ async def test_before_end_and_after_loop_on_every_way_out(reason: str) -> None:
     assert custom[0].value == {"reason": reason, "n": len(rec.end.messages)}
     ending = hooks.endings[0]
     assert ending.new_messages == rec.end.messages and ending.usage == rec.end.usage
-    assert ending.context is context and ending.config is config
+    assert hooks.runs[0].context is context and hooks.runs[0].config is config
     assert ending.pending_tool_calls == rec.end.pending_tool_calls
+    assert hooks.after == [ending]  # after_loop gets the same RunEnding
 
 
 async def test_a_before_loop_veto_calls_after_loop_only() -> None:
@@ -145,8 +152,8 @@ async def test_cancelled_from_outside_still_runs_both_bounded(monkeypatch: Any) 
     waited: list[bool] = []
 
     class Slow(Ending):
-        async def before_end(self, ending: RunEnding) -> None:
-            await super().before_end(ending)
+        async def before_end(self, run: RunHandle, ending: RunEnding) -> None:
+            await super().before_end(run, ending)
             with anyio.CancelScope() as scope:  # bounded by the grace, not 30 s
                 await anyio.sleep(30)
             waited.append(scope.cancelled_caught)
@@ -177,8 +184,8 @@ async def test_cancelled_from_outside_during_before_end() -> None:
     started = anyio.Event()
 
     class Slow(Ending):
-        async def before_end(self, ending: RunEnding) -> None:
-            await super().before_end(ending)
+        async def before_end(self, run: RunHandle, ending: RunEnding) -> None:
+            await super().before_end(run, ending)
             started.set()
             await anyio.sleep(30)
 
@@ -202,7 +209,7 @@ async def test_cancelled_from_outside_during_before_end() -> None:
 
 async def test_a_failing_before_end_is_logged_and_ignored(caplog: Any) -> None:
     class Broken(Hooks):
-        async def before_end(self, ending: RunEnding) -> None:
+        async def before_end(self, run: RunHandle, ending: RunEnding) -> None:
             raise RuntimeError("worker bug")
 
     hooks = Ending()

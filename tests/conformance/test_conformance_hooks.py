@@ -26,6 +26,8 @@ from treadle import (
     Pass,
     ProviderError,
     Reject,
+    RunEnding,
+    RunHandle,
     TextContent,
     ToolCall,
     ToolExecution,
@@ -70,21 +72,21 @@ class Recording(Hooks):
     def __init__(self) -> None:
         self.calls: list[str] = []
 
-    async def before_loop(self, context: Any) -> bool:
+    async def before_loop(self, run: RunHandle) -> bool:
         self.calls.append("before_loop")
         return True
 
-    async def after_loop(self, new_messages: Any, usage: Any, reason: Any) -> None:
-        self.calls.append(f"after_loop:{reason}:{len(new_messages)}")
+    async def after_loop(self, run: RunHandle, ending: RunEnding) -> None:
+        self.calls.append(f"after_loop:{ending.reason}:{len(ending.new_messages)}")
 
-    async def before_turn(self, context: Any, turn_index: int) -> bool:
+    async def before_turn(self, run: RunHandle, turn_index: int) -> bool:
         self.calls.append(f"before_turn:{turn_index}")
         return True
 
-    async def after_turn(self, context: Any, event: Any) -> None:
+    async def after_turn(self, run: RunHandle, event: Any) -> None:
         self.calls.append(f"after_turn:{event.turn_index}")
 
-    async def before_model_request(self, request: Any) -> Any:
+    async def before_model_request(self, run: RunHandle, request: Any) -> Any:
         self.calls.append("before_model_request")
         return request
 
@@ -109,7 +111,7 @@ async def test_after_turn_gets_its_turn_end_without_an_event_stream() -> None:
     seen: list[Any] = []
 
     class After(Hooks):
-        async def after_turn(self, context: Any, event: Any) -> None:
+        async def after_turn(self, run: RunHandle, event: Any) -> None:
             seen.append(event)
 
     provider = ScriptedProvider([calls_message(call("c1", "add", a=1, b=2)), "three"])
@@ -127,7 +129,7 @@ async def test_the_turn_s_request_has_every_field_and_validates() -> None:
     seen: list[ModelRequest] = []
 
     class Look(Hooks):
-        async def before_model_request(self, request: ModelRequest) -> None:
+        async def before_model_request(self, run: RunHandle, request: ModelRequest) -> None:
             seen.append(request)
 
     config = AgentLoopConfig(
@@ -142,7 +144,7 @@ async def test_the_turn_s_request_has_every_field_and_validates() -> None:
 
 async def test_before_loop_veto() -> None:
     class Veto(Hooks):
-        async def before_loop(self, context: Any) -> bool:
+        async def before_loop(self, run: RunHandle) -> bool:
             return False
 
     after = Recording()
@@ -157,7 +159,7 @@ async def test_before_loop_veto() -> None:
 
 async def test_before_turn_veto() -> None:
     class VetoSecondTurn(Hooks):
-        async def before_turn(self, context: Any, turn_index: int) -> bool:
+        async def before_turn(self, run: RunHandle, turn_index: int) -> bool:
             return turn_index < 1
 
     log: list[Any] = []
@@ -174,7 +176,7 @@ async def test_before_turn_veto() -> None:
 
 async def test_before_turn_veto_first_turn() -> None:
     class VetoAll(Hooks):
-        async def before_turn(self, context: Any, turn_index: int) -> bool:
+        async def before_turn(self, run: RunHandle, turn_index: int) -> bool:
             return False
 
     rec, provider = await run(["never"], hooks=[VetoAll()])
@@ -187,7 +189,7 @@ async def test_before_tool_call_deny_allow_and_ask() -> None:
     log: list[Any] = []
 
     class Gate(Hooks):
-        async def before_tool_call(self, call: ToolCall, context: Any) -> Any:
+        async def before_tool_call(self, run: RunHandle, call: ToolCall) -> Any:
             if call.id == "deny":
                 return Deny("not allowed here")
             if call.id == "rewrite":
@@ -198,7 +200,7 @@ async def test_before_tool_call_deny_allow_and_ask() -> None:
 
     asked: list[tuple[str, str | None]] = []
 
-    async def approve(call: ToolCall, context: Any, ask: Ask) -> Any:
+    async def approve(run: RunHandle, call: ToolCall, ask: Ask) -> Any:
         asked.append((call.id, ask.prompt))
         return {"ask-yes": True, "ask-no": False}.get(call.id, Deny("handler says no"))
 
@@ -235,7 +237,7 @@ async def test_before_tool_call_deny_allow_and_ask() -> None:
 
 async def test_after_tool_call_replaces_result() -> None:
     class Redact(Hooks):
-        async def after_tool_call(self, call: ToolCall, result: ToolResult) -> Any:
+        async def after_tool_call(self, run: RunHandle, call: ToolCall, result: ToolResult) -> Any:
             if call.id == "c1":
                 return ToolResult.of(f"redacted ({result.text} chars hidden)", details={"r": 1})
             return None
@@ -258,7 +260,7 @@ async def test_before_model_request_edits_the_request() -> None:
     seen: list[ModelRequest] = []
 
     class Edit(Hooks):
-        async def before_model_request(self, request: ModelRequest) -> ModelRequest:
+        async def before_model_request(self, run: RunHandle, request: ModelRequest) -> ModelRequest:
             seen.append(request)
             return request.model_copy(
                 update={"system_prompt": f"{request.system_prompt} [edited]", "tools": []}
@@ -286,7 +288,7 @@ async def test_on_error_for_error_turns_only() -> None:
     errors: list[AssistantMessage] = []
 
     class OnError(Hooks):
-        async def on_error(self, message: AssistantMessage) -> None:
+        async def on_error(self, run: RunHandle, message: AssistantMessage) -> None:
             errors.append(message)
 
     rec, _ = await run([ProviderError("auth", "bad key", status_code=401)], hooks=[OnError()])
@@ -319,36 +321,36 @@ HOOK_SITES = [
 @pytest.mark.parametrize("strategy", ["parallel", "sequential"])
 async def test_hook_that_raises_ends_with_error(where: str, strategy: str) -> None:
     class Broken(Hooks):
-        async def before_loop(self, context: Any) -> bool:
+        async def before_loop(self, run: RunHandle) -> bool:
             if where == "before_loop":
                 raise RuntimeError("hook bug")
             return True
 
-        async def before_turn(self, context: Any, turn_index: int) -> bool:
+        async def before_turn(self, run: RunHandle, turn_index: int) -> bool:
             if where == "before_turn":
                 raise RuntimeError("hook bug")
             return True
 
-        async def after_turn(self, context: Any, event: Any) -> None:
+        async def after_turn(self, run: RunHandle, event: Any) -> None:
             if where == "after_turn":
                 raise RuntimeError("hook bug")
 
-        async def before_model_request(self, request: Any) -> Any:
+        async def before_model_request(self, run: RunHandle, request: Any) -> Any:
             if where == "before_model_request":
                 raise RuntimeError("hook bug")
             return request
 
-        async def before_tool_call(self, call: Any, context: Any) -> Any:
+        async def before_tool_call(self, run: RunHandle, call: Any) -> Any:
             if where == "before_tool_call" and call.id == "c2":
                 raise RuntimeError("hook bug")
             return None
 
-        async def after_tool_call(self, call: Any, result: Any) -> Any:
+        async def after_tool_call(self, run: RunHandle, call: Any, result: Any) -> Any:
             if where == "after_tool_call" and call.id == "c2":
                 raise RuntimeError("hook bug")
             return None
 
-        async def on_error(self, message: Any) -> None:
+        async def on_error(self, run: RunHandle, message: Any) -> None:
             if where == "on_error":
                 raise RuntimeError("hook bug")
 
@@ -532,7 +534,7 @@ async def test_agent_end_last_event_and_after_loop_after_it() -> None:
     order: list[str] = []
 
     class Watch(Hooks):
-        async def after_loop(self, new_messages: Any, usage: Any, reason: Any) -> None:
+        async def after_loop(self, run: RunHandle, ending: RunEnding) -> None:
             order.append(f"after_loop:{len(events_seen)}")
 
     events_seen: list[Any] = []
@@ -619,10 +621,10 @@ async def test_steering_in_next_tool_mode_skips_the_rest_of_the_batch() -> None:
 
 async def test_hook_raising_in_approval_handler_ends_with_error() -> None:
     class AskAll(Hooks):
-        async def before_tool_call(self, call: ToolCall, context: Any) -> Any:
+        async def before_tool_call(self, run: RunHandle, call: ToolCall) -> Any:
             return Ask()
 
-    async def handler(call: ToolCall, context: Any, ask: Ask) -> Any:
+    async def handler(run: RunHandle, call: ToolCall, ask: Ask) -> Any:
         raise RuntimeError("handler bug")
 
     rec, _ = await run(
@@ -647,7 +649,7 @@ async def test_transform_and_convert_run_before_the_request_hook() -> None:
         return [*messages, UserMessage.of("(converted)")]
 
     class Look(Hooks):
-        async def before_model_request(self, request: ModelRequest) -> ModelRequest:
+        async def before_model_request(self, run: RunHandle, request: ModelRequest) -> ModelRequest:
             order.append("before_model_request")
             assert [m.text for m in request.messages] == ["new", "(converted)"]
             return request

@@ -23,6 +23,7 @@ from treadle import (
     Hooks,
     InputFilter,
     Reject,
+    RunHandle,
     ToolContext,
     ToolExecution,
     ToolExecutionEnd,
@@ -110,7 +111,7 @@ class Counting(Hooks):
     def __init__(self) -> None:
         self.calls = 0
 
-    async def before_loop(self, context: Any) -> bool:
+    async def before_loop(self, run: RunHandle) -> bool:
         self.calls += 1
         return True
 

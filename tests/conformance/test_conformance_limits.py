@@ -19,6 +19,7 @@ from treadle import (
     ProviderError,
     ProviderRetry,
     RetryPolicy,
+    RunHandle,
     TextContent,
     ToolExecutionEnd,
     ToolResultMessage,
@@ -79,7 +80,7 @@ async def test_max_turns_stop(n: int) -> None:
     asked: list[int] = []
 
     class Turns(Hooks):
-        async def before_turn(self, context: Any, turn_index: int) -> bool:
+        async def before_turn(self, run: RunHandle, turn_index: int) -> bool:
             asked.append(turn_index)
             return True
 

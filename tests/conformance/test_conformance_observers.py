@@ -13,6 +13,7 @@ from treadle import (
     AgentLoopConfig,
     AssistantMessage,
     Hooks,
+    RunHandle,
     ToolCall,
     agent_loop,
     tool,
@@ -26,7 +27,7 @@ class Recorder(Hooks):
     def __init__(self) -> None:
         self.events: list[Any] = []
 
-    def on_event(self, event: Any) -> None:
+    def on_event(self, run: RunHandle, event: Any) -> None:
         self.events.append(event)
 
 
@@ -62,7 +63,7 @@ async def test_observers_see_events_when_no_stream_is_given() -> None:
 
 async def test_an_observer_that_raises_changes_nothing() -> None:
     class Broken(Hooks):
-        def on_event(self, event: Any) -> None:
+        def on_event(self, run: RunHandle, event: Any) -> None:
             raise RuntimeError("observer bug")
 
     config = AgentLoopConfig(provider=ScriptedProvider(script()), hooks=[Broken()])

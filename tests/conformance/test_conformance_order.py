@@ -16,6 +16,7 @@ from treadle import (
     MessageEnd,
     MessageStart,
     MessageUpdate,
+    RunHandle,
     TextContent,
     ToolContext,
     ToolExecution,
@@ -428,7 +429,7 @@ async def test_run_loop_hook_failure_is_a_result_not_an_exception() -> None:
     from treadle import Hooks, run_loop, validate_transcript
 
     class Broken(Hooks):
-        async def after_turn(self, context: Any, event: Any) -> None:
+        async def after_turn(self, run: RunHandle, event: Any) -> None:
             raise RuntimeError("hook bug")
 
     @tool

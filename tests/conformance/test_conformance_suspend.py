@@ -14,6 +14,7 @@ from treadle import (
     Ask,
     ContinuationKind,
     Hooks,
+    RunHandle,
     ToolCall,
     ToolExecution,
     ToolExecutionStart,
@@ -32,7 +33,7 @@ class AskForDanger(Hooks):
     def __init__(self) -> None:
         self.asked: list[str] = []
 
-    async def before_tool_call(self, call: ToolCall, context: Any) -> Any:
+    async def before_tool_call(self, run: RunHandle, call: ToolCall) -> Any:
         if call.name == "danger":
             self.asked.append(call.id)
             return Ask("Delete everything?")
@@ -158,7 +159,7 @@ class FailingTurns(AskForDanger):
         super().__init__()
         self.failing = False
 
-    async def before_turn(self, context: Any, turn_index: int) -> bool:
+    async def before_turn(self, run: RunHandle, turn_index: int) -> bool:
         if self.failing:
             raise RuntimeError("before_turn failed")
         return True
@@ -224,12 +225,12 @@ class FailAsItSuspends(Hooks):
         self.where = where
         self.failing = True
 
-    async def on_message(self, message: Any) -> None:
+    async def on_message(self, run: RunHandle, message: Any) -> None:
         failing = self.failing and self.where == "on_message"
         if failing and getattr(message, "tool_name", None) == "safe":
             raise RuntimeError("store unavailable")
 
-    async def after_turn(self, context: Any, event: Any) -> None:
+    async def after_turn(self, run: RunHandle, event: Any) -> None:
         if self.failing and self.where == "after_turn":
             raise RuntimeError("metrics unavailable")
 

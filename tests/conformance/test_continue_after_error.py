@@ -11,6 +11,7 @@ from treadle import (
     AgentLoopConfig,
     AgentMessage,
     Hooks,
+    RunHandle,
     UserMessage,
     agent_loop,
     agent_loop_continue,
@@ -65,7 +66,7 @@ async def test_two_loops_at_once_on_one_context_are_refused() -> None:
     inside = anyio.Event()
 
     class Inside(Hooks):
-        async def on_message(self, message: AgentMessage) -> None:
+        async def on_message(self, run: RunHandle, message: AgentMessage) -> None:
             inside.set()
 
     provider = ScriptedProvider(["one", "two"], delay=0.01)

@@ -27,6 +27,7 @@ from treadle import (
     MessageEnd,
     ProviderRetry,
     RetryPolicy,
+    RunHandle,
     TaskComplete,
     TextContent,
     ToolCall,
@@ -231,7 +232,7 @@ async def test_out_of_order_completion_keeps_the_history_in_call_order() -> None
         return f"result {key}"
 
     class Releaser(Hooks):
-        def on_event(self, event: AgentEvent) -> None:
+        def on_event(self, run: RunHandle, event: AgentEvent) -> None:
             # c ends first, then b, then a: each end releases the one before it
             if isinstance(event, ToolExecutionStart) and event.tool_call_id == "c":
                 release["c"].set()
@@ -283,7 +284,7 @@ class Deciding(Hooks):
         self.decisions = decisions
         self.seen: list[str] = []
 
-    async def before_tool_call(self, call: ToolCall, context: Any) -> Any:
+    async def before_tool_call(self, run: RunHandle, call: ToolCall) -> Any:
         self.seen.append(call.id)
         return self.decisions.get(call.id)
 
@@ -309,13 +310,13 @@ async def test_ask_is_never_eager_and_the_handler_runs_after_the_message() -> No
     seen: list[str] = []
 
     class Watch(Deciding):
-        def on_event(self, event: AgentEvent) -> None:
+        def on_event(self, run: RunHandle, event: AgentEvent) -> None:
             if isinstance(event, MessageEnd) and event.message.role == "assistant":
                 seen.append("assistant message_end")
 
     hooks = Watch({"a": Ask(), "b": Deny("no b")})
 
-    async def approve(call: ToolCall, context: Any, ask: Ask) -> bool:
+    async def approve(run: RunHandle, call: ToolCall, ask: Ask) -> bool:
         seen.append(f"approve {call.id}")
         return True
 
@@ -362,7 +363,7 @@ async def test_a_failing_hook_on_an_eager_call_ends_the_run_with_an_error() -> N
     fetch, _ = gate_tools()
 
     class Broken(Hooks):
-        async def before_tool_call(self, call: ToolCall, context: Any) -> Any:
+        async def before_tool_call(self, run: RunHandle, call: ToolCall) -> Any:
             raise RuntimeError("hook bug")
 
     provider = Gated(

@@ -25,6 +25,7 @@ from treadle import (
     MessageStart,
     ProviderError,
     ProviderRetry,
+    RunHandle,
     TextContent,
     ToolCall,
     ToolResultMessage,
@@ -85,14 +86,14 @@ class Recorder(Hooks):
         self.stats: list[dict[str, Any]] = []
         self.errors: list[AssistantMessage] = []
 
-    async def before_compaction(self, estimate: int) -> bool:
+    async def before_compaction(self, run: RunHandle, estimate: int) -> bool:
         self.estimates.append(estimate)
         return self.allow
 
-    async def after_compaction(self, stats: dict[str, Any]) -> None:
+    async def after_compaction(self, run: RunHandle, stats: dict[str, Any]) -> None:
         self.stats.append(stats)
 
-    async def on_error(self, message: AssistantMessage) -> None:
+    async def on_error(self, run: RunHandle, message: AssistantMessage) -> None:
         self.errors.append(message)
 
 
@@ -296,7 +297,7 @@ async def test_context_overflow_that_compaction_cannot_help() -> None:
 
 
 class FailOnErrorReply(Hooks):
-    async def on_message(self, message: Any) -> None:
+    async def on_message(self, run: RunHandle, message: Any) -> None:
         if isinstance(message, AssistantMessage) and message.stop_reason == "error":
             raise RuntimeError("the store is down")
 

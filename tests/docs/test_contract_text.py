@@ -36,3 +36,14 @@ def test_the_rejected_rule_covers_steering_rejected_after_turns() -> None:
                 assert "prompts" in item.lower() and "steering" in item.lower(), (
                     f"the contract says a rejected run ends with messages=[]: {item.strip()!r}"
                 )
+
+
+def test_the_hook_table_gives_each_method_the_arguments_it_is_called_with() -> None:
+    from treadle.loop.dispatch import SIGNATURES
+
+    table = _section("## 3. Hooks")
+    written = dict(re.findall(r"(?:^\| | / )([a-z_]+)\(([a-z_, ]*)\)", table, re.MULTILINE))
+    for name, arguments in SIGNATURES.items():
+        assert tuple(written[name].split(", ")) == arguments, (
+            f"{name}({written[name]}) in the contract, {arguments} in the code"
+        )

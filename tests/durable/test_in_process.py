@@ -12,10 +12,10 @@ import pytest
 
 from treadle import (
     Agent,
-    AgentContext,
     Ask,
     AssistantMessage,
     Hooks,
+    RunHandle,
     TextContent,
     ToolCall,
     durable,
@@ -35,7 +35,7 @@ def lookup(city: str) -> str:
 
 
 class AskAlways(Hooks):
-    async def before_tool_call(self, call: ToolCall, context: AgentContext) -> Ask:
+    async def before_tool_call(self, run: RunHandle, call: ToolCall) -> Ask:
         return Ask()
 
 

@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from treadle import Agent, AgentContext, Ask, Hooks, ToolCall, durable, tool
+from treadle import Agent, Ask, Hooks, RunHandle, ToolCall, durable, tool
 from treadle.providers import OpenAIChat
 
 DB, MODEL_URL, TOOLS_LOG = sys.argv[1], sys.argv[2], Path(sys.argv[3])
@@ -38,11 +38,11 @@ def record(step: int, run: str = "", part: str = "") -> str:
 
 
 class AskFirst(Hooks):
-    async def before_tool_call(self, call: ToolCall, context: AgentContext) -> Ask:
+    async def before_tool_call(self, run: RunHandle, call: ToolCall) -> Ask:
         return Ask(f"Run {call.name}?")
 
 
-async def approve_all(call: ToolCall, context: AgentContext, ask: Ask) -> bool:
+async def approve_all(run: RunHandle, call: ToolCall, ask: Ask) -> bool:
     return True
 
 

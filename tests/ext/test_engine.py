@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 
 from treadle import (
-    AgentContext,
     Ask,
     AssistantMessage,
     CustomEvent,
     Hooks,
+    RunHandle,
     ToolCall,
     ToolResultMessage,
     tool,
@@ -42,7 +42,7 @@ def write_file(path: str) -> str:
 
 
 class Veto(Hooks):
-    async def before_loop(self, context: AgentContext) -> bool:
+    async def before_loop(self, run: RunHandle) -> bool:
         return False
 
 
@@ -52,7 +52,7 @@ class AskEverything(Hooks):
     def __init__(self) -> None:
         self.asked: list[str] = []
 
-    async def before_tool_call(self, call: ToolCall, context: AgentContext) -> Ask | None:
+    async def before_tool_call(self, run: RunHandle, call: ToolCall) -> Ask | None:
         if call.name in ("enter_plan_mode", "exit_plan_mode"):
             return None
         self.asked.append(call.name)
@@ -63,7 +63,7 @@ class Watch(Hooks):
     def __init__(self) -> None:
         self.systems: list[str | None] = []
 
-    async def before_model_request(self, request: Any) -> Any:
+    async def before_model_request(self, run: RunHandle, request: Any) -> Any:
         self.systems.append(request.system_prompt)
         return request
 

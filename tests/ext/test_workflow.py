@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from treadle import Agent, AgentEnd, AssistantMessage, ToolCall, ToolResultMessage, tool
+from treadle import Agent, AgentEnd, AssistantMessage, RunHandle, ToolCall, ToolResultMessage, tool
 from treadle.ext.workflow import WorkflowGate
 from treadle.testing import ScriptedProvider
 
@@ -72,12 +72,12 @@ async def test_where_the_gate_sits_in_a_run() -> None:
     seen_by_gate: list[str] = []
 
     class Order(Hooks):
-        async def before_model_request(self, request: ModelRequest) -> ModelRequest:
+        async def before_model_request(self, run: RunHandle, request: ModelRequest) -> ModelRequest:
             seen_by_gate.append("before_model_request")
             return request
 
-        async def before_end(self, ending: RunEnding) -> None:
-            await ending.emit("after.gate", ending.reason)
+        async def before_end(self, run: RunHandle, ending: RunEnding) -> None:
+            await run.emit("after.gate", ending.reason)
 
     def sync_gate(text: str) -> str | None:
         seen_by_gate.append(f"gate:{text}")

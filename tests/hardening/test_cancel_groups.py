@@ -10,7 +10,7 @@ from typing import Any
 import anyio
 import pytest
 
-from treadle import AgentContext, AgentLoopConfig, Hooks, agent_loop
+from treadle import AgentContext, AgentLoopConfig, Hooks, RunHandle, agent_loop
 from treadle.providers import ModelRequest, StreamEvent
 
 pytestmark = pytest.mark.anyio
@@ -36,7 +36,7 @@ class Ends(Hooks):
     def __init__(self) -> None:
         self.ends: list[Any] = []
 
-    def on_event(self, event: Any) -> None:
+    def on_event(self, run: RunHandle, event: Any) -> None:
         if event.type == "agent_end":
             self.ends.append(event)
 

@@ -18,6 +18,7 @@ from treadle import (
     AgentLoopConfig,
     AssistantMessage,
     Hooks,
+    RunHandle,
     ToolCall,
     ToolResultMessage,
     UserMessage,
@@ -45,10 +46,10 @@ class Recorder(Hooks):
         self.events: list[Any] = []
         self.stored: list[Any] = []
 
-    def on_event(self, event: Any) -> None:
+    def on_event(self, run: RunHandle, event: Any) -> None:
         self.events.append(event)
 
-    def on_message(self, message: Any) -> None:
+    def on_message(self, run: RunHandle, message: Any) -> None:
         self.stored.append(message)
 
     def of(self, kind: str) -> list[Any]:
@@ -81,7 +82,7 @@ async def ok() -> str:
 
 async def test_steering_taken_before_a_raising_before_turn_joins_the_history() -> None:
     class Failing(Hooks):
-        def before_turn(self, context: AgentContext, turn_index: int) -> bool:
+        def before_turn(self, run: RunHandle, turn_index: int) -> bool:
             raise RuntimeError("before_turn broke")
 
     rec = Recorder()
@@ -104,7 +105,7 @@ async def test_steering_taken_before_an_outer_cancel_joins_the_history() -> None
     scope = anyio.CancelScope()
 
     class CancelAtTurnOne(Hooks):
-        async def before_turn(self, context: AgentContext, turn_index: int) -> bool:
+        async def before_turn(self, run: RunHandle, turn_index: int) -> bool:
             if turn_index == 1:  # the steering for turn 1 was taken just before
                 scope.cancel()
                 await anyio.lowlevel.checkpoint()
@@ -155,12 +156,12 @@ async def test_steering_taken_in_next_tool_mode_survives_an_after_turn_cancel() 
 
 
 class FailingAfterTool(Hooks):
-    def after_tool_call(self, call: ToolCall, result: Any) -> Any:
+    def after_tool_call(self, run: RunHandle, call: ToolCall, result: Any) -> Any:
         raise RuntimeError("after_tool_call broke")
 
 
 class FailingOnResults(Hooks):
-    def on_message(self, message: Any) -> None:
+    def on_message(self, run: RunHandle, message: Any) -> None:
         if isinstance(message, ToolResultMessage):
             raise RuntimeError("on_message broke")
 
@@ -223,7 +224,7 @@ async def test_a_hook_failing_beside_a_base_exception_lets_only_the_tools_except
 
 async def test_an_asked_call_beside_a_base_exception_is_answered_cancelled() -> None:
     class AskForOk(Hooks):
-        def before_tool_call(self, call: ToolCall, context: AgentContext) -> Any:
+        def before_tool_call(self, run: RunHandle, call: ToolCall) -> Any:
             return Ask() if call.name == "ok" else None
 
     rec = Recorder()
@@ -246,10 +247,10 @@ async def test_an_unknown_tool_gets_no_after_tool_call_without_its_before_tool_c
     seen: list[tuple[str, str]] = []
 
     class Pairs(Hooks):
-        def before_tool_call(self, call: ToolCall, context: AgentContext) -> None:
+        def before_tool_call(self, run: RunHandle, call: ToolCall) -> None:
             seen.append(("before", call.id))
 
-        def after_tool_call(self, call: ToolCall, result: Any) -> None:
+        def after_tool_call(self, run: RunHandle, call: ToolCall, result: Any) -> None:
             seen.append(("after", call.id))
 
     context = AgentContext(tools=[ok])
@@ -272,7 +273,7 @@ async def test_a_call_waiting_for_approval_is_answered_when_the_run_is_cancelled
         return "cancelled it"
 
     class AskForOk(Hooks):
-        def before_tool_call(self, call: ToolCall, context: AgentContext) -> Any:
+        def before_tool_call(self, run: RunHandle, call: ToolCall) -> Any:
             return Ask() if call.name == "ok" else None
 
     rec = Recorder()

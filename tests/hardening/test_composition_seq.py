@@ -12,7 +12,16 @@ from typing import Any
 import anyio
 import pytest
 
-from treadle import Agent, AgentEvent, AssistantMessage, Hooks, TextContent, ToolCall, tool
+from treadle import (
+    Agent,
+    AgentEvent,
+    AssistantMessage,
+    Hooks,
+    RunHandle,
+    TextContent,
+    ToolCall,
+    tool,
+)
 from treadle.loop import EventLog
 from treadle.testing import ScriptedProvider
 
@@ -73,7 +82,7 @@ async def test_parallel_sub_agents_on_a_lagging_stream_keep_seq_order(
         def __init__(self) -> None:
             self.seqs: list[int] = []
 
-        def on_event(self, event: AgentEvent) -> None:
+        def on_event(self, run: RunHandle, event: AgentEvent) -> None:
             self.seqs.append(event.seq)
 
     observed = Observed()
@@ -134,7 +143,7 @@ async def test_observers_without_a_stream_see_seq_increase_across_sub_agents() -
         def __init__(self) -> None:
             self.seqs: list[int] = []
 
-        def on_event(self, event: AgentEvent) -> None:
+        def on_event(self, run: RunHandle, event: AgentEvent) -> None:
             self.seqs.append(event.seq)
 
     observed = Observed()

@@ -28,7 +28,7 @@ CHILD = textwrap.dedent(
 
     class Reported(Hooks):
         def __init__(self): self.ids = []
-        def on_event(self, event):
+        def on_event(self, run, event):
             if event.type == "message_end":
                 self.ids.append(event.message.timestamp)
 

@@ -15,6 +15,7 @@ from treadle import (
     AgentContext,
     AgentLoopConfig,
     AssistantMessage,
+    RunHandle,
     ToolCall,
     ToolResultMessage,
     UserMessage,
@@ -86,7 +87,7 @@ async def test_a_base_exception_leaves_a_valid_history_then_propagates(
     from treadle import Hooks
 
     class Recorder(Hooks):
-        def on_event(self, event: Any) -> None:
+        def on_event(self, run: RunHandle, event: Any) -> None:
             events.append(event)
 
     context = AgentContext(tools=[explode])

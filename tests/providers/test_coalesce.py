@@ -17,6 +17,7 @@ from treadle import (
     AgentLoopConfig,
     Hooks,
     MessageUpdate,
+    RunHandle,
     agent_loop,
 )
 from treadle.providers import ModelRequest, TextDelta
@@ -68,7 +69,7 @@ class Looks(Hooks):
         self.found: list[tuple[str, int, str]] = []
         self.first_answer = True
 
-    def on_event(self, event: AgentEvent) -> None:
+    def on_event(self, run: RunHandle, event: AgentEvent) -> None:
         if not self.first_answer or not isinstance(event, MessageUpdate):
             return
         delta = event.delta

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from treadle import Agent, AgentContext, Deny, Hooks, ToolCall, tool
+from treadle import Agent, Deny, Hooks, RunHandle, ToolCall, tool
 from treadle.testing import ScriptedProvider
 
 pytest.importorskip("starlette", reason="the web extra is not installed: pip install -e '.[web]'")
@@ -21,7 +21,7 @@ uvicorn = pytest.importorskip("uvicorn", reason="the web extra is not installed"
 
 
 class DenyOutsideNotes(Hooks):
-    async def before_tool_call(self, call: ToolCall, context: AgentContext) -> Deny | None:
+    async def before_tool_call(self, run: RunHandle, call: ToolCall) -> Deny | None:
         path = str(call.arguments.get("path", ""))
         return None if path.startswith("notes/") else Deny("only files under notes/")
 

@@ -19,6 +19,7 @@ from treadle import (
     InputFilter,
     ModelRequest,
     ProviderError,
+    RunHandle,
     ToolCall,
     ToolResultMessage,
     UserMessage,
@@ -257,7 +258,7 @@ async def test_resume_after_a_crash_repairs_and_stores_the_repair(
 
 
 class AskFirst(Hooks):
-    async def before_tool_call(self, call: ToolCall, context: AgentContext) -> Ask:
+    async def before_tool_call(self, run: RunHandle, call: ToolCall) -> Ask:
         return Ask("may I?")
 
 
@@ -356,10 +357,10 @@ class SquashHistory(Hooks):
     def __init__(self, context: AgentContext) -> None:
         self.context = context
 
-    async def before_turn(self, context: AgentContext, turn_index: int) -> bool:
+    async def before_turn(self, run: RunHandle, turn_index: int) -> bool:
         if turn_index == 1:
-            kept = context.messages[-2:]
-            context.messages[:] = [UserMessage.of("(summary of earlier work)"), *kept]
+            kept = run.context.messages[-2:]
+            run.context.messages[:] = [UserMessage.of("(summary of earlier work)"), *kept]
         return True
 
 

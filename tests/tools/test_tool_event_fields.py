@@ -12,6 +12,7 @@ from treadle import (
     Agent,
     AssistantMessage,
     Hooks,
+    RunHandle,
     ToolCall,
     ToolCategory,
     ToolExecutionEnd,
@@ -49,7 +50,9 @@ class RemoteTool:
 
 
 class Forgive(Hooks):
-    async def after_tool_call(self, call: ToolCall, result: ToolResult) -> ToolResult | None:
+    async def after_tool_call(
+        self, run: RunHandle, call: ToolCall, result: ToolResult
+    ) -> ToolResult | None:
         return ToolResult.of("forgiven") if call.id == "forgiven" else None
 
 

@@ -15,6 +15,7 @@ from treadle import (
     AgentLoopConfig,
     AssistantMessage,
     Hooks,
+    RunHandle,
     TextContent,
     ThinkingContent,
     ToolCall,
@@ -41,8 +42,8 @@ class Unstreamed:
 
 
 class Summary(Hooks):
-    async def before_end(self, ending: RunEnding) -> None:
-        await ending.emit("summary", {"words": 3})
+    async def before_end(self, run: RunHandle, ending: RunEnding) -> None:
+        await run.emit("summary", {"words": 3})
 
 
 async def events(provider: Any = None) -> list[AgentEvent]:

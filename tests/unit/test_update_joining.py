@@ -21,6 +21,7 @@ from treadle import (
     AssistantMessage,
     Hooks,
     MessageUpdate,
+    RunHandle,
     ToolCall,
     UserMessage,
     agent_loop,
@@ -113,7 +114,7 @@ async def test_an_update_looked_at_while_it_waits_never_changes(look: str) -> No
     first: list[Any] = []
 
     class Look(Hooks):
-        def on_event(self, event: AgentEvent) -> None:
+        def on_event(self, run: RunHandle, event: AgentEvent) -> None:
             if isinstance(event, MessageUpdate) and not first:
                 first.append(event)
                 {

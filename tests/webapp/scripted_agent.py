@@ -15,7 +15,7 @@ from typing import Any
 
 import anyio
 
-from treadle import Agent, AgentContext, Ask, Hooks, RetryPolicy, ToolCall, tool
+from treadle import Agent, Ask, Hooks, RetryPolicy, RunHandle, ToolCall, tool
 from treadle.providers import ModelRequest, ProviderError, StreamEvent
 from treadle.testing import ScriptedProvider
 from treadle.testing.scripted import ScriptItem
@@ -61,7 +61,7 @@ helper = Agent(
 
 
 class ApproveDeletes(Hooks):
-    async def before_tool_call(self, call: ToolCall, context: AgentContext) -> Ask | None:
+    async def before_tool_call(self, run: RunHandle, call: ToolCall) -> Ask | None:
         return Ask("Delete this file?") if call.name == "delete_file" else None
 
 

@@ -25,7 +25,7 @@ from ..loop import (
     agent_loop,
     agent_loop_continue,
 )
-from ..loop.config import validated_settings
+from ..loop.settings import validated_settings
 from ..loop.sink import EventSink
 from ..loop.state import _as_message
 from ..providers.base import Provider, ThinkingLevel
@@ -556,6 +556,7 @@ class Agent(Generic[OutputT]):
                     prompts,
                     state,
                     config,
+                    self.context,
                 )
             if prompts:
                 new += await agent_loop(prompts, self.context, config, events, token)

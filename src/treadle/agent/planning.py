@@ -6,7 +6,7 @@ import re
 from collections.abc import Sequence
 
 from ..cancellation import CancellationToken
-from ..loop import AgentLoopConfig, call_model, side_request
+from ..loop import AgentContext, AgentLoopConfig, RunHandle, call_model, side_request
 from ..loop.errors import HookFailed
 from ..providers.base import Provider
 from ..types import AgentMessage, PlanCreated, TextContent, Usage, UserMessage
@@ -27,10 +27,12 @@ async def make_plan(
     prompts: list[AgentMessage],
     state: RunState,
     config: AgentLoopConfig,
+    context: AgentContext | None = None,
 ) -> list[AgentMessage]:
     """The prompts, followed by the model's plan and "Carry out the plan." when it gave a
     numbered plan; the prompts alone when it answered DIRECT, failed, or was aborted. A
-    plan is announced by ``plan_created`` at the next turn start."""
+    plan is announced by ``plan_created`` at the next turn start. The hooks see the call
+    with a detached run handle on ``context`` (the run has not started)."""
     request = side_request(
         config,
         [*history, *prompts],
@@ -40,7 +42,8 @@ async def make_plan(
     )
     try:
         # the loop's path: its before_model_request hooks, its retries, its settings
-        message = await call_model(config, request, provider=provider, cancel=token)
+        run = RunHandle.detached(context or AgentContext(), config)
+        message = await call_model(config, request, provider=provider, cancel=token, run=run)
     except HookFailed:
         return prompts  # the run's first turn calls the same hook and ends with its error
     state.planning_usage = message.usage

@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError, create_model
 
-from ..loop import AgentContext, Hooks
+from ..loop import AgentContext, Hooks, RunEnding, RunHandle
 from ..loop.ending import LAST_ERROR_KEY
 from ..loop.sink import EventSink
 from ..loop.state import dict_prompt_error
@@ -95,13 +95,13 @@ class OutputTool:
 
 
 class AgentHooks(Hooks):
-    """The Agent's own bookkeeping, done through the public hooks."""
+    """The Agent's own bookkeeping, done through the public hooks (one per run)."""
 
     def __init__(self, state: RunState, sink_for: Callable[[], EventSink | None]) -> None:
         self.state = state
         self.sink_for = sink_for
 
-    async def before_turn(self, context: AgentContext, turn_index: int) -> bool:
+    async def before_turn(self, run: RunHandle, turn_index: int) -> bool:
         plan = self.state.plan
         sink = self.sink_for()
         if plan is not None and sink is not None:
@@ -109,16 +109,16 @@ class AgentHooks(Hooks):
             await sink.emit(PlanCreated, plan=plan.plan, steps=plan.steps)
         return True
 
-    async def on_message(self, message: AgentMessage) -> None:
+    async def on_message(self, run: RunHandle, message: AgentMessage) -> None:
         if isinstance(message, AssistantMessage) and message.tool_calls:
             self.state.in_tools = True  # until the turn ends: steering waits for the batch
 
-    async def after_turn(self, context: AgentContext, event: TurnEnd) -> None:
+    async def after_turn(self, run: RunHandle, event: TurnEnd) -> None:
         self.state.in_tools = False
 
-    async def after_loop(self, new_messages: list[AgentMessage], usage: Usage, reason: str) -> None:
-        self.state.reason = reason
-        self.state.usage = self.state.usage + usage
+    async def after_loop(self, run: RunHandle, ending: RunEnding) -> None:
+        self.state.reason = ending.reason
+        self.state.usage = self.state.usage + ending.usage
 
 
 def take_child_usage(context: AgentContext) -> Usage:

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..errors import UsageError
-from ..loop.config import validated_settings
+from ..loop.settings import validated_settings
 from ..providers.base import Provider
 
 
@@ -44,5 +44,5 @@ def resolve_model(model: Any, *, api_key: str | None, base_url: str | None) -> P
 
 def checked_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
     """Per-run ``model_settings``, validated at the ``run()`` call (see
-    :func:`~treadle.loop.config.validated_settings`)."""
+    :func:`~treadle.loop.settings.validated_settings`)."""
     return validated_settings(settings)

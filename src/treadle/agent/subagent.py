@@ -82,7 +82,7 @@ class SubAgentTool:
         usage = Usage()
         try:
             messages: list[AgentMessage] = await agent_loop(
-                [UserMessage.of(task)], child, config, ctx.events, ctx.cancel
+                [UserMessage.of(task)], child, config, ctx.events, ctx.cancel, parent=ctx.run
             )
         finally:
             # Counted even when the parent is cancelled mid-call: those tokens were spent.

@@ -8,7 +8,7 @@ from typing import TypeVar
 
 import anyio.to_thread
 
-from ..loop import AgentContext, Hooks
+from ..loop import Hooks, RunHandle
 from ..types import AgentMessage, UserMessage
 
 T = TypeVar("T")
@@ -16,27 +16,32 @@ log = logging.getLogger("treadle.ext")
 
 
 class RunTracker(Hooks):
-    """A hook that remembers the context of the run in progress, whether the conversation
-    was empty when it began (``fresh``) and the text of its first user message (``input``).
+    """A hook that knows, per run, whether the conversation was empty when the run began
+    (:meth:`fresh`) and the text of the run's first user message (:meth:`input`), kept in
+    ``run.state_for(self)``: one instance serves any number of runs at once.
 
-    One run at a time per instance, like an Agent. Subclasses that override
-    ``before_loop`` or ``on_message`` call ``super()`` first.
+    Subclasses that override ``before_loop`` or ``on_message`` call ``super()`` first.
     """
 
-    def __init__(self) -> None:
-        self.context: AgentContext | None = None
-        self.fresh = False
-        self.input: str | None = None
-
-    async def before_loop(self, context: AgentContext) -> bool:
-        self.context = context
-        self.fresh = not context.messages
-        self.input = None
+    async def before_loop(self, run: RunHandle) -> bool:
+        state = run.state_for(self)
+        state["fresh"] = not run.context.messages
+        state["input"] = None
         return True
 
-    async def on_message(self, message: AgentMessage) -> None:
-        if self.input is None and isinstance(message, UserMessage):
-            self.input = message.text
+    async def on_message(self, run: RunHandle, message: AgentMessage) -> None:
+        state = run.state_for(self)
+        if state.get("input") is None and isinstance(message, UserMessage):
+            state["input"] = message.text
+
+    def fresh(self, run: RunHandle) -> bool:
+        """Whether ``run`` started the conversation (its history was empty)."""
+        return bool(run.state_for(self).get("fresh"))
+
+    def input(self, run: RunHandle) -> str | None:
+        """The text of ``run``'s first user message (None before it joins the history)."""
+        text: str | None = run.state_for(self).get("input")
+        return text
 
 
 async def in_thread(fn: Callable[[], T]) -> T:

@@ -16,7 +16,8 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 
-from ..types import AgentMessage, AssistantMessage, Usage
+from ..loop import RunEnding, RunHandle
+from ..types import AgentMessage, AssistantMessage
 from ._db import Database
 from ._run import RunTracker, in_thread
 from ._text import keywords
@@ -67,7 +68,6 @@ class AutoSkills(RunTracker):
         streak: int = 3,
         score: float = 0.7,
     ) -> None:
-        super().__init__()
         self.root = Path(root)
         self.router = router
         self.threshold = streak
@@ -153,11 +153,11 @@ class AutoSkills(RunTracker):
         (folder / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n", "utf-8")
         return load_skill(folder / "SKILL.md")
 
-    async def after_loop(self, new_messages: list[AgentMessage], usage: Usage, reason: str) -> None:
-        text = self.input
+    async def after_loop(self, run: RunHandle, ending: RunEnding) -> None:
+        text, reason = self.input(run), ending.reason
         if text is None or outcome_of(reason) == "neutral" or task_signature(text) is None:
             return  # nothing to count (what observe would find): no thread trip
-        await in_thread(lambda: self.observe(text, reason, new_messages))
+        await in_thread(lambda: self.observe(text, reason, ending.new_messages))
 
     def close(self) -> None:
         """Close the streaks database."""

@@ -14,9 +14,9 @@ import time
 from pathlib import Path
 
 from ..errors import ConfigurationError
-from ..loop import Hooks
+from ..loop import Hooks, RunEnding, RunHandle
 from ..providers import ModelRequest
-from ..types import AgentMessage, ToolCall, ToolResult, Usage
+from ..types import ToolCall, ToolResult
 from ._db import Database
 from ._run import in_thread
 
@@ -81,7 +81,7 @@ class McpCuration(Hooks):
         chosen = set((used + fresh)[: self.top_k])
         return {n for n in names if mcp_name(n) is None or n in chosen}
 
-    async def before_model_request(self, request: ModelRequest) -> ModelRequest:
+    async def before_model_request(self, run: RunHandle, request: ModelRequest) -> ModelRequest:
         if len(request.tools) <= self.top_k:
             return request  # no more tools than top_k at all: nothing to trim (idle)
         names = [t.name for t in request.tools]
@@ -99,12 +99,14 @@ class McpCuration(Hooks):
         if parsed is not None:
             self._db.defer(_INSERT, (name, parsed[0], time.time(), int(is_error)))
 
-    async def after_tool_call(self, call: ToolCall, result: ToolResult) -> ToolResult | None:
+    async def after_tool_call(
+        self, run: RunHandle, call: ToolCall, result: ToolResult
+    ) -> ToolResult | None:
         if call.name.startswith("mcp__"):
             self.record_later(call.name, is_error=result.is_error)
         return None
 
-    async def after_loop(self, new_messages: list[AgentMessage], usage: Usage, reason: str) -> None:
+    async def after_loop(self, run: RunHandle, ending: RunEnding) -> None:
         if self._db.pending:  # MCP calls of this run, audited in one transaction
             await self._db.flush_soon()
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import ConfigurationError, StateError
-from ..loop import AgentContext, Hooks
+from ..loop import Hooks, RunHandle
 from ..providers import ModelRequest
 from ..tools import FunctionTool
 from ..types import UserMessage
@@ -209,8 +209,9 @@ class MemoryRecall(Hooks):
 
     Skipped on resumed conversations (history already there) and when nothing matches.
     The recalled block is kept in ``context.state`` and sent with every later request of the
-    conversation, but never stored in the history. ``recalled`` holds the facts of the last
-    search.
+    conversation, but never stored in the history. What the hook knows about a run is kept
+    in ``run.state_for(self)``, so one instance serves any number of runs at once;
+    ``recalled`` holds the facts of the last search (of any run), to look at.
     """
 
     def __init__(self, store: MemoryStore, *, limit: int = 3, min_score: float = 0.0) -> None:
@@ -218,34 +219,29 @@ class MemoryRecall(Hooks):
         self.limit = limit
         self.min_score = min_score
         self.recalled: list[Fact] = []
-        self.context: AgentContext | None = None
-        self.fresh = False  # the run started the conversation
-        self.input: str | None = None  # its first user message, once searched with
-        self._searched = False
         self._empty_at: tuple[int, int] | None = None  # the stamp at which the store was empty
 
-    async def before_loop(self, context: AgentContext) -> bool:
-        self.context = context
-        self.fresh = not context.messages
-        self.input = None
-        self._searched = False
+    async def before_loop(self, run: RunHandle) -> bool:
+        # whether the run started the conversation; "searched" is set at the first search
+        run.state_for(self)["fresh"] = not run.context.messages
         return True
 
     # No on_message (the loop calls only the hook methods a hook has): in a conversation
     # this run started, the history is the run's own, so its first user message, read at
     # the first request, is the input.
 
-    async def before_model_request(self, request: ModelRequest) -> ModelRequest:
-        context = self.context
-        if context is None:
-            return request
+    async def before_model_request(self, run: RunHandle, request: ModelRequest) -> ModelRequest:
+        context = run.context
         block = context.state.get(STATE_KEY)
-        if block is None and self.fresh and not self._searched:
+        if block is None:
+            seen = run.state_for(self)
+            if not seen.get("fresh") or seen.get("searched"):
+                return request
             text = next((m.text for m in context.messages if isinstance(m, UserMessage)), None)
             if not text:
                 return request  # no input yet: looked for again at the next request
-            self._searched = True
-            self.input, limit = text, self.limit
+            seen["searched"] = True
+            limit = self.limit
             stamp = self.store.stamp()
             if stamp is not None and stamp == self._empty_at:
                 return request  # still no facts at all: no thread, no query
@@ -256,9 +252,9 @@ class MemoryRecall(Hooks):
                 return found
 
             found = await in_thread(search)
-            self.recalled = [f for f in found if f.score > self.min_score]
-            if self.recalled:
-                lines = "\n".join(f"- {f.text}" for f in self.recalled)
+            recalled = self.recalled = [f for f in found if f.score > self.min_score]
+            if recalled:
+                lines = "\n".join(f"- {f.text}" for f in recalled)
                 block = context.state[STATE_KEY] = f"{RECALL_HEADER}\n{lines}"
         if not isinstance(block, str):
             return request
@@ -281,23 +277,19 @@ class UserMemory(Hooks):
         self.limit = limit
         self.block: str | None = None
         self._stamp: tuple[int, int] | None = None
-        self._checked = False  # this run looked for other processes' changes
 
     def _read(self) -> list[Fact]:
         if self.query is None:
             return self.store.facts()[-self.limit :] if self.limit > 0 else []
         return self.store.search(self.query, self.limit)
 
-    async def before_loop(self, context: AgentContext) -> bool:
-        self._checked = False
-        return True
-
-    async def before_model_request(self, request: ModelRequest) -> ModelRequest:
+    async def before_model_request(self, run: RunHandle, request: ModelRequest) -> ModelRequest:
         # Other processes' changes are looked for once per run; this process's own (a
         # remember call) before every request, for free.
         known = self._stamp
-        if not self._checked or known is None or known[1] != self.store.changes():
-            self._checked = True
+        seen = run.state_for(self)
+        if not seen or known is None or known[1] != self.store.changes():
+            seen["checked"] = True
             stamp = self.store.stamp()
             if stamp is None or stamp != known:
                 self._stamp = stamp

@@ -9,9 +9,10 @@ tools, and ``exit_plan_mode`` with its plan to get all its tools back.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
-from ..loop import AgentContext, Deny, Hooks, ToolDecision
+from ..loop import Deny, Hooks, RunHandle, ToolDecision
 from ..providers import ModelRequest
 from ..tools import FunctionTool, Tool, ToolCategory, Toolset
 from ..types import ToolCall
@@ -52,9 +53,6 @@ class PlanMode(Hooks):
         self.enter_name = enter_name
         self.exit_name = exit_name
         self.plan: str | None = None
-        self._info: set[str] = set()
-        self._info_stale = True
-        self._context: AgentContext | None = None
         self.tools: list[FunctionTool] = [self._enter_tool(), self._exit_tool()]
 
     def _enter_tool(self) -> FunctionTool:
@@ -87,47 +85,45 @@ class PlanMode(Hooks):
 
         return FunctionTool(exit_plan_mode, name=self.exit_name, category="info")
 
-    def allowed(self, name: str) -> bool:
-        """Whether the tool ``name`` may be offered and called now."""
+    def allowed(self, name: str, info: Collection[str] = ()) -> bool:
+        """Whether the tool ``name`` may be offered and called now (``info``: the names of
+        the run's ``ToolCategory.INFO`` tools, which plan mode keeps)."""
         if self.active:
-            return name == self.exit_name or (name in self._info and name != self.enter_name)
+            return name == self.exit_name or (name in info and name != self.enter_name)
         return name != self.exit_name
 
-    # No before_turn (the loop calls only the hook methods a hook has): the context is
-    # taken in before_loop, and the INFO tools are read again on every model request made
-    # in plan mode (one a turn), or before a call when plan mode began since the last read.
+    # No before_loop or before_turn (the loop calls only the hook methods a hook has): the
+    # INFO tools of the run are read again on every model request made in plan mode (one a
+    # turn), or before a call when plan mode began since the last read; the names are kept
+    # in run.state_for(self) ("info"; absent: to be read).
 
-    async def before_loop(self, context: AgentContext) -> bool:
-        self._context = context
-        self._info_stale = True
-        return True
-
-    async def _read_info(self, context: AgentContext) -> None:
-        self._info_stale = False
+    async def _read_info(self, run: RunHandle) -> set[str]:
         info: set[str] = set()
-        for item in context.tools:
+        for item in run.context.tools:
             toolset = isinstance(item, Toolset) and not isinstance(item, Tool)
             tools = await item.get_tools() if toolset else [item]
             info.update(t.name for t in tools if _category(t) is ToolCategory.INFO)
-        self._info = info
+        run.state_for(self)["info"] = info
+        return info
 
-    async def before_model_request(self, request: ModelRequest) -> ModelRequest:
+    async def before_model_request(self, run: RunHandle, request: ModelRequest) -> ModelRequest:
         if not self.active:
-            self._info_stale = True  # entering plan mode later in this turn reads them
+            run.state_for(self).pop("info", None)  # entering plan mode later reads them
             tools = [t for t in request.tools if self.allowed(t.name)]
             if len(tools) == len(request.tools):
                 return request
             return request.model_copy(update={"tools": tools})
-        if self._context is not None:
-            await self._read_info(self._context)
-        tools = [t for t in request.tools if self.allowed(t.name)]
+        info = await self._read_info(run)
+        tools = [t for t in request.tools if self.allowed(t.name, info)]
         system = add_to_system(request.system_prompt, self.instructions)
         return request.model_copy(update={"tools": tools, "system_prompt": system})
 
-    async def before_tool_call(self, call: ToolCall, context: AgentContext) -> ToolDecision | None:
-        if self.active and self._info_stale:
-            await self._read_info(context)
-        if self.allowed(call.name):
+    async def before_tool_call(self, run: RunHandle, call: ToolCall) -> ToolDecision | None:
+        info: set[str] = set()
+        if self.active:
+            found = run.state_for(self).get("info")
+            info = found if found is not None else await self._read_info(run)
+        if self.allowed(call.name, info):
             return None
         if self.active:
             return Deny(f"Plan mode is on: {call.name} is not available until {self.exit_name}.")

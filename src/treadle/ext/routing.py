@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from ..cancellation import CancellationToken
-from ..loop import Hooks, emit_custom_event
+from ..loop import Hooks, RunHandle, emit_custom_event
 from ..providers import ModelRequest, Provider, StreamEvent
 from ..types import AssistantMessage
 
@@ -90,7 +90,7 @@ class LongCache(Hooks):
     def __init__(self, min_tokens: int = 1024) -> None:
         self.min_tokens = min_tokens
 
-    async def before_model_request(self, request: ModelRequest) -> ModelRequest:
+    async def before_model_request(self, run: RunHandle, request: ModelRequest) -> ModelRequest:
         if request.prompt_cache == "off" or estimate_request_tokens(request) < self.min_tokens:
             return request
         return request.model_copy(update={"prompt_cache": "long"})

@@ -19,10 +19,9 @@ from pathlib import Path
 from typing import Literal
 
 from ..errors import ConfigurationError
-from ..loop import AgentContext, Hooks
+from ..loop import Hooks, RunEnding, RunHandle
 from ..providers import ModelRequest
 from ..tools import FunctionTool
-from ..types import AgentMessage, Usage
 from ._db import Database
 from ._run import add_to_system, in_thread
 
@@ -222,8 +221,9 @@ class SkillRouter(Hooks):
     line (``hint``, with ``{name}``, ``{description}``, ``{path}``) to the system prompt of
     every model call of the run. When the run ends, :func:`outcome_of` its reason credits
     or debits the arm. ``skills`` is a folder (see :func:`load_skills`) or skills;
-    ``arms`` a :class:`SkillArms` or the path of its SQLite file. ``pick`` is the current
-    (or last) run's skill. One run at a time per router.
+    ``arms`` a :class:`SkillArms` or the path of its SQLite file. Each run's pick is kept
+    in ``run.state_for(self)`` (:meth:`pick_of`), so one router serves any number of runs
+    at once; ``pick`` is the skill of the run that started last, to look at.
     """
 
     def __init__(
@@ -241,7 +241,7 @@ class SkillRouter(Hooks):
         self.rng = rng or random.Random(seed)
         self.hint = hint
         self.pick: Skill | None = None
-        self._hint: str | None = None  # the pick's hint line
+        self._hint: str | None = None  # the hint line of _hint_of's pick
         self._hint_of: tuple[Skill | None, str] = (None, hint)  # what _hint was made from
         self._arms: dict[str, tuple[float, float]] = {}
         self._arms_at: tuple[int, int] | None = None  # the stamp the cached arms were read at
@@ -278,27 +278,35 @@ class SkillRouter(Hooks):
         self._arms_at = self.arms.stamp()  # first: a change after it shows next time
         self._arms = self.arms.all()
 
-    async def before_loop(self, context: AgentContext) -> bool:
+    async def before_loop(self, run: RunHandle) -> bool:
+        chosen = run.state_for(self)
         if not self.skills:
-            self.pick = self._hint = None
+            chosen["pick"] = chosen["hint"] = self.pick = None
             return True
         stamp = self.arms.stamp()
         if stamp is None or stamp != self._arms_at:
             await in_thread(self._reload)  # the arms changed since they were cached
-        self.pick = pick = self._draw(self._arms)
+        pick = self.pick = chosen["pick"] = self._draw(self._arms)
         if self._hint_of != (pick, self.hint) or self._hint is None:  # once per pick
             self._hint = self.hint_line(pick) if pick is not None else None
             self._hint_of = (pick, self.hint)
+        chosen["hint"] = self._hint
         return True
 
-    async def before_model_request(self, request: ModelRequest) -> ModelRequest:
-        if self._hint is None:
+    def pick_of(self, run: RunHandle) -> Skill | None:
+        """The skill picked for ``run`` (None: none, or the catalog is empty)."""
+        pick: Skill | None = run.state_for(self).get("pick")
+        return pick
+
+    async def before_model_request(self, run: RunHandle, request: ModelRequest) -> ModelRequest:
+        hint = run.state_for(self).get("hint")
+        if hint is None:
             return request
-        system = add_to_system(request.system_prompt, self._hint)
+        system = add_to_system(request.system_prompt, hint)
         return request.model_copy(update={"system_prompt": system})
 
-    async def after_loop(self, new_messages: list[AgentMessage], usage: Usage, reason: str) -> None:
-        pick, outcome = self.pick, outcome_of(reason)
+    async def after_loop(self, run: RunHandle, ending: RunEnding) -> None:
+        pick, outcome = self.pick_of(run), outcome_of(ending.reason)
         if pick is None or outcome == "neutral":
             return
         # The write waits for the run's end and costs no thread trip when the file is

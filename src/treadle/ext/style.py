@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from ..loop import AgentContext
+from ..loop import RunEnding, RunHandle
 from ..providers import ModelRequest
-from ..types import AgentMessage, Usage, UserMessage
+from ..types import AgentMessage, UserMessage
 from ._db import Database
 from ._run import RunTracker, add_to_system, in_thread, log
 from ._text import words
@@ -313,8 +313,9 @@ def _profile(rows: list[_Row]) -> StyleProfile | None:
 class StyleHints(RunTracker):
     """A hook: each run's first user message is observed (``detector``) and recorded in
     ``model`` for ``user_id``; the user's profile then adds one hint line to the system
-    prompt of the run's model calls. Failures of the detector or the model are logged
-    (logger ``treadle.ext``) and swallowed: the run goes on without a hint."""
+    prompt of the run's model calls (kept in ``run.state_for(self)``; ``hint`` is the
+    hint of the run that observed last, to look at). Failures of the detector or the model
+    are logged (logger ``treadle.ext``) and swallowed: the run goes on without a hint."""
 
     def __init__(
         self,
@@ -323,20 +324,16 @@ class StyleHints(RunTracker):
         user_id: str = "default",
         detector: StyleDetector | None = None,
     ) -> None:
-        super().__init__()
         self.model: UserModel = model if model is not None else SqliteUserModel()
         self.user_id = user_id
         self.detector = detector or StyleDetector()
         self.hint: str | None = None
 
-    async def before_loop(self, context: AgentContext) -> bool:
-        self.hint = None
-        return await super().before_loop(context)
-
-    async def on_message(self, message: AgentMessage) -> None:
-        if self.input is not None or not isinstance(message, UserMessage):
+    async def on_message(self, run: RunHandle, message: AgentMessage) -> None:
+        if self.input(run) is not None or not isinstance(message, UserMessage):
             return  # the run's input is seen already, or this is not it
-        text = self.input = message.text
+        await super().on_message(run, message)
+        text = message.text
         model = self.model
         try:
             if isinstance(model, SqliteUserModel) and self._inline(text):
@@ -347,31 +344,34 @@ class StyleHints(RunTracker):
                 known, profile = model.cached_profile(self.user_id)
                 if not known:
                     profile = await in_thread(lambda: model.profile(self.user_id))
-                self.hint = profile.hint() if profile is not None else None
-                return
+                hint = profile.hint() if profile is not None else None
+            else:
 
-            def observe() -> str | None:
-                model.observe(self.user_id, self.detector.observe(text))
-                profile = model.profile(self.user_id)
-                return profile.hint() if profile is not None else None
+                def observe() -> str | None:
+                    model.observe(self.user_id, self.detector.observe(text))
+                    profile = model.profile(self.user_id)
+                    return profile.hint() if profile is not None else None
 
-            self.hint = await in_thread(observe)
+                hint = await in_thread(observe)
         except Exception:
             log.warning("style observation failed; no style hint this run", exc_info=True)
+            return
+        run.state_for(self)["hint"] = self.hint = hint
 
     def _inline(self, text: str) -> bool:
         return type(self.detector) is StyleDetector and len(text) <= INLINE_CHARS
 
-    async def after_loop(self, new_messages: list[AgentMessage], usage: Usage, reason: str) -> None:
+    async def after_loop(self, run: RunHandle, ending: RunEnding) -> None:
         if isinstance(self.model, SqliteUserModel):
             try:
                 await self.model.flush_soon()
             except Exception:
                 log.warning("style observation not saved", exc_info=True)
 
-    async def before_model_request(self, request: ModelRequest) -> ModelRequest:
-        if self.hint is None:
+    async def before_model_request(self, run: RunHandle, request: ModelRequest) -> ModelRequest:
+        hint = run.state_for(self).get("hint")
+        if hint is None:
             return request
         return request.model_copy(
-            update={"system_prompt": add_to_system(request.system_prompt, self.hint)}
+            update={"system_prompt": add_to_system(request.system_prompt, hint)}
         )

@@ -22,7 +22,15 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, Union, runtime_checkable
 
 from ..context import estimate_tokens
-from ..loop import AgentContext, AgentLoopConfig, RunEnding, call_model, side_request
+from ..loop import (
+    AgentContext,
+    AgentLoopConfig,
+    Hooks,
+    RunEnding,
+    RunHandle,
+    call_model,
+    side_request,
+)
 from ..providers import Provider, ProviderError
 from ..types import (
     AgentMessage,
@@ -32,7 +40,7 @@ from ..types import (
     Usage,
     UserMessage,
 )
-from ._run import RunTracker, in_thread, log
+from ._run import in_thread, log
 
 __all__ = [
     "SUMMARY_EVENT",
@@ -63,7 +71,8 @@ class WorkerContext:
     will carry them); ``tokens`` estimates the whole conversation now, ``new_tokens`` the
     run's messages. ``provider``/``model`` are the workers' model (the run's unless
     :class:`PostRunWorkers` was given one); :meth:`complete` calls it and adds what it
-    cost to ``spent``. :meth:`emit` sends a ``CustomEvent`` on the run's stream.
+    cost to ``spent``. :meth:`emit` sends a ``CustomEvent`` on the run's stream. ``run``
+    is the run's handle (ids, ``deps``, ``state_for``).
     """
 
     context: AgentContext
@@ -76,11 +85,11 @@ class WorkerContext:
     new_tokens: int
     provider: Provider
     model: str
-    ending: RunEnding
+    run: RunHandle
     spent: Usage = field(default_factory=Usage)
 
     async def emit(self, name: str, value: Any = None) -> None:
-        await self.ending.emit(name, value)
+        await self.run.emit(name, value)
 
     async def complete(
         self, prompt: str, *, system: str | None = None, max_tokens: int | None = 512
@@ -97,7 +106,7 @@ class WorkerContext:
             model=self.model,
             max_tokens=max_tokens,
         )
-        message = await call_model(self.config, request, provider=self.provider)
+        message = await call_model(self.config, request, provider=self.provider, run=self.run)
         self.spent = self.spent + message.usage
         if message.stop_reason in ("error", "aborted"):
             error = message.error
@@ -118,7 +127,7 @@ class Worker(Protocol):
     async def run(self, ctx: WorkerContext) -> Any: ...
 
 
-class PostRunWorkers(RunTracker):
+class PostRunWorkers(Hooks):
     """A hook that runs ``workers`` one after the other when a run ends, before its
     ``agent_end``, for the reasons in ``reasons`` (default: ``completed`` only).
 
@@ -137,22 +146,21 @@ class PostRunWorkers(RunTracker):
         model: str | None = None,
         reasons: Sequence[str] = ("completed",),
     ) -> None:
-        super().__init__()
         self.workers = list(workers)
         self.provider = provider
         self.model = model
         self.reasons = frozenset(reasons)
         self.spent = Usage()
 
-    async def before_end(self, ending: RunEnding) -> None:
+    async def before_end(self, run: RunHandle, ending: RunEnding) -> None:
         if ending.reason not in self.reasons or not self.workers:
             return
-        config = ending.config
+        config = run.config
         provider = self.provider or config.provider
         model = self.model or str(getattr(provider, "model", "") or "") or config.model_name
-        everything = ending.context.messages
+        everything = run.context.messages
         ctx = WorkerContext(
-            context=ending.context,
+            context=run.context,
             config=config,
             new_messages=ending.new_messages,
             usage=ending.usage,
@@ -162,7 +170,7 @@ class PostRunWorkers(RunTracker):
             new_tokens=estimate_tokens(ending.new_messages, model=model, encoding=None),
             provider=provider,
             model=model,
-            ending=ending,
+            run=run,
         )
         for worker in self.workers:
             name = getattr(worker, "name", type(worker).__name__)
@@ -170,13 +178,13 @@ class PostRunWorkers(RunTracker):
                 value = await worker.run(ctx)
             except Exception as exc:
                 log.exception("post-run worker %s failed", name)
-                await ending.emit(
+                await run.emit(
                     WORKER_FAILED_EVENT,
                     {"worker": name, "error": f"{type(exc).__name__}: {exc}"},
                 )
                 continue
             if value is not None:
-                await ending.emit(f"treadle.ext.worker.{name}", value)
+                await run.emit(f"treadle.ext.worker.{name}", value)
         self.spent = self.spent + ctx.spent
 
 
@@ -256,30 +264,39 @@ class CompressionWorker:
 @dataclass(frozen=True)
 class SessionEndInfo:
     """What a session-end callback gets: the run's context, new messages, usage and
-    reason, and when it ended (``time.time()``)."""
+    reason, when it ended (``time.time()``), and its session and loop ids."""
 
     context: AgentContext | None
     new_messages: list[AgentMessage]
     usage: Usage
     reason: str
     ended_at: float
+    session_id: str | None = None
+    loop_id: str | None = None
 
 
 SessionCallback = Callable[[SessionEndInfo], Union[Awaitable[None], None]]
 
 
-class SessionEnd(RunTracker):
+class SessionEnd(Hooks):
     """A hook calling ``callbacks`` (sync or async) after ``agent_end`` on every way out of
     a run: completed, error, cancelled (by the token or from outside), limit, suspended,
     rejected and vetoed. A callback that raises is logged and the next one still runs.
     Blocking callbacks (saving a file) should be async and use a thread themselves."""
 
     def __init__(self, *callbacks: SessionCallback) -> None:
-        super().__init__()
         self.callbacks = list(callbacks)
 
-    async def after_loop(self, new_messages: list[AgentMessage], usage: Usage, reason: str) -> None:
-        info = SessionEndInfo(self.context, list(new_messages), usage, reason, time.time())
+    async def after_loop(self, run: RunHandle, ending: RunEnding) -> None:
+        info = SessionEndInfo(
+            run.context,
+            list(ending.new_messages),
+            ending.usage,
+            ending.reason,
+            time.time(),
+            session_id=run.session_id,
+            loop_id=run.loop_id,
+        )
         for callback in self.callbacks:
             try:
                 result = callback(info)

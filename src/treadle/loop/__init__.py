@@ -10,11 +10,11 @@ from .config import (
     FilterResult,
     Hooks,
     InputFilter,
-    ModelSettings,
     Pass,
     Reject,
     RetryPolicy,
     RunEnding,
+    RunHandle,
     ToolExecution,
     Warn,
 )
@@ -23,6 +23,7 @@ from .decisions import Allow, Ask, Deny, ToolDecision
 from .eventlog import EventLog, EventLogGap, last_event_id, sse_frame
 from .keyedlog import KeyedLog
 from .run import LoopResult, agent_loop, agent_loop_continue, run_loop
+from .settings import ModelSettings
 from .sidecall import call_model, side_request
 from .sink import emit_custom_event, iter_events
 
@@ -49,6 +50,7 @@ __all__ = [
     "Reject",
     "RetryPolicy",
     "RunEnding",
+    "RunHandle",
     "ToolDecision",
     "ToolExecution",
     "TurnTrigger",

@@ -19,6 +19,7 @@ The context package is imported on first use, so ``import treadle`` does not pay
 
 from __future__ import annotations
 
+import inspect
 import logging
 import math
 from collections.abc import Awaitable, Callable, Mapping
@@ -37,6 +38,8 @@ from ..types import (
     ErrorInfo,
     Usage,
 )
+from .config import RunHandle
+from .dispatch import hook_dispatch
 from .sidecall import call_model, side_request
 from .sink import EventSink
 from .streaming import StreamState, close_message
@@ -285,8 +288,8 @@ class ContextGuard:
         run = self.run
         policy = self.policy
         assert policy is not None
-        for hook in run.config.hooks:
-            if not await run.call_hook(hook.before_compaction, estimate):
+        for fn in run.hooks.before_compaction:
+            if not await run.call_hook(fn, run.handle, estimate):
                 return estimate
         context = run.context
         before = len(context.messages)
@@ -311,7 +314,7 @@ class ContextGuard:
                     cancel=run.bridge.token,
                     reason=reason,
                     force=False,
-                    complete=summary_call(run.config, run.bridge.token),
+                    complete=summary_call(run.config, run.bridge.token, run.handle),
                 )
         finally:
             if result is None:  # cancelled: the history is as it was
@@ -353,8 +356,8 @@ class ContextGuard:
             usage=result.usage,
         )
         stats = {**result.stats(), "tokens_before": estimate, "tokens_after": reported}
-        for hook in run.config.hooks:
-            await run.call_hook(hook.after_compaction, stats)
+        for fn in run.hooks.after_compaction:
+            await run.call_hook(fn, run.handle, stats)
         return tokens
 
     # ---- §4.2: context_overflow from the provider ----
@@ -433,8 +436,10 @@ async def compact_context(
     ]  # toolsets: listed per turn
     messages = list(context.messages)
     estimate = tracker.counted(messages, tracker.fixed(system, tools)).tokens
-    for hook in config.hooks:
-        if not await hook.before_compaction(estimate):
+    hooks = hook_dispatch(config)
+    handle = RunHandle.detached(context, config)
+    for fn in hooks.before_compaction:
+        if not await _awaited(fn(handle, estimate)):
             return None
     sink = EventSink(events, context.loop_id or "", context.depth)
     await sink.emit(
@@ -453,7 +458,7 @@ async def compact_context(
         cancel=cancel,
         reason="manual",
         force=force,
-        complete=summary_call(config, cancel),
+        complete=summary_call(config, cancel, handle),
     )
     if result.changed:
         context.messages[:] = result.messages
@@ -469,13 +474,20 @@ async def compact_context(
         summary=result.summary,
         usage=result.usage,
     )
-    for hook in config.hooks:
-        await hook.after_compaction(result.stats())
+    for fn in hooks.after_compaction:
+        await _awaited(fn(handle, result.stats()))
     return result
 
 
-def summary_call(config: AgentLoopConfig, cancel: CancellationToken | None) -> SummaryCall:
-    """The compaction summary as a side call of ``config``: its hooks, retries, settings."""
+async def _awaited(value: Any) -> Any:
+    return await value if inspect.isawaitable(value) else value
+
+
+def summary_call(
+    config: AgentLoopConfig, cancel: CancellationToken | None, run: RunHandle | None = None
+) -> SummaryCall:
+    """The compaction summary as a side call of ``config``: its hooks (given ``run``),
+    retries, settings."""
 
     async def complete(base: ModelRequest, provider: Provider) -> AssistantMessage:
         request = side_request(
@@ -487,6 +499,6 @@ def summary_call(config: AgentLoopConfig, cancel: CancellationToken | None) -> S
             model=base.model,
             max_tokens=base.max_tokens,
         )
-        return await call_model(config, request, provider=provider, cancel=cancel)
+        return await call_model(config, request, provider=provider, cancel=cancel, run=run)
 
     return complete

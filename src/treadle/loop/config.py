@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal, TypedDict, Union
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, Union
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    field_validator,
+)
 
 from .._redact import redact_url
 from ..errors import ConfigurationError, UsageError
@@ -69,101 +75,252 @@ class InputFilter:
         return Pass()
 
 
-ApprovalHandler = Callable[[ToolCall, AgentContext, Ask], Awaitable[Union[bool, Allow, Deny]]]
+ApprovalHandler = Callable[["RunHandle", ToolCall, Ask], Awaitable[Union[bool, Allow, Deny]]]
+"""Decides a tool call a hook answered with ``Ask``: ``(run, call, ask)``, the run handle
+first as for hooks; returns True / False or an ``Allow`` / ``Deny``."""
+
+
+# ---- the run a hook is called for ----
+
+
+class _RunView(Protocol):
+    """What a :class:`RunHandle` reads of the run behind it (the loop's own state)."""
+
+    context: AgentContext
+    config: AgentLoopConfig
+    usage: Usage
+    turn_index: int
+    turn_open: bool
+    turn_usage: Usage
+
+    async def emit_custom(self, name: str, value: Any) -> CustomEvent | None: ...
+
+
+class RunHandle:
+    """One run of the loop, as every hook method sees it (its first argument, ``run``).
+
+    Read-only: ``loop_id``, ``session_id``, ``agent_id``, ``parent_loop_id`` and ``depth``
+    (the ids of this run; ``parent`` is the run of the tool that started a sub-agent),
+    ``context`` (the :class:`AgentContext`: the history, tools, ``state``), ``config`` (the
+    :class:`AgentLoopConfig`, ``config.provider`` there to call), ``deps`` (``config.deps``),
+    ``usage`` (what the run's model calls used so far, the open turn's included) and
+    ``turn_index`` (of the turn in progress, or the next one). :meth:`emit` sends a
+    :class:`~treadle.types.CustomEvent` on the run's stream; :meth:`state_for` is a scratch
+    dict per run and per hook, dropped when the run ends.
+
+    One hook object may serve many runs at once (``Agent.fork()`` shares its hooks, and a
+    server runs forks side by side): whatever a hook keeps about a run belongs in
+    ``run.state_for(self)`` or comes from ``run``, never on the hook itself. The loop makes
+    one handle per run (its constructor is the loop's); hook calls made outside a run
+    (``Agent.compact()``, a planning call, :func:`~treadle.loop.call_model` without
+    ``run=``) get :meth:`detached` ones.
+    """
+
+    __slots__ = ("_observers", "_parent", "_run", "_scratch")
+
+    def __init__(
+        self,
+        run: _RunView,
+        parent: RunHandle | None = None,
+        observers: tuple[Callable[..., None], ...] = (),
+    ) -> None:
+        self._run = run
+        self._parent = parent
+        self._observers = observers  # on_event methods of this run and the runs around it
+        self._scratch: dict[int, tuple[object, dict[str, Any]]] | None = None
+
+    @classmethod
+    def detached(cls, context: AgentContext, config: AgentLoopConfig) -> RunHandle:
+        """A handle for hook calls made outside a run: ids and ``context`` from
+        ``context``, ``usage`` zero, :meth:`emit` sends nothing (returns None). For a
+        hook's own tests, too."""
+        return cls(_Detached(context, config))
+
+    @property
+    def loop_id(self) -> str | None:
+        return self._run.context.loop_id
+
+    @property
+    def session_id(self) -> str | None:
+        return self._run.context.session_id
+
+    @property
+    def agent_id(self) -> str | None:
+        return self._run.context.agent_id
+
+    @property
+    def parent_loop_id(self) -> str | None:
+        return self._run.context.parent_loop_id
+
+    @property
+    def depth(self) -> int:
+        return self._run.context.depth
+
+    @property
+    def parent(self) -> RunHandle | None:
+        """The run a sub-agent was started from (``Agent.as_tool``), else None."""
+        return self._parent
+
+    @property
+    def context(self) -> AgentContext:
+        return self._run.context
+
+    @property
+    def config(self) -> AgentLoopConfig:
+        return self._run.config
+
+    @property
+    def deps(self) -> Any:
+        return self._run.config.deps
+
+    @property
+    def usage(self) -> Usage:
+        run = self._run
+        return run.usage + run.turn_usage if run.turn_open else run.usage
+
+    @property
+    def turn_index(self) -> int:
+        return self._run.turn_index
+
+    async def emit(self, name: str, value: Any = None) -> CustomEvent | None:
+        """Send ``CustomEvent(name, value)`` on the run's stream now, reaching its
+        ``on_event`` observers too. Returns the event; None when nobody listens or the
+        run is not reporting (before ``agent_start``: a ``before_loop`` hook; after
+        ``agent_end``: an ``after_loop`` hook). ``name`` should be namespaced
+        (``"myapp.cache_hit"``); ``value`` is any JSON."""
+        return await self._run.emit_custom(name, value)
+
+    def state_for(self, owner: object) -> dict[str, Any]:
+        """A dict for ``owner`` (a hook passes ``self``) to keep what it knows about this
+        run: the same dict for every call of this run, another for each other run, dropped
+        when the run ends (after the ``after_loop`` hooks)."""
+        scratch = self._scratch
+        if scratch is None:
+            scratch = self._scratch = {}
+        found = scratch.get(id(owner))
+        if found is None:  # the owner is kept with its dict, so its id is not reused
+            found = scratch[id(owner)] = (owner, {})
+        return found[1]
+
+    def _close(self) -> None:
+        """Drop every owner's state (the loop calls it when the run has ended)."""
+        self._scratch = None
+
+    def __repr__(self) -> str:
+        return (
+            f"RunHandle(loop_id={self.loop_id!r}, session_id={self.session_id!r}, "
+            f"depth={self.depth})"
+        )
+
+
+class _Detached:
+    """The run behind a :meth:`RunHandle.detached` handle: nothing runs, nothing is sent."""
+
+    __slots__ = ("config", "context", "turn_index", "turn_open", "turn_usage", "usage")
+
+    def __init__(self, context: AgentContext, config: AgentLoopConfig) -> None:
+        self.context = context
+        self.config = config
+        self.usage = self.turn_usage = Usage()
+        self.turn_index = 0
+        self.turn_open = False
+
+    async def emit_custom(self, name: str, value: Any) -> CustomEvent | None:
+        return None
 
 
 # ---- hooks ----
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class RunEnding:
-    """What a ``before_end`` hook sees: the run as it ends, just before ``agent_end``.
+    """How a run ends, as ``before_end`` (just before ``agent_end``) and ``after_loop``
+    (just after it) see it: ``new_messages`` (the run's messages, a copy), ``usage`` (the
+    loop's), ``reason``, ``error`` and ``pending_tool_calls``, as ``agent_end`` carries
+    them. The rest (ids, context, config, ``emit``) is on the run handle."""
 
-    ``new_messages`` (the run's messages, a copy), ``usage`` (the loop's), ``reason``,
-    ``error`` and ``pending_tool_calls`` are what ``agent_end`` will carry; ``context`` and
-    ``config`` are the run's (``config.provider`` is there to call). :meth:`emit` sends a
-    :class:`~treadle.types.CustomEvent` on the run's stream, before ``agent_end``.
-    """
-
-    context: AgentContext
-    config: AgentLoopConfig
     new_messages: list[AgentMessage]
     usage: Usage
     reason: AgentEndReason
-    error: ErrorInfo | None
-    pending_tool_calls: list[str]
-    send: Callable[..., Awaitable[Any]]
-    """How :meth:`emit` reaches the run's event sink (set by the loop)."""
-
-    async def emit(self, name: str, value: Any = None) -> CustomEvent | None:
-        """Send ``CustomEvent(name, value)``; returns it (None when nobody listens)."""
-        event: CustomEvent | None = await self.send(CustomEvent, name=name, value=value)
-        return event
+    error: ErrorInfo | None = None
+    pending_tool_calls: list[str] = field(default_factory=list)
 
 
 class Hooks:
     """Override the methods you need; the config holds a list and the loop calls each in order.
 
+    Every method gets the :class:`RunHandle` of the run first (``run``): the run's ids,
+    context, config, deps, usage, ``run.emit`` and ``run.state_for(self)`` for what the hook
+    keeps about the run. A hook object may serve several runs at once (forks of an Agent),
+    so it keeps nothing about a run on itself. A method set on an instance
+    (``hook.on_event = fn``) counts as one the class defines, for every method; the methods
+    a hook does not implement are not called at all. Methods may be sync or async, except
+    ``on_event`` (always sync).
+
     A hook that raises is a bug in the hook: the run ends with ``reason="error"`` after the
     history is repaired, and ``agent_end`` is still emitted exactly once.
     """
 
-    async def before_loop(self, context: AgentContext) -> bool:
+    async def before_loop(self, run: RunHandle) -> bool:
         """Before ``agent_start``. Return False to veto the run (``agent_end(reason=vetoed)``)."""
         return True
 
-    async def after_loop(self, new_messages: list[AgentMessage], usage: Usage, reason: str) -> None:
+    async def after_loop(self, run: RunHandle, ending: RunEnding) -> None:
         """After ``agent_end``, on every way out of the run (also a ``before_loop`` veto and
-        a cancellation from outside, then under a shield). An exception is ignored."""
+        a cancellation from outside, then under a shield). An exception is logged and
+        ignored. ``run.emit`` sends nothing any more."""
 
-    async def before_end(self, ending: RunEnding) -> None:
+    async def before_end(self, run: RunHandle, ending: RunEnding) -> None:
         """Just before ``agent_end``, once, on every way out after ``agent_start`` (not
         after a ``before_loop`` veto, nor in ``run_loop``): post-run work that reports
-        on the run's stream (``ending.emit``). Runs after the last ``turn_end``; changes
+        on the run's stream (``run.emit``). Runs after the last ``turn_end``; changes
         nothing in the history. During a cancellation from outside it gets at most
         ``CANCEL_GRACE_S`` (5 s). An exception is logged (logger ``treadle.loop``) and
-        ignored: the run keeps its reason. Only hooks that override it are called."""
+        ignored: the run keeps its reason."""
 
-    async def before_turn(self, context: AgentContext, turn_index: int) -> bool:
+    async def before_turn(self, run: RunHandle, turn_index: int) -> bool:
         """Before ``turn_start``. Return False to end the run (``reason=vetoed``)."""
         return True
 
-    async def after_turn(self, context: AgentContext, event: TurnEnd) -> None:
+    async def after_turn(self, run: RunHandle, event: TurnEnd) -> None:
         """After ``turn_end``."""
 
-    async def on_message(self, message: AgentMessage) -> None:
+    async def on_message(self, run: RunHandle, message: AgentMessage) -> None:
         """A message joined the history; runs before its ``message_end`` is sent (so a store
         that persists here makes every reported message durable)."""
 
-    async def on_error(self, message: AssistantMessage) -> None:
+    async def on_error(self, run: RunHandle, message: AssistantMessage) -> None:
         """An assistant turn ended with ``stop_reason="error"``."""
 
-    async def before_model_request(self, request: ModelRequest) -> ModelRequest:
-        """Once per turn (not per retry). Return the request, edited or not."""
+    async def before_model_request(self, run: RunHandle, request: ModelRequest) -> ModelRequest:
+        """Once per turn (not per retry), and for side calls (``request.purpose``). Return
+        the request, edited or not."""
         return request
 
-    async def before_tool_call(self, call: ToolCall, context: AgentContext) -> ToolDecision | None:
+    async def before_tool_call(self, run: RunHandle, call: ToolCall) -> ToolDecision | None:
         """Before ``tool_execution_start``. ``None`` means allow."""
         return None
 
-    async def after_tool_call(self, call: ToolCall, result: ToolResult) -> ToolResult | None:
+    async def after_tool_call(
+        self, run: RunHandle, call: ToolCall, result: ToolResult
+    ) -> ToolResult | None:
         """After the tool ran. Return a result to replace it, or ``None`` to keep it."""
         return None
 
-    async def before_compaction(self, estimate: int) -> bool:
+    async def before_compaction(self, run: RunHandle, estimate: int) -> bool:
         """Return False to skip compaction this turn."""
         return True
 
-    async def after_compaction(self, stats: dict[str, Any]) -> None:
+    async def after_compaction(self, run: RunHandle, stats: dict[str, Any]) -> None:
         """After compaction, with token and message counts before and after."""
 
-    def on_event(self, event: AgentEvent) -> None:
+    def on_event(self, run: RunHandle, event: AgentEvent) -> None:
         """Every event the loop reports, as it is sent (``seq`` stamped), whether or not the
-        caller passed a stream — and those of sub-agents started inside this run. For
-        observers (tracing, logging, metrics): it is called in the loop's task for every
-        streamed delta too, so keep it quick and do not block; it may not change anything.
-        An exception raised here is logged and ignored. Only hooks that override it are
-        called, so a run without such a hook pays nothing."""
+        caller passed a stream — and those of sub-agents started inside this run (``run``
+        is then the sub-agent's run, whose ``parent`` leads back). For observers (tracing,
+        logging, metrics): it is called in the loop's task for every streamed delta too, so
+        keep it quick and do not block; it may not change anything. An exception raised
+        here is logged and ignored."""
 
 
 # ---- limits, retries, strategies ----
@@ -250,22 +407,6 @@ MessagesTransform = Callable[
 MessagePoll = Callable[[], Union[Sequence[AgentMessage], Awaitable[Sequence[AgentMessage]]]]
 
 
-class ModelSettings(TypedDict, total=False):
-    """Sampling settings for one run (``Agent.run(..., model_settings={...})``): the same
-    names as the :class:`AgentLoopConfig` fields they override."""
-
-    max_tokens: int
-    temperature: float
-    top_p: float
-    seed: int
-    stop: str | list[str]
-    """Stop sequences; a string is one sequence."""
-    presence_penalty: float
-    frequency_penalty: float
-    extra_body: dict[str, Any]
-    thinking_level: ThinkingLevel
-
-
 class AgentLoopConfig(BaseModel):
     """Read-only settings of one loop call.
 
@@ -339,9 +480,11 @@ class AgentLoopConfig(BaseModel):
     get_follow_up_messages: MessagePoll | None = None
     steering_mode: Literal["after_batch", "next_tool"] = "after_batch"
     approval_handler: Callable[..., Awaitable[Any]] | None = None
-    """An async ``ApprovalHandler``: ``(call, context, ask) -> bool | Allow | Deny``."""
+    """An async ``ApprovalHandler``: ``(run, call, ask) -> bool | Allow | Deny``."""
     deps: Any = None
     first_turn_trigger: TurnTrigger = TurnTrigger.USER
+    _hook_dispatch: Any = PrivateAttr(default=None)
+    """Which hooks implement which method (``dispatch.hook_dispatch``), made once."""
 
     @field_validator("provider", mode="before")
     @classmethod
@@ -394,56 +537,3 @@ class AgentLoopConfig(BaseModel):
             ),
             "retry": {"max_retries": self.retry.max_retries},
         }
-
-
-def settings_of(config: AgentLoopConfig, *, same_provider: bool = True) -> dict[str, Any]:
-    """The model settings every request of ``config`` carries, turns and side calls alike.
-    ``extra_body`` is provider-specific: it goes only to the config's own provider."""
-    settings: dict[str, Any] = {
-        "max_tokens": config.max_tokens,
-        "temperature": config.temperature,
-        "top_p": config.top_p,
-        "seed": config.seed,
-        "stop": config.stop,
-        "presence_penalty": config.presence_penalty,
-        "frequency_penalty": config.frequency_penalty,
-        "thinking_level": config.thinking_level,
-        "prompt_cache": config.prompt_cache,
-        "extra_body": dict(config.extra_body) if same_provider else {},
-    }
-    return settings
-
-
-_SETTING_NAMES = tuple(ModelSettings.__annotations__)
-_settings_model: type[BaseModel] | None = None
-
-
-def validated_settings(settings: Any, *, where: str = "model_settings") -> dict[str, Any]:
-    """``settings`` (model setting names to values, as ``Agent(...)`` or
-    ``run(..., model_settings=...)`` take them) checked by the same rules as the
-    :class:`AgentLoopConfig` fields they set, at once: an unknown name is a ``TypeError``, a
-    bad value (``top_p=2``, ``max_tokens=0``) a ``ValueError`` naming it. Returns the
-    values as the config holds them (``stop="END"`` becomes ``["END"]``)."""
-    global _settings_model
-    unknown = sorted(set(settings) - set(_SETTING_NAMES))
-    if unknown:
-        raise UsageError(
-            f"unknown model setting(s) {', '.join(unknown)}; "
-            f"{where} takes: {', '.join(sorted(_SETTING_NAMES))}"
-        )
-    if _settings_model is None:
-        fields = AgentLoopConfig.model_fields
-        _settings_model = create_model(  # type: ignore[call-overload]
-            "ModelSettings",
-            __config__=ConfigDict(extra="forbid"),
-            **{name: (fields[name].annotation, fields[name]) for name in _SETTING_NAMES},
-        )
-    try:
-        checked = _settings_model.model_validate(dict(settings))
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc'])}={repr(e['input'])[:60]}: {e['msg']}"
-            for e in exc.errors(include_url=False)
-        )
-        raise ConfigurationError(f"invalid {where}: {problems}") from None
-    return {name: getattr(checked, name) for name in settings}

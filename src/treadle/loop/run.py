@@ -22,11 +22,11 @@ from ..types import (
     Usage,
 )
 from .arguments import _check_call, _prompts
-from .config import AgentLoopConfig
+from .config import AgentLoopConfig, RunHandle
 from .context import AgentContext
-from .ending import after_loop, end_run
+from .ending import after_loop, end_run, ending_of
 from .errors import HookFailed
-from .sink import CURRENT_SINK, OBSERVED_SEQ, OBSERVERS
+from .sink import CURRENT_SINK, OBSERVED_SEQ
 from .state import EventStream
 from .tool_exec import ToolRaised
 from .turns import LoopResult, Run
@@ -42,8 +42,8 @@ async def _start(
     kind: ContinuationKind,
 ) -> bool:
     """before_loop hooks then agent_start. False: vetoed (agent_end already sent)."""
-    for hook in config.hooks:
-        if not await run.call_hook(hook.before_loop, context):
+    for fn in run.hooks.before_loop:
+        if not await run.call_hook(fn, run.handle):
             run.end_sent = True
             await run.sink.emit(
                 AgentEnd,
@@ -78,7 +78,6 @@ async def _execute(
     run.waiting = list(pending)
     started = False
     raised: BaseException | None = None
-    observing = OBSERVERS.set(run.observers)  # sub-agents started by tools inherit them
     sinking = CURRENT_SINK.set(None)  # emit_custom_event: from agent_start to agent_end
     run.sink.run_started()
     counting = OBSERVED_SEQ.set(run.sink.observed_seq)  # ... and, without a stream, its seq
@@ -87,6 +86,7 @@ async def _execute(
             started = await _start(run, context, config, context.parent_loop_id, kind)
             if started:
                 CURRENT_SINK.set(run.sink)
+                run.reporting = True
             if not started:
                 result.reason = "vetoed"
             elif prompts and (rejected := await run.filter_input(prompts)) is not None:
@@ -120,8 +120,9 @@ async def _execute(
             result = LoopResult(reason="error", error=ErrorInfo(kind="tool", message=message))
         if started:
             await _end(run, result)
-        else:
-            await after_loop(run, result.reason)
+        elif run.hooks.after_loop:
+            _keep_waiting(run, result)
+            await after_loop(run, ending_of(run, result.reason, None, result.pending_tool_calls))
         if raised is not None:
             raise raised from None
         return run.new_messages
@@ -136,9 +137,9 @@ async def _execute(
     finally:
         CURRENT_SINK.reset(sinking)
         OBSERVED_SEQ.reset(counting)
-        OBSERVERS.reset(observing)
         run.bridge.close()
         run.sink.after_run()
+        run.handle._close()  # the hooks' state for this run goes with it
 
 
 async def _safe_close(run: Run) -> BaseException | None:
@@ -197,13 +198,17 @@ async def agent_loop(
     config: AgentLoopConfig,
     events: EventStream | None = None,
     cancel: CancellationToken | None = None,
+    *,
+    parent: RunHandle | None = None,
 ) -> list[AgentMessage]:
     """Start a run from new prompts; return the messages it added to ``context.messages``.
 
     ``prompts`` is a str (one user message), a message, or a list of them. Emits
     ``agent_start`` … ``agent_end`` on ``events`` (never closing it). Runtime failures end the
-    run with a reason; only a caller's mistake (no prompts, wrong types) raises, before any
-    event.
+    run with a reason; only a caller's mistake (no prompts, wrong types, a hook method
+    that cannot take its arguments) raises, before any event. ``parent``: for a sub-agent
+    started by a tool, the calling run (``ToolContext.run``): the parent's ``on_event``
+    observers then see this run's events, and the hooks see it as ``run.parent``.
     """
     messages = _prompts(prompts)
     if not messages:
@@ -214,7 +219,7 @@ async def agent_loop(
     _ensure_ids(context)
     pending = context.pending_tool_calls
     with _exclusive(context, "agent_loop"):
-        run = Run(context, config, events, cancel, [])
+        run = Run(context, config, events, cancel, [], parent)
         return await _execute(run, messages, pending, context.continuation_kind)
 
 
@@ -223,12 +228,15 @@ async def agent_loop_continue(
     config: AgentLoopConfig,
     events: EventStream | None = None,
     cancel: CancellationToken | None = None,
+    *,
+    parent: RunHandle | None = None,
 ) -> list[AgentMessage]:
     """Carry on from the existing history (after an error, a tool-result message, a
     suspension whose approvals were given). The last message must not be an assistant
     message, unless it has tool calls waiting for approval, or it is a failed or aborted
     answer without tool calls: that one is dropped from the history and the turn is tried
-    again (``continuation_kind="rerun"``), as ``Agent.continue_()`` does."""
+    again (``continuation_kind="rerun"``), as ``Agent.continue_()`` does. ``parent`` as for
+    :func:`agent_loop`."""
     _check_call("agent_loop_continue", context, config, events, cancel, first=1)
     if not context.messages:
         raise ConfigurationError(
@@ -262,7 +270,7 @@ async def agent_loop_continue(
     elif kind == ContinuationKind.INITIAL:
         kind = ContinuationKind.DEFAULT
     with _exclusive(context, "agent_loop_continue"):
-        run = Run(context, config, events, cancel, [])
+        run = Run(context, config, events, cancel, [], parent)
         return await _execute(run, [], pending, kind)
 
 
@@ -290,6 +298,7 @@ async def _turns_only(
     if context.loop_id is None:
         context.loop_id = str(uuid.uuid4())
     run = Run(context, config, events, cancel, new_messages)
+    run.reporting = True  # the caller frames the run: custom events may go at any time
     try:
         raised: BaseException | None = None
         try:
@@ -314,3 +323,4 @@ async def _turns_only(
         raise
     finally:
         run.bridge.close()
+        run.handle._close()

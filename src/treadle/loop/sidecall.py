@@ -20,8 +20,11 @@ from typing import Any
 from ..cancellation import CancelBridge, CancellationToken
 from ..providers.base import ModelRequest, Provider
 from ..types import AgentMessage, AssistantMessage, ProviderRetry
-from .config import AgentLoopConfig, Hooks, settings_of
+from .config import AgentLoopConfig, RunHandle
+from .context import AgentContext
+from .dispatch import hook_dispatch, hook_name
 from .errors import HookFailed
+from .settings import settings_of
 from .sink import EventSink
 from .streaming import StreamState, stream_message
 
@@ -63,27 +66,27 @@ async def call_model(
     *,
     provider: Provider | None = None,
     cancel: CancellationToken | None = None,
+    run: RunHandle | None = None,
 ) -> AssistantMessage:
     """Make one side call: ``request`` (see :func:`side_request`) through ``config``'s
     ``before_model_request`` hooks, then streamed to ``provider`` (default the config's)
     under ``config.retry``, exactly as a turn's call. Returns the answer; a failure after the
     retries is an answer with ``stop_reason="error"``, a cancellation (``cancel``, or the
     enclosing scope through it) one with ``stop_reason="aborted"`` — it never raises a
-    ``ProviderError``. A hook that raises raises ``HookFailed``, as in a turn."""
+    ``ProviderError``. A hook that raises raises ``HookFailed``, as in a turn. ``run``: the
+    run the call is made for (a hook's ``run``), handed to the hooks; without it they get
+    a :meth:`RunHandle.detached` one."""
     provider = provider or config.provider
-    for hook in config.hooks:
-        if (
-            isinstance(hook, Hooks)
-            and type(hook).before_model_request is Hooks.before_model_request
-        ):
-            continue  # the base class's does nothing
+    hooks = hook_dispatch(config).before_model_request
+    if hooks and run is None:
+        run = RunHandle.detached(AgentContext(), config)
+    for fn in hooks:
         try:
-            edited: Any = hook.before_model_request(request)
+            edited: Any = fn(run, request)
             if inspect.isawaitable(edited):
                 edited = await edited
         except Exception as exc:
-            name = getattr(hook.before_model_request, "__qualname__", type(hook).__name__)
-            raise HookFailed(name, exc) from exc
+            raise HookFailed(hook_name(fn), exc) from exc
         if isinstance(edited, ModelRequest):
             request = edited
     name = getattr(provider, "name", type(provider).__name__)

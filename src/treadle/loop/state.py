@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any
 
 import anyio
@@ -24,6 +25,7 @@ from ..types import (
     AgentEvent,
     AgentMessage,
     AssistantMessage,
+    CustomEvent,
     ExtensionMessage,
     MessageEnd,
     MessageStart,
@@ -35,10 +37,12 @@ from ..types import (
     UserMessage,
 )
 from ..types._base import replaced, trusted
-from .config import AgentLoopConfig, Hooks, Pass, Reject, Warn, settings_of
+from .config import AgentLoopConfig, Pass, Reject, RunHandle, Warn
 from .context import AgentContext
+from .dispatch import HookFn, hook_dispatch, hook_name
 from .errors import HookFailed
-from .sink import OBSERVERS, EventSink, Observer
+from .settings import settings_of
+from .sink import EventSink, Observer
 from .streaming import StreamState
 
 _REQUEST_FIELDS = frozenset(ModelRequest.model_fields)
@@ -125,13 +129,13 @@ def _no_price(message: AssistantMessage) -> None:
     return None
 
 
-def _observers(config: AgentLoopConfig) -> tuple[Observer, ...]:
-    """The ``on_event`` hooks of this run: the config's, after those of the runs this one
-    is nested in (a sub-agent's parents)."""
-    found = list(OBSERVERS.get())
-    for hook in config.hooks:
-        if type(hook).on_event is not Hooks.on_event and hook.on_event not in found:
-            found.append(hook.on_event)
+def _nested(outer: tuple[HookFn, ...], own: tuple[HookFn, ...]) -> tuple[HookFn, ...]:
+    """The ``on_event`` methods a run calls: those of the runs it is nested in (a
+    sub-agent's parents) first, then its own; a hook in both is called once."""
+    if not outer:
+        return own
+    found = list(outer)
+    found.extend(fn for fn in own if fn not in found)
     return tuple(found)
 
 
@@ -146,11 +150,17 @@ class RunState:
         events: EventStream | None,
         cancel: CancellationToken | None,
         new_messages: list[AgentMessage],
+        parent: RunHandle | None = None,
     ) -> None:
         self.context = context
         self.config = config
         self.new_messages = new_messages
-        self.observers = _observers(config)
+        self.hooks = hooks = hook_dispatch(config)
+        # a sub-agent's observers: its parents' (through the parent's handle), then its own
+        watching = _nested(parent._observers if parent is not None else (), hooks.on_event)
+        self.handle = handle = RunHandle(self, parent, watching)
+        self.observers: tuple[Observer, ...] = tuple(partial(fn, handle) for fn in watching)
+        self.reporting = False  # custom events may be sent (between agent_start and agent_end)
         self.sink = EventSink(
             events,
             context.loop_id or "",
@@ -175,7 +185,6 @@ class RunState:
         self.prompt_ids: set[int] = set()  # the run's prompts among them (not taken yet)
         self.due: list[AgentMessage] = []  # tool results decided, not yet in the history
         self.tools: dict[str, Tool] = {}
-        self._overrides: dict[str, list[Hooks]] = {}
         self.tool_specs: list[ToolSpec] = []
         self.end_sent = False
         self.before_end_ran = False
@@ -185,36 +194,27 @@ class RunState:
 
     # ---- small helpers ----
 
-    def overriding(self, name: str) -> list[Hooks]:
-        """The config's hooks that implement ``name`` (a ``Hooks`` method): the others are
-        not called at all, so an installed hook costs only the methods it has."""
-        found = self._overrides.get(name)
-        if found is None:
-            base = getattr(Hooks, name)
-            found = self._overrides[name] = [
-                h
-                for h in self.config.hooks
-                if not isinstance(h, Hooks)
-                or name in vars(h)
-                or getattr(type(h), name, base) is not base
-            ]
-        return found
+    async def emit_custom(self, name: str, value: Any) -> CustomEvent | None:
+        """``RunHandle.emit``: a custom event, while the run reports (None otherwise)."""
+        if not self.reporting:
+            return None
+        event: CustomEvent | None = await self.sink.emit(CustomEvent, name=name, value=value)
+        return event
 
     async def call_hook(self, fn: Any, *args: Any) -> Any:
         try:
             return await _maybe_await(fn(*args))
         except Exception as exc:
-            name = getattr(fn, "__qualname__", repr(fn))
-            raise HookFailed(name, exc) from exc
+            raise HookFailed(hook_name(fn), exc) from exc
 
     async def record(self, message: AgentMessage) -> None:
         """Add to the history; ``on_message`` hooks run before its message_end is sent."""
         self.context.messages.append(message)
         self.new_messages.append(message)
         failure: HookFailed | None = None
-        for hook in self.overriding("on_message"):  # every hook sees it, whatever one does
+        for fn in self.hooks.on_message:  # every hook sees it, whatever one does
             try:
-                await self.call_hook(hook.on_message, message)
+                await self.call_hook(fn, self.handle, message)
             except HookFailed as exc:
                 failure = failure or exc
         if failure is not None:
@@ -374,8 +374,8 @@ class RunState:
         values["response_format"] = config.response_format
         values["purpose"] = "turn"
         request = trusted(ModelRequest, values, set(_REQUEST_FIELDS))  # every field (a test)
-        for hook in self.overriding("before_model_request"):
-            edited = await self.call_hook(hook.before_model_request, request)
+        for fn in self.hooks.before_model_request:
+            edited = await self.call_hook(fn, self.handle, request)
             if isinstance(edited, ModelRequest):
                 request = edited
         if isinstance(request.stop, str):  # a hook's model_copy is not validated

@@ -33,6 +33,7 @@ from ..types import (
 )
 from ..types.text import clean_text, clip_text
 from .decisions import Allow, Ask, Deny
+from .dispatch import hook_name
 from .errors import HookFailed
 
 if TYPE_CHECKING:
@@ -129,7 +130,7 @@ class ToolBatch:
         if handler is None:
             state.pending = True
             return
-        answer = await run.call_hook(handler, call, run.context, ask)
+        answer = await run.call_hook(handler, run.handle, call, ask)
         if answer is True:
             decision = state.decision or Allow()
         elif answer is False:
@@ -161,8 +162,8 @@ class ToolBatch:
         if tool is None:
             return
         decision: Any = None
-        for hook in run.overriding("before_tool_call"):
-            result = await run.call_hook(hook.before_tool_call, call, run.context)
+        for fn in run.hooks.before_tool_call:
+            result = await run.call_hook(fn, run.handle, call)
             if isinstance(result, Allow):
                 if result.arguments is not None:
                     call = call.model_copy(update={"arguments": result.arguments})
@@ -173,7 +174,7 @@ class ToolBatch:
                 break
             if result is not None:  # fail closed: an answer we do not understand is a bug
                 raise HookFailed(
-                    f"{type(hook).__name__}.before_tool_call",
+                    hook_name(fn),
                     TypeError(f"returned {result!r}; return Allow(), Deny(reason), Ask() or None"),
                 )
         if external and not isinstance(decision, Deny):
@@ -312,9 +313,9 @@ class ToolBatch:
             return
         result = _bounded(result, self.run.config.max_tool_result_chars)
         known = state.call.name in self.run.tools  # before_tool_call ran only for a known tool
-        for hook in self.run.overriding("after_tool_call") if known else ():
+        for fn in self.run.hooks.after_tool_call if known else ():
             try:
-                replaced = await self.run.call_hook(hook.after_tool_call, state.call, result)
+                replaced = await self.run.call_hook(fn, self.run.handle, state.call, result)
             except BaseException:
                 # The tool ran: it keeps its result (as far as the hooks got), so the history
                 # never says a call that had its effects was cancelled. The hook's failure
@@ -326,7 +327,7 @@ class ToolBatch:
             elif replaced is not None:
                 state.result = result  # the tool's own result stands; the hook is the bug
                 raise HookFailed(
-                    f"{type(hook).__name__}.after_tool_call",
+                    hook_name(fn),
                     TypeError(f"returned {replaced!r}; return a ToolResult or None"),
                 )
         state.result = result
@@ -381,6 +382,7 @@ class ToolBatch:
             events=run.sink.stream,
             context=run.context,
             report=self._reporter(call),
+            run=run.handle,
         )
         timeout = _timeout_for(tool, run.config.tool_timeout)
         with anyio.move_on_after(timeout) as scope:

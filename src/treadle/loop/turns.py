@@ -24,7 +24,7 @@ from ..types import (
     now_ms,
 )
 from .compaction import ContextGuard
-from .config import AgentLoopConfig, Reject
+from .config import AgentLoopConfig, Reject, RunHandle
 from .context import AgentContext
 from .eager import EagerCalls, eager_turn
 from .errors import HookFailed
@@ -54,8 +54,9 @@ class Run(RunState):
         events: EventStream | None,
         cancel: CancellationToken | None,
         new_messages: list[AgentMessage],
+        parent: RunHandle | None = None,
     ) -> None:
-        super().__init__(context, config, events, cancel, new_messages)
+        super().__init__(context, config, events, cancel, new_messages, parent)
         self.batch: ToolBatch | None = None
         self.eager_group: TaskGroup | None = None  # the turn's eager calls run here
         self.eager: EagerCalls | None = None  # those of the model call in progress
@@ -163,13 +164,13 @@ class Run(RunState):
         self.turn_index += 1
         if failure is not None:
             raise failure
-        hooks = self.overriding("after_turn")
+        hooks = self.hooks.after_turn
         if hooks and event is None:  # nobody listens; after_turn hooks still get an event
             event = TurnEnd(
                 loop_id=self.sink.loop_id, depth=self.sink.depth, timestamp=now_ms(), **fields
             )
-        for hook in hooks:
-            await self.call_hook(hook.after_turn, self.context, event)
+        for fn in hooks:
+            await self.call_hook(fn, self.handle, event)
 
     async def run_tools(self, calls: Any, *, resumed: bool = False) -> ToolBatch:
         batch = self.batch = self.batch or ToolBatch(self, calls, resumed=resumed)
@@ -229,8 +230,8 @@ class Run(RunState):
 
     async def _turn_allowed(self) -> bool:
         """The before_turn hooks, in order; False when one of them says no."""
-        for hook in self.overriding("before_turn"):
-            if not await self.call_hook(hook.before_turn, self.context, self.turn_index):
+        for fn in self.hooks.before_turn:
+            if not await self.call_hook(fn, self.handle, self.turn_index):
                 return False
         return True
 
@@ -292,8 +293,8 @@ class Run(RunState):
                         reason="limit", error=ErrorInfo(kind="limit", message=self.stream_limit)
                     )
                 if message.stop_reason == "error":
-                    for hook in self.config.hooks:
-                        await self.call_hook(hook.on_error, message)
+                    for fn in self.hooks.on_error:
+                        await self.call_hook(fn, self.handle, message)
                     await self.close_turn()
                     return LoopResult(reason="error", error=message.error)
                 calls = message.tool_calls

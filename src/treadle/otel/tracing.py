@@ -12,7 +12,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import metrics, trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
-from .. import Hooks
+from .. import Hooks, RunHandle
 from ..providers import ModelRequest
 from ..types import AgentEvent, AssistantMessage, ToolResultMessage, UserMessage
 
@@ -50,7 +50,7 @@ class _Loop:
     chat: Span | None = None
     chat_started: float = 0.0
     tools: dict[str, Span] = field(default_factory=dict)
-    pending_request: ModelRequest | None = None
+    tool_names: dict[str, str] = field(default_factory=dict)
 
 
 class Tracing(Hooks):
@@ -61,7 +61,10 @@ class Tracing(Hooks):
     too, nested under the parent's ``execute_tool`` span. ``capture_content=True`` records
     messages, tool arguments and results, and a failed tool's error text as its span's
     status description (off by default: they may hold personal data; a failed tool's span
-    then says only the exception's type)."""
+    then says only the exception's type).
+
+    The spans of a run in progress are kept in ``run.state_for(self)``, so one ``Tracing``
+    serves any number of runs at once (forks of an Agent in a server)."""
 
     def __init__(
         self,
@@ -87,36 +90,41 @@ class Tracing(Hooks):
         )
         self.agent_name = agent_name
         self.capture_content = capture_content
-        self._loops: dict[str, _Loop] = {}
-        self._last_request: ModelRequest | None = None
-        self._tool_names: dict[tuple[str, str], str] = {}
 
     # ---- hooks ----
 
-    async def before_model_request(self, request: ModelRequest) -> ModelRequest:
+    async def before_model_request(self, run: RunHandle, request: ModelRequest) -> ModelRequest:
         if self.capture_content and request.purpose == "turn":
-            self._last_request = request  # attached to the chat span it precedes (side calls
-            # have no chat span of their own)
+            # attached to the chat span it precedes (side calls have no chat span)
+            run.state_for(self)["request"] = request
         return request
 
-    def on_event(self, event: AgentEvent) -> None:
+    def on_event(self, run: RunHandle, event: AgentEvent) -> None:
         kind = event.type
         if kind == "message_update":
             return  # the hot path: nothing to trace per delta
         handler = getattr(self, f"_on_{kind}", None)
         if handler is not None:
-            handler(event)
+            handler(run, event)
+
+    def _loop(self, run: RunHandle | None) -> _Loop | None:
+        """The spans of ``run`` (the run that sent the event) while it is traced."""
+        if run is None:
+            return None
+        found: _Loop | None = run.state_for(self).get("loop")
+        return found
 
     # ---- runs ----
 
-    def _on_agent_start(self, event: Any) -> None:
+    def _on_agent_start(self, run: RunHandle, event: Any) -> None:
         config = event.config or {}
         provider = PROVIDER_NAMES.get(str(config.get("provider", "")), config.get("provider", ""))
         model = str(config.get("model") or "")
-        parent = self._parent(event)
+        outer = self._loop(run.parent)
+        parent = self._parent(outer, event)
         name = self.agent_name
-        if event.parent_tool_call_id and event.parent_loop_id:
-            name = self._tool_names.get((event.parent_loop_id, event.parent_tool_call_id), name)
+        if outer is not None and event.parent_tool_call_id:
+            name = outer.tool_names.get(event.parent_tool_call_id, name)
         attributes = {
             "gen_ai.operation.name": "invoke_agent",
             "gen_ai.provider.name": provider,
@@ -140,28 +148,27 @@ class Tracing(Hooks):
             "gen_ai.request.top_p": config.get("top_p"),
             "gen_ai.request.seed": config.get("seed"),
         }
-        self._loops[event.loop_id] = _Loop(span, provider, model, request, event.session_id)
+        run.state_for(self)["loop"] = _Loop(span, provider, model, request, event.session_id)
 
-    def _parent(self, event: Any) -> otel_context.Context | None:
-        parent_loop = self._loops.get(event.parent_loop_id or "")
-        if parent_loop is None:
+    def _parent(self, outer: _Loop | None, event: Any) -> otel_context.Context | None:
+        """The span a run's span goes under: the tool call of the run that started it."""
+        if outer is None:
             return None  # the application's current span, if any
-        tool = parent_loop.tools.get(event.parent_tool_call_id or "")
-        return trace.set_span_in_context(tool or parent_loop.span)
+        tool = outer.tools.get(event.parent_tool_call_id or "")
+        return trace.set_span_in_context(tool or outer.span)
 
-    def _on_agent_end(self, event: Any) -> None:
-        loop = self._loops.pop(event.loop_id, None)
-        if loop is None:
+    def _on_agent_end(self, run: RunHandle, event: Any) -> None:
+        loop = run.state_for(self).pop("loop", None)
+        if not isinstance(loop, _Loop):
             return
         error = _error_type(event.reason, event.error)
         end = _ns(event.timestamp)
         if loop.chat is not None:
             _fail(loop.chat, error or "cancelled", "the run ended during the model call")
             loop.chat.end(end)
-        for call_id, span in loop.tools.items():
+        for span in loop.tools.values():
             _fail(span, error or "cancelled", "the run ended during the tool call")
             span.end(end)
-            self._tool_names.pop((event.loop_id, call_id), None)
         span = loop.span
         usage = event.usage
         span.set_attributes(
@@ -183,14 +190,14 @@ class Tracing(Hooks):
 
     # ---- model calls ----
 
-    def _on_message_start(self, event: Any) -> None:
+    def _on_message_start(self, run: RunHandle, event: Any) -> None:
         if not isinstance(event.message, AssistantMessage):
             return
-        loop = self._loops.get(event.loop_id)
+        loop = self._loop(run)
         if loop is not None and loop.chat is None:
-            self._start_chat(loop, event.timestamp)
+            self._start_chat(run, loop, event.timestamp)
 
-    def _start_chat(self, loop: _Loop, timestamp: int) -> Span:
+    def _start_chat(self, run: RunHandle, loop: _Loop, timestamp: int) -> Span:
         attributes: dict[str, Any] = {
             "gen_ai.operation.name": "chat",
             "gen_ai.provider.name": loop.provider,
@@ -198,9 +205,8 @@ class Tracing(Hooks):
             "gen_ai.conversation.id": loop.conversation,
             **loop.request,
         }
-        request = self._last_request
-        if self.capture_content and request is not None:
-            self._last_request = None
+        request = run.state_for(self).pop("request", None)
+        if self.capture_content and isinstance(request, ModelRequest):
             attributes["gen_ai.input.messages"] = json.dumps(_messages(request.messages))
             if request.system_prompt:
                 attributes["gen_ai.system_instructions"] = json.dumps(
@@ -216,11 +222,11 @@ class Tracing(Hooks):
         loop.chat_started = time.monotonic()
         return loop.chat
 
-    def _on_provider_retry(self, event: Any) -> None:
-        loop = self._loops.get(event.loop_id)
+    def _on_provider_retry(self, run: RunHandle, event: Any) -> None:
+        loop = self._loop(run)
         if loop is None:
             return
-        chat = loop.chat or self._start_chat(loop, event.timestamp)  # failed before streaming
+        chat = loop.chat or self._start_chat(run, loop, event.timestamp)  # failed before streaming
         chat.add_event(
             "gen_ai.client.retry",
             _clean(
@@ -235,11 +241,11 @@ class Tracing(Hooks):
             timestamp=_ns(event.timestamp),
         )
 
-    def _on_message_end(self, event: Any) -> None:
+    def _on_message_end(self, run: RunHandle, event: Any) -> None:
         message = event.message
         if not isinstance(message, AssistantMessage):
             return
-        loop = self._loops.get(event.loop_id)
+        loop = self._loop(run)
         if loop is None or loop.chat is None:
             return
         span, loop.chat = loop.chat, None
@@ -289,8 +295,8 @@ class Tracing(Hooks):
 
     # ---- tools ----
 
-    def _on_tool_execution_start(self, event: Any) -> None:
-        loop = self._loops.get(event.loop_id)
+    def _on_tool_execution_start(self, run: RunHandle, event: Any) -> None:
+        loop = self._loop(run)
         if loop is None:
             return
         attributes: dict[str, Any] = {
@@ -308,12 +314,14 @@ class Tracing(Hooks):
             attributes=attributes,
             start_time=_ns(event.timestamp),
         )
-        self._tool_names[(event.loop_id, event.tool_call_id)] = event.tool_name
+        loop.tool_names[event.tool_call_id] = event.tool_name
 
-    def _on_tool_execution_end(self, event: Any) -> None:
-        loop = self._loops.get(event.loop_id)
-        span = loop.tools.pop(event.tool_call_id, None) if loop is not None else None
-        self._tool_names.pop((event.loop_id, event.tool_call_id), None)
+    def _on_tool_execution_end(self, run: RunHandle, event: Any) -> None:
+        loop = self._loop(run)
+        if loop is None:
+            return
+        span = loop.tools.pop(event.tool_call_id, None)
+        loop.tool_names.pop(event.tool_call_id, None)
         if span is None:
             return
         if self.capture_content:

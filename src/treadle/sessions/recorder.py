@@ -11,7 +11,7 @@ import anyio
 import anyio.to_thread
 
 from ..errors import ConfigurationError
-from ..loop.config import Hooks
+from ..loop.config import Hooks, RunEnding, RunHandle
 from ..loop.context import AgentContext
 from ..types import AgentMessage, AssistantMessage, Usage
 from .base import (
@@ -253,18 +253,18 @@ class SessionRecorder(Hooks):
 
     # ---- hooks ----
 
-    async def before_loop(self, context: AgentContext) -> bool:
-        if context is self.context and not self.in_sync():
+    async def before_loop(self, run: RunHandle) -> bool:
+        if run.context is self.context and not self.in_sync():
             await _in_thread(self._sync_keep_ahead)
         return True
 
-    async def on_message(self, message: AgentMessage) -> None:
+    async def on_message(self, run: RunHandle, message: AgentMessage) -> None:
         await _in_thread(lambda: self._append(message))
 
-    async def after_compaction(self, stats: dict[str, Any]) -> None:
+    async def after_compaction(self, run: RunHandle, stats: dict[str, Any]) -> None:
         await self.sync()  # the compacted history replaced the old one in place
 
-    async def after_loop(self, new_messages: list[AgentMessage], usage: Usage, reason: str) -> None:
+    async def after_loop(self, run: RunHandle, ending: RunEnding) -> None:
         await _in_thread(self._save_pending)
 
     def __repr__(self) -> str:

@@ -69,9 +69,22 @@ class ToolContext(Generic[DepsT]):
     - ``await update(...)``: report progress (a ``tool_execution_update`` event).
     - ``loop_id`` / ``depth`` / ``events``: for tools that start a sub-agent, so its events can
       be forwarded onto the parent's stream.
+    - ``run``: the run handle (``treadle.RunHandle``) of the run calling the tool; a tool that
+      starts a loop of its own passes it on (``agent_loop(..., parent=ctx.run)``), so the
+      parent's ``on_event`` observers see the sub-agent's events.
     """
 
-    __slots__ = ("_report", "cancel", "context", "deps", "depth", "events", "loop_id", "tool_call")
+    __slots__ = (
+        "_report",
+        "cancel",
+        "context",
+        "deps",
+        "depth",
+        "events",
+        "loop_id",
+        "run",
+        "tool_call",
+    )
 
     def __init__(
         self,
@@ -84,6 +97,7 @@ class ToolContext(Generic[DepsT]):
         events: Any = None,
         context: Any = None,
         report: Callable[[ToolResult], Awaitable[None]] | None = None,
+        run: Any = None,
     ) -> None:
         self.tool_call = tool_call
         self.deps = deps
@@ -93,6 +107,7 @@ class ToolContext(Generic[DepsT]):
         self.events = events
         self.context = context
         self._report = report
+        self.run = run
 
     @property
     def tool_call_id(self) -> str:

@@ -56,7 +56,7 @@ class _Observer(Hooks):
     def __init__(self, sim: _Sim) -> None:
         self.sim = sim
 
-    def on_event(self, event: Any) -> None:
+    def on_event(self, run: Any, event: Any) -> None:
         self.sim.on_event(event)
 
 

@@ -10,7 +10,18 @@ import anyio
 import anyio.lowlevel
 
 from ...context import repair_transcript
-from ...loop import Allow, Ask, Deny, Hooks, InputFilter, Pass, Reject, Warn, emit_custom_event
+from ...loop import (
+    Allow,
+    Ask,
+    Deny,
+    Hooks,
+    InputFilter,
+    Pass,
+    Reject,
+    RunEnding,
+    RunHandle,
+    Warn,
+)
 from ...providers.base import ModelRequest, ProviderError
 from ...tools import ToolContext, ToolResult, tool
 from ...types import (
@@ -296,17 +307,12 @@ class RequestCheck(Hooks):
     got there (a short history afresh, a long one from what it kept)."""
 
     def __init__(self) -> None:
-        self.context: Any = None
         self.problems: list[str] = []
 
-    async def before_loop(self, context: Any) -> bool:
-        self.context = context
-        return True
-
-    async def before_model_request(self, request: Any) -> Any:
-        if request.purpose != "turn" or self.context is None:
+    async def before_model_request(self, run: RunHandle, request: Any) -> Any:
+        if request.purpose != "turn":
             return None
-        history = [m for m in self.context.messages if not isinstance(m, ExtensionMessage)]
+        history = [m for m in run.context.messages if not isinstance(m, ExtensionMessage)]
         expected = _shape(repair_transcript(history))
         got = _shape(request.messages)
         if got != expected:
@@ -334,57 +340,57 @@ class SimHooks(Hooks):
     def _log(self, kind: str, info: Any) -> None:
         self.ledger.hooks.append((kind, self.ledger.call_index, info))
 
-    async def _emit_if(self, action: str | None, kind: str) -> None:
-        """``emit``: a custom event sent mid-run (``emit_custom_event``), on this run's stream."""
+    async def _emit_if(self, run: RunHandle, action: str | None, kind: str) -> None:
+        """``emit``: a custom event sent mid-run (``run.emit``), on this run's stream."""
         if action == "emit":
-            await emit_custom_event(MID_RUN_EVENT, {"kind": kind})
+            await run.emit(MID_RUN_EVENT, {"kind": kind})
 
     def _raise_if(self, action: str | None, kind: str) -> None:
         if action == "raise":
             raise RuntimeError(f"simulated {kind} hook failure")
 
-    async def before_loop(self, context: Any) -> bool:
+    async def before_loop(self, run: RunHandle) -> bool:
         action = self._action("before_loop")
         self._log("before_loop", None)
         await anyio.lowlevel.checkpoint()
         self._raise_if(action, "before_loop")
         return action != "veto"
 
-    async def after_loop(self, new_messages: Any, usage: Any, reason: Any) -> None:
+    async def after_loop(self, run: RunHandle, ending: RunEnding) -> None:
         action = self._action("after_loop")
-        self._log("after_loop", reason)
+        self._log("after_loop", ending.reason)
         self._raise_if(action, "after_loop")
 
-    async def before_turn(self, context: Any, turn_index: int) -> bool:
+    async def before_turn(self, run: RunHandle, turn_index: int) -> bool:
         action = self._action("before_turn")
         ok = action not in ("veto", "raise")
         self._log("before_turn", (turn_index, ok))
         await anyio.lowlevel.checkpoint()
-        await self._emit_if(action, "before_turn")
+        await self._emit_if(run, action, "before_turn")
         self._raise_if(action, "before_turn")
         return ok
 
-    async def after_turn(self, context: Any, event: Any) -> None:
+    async def after_turn(self, run: RunHandle, event: Any) -> None:
         action = self._action("after_turn")
         # a turn_end is owed even when nobody hears of events: anything else logs None, which
         # pairs with no before_turn (INV-HOOK-PAIRS)
         self._log("after_turn", event.turn_index if isinstance(event, TurnEnd) else None)
-        await self._emit_if(action, "after_turn")
+        await self._emit_if(run, action, "after_turn")
         self._raise_if(action, "after_turn")
 
-    async def before_model_request(self, request: Any) -> Any:
+    async def before_model_request(self, run: RunHandle, request: Any) -> Any:
         action = self._action("before_model_request")
         self._log("before_model_request", None)
         await anyio.lowlevel.checkpoint()
-        await self._emit_if(action, "before_model_request")
+        await self._emit_if(run, action, "before_model_request")
         self._raise_if(action, "before_model_request")
         return request
 
-    async def before_tool_call(self, call: Any, context: Any) -> Any:
+    async def before_tool_call(self, run: RunHandle, call: Any) -> Any:
         action = self._action("before_tool_call")
         self._log("before_tool_call", call.id)
         await anyio.lowlevel.checkpoint()
-        await self._emit_if(action, "before_tool_call")
+        await self._emit_if(run, action, "before_tool_call")
         self._raise_if(action, "before_tool_call")
         if action == "ask":
             return Ask("may I?")
@@ -394,41 +400,41 @@ class SimHooks(Hooks):
             return Allow(arguments={"x": 42})
         return None
 
-    async def after_tool_call(self, call: Any, result: Any) -> Any:
+    async def after_tool_call(self, run: RunHandle, call: Any, result: Any) -> Any:
         action = self._action("after_tool_call")
         self._log("after_tool_call", call.id)
-        await self._emit_if(action, "after_tool_call")
+        await self._emit_if(run, action, "after_tool_call")
         self._raise_if(action, "after_tool_call")
         if action == "replace":
             return ToolResult.of("replaced by a hook")
         return None
 
-    async def before_compaction(self, estimate: int) -> bool:
+    async def before_compaction(self, run: RunHandle, estimate: int) -> bool:
         action = self._action("before_compaction")
         ok = action not in ("veto", "raise")
         self._log("before_compaction", ok)
         self._raise_if(action, "before_compaction")
         return ok
 
-    async def after_compaction(self, stats: Any) -> None:
+    async def after_compaction(self, run: RunHandle, stats: Any) -> None:
         action = self._action("after_compaction")
         self._log("after_compaction", None)
         self._raise_if(action, "after_compaction")
 
-    async def on_error(self, message: Any) -> None:
+    async def on_error(self, run: RunHandle, message: Any) -> None:
         self._raise_if(self._action("on_error"), "on_error")
 
-    async def on_message(self, message: Any) -> None:
+    async def on_message(self, run: RunHandle, message: Any) -> None:
         self._raise_if(self._action("on_message"), "on_message")
 
-    async def before_end(self, ending: Any) -> None:
+    async def before_end(self, run: RunHandle, ending: RunEnding) -> None:
         action = self._action("before_end")
         self._log("before_end", ending.reason)
         if action == "emit":
-            await ending.emit("sim", {"reason": ending.reason})
+            await run.emit("sim", {"reason": ending.reason})
         self._raise_if(action, "before_end")
 
-    def on_event(self, event: Any) -> None:
+    def on_event(self, run: RunHandle, event: Any) -> None:
         self._raise_if(self._action("on_event"), "on_event")
 
 
@@ -442,7 +448,7 @@ def approval_handler(kind: str) -> Any:
     if kind == "none":
         return None
 
-    async def handler(call: Any, context: Any, ask: Any) -> Any:
+    async def handler(run: Any, call: Any, ask: Any) -> Any:
         await anyio.sleep(0.01)
         if kind == "raise":
             raise RuntimeError("simulated approval handler failure")
