@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import TypeAdapter
 
 from ..providers import ModelRequest, StreamEvent
-from ..tools import Tool, ToolContext, ToolResult, to_tool_result
+from ..tools import Tool, ToolContext, ToolResult, to_tool_result, traits_of
 from ..types import AssistantMessage
 from ._database import DurableError
 
@@ -101,20 +101,10 @@ class DurableTool:
     def __init__(self, inner: Tool, steps: RunSteps) -> None:
         self.inner = inner
         self.steps = steps
-        for attr in ("name", "description", "parameters"):
-            setattr(self, attr, getattr(inner, attr))
-        for attr in (
-            "category",
-            "timeout",
-            "sequential",
-            "accepts_raw_arguments",
-            "validates_arguments",
-            "idempotent",
-            "retries",
-            "external",
-        ):
-            if hasattr(inner, attr):
-                setattr(self, attr, getattr(inner, attr))
+        self.name = inner.name
+        self.description = inner.description
+        self.parameters = inner.parameters
+        self.traits = traits_of(inner)  # forwarded whole: the loop treats both alike
 
     def __repr__(self) -> str:
         return f"DurableTool({self.inner!r})"
@@ -125,7 +115,7 @@ class DurableTool:
         fresh: list[bool] = []
         await marker.run_async({"name": "treadle.tool.start"}, _mark, fresh)
         in_flight_before = not fresh  # the marker was on record: a worker died mid-call
-        idempotent = getattr(self.inner, "idempotent", False) is True
+        idempotent = self.traits.idempotent
 
         async def run_tool() -> dict[str, Any]:
             if in_flight_before and not idempotent:

@@ -71,7 +71,17 @@ class ToolContext(Generic[DepsT]):
       be forwarded onto the parent's stream.
     """
 
-    __slots__ = ("_report", "cancel", "context", "deps", "depth", "events", "loop_id", "tool_call")
+    __slots__ = (
+        "_report",
+        "_thread",
+        "cancel",
+        "context",
+        "deps",
+        "depth",
+        "events",
+        "loop_id",
+        "tool_call",
+    )
 
     def __init__(
         self,
@@ -93,6 +103,7 @@ class ToolContext(Generic[DepsT]):
         self.events = events
         self.context = context
         self._report = report
+        self._thread = False  # a plain def tool's worker thread is running (function_tool.py)
 
     @property
     def tool_call_id(self) -> str:
@@ -125,17 +136,12 @@ class ToolContext(Generic[DepsT]):
 class Tool(Protocol):
     """Anything with a name, a description, a JSON-schema ``parameters`` and ``run``.
 
-    Optional attributes the loop reads when present: ``category`` (:class:`ToolCategory`,
-    default exec), ``timeout`` (seconds, overrides the category's), ``sequential`` (True: never
-    runs alongside other tools), ``accepts_raw_arguments`` (True: called even when the model's
-    argument text is not JSON; read ``ctx.tool_call.raw_arguments``), ``validates_arguments``
-    (True: skip the loop's check of required and unknown arguments), ``idempotent`` (True:
-    running it twice is safe, so it may be retried or re-run), ``retries`` (for an idempotent
-    tool: attempts after a raised exception, default 0), ``eager`` (True: read-only or
-    idempotent, so the loop may start a call as soon as its block is complete, while the
-    model still streams the rest of its answer; a discarded answer's eager calls may run
-    again), ``external`` (True: never run here; a call leaves the run ``suspended`` until its
-    result joins the history — see :class:`~treadle.tools.ExternalTool`).
+    How the loop treats it (timeout, category, running alone, starting early, retries,
+    approval, external ...) is its optional ``traits`` attribute, one
+    :class:`~treadle.tools.ToolTraits`; a tool without one gets the defaults. The loop reads
+    it once per tool when a run's tools are resolved. (It is not a protocol member, so a
+    tool without it still is a ``Tool``.) Traits given as loose attributes instead
+    (``sequential = True``) are refused with an error naming them.
     """
 
     name: str
@@ -156,7 +162,7 @@ class Toolset(Protocol):
     what it returns, so keep it cheap when nothing changed (cache, refresh on a signal).
     A failure there ends the run with ``reason="error"`` and the toolset's message. Tool
     names must be unique across all tools and toolsets; a clash is reported with both
-    sources (a tool's optional ``source`` attribute names where it came from)."""
+    sources (a tool's ``traits.source`` names where it came from)."""
 
     async def get_tools(self) -> Sequence[Tool]:
         """The tools to offer for the next model call."""

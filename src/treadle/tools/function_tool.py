@@ -24,6 +24,7 @@ from pydantic import (
 from ..errors import ConfigurationError, UsageError
 from ..types import ToolSpec
 from .base import ToolArgumentsError, ToolCategory, ToolContext
+from .traits import ToolTraits, as_category
 
 logger = logging.getLogger("treadle.tools")
 
@@ -102,6 +103,7 @@ class FunctionTool:
         idempotent: bool = False,
         retries: int = 0,
         eager: bool = False,
+        requires_approval: bool = False,
     ) -> None:
         self.func = func
         self.name = _tool_name(func, name)
@@ -114,18 +116,20 @@ class FunctionTool:
                 UserWarning,
                 stacklevel=_caller_level(),
             )
-        self.category = ToolCategory(category)
-        self.timeout = timeout
-        self.sequential = sequential
-        self.eager = eager
-        self.idempotent = idempotent or eager  # safe to start early means safe to run again
-        if retries < 0 or (retries and not self.idempotent):
-            raise ConfigurationError(
-                f"tool {self.name!r}: retries={retries} needs idempotent=True (a call that may "
-                "have had effects is never run again) and a count of 0 or more"
+        try:
+            self.traits = ToolTraits(
+                category=as_category(category),
+                timeout=timeout,
+                sequential=sequential,
+                eager=eager,
+                idempotent=idempotent,
+                retries=retries,
+                requires_approval=requires_approval,
+                accepts_raw_arguments=accepts_raw_arguments,
+                validates_arguments=True,  # run() validates with pydantic
             )
-        self.retries = retries
-        self.accepts_raw_arguments = accepts_raw_arguments
+        except ConfigurationError as exc:
+            raise ConfigurationError(f"tool {self.name!r}: {exc}") from None
         self._is_async = inspect.iscoroutinefunction(func)
         self._context_param: str | None = None
         self._args_model = self._build_model(func, param_docs)
@@ -206,15 +210,21 @@ class FunctionTool:
             kwargs[self._context_param] = ctx
         if self._is_async:
             return await self.func(**kwargs)
+        ctx._thread = True
+        # A thread cannot be stopped: on a timeout or cancellation the loop stops waiting
+        # for it and says so (see thread_still_running), and the function runs on.
         return await anyio.to_thread.run_sync(
-            functools.partial(self._call_sync, kwargs), abandon_on_cancel=True
+            functools.partial(self._call_sync, kwargs, ctx), abandon_on_cancel=True
         )
 
-    def _call_sync(self, kwargs: dict[str, Any]) -> Any:
+    def _call_sync(self, kwargs: dict[str, Any], ctx: ToolContext[Any]) -> Any:
         """The plain function, in its worker thread; an awaitable it returns (``async``
         forgotten) fails here, named, before the thread hands it back (trio would refuse
         it with an error about its own wrapper)."""
-        value = self.func(**kwargs)
+        try:
+            value = self.func(**kwargs)
+        finally:
+            ctx._thread = False
         if inspect.isawaitable(value):
             error = unawaited_error(self.name, value)
             logger.warning("%s", error)  # a bug to fix: said where the developer looks too
@@ -225,7 +235,13 @@ class FunctionTool:
         return self.func(*args, **kwargs)
 
     def __repr__(self) -> str:
-        return f"FunctionTool(name={self.name!r}, category={self.category.value!r})"
+        return f"FunctionTool(name={self.name!r}, category={self.traits.category.value!r})"
+
+
+def thread_still_running(ctx: ToolContext[Any]) -> bool:
+    """Whether the call of ``ctx`` is a plain ``def`` tool whose worker thread has not
+    returned yet (so a timeout could not stop it)."""
+    return ctx._thread
 
 
 def unawaited_error(name: str, value: Any) -> UsageError:
@@ -296,6 +312,7 @@ def tool(
     idempotent: bool = False,
     retries: int = 0,
     eager: bool = False,
+    requires_approval: bool = False,
 ) -> Callable[[Callable[..., Any]], FunctionTool]: ...
 
 
@@ -312,6 +329,7 @@ def tool(
     idempotent: bool = False,
     retries: int = 0,
     eager: bool = False,
+    requires_approval: bool = False,
 ) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
     """Make a tool from a function: ``@tool`` or ``@tool(name=..., category="info", ...)``.
 
@@ -322,6 +340,10 @@ def tool(
     more attempts after a raised exception) or run again where a call's outcome is unknown.
     ``eager=True`` (implies ``idempotent``) lets the loop start a call while the model is
     still streaming the rest of its answer (under the parallel strategy; see docs/loop.md).
+    ``requires_approval=True`` makes each call wait for a person (an ``Ask``) unless a
+    ``before_tool_call`` hook decides first. These become the tool's ``traits``
+    (:class:`~treadle.tools.ToolTraits`, where each is described); a bad value raises
+    :class:`~treadle.ConfigurationError` here.
     """
 
     def wrap(f: Callable[..., Any]) -> FunctionTool:
@@ -336,6 +358,7 @@ def tool(
             idempotent=idempotent,
             retries=retries,
             eager=eager,
+            requires_approval=requires_approval,
         )
 
     return wrap(func) if func is not None else wrap
