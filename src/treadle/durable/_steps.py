@@ -21,6 +21,7 @@ from pydantic import TypeAdapter
 
 from ..providers import ModelRequest, StreamEvent
 from ..tools import Tool, ToolContext, ToolResult, to_tool_result, traits_of
+from ..tools.results import drained
 from ..types import AssistantMessage
 from ._database import DurableError
 
@@ -122,10 +123,11 @@ class DurableTool:
                 return ToolResult.error(UNKNOWN_OUTCOME).model_dump(mode="json")
             self.steps.tool_runs += 1
             try:
-                value = await self.inner.run(arguments, ctx)
+                value = await drained(await self.inner.run(arguments, ctx))
+                result = to_tool_result(value)
             except Exception as exc:  # recorded like any result: the model sees the error
                 return ToolResult.error(f"{type(exc).__name__}: {exc}").model_dump(mode="json")
-            return to_tool_result(value).model_dump(mode="json")
+            return result.model_dump(mode="json")
 
         recorded = await result_step.run_async({"name": "treadle.tool"}, run_tool)
         return ToolResult.model_validate(recorded)

@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from pydantic_core import from_json
 
-from ..errors import TreadleError
+from ..errors import TreadleError, UsageError
 from ..tools import TaskComplete, Tool, ToolArgumentsError, ToolContext, ToolTraits
-from ..tools.base import to_tool_result
 from ..tools.function_tool import thread_still_running, unawaited_error
+from ..tools.results import drained, to_tool_result
 from ..tools.traits import DEFAULT_TRAITS
 from ..types import (
     TextContent,
@@ -383,7 +383,7 @@ class ToolBatch:
         timeout = traits.timeout_for(run.config.tool_timeout)
         with anyio.move_on_after(timeout) as scope:
             try:
-                value = await _run_with_retries(tool, traits, args, ctx)
+                value = await drained(await _run_with_retries(tool, traits, args, ctx))
             except TaskComplete as done:
                 return ToolResult(
                     content=ToolResult.of(done.text).content, details=done.details, terminate=True
@@ -484,13 +484,18 @@ def _describe(exc: BaseException) -> str:
 
 
 def _converted(name: str, value: Any) -> ToolResult:
-    """What the tool returned as a ToolResult; a value that cannot be converted (its
-    ``__str__`` raises, it nests too deep, a serializer fails) is an error result, and so is
-    an awaitable (a plain ``def`` that returned a coroutine: ``async`` forgotten)."""
+    """What the tool returned as a ToolResult (``tools/results.py``); a value with no JSON
+    form is an error result telling the tool's author what to return (and logged: a bug to
+    fix), and so is an awaitable (a plain ``def`` that returned a coroutine: ``async``
+    forgotten) or a value whose conversion fails."""
     if inspect.isawaitable(value):
         return _unawaited(name, value)
     try:
         return to_tool_result(value)
+    except UsageError as exc:
+        message = f"Tool '{name}' returned a value the model cannot be sent: {exc}."
+        logger.warning("%s", message)
+        return ToolResult.error(message)
     except Exception as exc:
         return ToolResult.error(
             f"Tool '{name}' returned a {type(value).__name__} that could not be turned into "

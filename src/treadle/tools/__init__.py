@@ -8,11 +8,11 @@ from .base import (
     ToolCategory,
     ToolContext,
     Toolset,
-    to_tool_result,
 )
 from .external import ExternalTool
 from .function_tool import FunctionTool, parse_docstring, tool
 from .registry import ToolRegistry, as_tool, open_toolsets, tool_spec
+from .results import to_tool_result
 from .traits import ToolTraits, traits_of
 
 __all__ = [

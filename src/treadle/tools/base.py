@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Awaitable, Callable, Sequence
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, runtime_checkable
 
-from pydantic import BaseModel
-
 from ..errors import TreadleError
-from ..types import ImageContent, TextContent, ToolCall, ToolResult
+from ..types import ToolCall, ToolResult
 
 if TYPE_CHECKING:
     from ..cancellation import CancellationToken
@@ -167,31 +164,3 @@ class Toolset(Protocol):
     async def get_tools(self) -> Sequence[Tool]:
         """The tools to offer for the next model call."""
         ...
-
-
-def to_tool_result(value: Any) -> ToolResult:
-    """Turn whatever a tool returned into a :class:`ToolResult`."""
-    if isinstance(value, ToolResult):
-        return value
-    if value is None:
-        return ToolResult(content=[])
-    if isinstance(value, str):
-        return ToolResult(content=[TextContent(text=value)])
-    if isinstance(value, (TextContent, ImageContent)):
-        return ToolResult(content=[value])
-    if (
-        isinstance(value, list)
-        and value
-        and all(isinstance(v, (TextContent, ImageContent)) for v in value)
-    ):
-        return ToolResult(content=list(value))
-    if isinstance(value, BaseModel):
-        return ToolResult(
-            content=[TextContent(text=value.model_dump_json())],
-            details=value.model_dump(mode="json"),
-        )
-    try:
-        text = json.dumps(value, ensure_ascii=False)
-    except (TypeError, ValueError):
-        text = str(value)
-    return ToolResult(content=[TextContent(text=text)])

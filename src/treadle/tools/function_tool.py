@@ -24,6 +24,7 @@ from pydantic import (
 from ..errors import ConfigurationError, UsageError
 from ..types import ToolSpec
 from .base import ToolArgumentsError, ToolCategory, ToolContext
+from .results import drained
 from .traits import ToolTraits, as_category
 
 logger = logging.getLogger("treadle.tools")
@@ -130,7 +131,8 @@ class FunctionTool:
             )
         except ConfigurationError as exc:
             raise ConfigurationError(f"tool {self.name!r}: {exc}") from None
-        self._is_async = inspect.iscoroutinefunction(func)
+        # an async generator function runs on the loop too; it is drained into a list
+        self._is_async = inspect.iscoroutinefunction(func) or inspect.isasyncgenfunction(func)
         self._context_param: str | None = None
         self._args_model = self._build_model(func, param_docs)
         self.parameters: dict[str, Any] = strip_titles(self._schema())
@@ -209,7 +211,8 @@ class FunctionTool:
         if self._context_param is not None:
             kwargs[self._context_param] = ctx
         if self._is_async:
-            return await self.func(**kwargs)
+            value = self.func(**kwargs)
+            return await drained(value) if inspect.isasyncgen(value) else await value
         ctx._thread = True
         # A thread cannot be stopped: on a timeout or cancellation the loop stops waiting
         # for it and says so (see thread_still_running), and the function runs on.
@@ -225,6 +228,8 @@ class FunctionTool:
             value = self.func(**kwargs)
         finally:
             ctx._thread = False
+        if inspect.isgenerator(value):  # drained here, in the worker thread, not in the loop
+            value = list(value)
         if inspect.isawaitable(value):
             error = unawaited_error(self.name, value)
             logger.warning("%s", error)  # a bug to fix: said where the developer looks too
