@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import functools
 import inspect
 import logging
@@ -134,6 +135,8 @@ class FunctionTool:
         # an async generator function runs on the loop too; it is drained into a list
         self._is_async = inspect.iscoroutinefunction(func) or inspect.isasyncgenfunction(func)
         self._context_param: str | None = None
+        self._method = False  # its first parameter is ``self``: unbound until read from an object
+        self._attribute = self.name
         self._args_model = self._build_model(func, param_docs)
         self.parameters: dict[str, Any] = strip_titles(self._schema())
         self.parameters.setdefault("properties", {})
@@ -149,8 +152,20 @@ class FunctionTool:
                 "Define the types it names before decorating it."
             ) from exc
         fields: dict[str, Any] = {}
-        for pname, param in signature.parameters.items():
-            if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+        params = list(signature.parameters.values())
+        if (
+            params
+            and params[0].name == "self"
+            and params[0].kind == params[0].POSITIONAL_OR_KEYWORD
+        ):
+            self._method = True  # a method in a class body: a tool once bound (``__get__``)
+            params = params[1:]
+        for index, param in enumerate(params):
+            pname = param.name
+            if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD, param.POSITIONAL_ONLY):
+                raise UsageError(_unnamed_error(self.name, param))
+            if index == 0 and pname == "ctx" and pname not in hints:
+                self._context_param = pname  # the context by name, as in the docs' examples
                 continue
             if pname not in hints:
                 warnings.warn(
@@ -206,7 +221,29 @@ class FunctionTool:
             ) from None
         return {key: getattr(validated, key) for key in type(validated).model_fields}
 
+    def __get__(self, instance: Any, owner: type | None = None) -> FunctionTool:
+        """``@tool`` on a method: read from an object, it is a tool bound to that object
+        (the same one on every read); read from the class, it is this unbound tool."""
+        if instance is None or not self._method:
+            return self
+        bound = copy.copy(self)
+        bound.func = self.func.__get__(instance, owner)
+        bound._method = False
+        try:  # kept on the object, so `obj.tool is obj.tool` (as functools.cached_property)
+            kept: FunctionTool = vars(instance).setdefault(self._attribute, bound)
+        except TypeError:  # no __dict__ (__slots__): a new bound tool on each read
+            return bound
+        return kept
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._attribute = name  # where a bound copy is kept on an object
+
     async def run(self, arguments: dict[str, Any], ctx: ToolContext[Any]) -> Any:
+        if self._method:
+            raise UsageError(
+                f"tool {self.name!r} is a method: give the loop the tool read from an object "
+                f"(`obj.{self.func.__name__}`), not from its class"
+            )
         kwargs = self.validate(arguments)
         if self._context_param is not None:
             kwargs[self._context_param] = ctx
@@ -241,6 +278,22 @@ class FunctionTool:
 
     def __repr__(self) -> str:
         return f"FunctionTool(name={self.name!r}, category={self.traits.category.value!r})"
+
+
+def _unnamed_error(name: str, param: inspect.Parameter) -> UsageError:
+    """The error for a parameter the model cannot name: a JSON object's properties are
+    names, so ``*args``, ``**kwargs`` and positional-only parameters have no schema."""
+    shown: dict[Any, str] = {
+        param.VAR_POSITIONAL: f"*{param.name}",
+        param.VAR_KEYWORD: f"**{param.name}",
+    }
+    what = shown.get(param.kind, f"{param.name} (positional-only)")
+    return UsageError(
+        f"tool {name!r}: parameter {what} cannot be described to the model, which sends "
+        "arguments by name, so every call would fail. Declare each argument as a named, "
+        "annotated parameter (e.g. `def search(query: str, limit: int = 10)`), or take one "
+        "`dict` parameter for free-form data."
+    )
 
 
 def thread_still_running(ctx: ToolContext[Any]) -> bool:
