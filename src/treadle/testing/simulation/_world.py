@@ -136,6 +136,7 @@ def make_tool(move: Move, ledger: Ledger) -> Any:
         idempotent=idempotent,
         eager=bool(move["eager"]),
         retries=retries,
+        requires_approval=bool(move.get("requires_approval")),
     )(body)
 
 
