@@ -14,6 +14,7 @@ starts, so parallel tool calls replay to the same ids.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -21,7 +22,6 @@ from pydantic import TypeAdapter
 
 from ..providers import ModelRequest, StreamEvent
 from ..tools import Tool, ToolContext, ToolResult, to_tool_result, traits_of
-from ..tools.results import drained
 from ..types import AssistantMessage
 from ._database import DurableError
 
@@ -123,7 +123,9 @@ class DurableTool:
                 return ToolResult.error(UNKNOWN_OUTCOME).model_dump(mode="json")
             self.steps.tool_runs += 1
             try:
-                value = await drained(await self.inner.run(arguments, ctx))
+                value = await self.inner.run(arguments, ctx)
+                if inspect.isasyncgen(value):  # drained as the loop drains it
+                    value = [item async for item in value]
                 result = to_tool_result(value)
             except Exception as exc:  # recorded like any result: the model sees the error
                 return ToolResult.error(f"{type(exc).__name__}: {exc}").model_dump(mode="json")

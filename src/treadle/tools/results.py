@@ -118,7 +118,7 @@ def jsonable(value: Any, where: str = "the result", depth: int = 0) -> Any:
             for i, v in enumerate(value)
         ]
     if inspect.isasyncgen(value):
-        raise UsageError(f"{where} is an async generator inside another value: return a list")
+        raise UsageError(f"{where} is an async generator, which was not drained: return a list")
     raise UsageError(
         f"{where} is of type {type(value).__name__}, which has no JSON form: return a str, a dict "
         "or list of JSON values, a dataclass or a pydantic model"
