@@ -195,8 +195,8 @@ async def test_an_object_with_no_json_form_is_an_error_result_not_its_repr(
 
     result = await result_of(thing)
     assert result.is_error and "0xdead" not in result.text
-    assert result.text.startswith("Tool 'thing' returned a value the model cannot be sent: ")
+    assert result.text.startswith("Tool 'thing' returned a Opaque the model cannot be sent: ")
     assert "return a str, a dict or list of JSON values" in result.text
-    assert "Tool 'thing' returned a value" in caplog.text  # the developer sees it too
+    assert "Tool 'thing' returned a Opaque" in caplog.text  # the developer sees it too
     result = await result_of(blob)
     assert result.is_error and "bytes, which the model cannot read" in result.text

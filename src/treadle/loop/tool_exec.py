@@ -493,7 +493,9 @@ def _converted(name: str, value: Any) -> ToolResult:
     try:
         return to_tool_result(value)
     except UsageError as exc:
-        message = f"Tool '{name}' returned a value the model cannot be sent: {exc}."
+        message = (
+            f"Tool '{name}' returned a {type(value).__name__} the model cannot be sent: {exc}."
+        )
         logger.warning("%s", message)
         return ToolResult.error(message)
     except Exception as exc:

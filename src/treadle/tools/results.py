@@ -76,7 +76,7 @@ def jsonable(value: Any, where: str = "the result", depth: int = 0) -> Any:
     :class:`~treadle.types.ImageContent`) and for any other object, naming where it sat.
     """
     if depth > _MAX_DEPTH:
-        raise UsageError(f"{where} nests more than {_MAX_DEPTH} levels deep")
+        raise UsageError(f"the result nests more than {_MAX_DEPTH} levels deep")
     if value is None or isinstance(value, (str, bool, int)):
         return value.value if isinstance(value, Enum) else value
     if isinstance(value, float):
