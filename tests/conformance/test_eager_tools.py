@@ -675,7 +675,7 @@ def test_eager_implies_idempotent() -> None:
         """Probe."""
         return "ok"
 
-    assert probe.eager and probe.idempotent and probe.retries == 2
+    assert probe.traits.eager and probe.traits.idempotent and probe.traits.retries == 2
 
 
 # ---------------------------------------------------------------- every await point

@@ -149,7 +149,7 @@ async def test_a_limit_is_a_failure(tmp_path: Path) -> None:
 def test_read_skill_tool() -> None:
     router = SkillRouter([Skill("s", "d", body="the steps")])
     read = router.read_skill_tool()
-    assert read.category.value == "info"
+    assert read.traits.category.value == "info"
     assert read.func("s") == "the steps"
     with pytest.raises(ValueError, match="known: s"):
         read.func("t")

@@ -24,6 +24,7 @@ from treadle import (
 )
 from treadle.loop import EventLog
 from treadle.testing import ScriptedProvider
+from treadle.tools import ToolTraits
 
 pytestmark = pytest.mark.anyio
 
@@ -115,8 +116,8 @@ async def test_parallel_sub_agents_on_a_lagging_stream_keep_seq_order(
 async def test_eager_tool_running_a_sub_agent_keeps_seq_order(buffer: int) -> None:
     child = _child("kid", 1)
     sub = child.as_tool("sub")
-    sub.eager = True  # type: ignore[attr-defined]  # starts while the parent's answer streams
-    sub.idempotent = True  # type: ignore[attr-defined]
+    # starts while the parent's answer streams
+    sub.traits = ToolTraits(eager=True)  # type: ignore[attr-defined]
     parent = Agent(
         ScriptedProvider(
             [

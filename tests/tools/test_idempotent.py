@@ -63,7 +63,7 @@ async def test_a_tool_that_may_have_effects_runs_once() -> None:
         attempts.append(1)
         raise TimeoutError("the bank did not answer")
 
-    assert charge.idempotent is False
+    assert charge.traits.idempotent is False
     await agent_loop(
         "go",
         AgentContext(tools=[charge]),

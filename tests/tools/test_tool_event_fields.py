@@ -21,6 +21,7 @@ from treadle import (
     tool,
 )
 from treadle.testing import ScriptedProvider
+from treadle.tools import ToolTraits
 
 pytestmark = pytest.mark.anyio
 
@@ -43,7 +44,7 @@ class RemoteTool:
     name = "remote"
     description = "Runs elsewhere."
     parameters: dict[str, Any] = {"type": "object", "properties": {}}
-    category = ToolCategory.MCP
+    traits = ToolTraits(category=ToolCategory.MCP)
 
     async def run(self, arguments: dict[str, Any], ctx: Any) -> str:
         return "done there"

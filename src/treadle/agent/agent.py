@@ -386,6 +386,13 @@ class Agent(Generic[OutputT]):
         closer = getattr(self.provider, "aclose", None) if self._owns_provider else None
         return run_blocking(call, then=closer, stop=self.abort)
 
+    def continue_sync(self, *, deps: Any = None) -> RunResult[OutputT]:
+        """Blocking :meth:`continue_`, for scripts and notebooks (as :meth:`run_sync` is to
+        :meth:`run`): carry on after a suspended ``run_sync`` once approvals are given."""
+        call = partial(self.continue_, deps=deps)
+        closer = getattr(self.provider, "aclose", None) if self._owns_provider else None
+        return run_blocking(call, then=closer)
+
     async def continue_(self, *, deps: Any = None) -> RunResult[OutputT]:
         """Carry on after an error or abort (the failed assistant message is dropped and the
         last turn tried again), or after a suspension once approvals are given."""

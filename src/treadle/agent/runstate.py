@@ -16,7 +16,7 @@ from ..loop import AgentContext, Hooks, RunEnding, RunHandle
 from ..loop.ending import LAST_ERROR_KEY
 from ..loop.sink import EventSink
 from ..loop.state import dict_prompt_error
-from ..tools import TaskComplete, ToolContext
+from ..tools import TaskComplete, ToolCategory, ToolContext, ToolTraits
 from ..tools.function_tool import strip_titles
 from ..types import (
     AgentMessage,
@@ -57,11 +57,8 @@ class OutputTool:
     """The final-result tool that carries structured output; validation errors go back to
     the model, a bounded number of times."""
 
-    category = "info"
-    timeout = None
-    sequential = False
-    accepts_raw_arguments = False
-    validates_arguments = True  # its own validation errors count towards output_retries
+    # validates its own arguments: its validation errors count towards output_retries
+    traits = ToolTraits(category=ToolCategory.INFO, validates_arguments=True)
 
     def __init__(self, output_type: Any, run_state: RunState) -> None:
         self.name = OUTPUT_TOOL

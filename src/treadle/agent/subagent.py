@@ -10,7 +10,7 @@ from typing import Any, Protocol
 from pydantic import BaseModel
 
 from ..loop import AgentContext, AgentLoopConfig, agent_loop
-from ..tools import ToolContext
+from ..tools import ToolContext, ToolTraits
 from ..types import AgentMessage, AssistantMessage, ToolResult, TurnTrigger, Usage, UserMessage
 from .runstate import CHILD_USAGE_KEY, OutputTool, RunState, take_child_usage
 
@@ -43,10 +43,7 @@ class SubAgentTool:
     agent's ``max_depth`` is refused with an error result.
     """
 
-    category = "exec"
-    timeout = None
-    sequential = False
-    accepts_raw_arguments = False
+    traits = ToolTraits()
 
     def __init__(self, agent: SubAgentSource, name: str, description: str) -> None:
         self.agent = agent

@@ -14,7 +14,7 @@ import anyio.to_thread
 from ..agent import TASK_PARAMETERS, Agent, RunResult
 from ..errors import ConfigurationError
 from ..sessions import SessionStore
-from ..tools import Tool, ToolContext, ToolResult, Toolset
+from ..tools import Tool, ToolContext, ToolResult, Toolset, ToolTraits
 from ._connection import require
 from ._database import DurableError
 from ._events import Replay
@@ -203,7 +203,8 @@ class DurableAgent:
 class _ChildRunTool:
     """A call of a durable sub-agent: a child workflow (see :meth:`DurableAgent.as_tool`)."""
 
-    sequential = True  # child workflows start in call order: DBOS matches steps by order
+    # child workflows start in call order: DBOS matches steps by order
+    traits = ToolTraits(sequential=True)
     durable_child = True
 
     def __init__(self, child: DurableAgent, name: str, description: str) -> None:
@@ -248,4 +249,4 @@ class _DurableToolset:
         self.steps = steps
 
     async def get_tools(self) -> Sequence[Tool]:
-        return [DurableTool(t, self.steps) for t in await self.inner.get_tools()]  # type: ignore[misc]
+        return [DurableTool(t, self.steps) for t in await self.inner.get_tools()]

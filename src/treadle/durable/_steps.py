@@ -14,13 +14,14 @@ starts, so parallel tool calls replay to the same ids.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pydantic import TypeAdapter
 
 from ..providers import ModelRequest, StreamEvent
-from ..tools import Tool, ToolContext, ToolResult, to_tool_result
+from ..tools import Tool, ToolContext, ToolResult, to_tool_result, traits_of
 from ..types import AssistantMessage
 from ._database import DurableError
 
@@ -101,20 +102,10 @@ class DurableTool:
     def __init__(self, inner: Tool, steps: RunSteps) -> None:
         self.inner = inner
         self.steps = steps
-        for attr in ("name", "description", "parameters"):
-            setattr(self, attr, getattr(inner, attr))
-        for attr in (
-            "category",
-            "timeout",
-            "sequential",
-            "accepts_raw_arguments",
-            "validates_arguments",
-            "idempotent",
-            "retries",
-            "external",
-        ):
-            if hasattr(inner, attr):
-                setattr(self, attr, getattr(inner, attr))
+        self.name = inner.name
+        self.description = inner.description
+        self.parameters = inner.parameters
+        self.traits = traits_of(inner)  # forwarded whole: the loop treats both alike
 
     def __repr__(self) -> str:
         return f"DurableTool({self.inner!r})"
@@ -125,7 +116,7 @@ class DurableTool:
         fresh: list[bool] = []
         await marker.run_async({"name": "treadle.tool.start"}, _mark, fresh)
         in_flight_before = not fresh  # the marker was on record: a worker died mid-call
-        idempotent = getattr(self.inner, "idempotent", False) is True
+        idempotent = self.traits.idempotent
 
         async def run_tool() -> dict[str, Any]:
             if in_flight_before and not idempotent:
@@ -133,9 +124,12 @@ class DurableTool:
             self.steps.tool_runs += 1
             try:
                 value = await self.inner.run(arguments, ctx)
+                if inspect.isasyncgen(value):  # drained as the loop drains it
+                    value = [item async for item in value]
+                result = to_tool_result(value)
             except Exception as exc:  # recorded like any result: the model sees the error
                 return ToolResult.error(f"{type(exc).__name__}: {exc}").model_dump(mode="json")
-            return to_tool_result(value).model_dump(mode="json")
+            return result.model_dump(mode="json")
 
         recorded = await result_step.run_async({"name": "treadle.tool"}, run_tool)
         return ToolResult.model_validate(recorded)

@@ -14,7 +14,7 @@ from typing import Any
 
 from ..loop import Deny, Hooks, RunHandle, ToolDecision
 from ..providers import ModelRequest
-from ..tools import FunctionTool, Tool, ToolCategory, Toolset
+from ..tools import FunctionTool, Tool, ToolCategory, Toolset, traits_of
 from ..types import ToolCall
 from ._run import add_to_system
 
@@ -27,10 +27,7 @@ PLAN_INSTRUCTIONS = (
 
 
 def _category(tool: Any) -> ToolCategory:
-    try:
-        return ToolCategory(getattr(tool, "category", ToolCategory.EXEC))
-    except ValueError:
-        return ToolCategory.EXEC
+    return traits_of(tool).category
 
 
 class PlanMode(Hooks):

@@ -11,7 +11,8 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
 from ..context import repair_transcript
 from ..errors import ConfigurationError
-from ..tools import FunctionTool, Tool, Toolset, as_tool
+from ..tools import Tool, Toolset, as_tool, traits_of
+from ..tools.registry import is_toolset
 from ..types import AgentMessage, AssistantMessage, ContinuationKind, ExtensionMessage
 from ..types._watch import SHORT_HISTORY, ContentMark, edit_count
 from .decisions import Allow, Deny
@@ -103,13 +104,11 @@ class AgentContext(BaseModel):
     @field_validator("tools", mode="after")
     @classmethod
     def _wrap_tools(cls, value: list[Any]) -> list[Tool | Toolset]:
-        items: list[Tool | Toolset] = [
-            as_tool(t)
-            if type(t) is FunctionTool or not isinstance(t, Toolset) or isinstance(t, Tool)
-            else t
-            for t in value
-        ]
-        names = [t.name for t in items if type(t) is FunctionTool or isinstance(t, Tool)]
+        items: list[Tool | Toolset] = [t if is_toolset(t) else as_tool(t) for t in value]
+        tools = [t for t in items if not is_toolset(t)]
+        for t in tools:
+            traits_of(t)  # traits declared the old way are refused here, when the tool is added
+        names = [t.name for t in tools]  # type: ignore[union-attr]
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
             repeated = ", ".join(duplicates)

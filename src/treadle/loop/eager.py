@@ -40,13 +40,8 @@ class EagerCalls:
         run = self.run
         if call.id in self.calls or self.batch.hook_failure is not None:
             return
-        tool = run.tools.get(call.name)
-        if (
-            tool is None
-            or not getattr(tool, "eager", False)
-            or getattr(tool, "sequential", False)
-            or call.raw_arguments is not None
-        ):
+        traits = run.traits.get(call.name)
+        if traits is None or not traits.eager or call.raw_arguments is not None:
             return
         cap = run.config.limits.max_tool_calls
         if cap is not None and run.tool_calls_run + len(self.calls) >= cap:
@@ -121,7 +116,7 @@ def eager_possible(run: RunState) -> bool:
     """Whether a call may start early this turn: the parallel strategy and an eager tool."""
     if run.config.tool_execution.mode != "parallel":
         return False
-    return any(getattr(t, "eager", False) for t in run.tools.values())
+    return any(t.eager for t in run.traits.values())
 
 
 @asynccontextmanager

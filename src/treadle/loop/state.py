@@ -20,7 +20,7 @@ from ..cancellation import CancelBridge, CancellationToken
 from ..context.transcript import repair_transcript
 from ..errors import ConfigurationError, UsageError
 from ..providers.base import ModelRequest
-from ..tools import Tool, Toolset, as_tool, tool_spec
+from ..tools import Tool, Toolset, ToolTraits, as_tool, tool_spec, traits_of
 from ..types import (
     AgentEvent,
     AgentMessage,
@@ -185,6 +185,7 @@ class RunState:
         self.prompt_ids: set[int] = set()  # the run's prompts among them (not taken yet)
         self.due: list[AgentMessage] = []  # tool results decided, not yet in the history
         self.tools: dict[str, Tool] = {}
+        self.traits: dict[str, ToolTraits] = {}  # each tool's, read when the tools resolve
         self.tool_specs: list[ToolSpec] = []
         self.end_sent = False
         self.before_end_ran = False
@@ -251,20 +252,22 @@ class RunState:
         if key == self._tools_key:
             return
         tools: dict[str, Tool] = {}
+        traits: dict[str, ToolTraits] = {}
         try:
             for item in items:
                 found = as_tool(item)
                 if found.name in tools:
-                    first = getattr(tools[found.name], "source", None) or "a tool"
-                    second = getattr(found, "source", None) or "a tool"
+                    first = traits[found.name].source or "a tool"
+                    second = traits_of(found).source or "a tool"
                     raise ConfigurationError(
                         f"two tools are named {found.name!r} ({first} and {second}); names "
                         "must be unique: rename one, or give an MCP server another prefix"
                     )
                 tools[found.name] = found
+                traits[found.name] = traits_of(found)  # read once per tool, here
         except (TypeError, ValueError) as exc:
             raise HookFailed("AgentContext.tools", exc) from None
-        self.tools = tools
+        self.tools, self.traits = tools, traits
         self.tool_specs = [tool_spec(t) for t in tools.values()]
         self._tools_key = key
 

@@ -11,17 +11,11 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from pydantic_core import from_json
 
-from ..errors import TreadleError
-from ..tools import (
-    FunctionTool,
-    TaskComplete,
-    Tool,
-    ToolArgumentsError,
-    ToolCategory,
-    ToolContext,
-)
-from ..tools.base import to_tool_result
-from ..tools.function_tool import unawaited_error
+from ..errors import TreadleError, UsageError
+from ..tools import TaskComplete, Tool, ToolArgumentsError, ToolContext, ToolTraits
+from ..tools.function_tool import thread_still_running, unawaited_error
+from ..tools.results import drained, to_tool_result
+from ..tools.traits import DEFAULT_TRAITS
 from ..types import (
     TextContent,
     ToolCall,
@@ -150,7 +144,8 @@ class ToolBatch:
         run = self.run
         call = state.call
         tool = run.tools.get(call.name)
-        external = getattr(tool, "external", False) is True
+        traits = run.traits.get(call.name, DEFAULT_TRAITS)
+        external = traits.external
         state.decided = True
         forced = run.context.approvals.pop(call.id, None)
         if forced is not None and not (external and isinstance(forced, Allow)):
@@ -162,9 +157,11 @@ class ToolBatch:
         if tool is None:
             return
         decision: Any = None
+        asked = Ask() if traits.requires_approval else None  # unless a hook decides first
         for fn in run.hooks.before_tool_call:
             result = await run.call_hook(fn, run.handle, call)
             if isinstance(result, Allow):
+                asked = None
                 if result.arguments is not None:
                     call = call.model_copy(update={"arguments": result.arguments})
                     state.decision = result
@@ -177,6 +174,7 @@ class ToolBatch:
                     hook_name(fn),
                     TypeError(f"returned {result!r}; return Allow(), Deny(reason), Ask() or None"),
                 )
+        decision = asked if decision is None else decision
         if external and not isinstance(decision, Deny):
             state.pending = True  # answered outside the loop: the run suspends on it
             return
@@ -251,8 +249,7 @@ class ToolBatch:
     async def _parallel(self) -> None:
         group: list[CallState] = []
         for state in self.states:
-            tool = self.run.tools.get(state.call.name)
-            if tool is not None and getattr(tool, "sequential", False):
+            if self.run.traits.get(state.call.name, DEFAULT_TRAITS).sequential:
                 await self._concurrent(group)
                 group = []
                 await self.join()  # it runs alone: eager calls first
@@ -304,7 +301,7 @@ class ToolBatch:
             tool_call_id=call.id,
             tool_name=call.name,
             args=args,
-            tool_category=_category_of(self.run.tools.get(call.name)),
+            tool_category=_category_of(self.run.traits.get(call.name)),
         )
 
     async def _invoke_and_end(self, state: CallState) -> None:
@@ -361,7 +358,8 @@ class ToolBatch:
             return ToolResult.error(f"Unknown tool '{call.name}'. Available: {available}")
         if isinstance(state.decision, Deny):
             return ToolResult.error(state.decision.reason)
-        if call.raw_arguments is not None and not getattr(tool, "accepts_raw_arguments", False):
+        traits = run.traits.get(call.name, DEFAULT_TRAITS)
+        if call.raw_arguments is not None and not traits.accepts_raw_arguments:
             return ToolResult.error(
                 f"Invalid JSON in the arguments for tool '{call.name}': "
                 f"{_json_error(call.raw_arguments)}. Send the arguments again as a JSON object."
@@ -369,8 +367,8 @@ class ToolBatch:
         args = call.arguments
         if isinstance(state.decision, Allow) and state.decision.arguments is not None:
             args = state.decision.arguments
-        if not isinstance(tool, FunctionTool) and not getattr(tool, "validates_arguments", False):
-            problem = _shape_problem(args, getattr(tool, "parameters", None))
+        if not traits.validates_arguments:
+            problem = _shape_problem(args, tool.parameters)
             if problem:
                 return ToolResult.error(f"Invalid arguments for tool '{call.name}': {problem}")
         ctx: ToolContext[Any] = ToolContext(
@@ -384,10 +382,10 @@ class ToolBatch:
             report=self._reporter(call),
             run=run.handle,
         )
-        timeout = _timeout_for(tool, run.config.tool_timeout)
+        timeout = traits.timeout_for(run.config.tool_timeout)
         with anyio.move_on_after(timeout) as scope:
             try:
-                value = await _run_with_retries(tool, args, ctx)
+                value = await drained(await _run_with_retries(tool, traits, args, ctx))
             except TaskComplete as done:
                 return ToolResult(
                     content=ToolResult.of(done.text).content, details=done.details, terminate=True
@@ -408,9 +406,7 @@ class ToolBatch:
                 return ToolResult.error(_describe(exc))
             return _converted(call.name, value)
         if scope.cancelled_caught:
-            return ToolResult.error(
-                f"Tool '{call.name}' timed out after {timeout:g}s and was cancelled."
-            )
+            return ToolResult.error(_timed_out(call.name, timeout, ctx))
         return _cancelled()  # pragma: no cover - scope exits only by timeout
 
     def _reporter(self, call: ToolCall) -> Callable[[ToolResult], Awaitable[None]]:
@@ -457,10 +453,12 @@ class ToolBatch:
         return results
 
 
-async def _run_with_retries(tool: Tool, args: dict[str, Any], ctx: ToolContext[Any]) -> Any:
+async def _run_with_retries(
+    tool: Tool, traits: ToolTraits, args: dict[str, Any], ctx: ToolContext[Any]
+) -> Any:
     """``tool.run``, tried again after an exception when the tool is idempotent and asks for
     retries (0.1 s, doubling); a tool that may have had effects runs once."""
-    retries = getattr(tool, "retries", 0) if getattr(tool, "idempotent", False) else 0
+    retries = traits.retries if traits.idempotent else 0
     delay = 0.1
     for attempt in range(retries + 1):
         try:
@@ -488,13 +486,20 @@ def _describe(exc: BaseException) -> str:
 
 
 def _converted(name: str, value: Any) -> ToolResult:
-    """What the tool returned as a ToolResult; a value that cannot be converted (its
-    ``__str__`` raises, it nests too deep, a serializer fails) is an error result, and so is
-    an awaitable (a plain ``def`` that returned a coroutine: ``async`` forgotten)."""
+    """What the tool returned as a ToolResult (``tools/results.py``); a value with no JSON
+    form is an error result telling the tool's author what to return (and logged: a bug to
+    fix), and so is an awaitable (a plain ``def`` that returned a coroutine: ``async``
+    forgotten) or a value whose conversion fails."""
     if inspect.isawaitable(value):
         return _unawaited(name, value)
     try:
         return to_tool_result(value)
+    except UsageError as exc:
+        message = (
+            f"Tool '{name}' returned a {type(value).__name__} the model cannot be sent: {exc}."
+        )
+        logger.warning("%s", message)
+        return ToolResult.error(message)
     except Exception as exc:
         return ToolResult.error(
             f"Tool '{name}' returned a {type(value).__name__} that could not be turned into "
@@ -554,22 +559,17 @@ def _shape_problem(args: dict[str, Any], schema: Any) -> str:
     return "; ".join(problems)
 
 
-def _category_of(tool: Tool | None) -> str | None:
-    """A tool's category as its plain value (``"exec"`` when it names none)."""
-    if tool is None:
-        return None
-    category = getattr(tool, "category", ToolCategory.EXEC)
-    return str(category.value if isinstance(category, ToolCategory) else category)
+def _category_of(traits: ToolTraits | None) -> str | None:
+    """A known tool's category as its plain value (``"exec"`` when it names none)."""
+    return None if traits is None else traits.category.value
 
 
-def _timeout_for(tool: Tool, config_timeout: float | None) -> float:
-    own = getattr(tool, "timeout", None)
-    if own:
-        return float(own)
-    if config_timeout:
-        return config_timeout
-    category = getattr(tool, "category", ToolCategory.EXEC)
-    try:
-        return ToolCategory(category).default_timeout
-    except ValueError:
-        return ToolCategory.EXEC.default_timeout
+def _timed_out(name: str, timeout: float, ctx: ToolContext[Any]) -> str:
+    """The text of a call that timed out: a worker thread (a plain ``def`` tool) cannot be
+    stopped, so such a call is said to be abandoned, not cancelled."""
+    if thread_still_running(ctx):
+        return (
+            f"Tool '{name}' timed out after {timeout:g}s. It runs in a worker thread, which "
+            "cannot be stopped: it may still be running, and its result will be ignored."
+        )
+    return f"Tool '{name}' timed out after {timeout:g}s and was cancelled."

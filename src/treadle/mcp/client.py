@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from dataclasses import replace
 from types import TracebackType
 from typing import Any
 
@@ -23,7 +24,7 @@ import anyio
 from anyio.abc import TaskGroup, TaskStatus
 
 from ..providers import ModelRequest, Provider, StreamDone
-from ..tools import ToolCategory, ToolContext
+from ..tools import ToolCategory, ToolContext, ToolTraits
 from ..types import AssistantMessage, TextContent, ToolResult, UserMessage
 from .convert import tool_result, with_defaults
 from .errors import MCPError, describe
@@ -41,11 +42,6 @@ class MCPTool:
     """One tool of an MCP server, as a treadle :class:`~treadle.tools.Tool`: its description
     and input schema pass through unchanged; a call goes to the server."""
 
-    category = ToolCategory.MCP
-    sequential = False
-    accepts_raw_arguments = False
-    validates_arguments = True  # the server checks its own arguments
-
     def __init__(
         self, server: MCPClient, name: str, remote_name: str, description: str, schema: Any
     ) -> None:
@@ -54,9 +50,12 @@ class MCPTool:
         self.remote_name = remote_name
         self.description = description
         self.parameters: dict[str, Any] = dict(schema or {"type": "object", "properties": {}})
-        self.timeout = server.timeout
-        self.source = f"MCP server {server.name!r}"
-        self.idempotent = False  # set from the tool's annotations when the server gives them
+        self.traits = ToolTraits(
+            category=ToolCategory.MCP,
+            timeout=server.timeout,
+            validates_arguments=True,  # the server checks its own arguments
+            source=f"MCP server {server.name!r}",
+        )
 
     async def run(self, arguments: dict[str, Any], ctx: ToolContext[Any]) -> ToolResult:
         return await self.server.call_tool(self.remote_name, arguments)
@@ -97,6 +96,7 @@ class MCPClient:
     ) -> None:
         self.name = name
         self.prefix = prefix.format(server=name)
+        ToolTraits(timeout=timeout)  # a bad timeout (0, negative) is refused now, not per call
         self.timeout = timeout
         self.restart = restart
         self.include = set(include) if include is not None else None
@@ -370,7 +370,8 @@ class MCPClient:
                 listed_tool.input_schema,
             )  # fmt: skip
             hints = getattr(listed_tool, "annotations", None)
-            found.idempotent = bool(getattr(hints, "idempotent_hint", False))
+            if getattr(hints, "idempotent_hint", False) is True:
+                found.traits = replace(found.traits, idempotent=True)
             tools.append(found)
         self._tools = tools
         return tools

@@ -13,6 +13,7 @@ import anyio.to_thread
 from ..errors import ConfigurationError
 from ..loop.config import Hooks, RunEnding, RunHandle
 from ..loop.context import AgentContext
+from ..tools import Tool, traits_of
 from ..types import AgentMessage, AssistantMessage, Usage
 from .base import (
     SessionExists,
@@ -28,9 +29,7 @@ T = TypeVar("T")
 
 def _rerunnable(messages: Sequence[AgentMessage], context: AgentContext) -> list[str]:
     """Unanswered calls at the end of ``messages`` whose tool is idempotent."""
-    safe = {
-        getattr(t, "name", None) for t in context.tools if getattr(t, "idempotent", False) is True
-    }
+    safe = {t.name for t in context.tools if isinstance(t, Tool) and traits_of(t).idempotent}
     last = next((m for m in reversed(messages) if isinstance(m, AssistantMessage)), None)
     names = {c.id: c.name for c in last.tool_calls} if last is not None else {}
     return [c for c in open_calls_at_end(messages) if names.get(c) in safe]

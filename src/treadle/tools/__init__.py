@@ -8,11 +8,12 @@ from .base import (
     ToolCategory,
     ToolContext,
     Toolset,
-    to_tool_result,
 )
 from .external import ExternalTool
 from .function_tool import FunctionTool, parse_docstring, tool
 from .registry import ToolRegistry, as_tool, open_toolsets, tool_spec
+from .results import to_tool_result
+from .traits import ToolTraits, traits_of
 
 __all__ = [
     "ExternalTool",
@@ -24,6 +25,7 @@ __all__ = [
     "ToolContext",
     "ToolRegistry",
     "ToolResult",
+    "ToolTraits",
     "Toolset",
     "as_tool",
     "open_toolsets",
@@ -31,4 +33,5 @@ __all__ = [
     "to_tool_result",
     "tool",
     "tool_spec",
+    "traits_of",
 ]

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Awaitable, Callable, Sequence
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, runtime_checkable
 
-from pydantic import BaseModel
-
 from ..errors import TreadleError
-from ..types import ImageContent, TextContent, ToolCall, ToolResult
+from ..types import ToolCall, ToolResult
 
 if TYPE_CHECKING:
     from ..cancellation import CancellationToken
@@ -76,6 +73,7 @@ class ToolContext(Generic[DepsT]):
 
     __slots__ = (
         "_report",
+        "_thread",
         "cancel",
         "context",
         "deps",
@@ -108,6 +106,7 @@ class ToolContext(Generic[DepsT]):
         self.context = context
         self._report = report
         self.run = run
+        self._thread = False  # a plain def tool's worker thread is running (function_tool.py)
 
     @property
     def tool_call_id(self) -> str:
@@ -140,17 +139,12 @@ class ToolContext(Generic[DepsT]):
 class Tool(Protocol):
     """Anything with a name, a description, a JSON-schema ``parameters`` and ``run``.
 
-    Optional attributes the loop reads when present: ``category`` (:class:`ToolCategory`,
-    default exec), ``timeout`` (seconds, overrides the category's), ``sequential`` (True: never
-    runs alongside other tools), ``accepts_raw_arguments`` (True: called even when the model's
-    argument text is not JSON; read ``ctx.tool_call.raw_arguments``), ``validates_arguments``
-    (True: skip the loop's check of required and unknown arguments), ``idempotent`` (True:
-    running it twice is safe, so it may be retried or re-run), ``retries`` (for an idempotent
-    tool: attempts after a raised exception, default 0), ``eager`` (True: read-only or
-    idempotent, so the loop may start a call as soon as its block is complete, while the
-    model still streams the rest of its answer; a discarded answer's eager calls may run
-    again), ``external`` (True: never run here; a call leaves the run ``suspended`` until its
-    result joins the history — see :class:`~treadle.tools.ExternalTool`).
+    How the loop treats it (timeout, category, running alone, starting early, retries,
+    approval, external ...) is its optional ``traits`` attribute, one
+    :class:`~treadle.tools.ToolTraits`; a tool without one gets the defaults. The loop reads
+    it once per tool when a run's tools are resolved. (It is not a protocol member, so a
+    tool without it still is a ``Tool``.) Traits given as loose attributes instead
+    (``sequential = True``) are refused with an error naming them.
     """
 
     name: str
@@ -171,36 +165,8 @@ class Toolset(Protocol):
     what it returns, so keep it cheap when nothing changed (cache, refresh on a signal).
     A failure there ends the run with ``reason="error"`` and the toolset's message. Tool
     names must be unique across all tools and toolsets; a clash is reported with both
-    sources (a tool's optional ``source`` attribute names where it came from)."""
+    sources (a tool's ``traits.source`` names where it came from)."""
 
     async def get_tools(self) -> Sequence[Tool]:
         """The tools to offer for the next model call."""
         ...
-
-
-def to_tool_result(value: Any) -> ToolResult:
-    """Turn whatever a tool returned into a :class:`ToolResult`."""
-    if isinstance(value, ToolResult):
-        return value
-    if value is None:
-        return ToolResult(content=[])
-    if isinstance(value, str):
-        return ToolResult(content=[TextContent(text=value)])
-    if isinstance(value, (TextContent, ImageContent)):
-        return ToolResult(content=[value])
-    if (
-        isinstance(value, list)
-        and value
-        and all(isinstance(v, (TextContent, ImageContent)) for v in value)
-    ):
-        return ToolResult(content=list(value))
-    if isinstance(value, BaseModel):
-        return ToolResult(
-            content=[TextContent(text=value.model_dump_json())],
-            details=value.model_dump(mode="json"),
-        )
-    try:
-        text = json.dumps(value, ensure_ascii=False)
-    except (TypeError, ValueError):
-        text = str(value)
-    return ToolResult(content=[TextContent(text=text)])

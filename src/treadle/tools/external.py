@@ -13,13 +13,12 @@ from typing import Any
 
 from ..errors import ConfigurationError, StateError
 from .base import ToolCategory, ToolContext
+from .traits import ToolTraits, as_category
 
 
 class ExternalTool:
-    """A tool answered outside the loop (``external = True``): offered to the model like any
-    other, never run here."""
-
-    external = True
+    """A tool answered outside the loop (``ToolTraits(external=True)``): offered to the
+    model like any other, never run here."""
 
     def __init__(
         self,
@@ -34,7 +33,7 @@ class ExternalTool:
         self.name = name
         self.description = description
         self.parameters: dict[str, Any] = parameters or {"type": "object", "properties": {}}
-        self.category = ToolCategory(category)
+        self.traits = ToolTraits(category=as_category(category), external=True)
 
     @classmethod
     def from_function(cls, fn: Callable[..., Any], *, name: str | None = None) -> ExternalTool:
@@ -43,7 +42,7 @@ class ExternalTool:
         from .function_tool import FunctionTool
 
         spec = FunctionTool(fn, name=name)
-        return cls(spec.name, spec.description, spec.parameters, category=spec.category)
+        return cls(spec.name, spec.description, spec.parameters, category=spec.traits.category)
 
     def __repr__(self) -> str:
         return f"ExternalTool({self.name!r})"

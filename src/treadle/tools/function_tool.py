@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import functools
 import inspect
 import logging
@@ -24,6 +25,8 @@ from pydantic import (
 from ..errors import ConfigurationError, UsageError
 from ..types import ToolSpec
 from .base import ToolArgumentsError, ToolCategory, ToolContext
+from .results import drained
+from .traits import ToolTraits, as_category
 
 logger = logging.getLogger("treadle.tools")
 
@@ -102,6 +105,7 @@ class FunctionTool:
         idempotent: bool = False,
         retries: int = 0,
         eager: bool = False,
+        requires_approval: bool = False,
     ) -> None:
         self.func = func
         self.name = _tool_name(func, name)
@@ -114,20 +118,25 @@ class FunctionTool:
                 UserWarning,
                 stacklevel=_caller_level(),
             )
-        self.category = ToolCategory(category)
-        self.timeout = timeout
-        self.sequential = sequential
-        self.eager = eager
-        self.idempotent = idempotent or eager  # safe to start early means safe to run again
-        if retries < 0 or (retries and not self.idempotent):
-            raise ConfigurationError(
-                f"tool {self.name!r}: retries={retries} needs idempotent=True (a call that may "
-                "have had effects is never run again) and a count of 0 or more"
+        try:
+            self.traits = ToolTraits(
+                category=as_category(category),
+                timeout=timeout,
+                sequential=sequential,
+                eager=eager,
+                idempotent=idempotent,
+                retries=retries,
+                requires_approval=requires_approval,
+                accepts_raw_arguments=accepts_raw_arguments,
+                validates_arguments=True,  # run() validates with pydantic
             )
-        self.retries = retries
-        self.accepts_raw_arguments = accepts_raw_arguments
-        self._is_async = inspect.iscoroutinefunction(func)
+        except ConfigurationError as exc:
+            raise ConfigurationError(f"tool {self.name!r}: {exc}") from None
+        # an async generator function runs on the loop too; it is drained into a list
+        self._is_async = inspect.iscoroutinefunction(func) or inspect.isasyncgenfunction(func)
         self._context_param: str | None = None
+        self._method = False  # its first parameter is ``self``: unbound until read from an object
+        self._attribute = self.name
         self._args_model = self._build_model(func, param_docs)
         self.parameters: dict[str, Any] = strip_titles(self._schema())
         self.parameters.setdefault("properties", {})
@@ -143,8 +152,20 @@ class FunctionTool:
                 "Define the types it names before decorating it."
             ) from exc
         fields: dict[str, Any] = {}
-        for pname, param in signature.parameters.items():
-            if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+        params = list(signature.parameters.values())
+        if (
+            params
+            and params[0].name == "self"
+            and params[0].kind == params[0].POSITIONAL_OR_KEYWORD
+        ):
+            self._method = True  # a method in a class body: a tool once bound (``__get__``)
+            params = params[1:]
+        for index, param in enumerate(params):
+            pname = param.name
+            if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD, param.POSITIONAL_ONLY):
+                raise UsageError(_unnamed_error(self.name, param))
+            if index == 0 and pname == "ctx" and pname not in hints:
+                self._context_param = pname  # the context by name, as in the docs' examples
                 continue
             if pname not in hints:
                 warnings.warn(
@@ -200,21 +221,52 @@ class FunctionTool:
             ) from None
         return {key: getattr(validated, key) for key in type(validated).model_fields}
 
+    def __get__(self, instance: Any, owner: type | None = None) -> FunctionTool:
+        """``@tool`` on a method: read from an object, it is a tool bound to that object
+        (the same one on every read); read from the class, it is this unbound tool."""
+        if instance is None or not self._method:
+            return self
+        bound = copy.copy(self)
+        bound.func = self.func.__get__(instance, owner)
+        bound._method = False
+        try:  # kept on the object, so `obj.tool is obj.tool` (as functools.cached_property)
+            kept: FunctionTool = vars(instance).setdefault(self._attribute, bound)
+        except TypeError:  # no __dict__ (__slots__): a new bound tool on each read
+            return bound
+        return kept
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._attribute = name  # where a bound copy is kept on an object
+
     async def run(self, arguments: dict[str, Any], ctx: ToolContext[Any]) -> Any:
+        if self._method:
+            raise UsageError(
+                f"tool {self.name!r} is a method: give the loop the tool read from an object "
+                f"(`obj.{self.func.__name__}`), not from its class"
+            )
         kwargs = self.validate(arguments)
         if self._context_param is not None:
             kwargs[self._context_param] = ctx
         if self._is_async:
-            return await self.func(**kwargs)
+            value = self.func(**kwargs)
+            return await drained(value) if inspect.isasyncgen(value) else await value
+        ctx._thread = True
+        # A thread cannot be stopped: on a timeout or cancellation the loop stops waiting
+        # for it and says so (see thread_still_running), and the function runs on.
         return await anyio.to_thread.run_sync(
-            functools.partial(self._call_sync, kwargs), abandon_on_cancel=True
+            functools.partial(self._call_sync, kwargs, ctx), abandon_on_cancel=True
         )
 
-    def _call_sync(self, kwargs: dict[str, Any]) -> Any:
+    def _call_sync(self, kwargs: dict[str, Any], ctx: ToolContext[Any]) -> Any:
         """The plain function, in its worker thread; an awaitable it returns (``async``
         forgotten) fails here, named, before the thread hands it back (trio would refuse
         it with an error about its own wrapper)."""
-        value = self.func(**kwargs)
+        try:
+            value = self.func(**kwargs)
+        finally:
+            ctx._thread = False
+        if inspect.isgenerator(value):  # drained here, in the worker thread, not in the loop
+            value = list(value)
         if inspect.isawaitable(value):
             error = unawaited_error(self.name, value)
             logger.warning("%s", error)  # a bug to fix: said where the developer looks too
@@ -225,7 +277,29 @@ class FunctionTool:
         return self.func(*args, **kwargs)
 
     def __repr__(self) -> str:
-        return f"FunctionTool(name={self.name!r}, category={self.category.value!r})"
+        return f"FunctionTool(name={self.name!r}, category={self.traits.category.value!r})"
+
+
+def _unnamed_error(name: str, param: inspect.Parameter) -> UsageError:
+    """The error for a parameter the model cannot name: a JSON object's properties are
+    names, so ``*args``, ``**kwargs`` and positional-only parameters have no schema."""
+    shown: dict[Any, str] = {
+        param.VAR_POSITIONAL: f"*{param.name}",
+        param.VAR_KEYWORD: f"**{param.name}",
+    }
+    what = shown.get(param.kind, f"{param.name} (positional-only)")
+    return UsageError(
+        f"tool {name!r}: parameter {what} cannot be described to the model, which sends "
+        "arguments by name, so every call would fail. Declare each argument as a named, "
+        "annotated parameter (e.g. `def search(query: str, limit: int = 10)`), or take one "
+        "`dict` parameter for free-form data."
+    )
+
+
+def thread_still_running(ctx: ToolContext[Any]) -> bool:
+    """Whether the call of ``ctx`` is a plain ``def`` tool whose worker thread has not
+    returned yet (so a timeout could not stop it)."""
+    return ctx._thread
 
 
 def unawaited_error(name: str, value: Any) -> UsageError:
@@ -296,6 +370,7 @@ def tool(
     idempotent: bool = False,
     retries: int = 0,
     eager: bool = False,
+    requires_approval: bool = False,
 ) -> Callable[[Callable[..., Any]], FunctionTool]: ...
 
 
@@ -312,6 +387,7 @@ def tool(
     idempotent: bool = False,
     retries: int = 0,
     eager: bool = False,
+    requires_approval: bool = False,
 ) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
     """Make a tool from a function: ``@tool`` or ``@tool(name=..., category="info", ...)``.
 
@@ -322,6 +398,10 @@ def tool(
     more attempts after a raised exception) or run again where a call's outcome is unknown.
     ``eager=True`` (implies ``idempotent``) lets the loop start a call while the model is
     still streaming the rest of its answer (under the parallel strategy; see docs/loop.md).
+    ``requires_approval=True`` makes each call wait for a person (an ``Ask``) unless a
+    ``before_tool_call`` hook decides first. These become the tool's ``traits``
+    (:class:`~treadle.tools.ToolTraits`, where each is described); a bad value raises
+    :class:`~treadle.ConfigurationError` here.
     """
 
     def wrap(f: Callable[..., Any]) -> FunctionTool:
@@ -336,6 +416,7 @@ def tool(
             idempotent=idempotent,
             retries=retries,
             eager=eager,
+            requires_approval=requires_approval,
         )
 
     return wrap(func) if func is not None else wrap

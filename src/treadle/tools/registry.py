@@ -12,6 +12,7 @@ from ..errors import ConfigurationError, UsageError
 from ..types import ToolSpec
 from .base import Tool, Toolset
 from .function_tool import FunctionTool
+from .traits import traits_of
 
 
 def as_tool(obj: Tool | Callable[..., Any]) -> Tool:
@@ -26,6 +27,11 @@ def as_tool(obj: Tool | Callable[..., Any]) -> Tool:
         f"{obj!r} is not a tool: pass a function, a @tool-decorated function, or an object "
         "with name, description, parameters and an async run(arguments, ctx) method"
     )
+
+
+def is_toolset(obj: Any) -> bool:
+    """Whether ``obj`` goes in a tools list as a toolset (``get_tools``), not as a tool."""
+    return type(obj) is not FunctionTool and isinstance(obj, Toolset) and not isinstance(obj, Tool)
 
 
 _SPECS: weakref.WeakKeyDictionary[Any, tuple[str, str, Any, ToolSpec]] = weakref.WeakKeyDictionary()
@@ -61,6 +67,7 @@ class ToolRegistry:
 
     def add(self, t: Tool | Callable[..., Any]) -> Tool:
         item = as_tool(t)
+        traits_of(item)  # traits declared the old way are refused when the tool is added
         if item.name in self._tools:
             raise ConfigurationError(
                 f"two tools are named {item.name!r}; tool names must be unique"

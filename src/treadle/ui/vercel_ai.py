@@ -29,6 +29,7 @@ from typing import Any, Literal
 
 from ..agent import Agent, AgentSnapshot
 from ..loop import Allow, Deny
+from ..tools import Tool, traits_of
 from ..types import (
     AgentEnd,
     AgentMessage,
@@ -273,7 +274,7 @@ def start_run(runs: UIRuns, body: Any) -> LiveRun:
         denied=[c for c, d in decisions.items() if isinstance(d, Deny)],
     )
     translator.external_names = frozenset(
-        t.name for t in agent.context.tools if getattr(t, "external", False) is True
+        t.name for t in agent.context.tools if isinstance(t, Tool) and traits_of(t).external
     )
     return runs.start(agent, prompt, translator, thread_id=chat_id, run_id=run_id)
 

@@ -105,6 +105,10 @@ HISTORY_FROM = 12_000_000
 """Seeds from here may start from an earlier history (the ``history`` move); lower seeds keep
 the scenarios the kept regressions were found with (every kept seed is below)."""
 
+APPROVAL_FROM = 13_000_000
+"""Seeds from here may give a tool ``requires_approval`` (its calls suspend the run or go to
+the approval handler unless a hook decides); lower seeds keep their scenarios."""
+
 
 def generate(seed: int) -> Scenario:
     """The scenario of ``seed`` (all randomness from ``random.Random(seed)``; choices added
@@ -251,4 +255,8 @@ def generate(seed: int) -> Scenario:
     for move in moves:
         if move["move"] == "subagent":  # a sub-agent started eagerly, while the model streams
             move["eager"] = rng.random() < 0.3
+    if seed >= APPROVAL_FROM:
+        for move in moves:
+            if move["move"] == "tool":
+                move["requires_approval"] = later.random() < 0.3
     return Scenario(seed, moves)

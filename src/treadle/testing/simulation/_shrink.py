@@ -32,7 +32,7 @@ def _simpler(move: Move) -> list[Move]:
     elif move["move"] == "tool":
         for key, plain in (("sync", False), ("eager", False), ("sequential", False),
                            ("timeout", None), ("retries", 0), ("delay", 0.0),
-                           ("behaviour", "ok")):  # fmt: skip
+                           ("behaviour", "ok"), ("requires_approval", False)):  # fmt: skip
             if move.get(key) != plain:
                 out.append({**move, key: plain})
     elif move["move"] == "subagent":

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import anyio
@@ -147,6 +147,7 @@ def make_tool(move: Move, ledger: Ledger) -> Any:
         idempotent=idempotent,
         eager=bool(move["eager"]),
         retries=retries,
+        requires_approval=bool(move.get("requires_approval")),
     )(body)
 
 
@@ -216,8 +217,7 @@ def make_subagent(move: Move, ledger: Ledger, retry: Any) -> Any:
     )
     sub_tool = child.as_tool()
     if move.get("eager"):
-        sub_tool.eager = True  # type: ignore[attr-defined]
-        sub_tool.idempotent = True  # type: ignore[attr-defined]
+        sub_tool.traits = replace(sub_tool.traits, eager=True)  # type: ignore[attr-defined]
     return sub_tool
 
 
