@@ -16,6 +16,7 @@ from treadle import (
     AssistantMessage,
     Deny,
     Hooks,
+    RunHandle,
     ToolCall,
     agent_loop,
     agent_loop_continue,
@@ -63,7 +64,7 @@ async def test_the_approval_handler_is_asked() -> None:
     ran: list[str] = []
     asked: list[tuple[str, Any]] = []
 
-    async def handler(call: ToolCall, context: AgentContext, ask: Ask) -> bool:
+    async def handler(run: RunHandle, call: ToolCall, ask: Ask) -> bool:
         asked.append((call.id, ask))
         return False
 
@@ -78,7 +79,7 @@ class Decide(Hooks):
     def __init__(self, decision: Any) -> None:
         self.decision = decision
 
-    async def before_tool_call(self, call: ToolCall, context: AgentContext) -> Any:
+    async def before_tool_call(self, run: RunHandle, call: ToolCall) -> Any:
         return self.decision
 
 
