@@ -17,11 +17,11 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
+from .._signals import HookFailed
 from ..cancellation import CancelBridge, CancellationToken
 from ..providers.base import ModelRequest, Provider
 from ..types import AgentMessage, AssistantMessage, ProviderRetry
 from .config import AgentLoopConfig, Hooks, settings_of
-from .errors import HookFailed
 from .sink import EventSink
 from .streaming import StreamState, stream_message
 

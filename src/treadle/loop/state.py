@@ -15,6 +15,7 @@ from typing import Any
 import anyio
 from anyio.streams.memory import MemoryObjectSendStream
 
+from .._signals import HookFailed
 from ..cancellation import CancelBridge, CancellationToken
 from ..context.transcript import repair_transcript
 from ..errors import ConfigurationError, UsageError
@@ -37,7 +38,6 @@ from ..types import (
 from ..types._base import replaced, trusted
 from .config import AgentLoopConfig, Hooks, Pass, Reject, Warn, settings_of
 from .context import AgentContext
-from .errors import HookFailed
 from .sink import OBSERVERS, EventSink, Observer
 from .streaming import StreamState
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import logging
 import math
 import random
 from collections.abc import Awaitable, Callable
@@ -13,8 +14,9 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 
+from .._redact import scrub_text, traceback_text
+from .._signals import RunLimitHit
 from ..cancellation import CancellationToken
-from ..errors import TreadleError
 from ..providers.base import (
     COALESCE_DELTAS,
     ModelRequest,
@@ -40,6 +42,8 @@ from ..types._base import replaced, trusted
 from .config import RetryPolicy
 from .sink import EventSink
 
+logger = logging.getLogger("treadle.loop")
+
 try:  # anyio finds the current task's backend with it when it is installed (trio needs it)
     import sniffio
 except ImportError:  # pragma: no cover - then anyio runs asyncio only
@@ -58,10 +62,6 @@ class StreamBounds:
     token_room: int | None = None
     idle_s: float | None = None
     call_s: float | None = None
-
-
-class RunLimitHit(TreadleError):
-    """The run's duration or token limit was reached while the model was still streaming."""
 
 
 class _Watch:
@@ -380,6 +380,7 @@ async def stream_message(
     compacted history) the call is retried with it, after a ``provider_retry``."""
     name = getattr(provider, "name", type(provider).__name__)
     attempt = 0
+    bug: Exception | None = None
     while True:
         try:
             final = await _attempt(
@@ -394,10 +395,13 @@ async def stream_message(
             error = exc
             retryable = error.kind in retry.retry_on
         except Exception as exc:  # a provider bug must not crash the loop, nor be retried
+            logger.error("the provider %s raised (a bug in it)", name, exc_info=exc)
             error = ProviderError(
-                "server", f"the provider raised {type(exc).__name__}: {exc}", provider=name
+                "provider_bug",
+                scrub_text(f"the provider raised {type(exc).__name__}: {exc}"),
+                provider=name,
             )
-            retryable = False
+            retryable, bug = False, exc
         else:
             if text_only and final.tool_calls:  # no tools were offered; a call cannot run
                 content = [b for b in final.content if not isinstance(b, ToolCall)]
@@ -451,7 +455,12 @@ async def stream_message(
             await anyio.sleep(delay)
             continue
 
-        info = ErrorInfo(kind=error.kind, message=error.message, status_code=error.status_code)
+        info = ErrorInfo(
+            kind=error.kind,
+            message=error.message,
+            status_code=error.status_code,
+            traceback=traceback_text(bug) if bug is not None else None,
+        )
         if too_long:
             info.message = (
                 f"{error.message} (the provider asked to wait {error.retry_after:g}s, more "

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from pydantic_core import from_json
 
-from ..errors import TreadleError
+from .._signals import HookFailed
 from ..tools import (
     FunctionTool,
     TaskComplete,
@@ -33,7 +33,6 @@ from ..types import (
 )
 from ..types.text import clean_text, clip_text
 from .decisions import Allow, Ask, Deny
-from .errors import HookFailed
 
 if TYPE_CHECKING:
     from .state import RunState
@@ -43,12 +42,6 @@ logger = logging.getLogger("treadle.loop")
 CANCELLED_TEXT = "Cancelled"
 SKIPPED_TEXT = "Skipped: a user message arrived"
 DISCARDED_TEXT = "Discarded: the model's answer this call came from was not kept"
-
-
-class ToolRaised(TreadleError):
-    def __init__(self, original: BaseException) -> None:
-        super().__init__(str(original))
-        self.original = original
 
 
 class CallState:

@@ -15,8 +15,8 @@ import httpx
 from pydantic_core import from_json
 
 from .._redact import redact_http_logs, redact_url
+from .._signals import Signal
 from ..cancellation import CancellationToken
-from ..errors import TreadleError
 from ._assemble import Assembler, _cancelled, check_cancel, coalesce
 from ._errors import _STALE_CONNECTION, check_base_url, classify, transport_error
 from ._sse import MAX_LINE_CHARS
@@ -296,7 +296,7 @@ class HTTPAdapter:
             raise self.scrub(exc) from None
 
     def _undecodable(self, exc: ValueError, at_end: bool = False) -> ProviderError:
-        if isinstance(exc, TreadleError):  # the decoder's own, said plainly (a line too long)
+        if isinstance(exc, Signal):  # the decoder's own, said plainly (a line too long)
             return ProviderError("server", str(exc), provider=self.name)
         if at_end:  # a part of a value: the connection dropped inside it
             message = "the stream ended inside an event"

@@ -36,6 +36,7 @@ ErrorKind = Literal[
     "bad_request",
     "context_overflow",
     "cancelled",
+    "provider_bug",
 ]
 RETRYABLE_KINDS: frozenset[str] = frozenset(
     {"rate_limit", "overloaded", "server", "network", "timeout", "truncated_stream"}
