@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import anyio
-from anyio.streams.memory import MemoryObjectSendStream
+from anyio.abc import ObjectSendStream
 
 from .._signals import HookFailed
 from ..cancellation import CancelBridge, CancellationToken
@@ -43,7 +43,7 @@ from .streaming import StreamState
 
 _REQUEST_FIELDS = frozenset(ModelRequest.model_fields)
 
-EventStream = MemoryObjectSendStream[AgentEvent]
+EventStream = ObjectSendStream[AgentEvent]
 
 
 async def _maybe_await(value: Any) -> Any:
@@ -110,13 +110,18 @@ def _unique_call_ids(message: AssistantMessage) -> None:
 
 
 _TOOLSET_TYPES: dict[type, bool] = {}
+_TOOLSET_TYPES_KEPT = 256
 
 
 def _is_toolset(cls: type) -> bool:
     """Whether objects of ``cls`` may be toolsets (a ``get_tools`` method); cached, since a
-    protocol ``isinstance`` check costs microseconds and runs for every tool every turn."""
+    protocol ``isinstance`` check costs microseconds and runs for every tool every turn. The
+    cache is bounded (emptied when full): classes made on the fly, one per run, cannot grow
+    it without end."""
     found = _TOOLSET_TYPES.get(cls)
     if found is None:
+        if len(_TOOLSET_TYPES) >= _TOOLSET_TYPES_KEPT:
+            _TOOLSET_TYPES.clear()
         found = _TOOLSET_TYPES[cls] = callable(getattr(cls, "get_tools", None))
     return found
 
@@ -373,6 +378,7 @@ class RunState:
         values["tool_choice"] = config.tool_choice if with_tools else None
         values["response_format"] = config.response_format
         values["purpose"] = "turn"
+        values["coalesce_deltas"] = config.coalesce_deltas
         request = trusted(ModelRequest, values, set(_REQUEST_FIELDS))  # every field (a test)
         for hook in self.overriding("before_model_request"):
             edited = await self.call_hook(hook.before_model_request, request)

@@ -18,7 +18,6 @@ from .._redact import scrub_text, traceback_text
 from .._signals import RunLimitHit
 from ..cancellation import CancellationToken
 from ..providers.base import (
-    COALESCE_DELTAS,
     ModelRequest,
     Provider,
     ProviderError,
@@ -29,7 +28,6 @@ from ..types import (
     ErrorInfo,
     MessageEnd,
     MessageStart,
-    MessageUpdate,
     ProviderRetry,
     TextContent,
     TextDelta,
@@ -472,7 +470,7 @@ async def stream_message(
             note = TextDelta(index=len(state.partial.content), text=fallback_text)
             state.apply(note)
             if sink.active:
-                await sink.emit(MessageUpdate, snapshot=state.snapshot(), delta=note)
+                await sink.emit_update(state.snapshot(), note)
             final = state.closed("stop", info)
         elif fallback_text is not None:
             final = state.partial.model_copy(
@@ -523,6 +521,8 @@ async def _attempt(
 ) -> AssistantMessage:
     partial = state.partial
     emitting = sink.active
+    if request.coalesce_deltas is not coalesce:  # the loop's setting, whoever built it
+        request = replaced(request, "coalesce_deltas", coalesce)
     stream = provider.stream(request, cancel=cancel)
     if not hasattr(stream, "__aiter__"):
         if inspect.iscoroutine(stream):
@@ -536,12 +536,8 @@ async def _attempt(
         )
     watch = _Watch(bounds) if bounds is not None else None
     final: AssistantMessage | None = None
-    merging = COALESCE_DELTAS.set(coalesce)  # read by the adapter as it streams
-    try:
-        with watch.scope if watch is not None else nullcontext():
-            final = await _consume(stream, state, sink, emitting, watch, on_call)
-    finally:
-        COALESCE_DELTAS.reset(merging)
+    with watch.scope if watch is not None else nullcontext():
+        final = await _consume(stream, state, sink, emitting, watch, on_call)
     if watch is not None and watch.scope.cancelled_caught:
         raise watch.expired(partial.provider)
     if final is not None:
@@ -585,7 +581,7 @@ async def _consume(
                     state.started = True
                     await sink.emit(MessageStart, message=state.view())
                 if kind in _DELTAS and not sink.offer_update(state.snapshot, event):
-                    await sink.emit(MessageUpdate, snapshot=state.snapshot(), delta=event)
+                    await sink.emit_update(state.snapshot(), event)
             if on_call is not None and kind == "tool_call_end":
                 await on_call(event.tool_call)
     return final

@@ -30,8 +30,10 @@ _parsed = functools.lru_cache(maxsize=64)(httpx.URL)  # the few endpoints, parse
 
 
 def _current_loop() -> object:
+    """The running event loop's token: two of one loop are equal (anyio's public value
+    type), so no opaque native object is read."""
     try:
-        return anyio.lowlevel.current_token().native_token
+        return anyio.lowlevel.current_token()
     except RuntimeError:
         return None
 
@@ -150,7 +152,7 @@ class HTTPAdapter:
         """The client and the queue in front of its pool for the running event loop: on
         another loop the queue, and an owned client, are made anew."""
         loop = _current_loop()
-        if self._slots is None or loop is not self._loop:
+        if self._slots is None or loop != self._loop:
             self._slots, self._loop = anyio.Semaphore(self.max_connections), loop
             self._client = None if self._owns_client else self._client
         if self._client is None:  # owned: made here (again after aclose)
@@ -260,7 +262,7 @@ class HTTPAdapter:
                             raise self._undecodable(exc) from None
                         if len(values) == 1:  # the common read: one wire event
                             events = state.feed(values[0])
-                            if len(events) > 1:
+                            if len(events) > 1 and state.merge:
                                 events = coalesce(events)
                         elif values:
                             events = state.read(values)
