@@ -290,28 +290,28 @@ class EventSink:
         ``depth`` and ``timestamp`` are the sink's to set). Returns the event (None when
         nobody listens). The ``on_event`` observers see it once it is delivered. A streamed
         delta goes through :meth:`emit_update`."""
-        return await self._emit(event_type, fields)  # type: ignore[no-any-return]
-
-    async def emit_update(self, snapshot: Any, delta: Delta) -> MessageUpdate | None:
-        """``emit`` of a ``message_update``: ``snapshot`` the partial message as of ``delta``
-        (a ``StreamState`` snapshot, built when read). Returns the update (None when nobody
-        listens; a merged update not delivered yet has no seq)."""
-        return await self._emit(MessageUpdate, {"snapshot": snapshot, "delta": delta})  # type: ignore[no-any-return]
-
-    async def _emit(self, event_type: Any, fields: dict[str, Any]) -> Any:
+        kind: Any = event_type  # an event class: its fields are checked where emit is called
+        values: dict[str, Any] = fields
         stream = self._stream
         if stream is None:
             if self._other is not None:
-                return await self._send_other(self._other, event_type, fields)
+                return await self._send_other(self._other, kind, values)  # type: ignore[no-any-return]
             if not self._observers:
                 return None
             held, self._held = self._held, None
             if held is not None:  # held when the consumer went away: observers still hear
                 self._stamp(held)
-            event = self._make(event_type, fields)
+            event = self._make(kind, values)
             self._stamp(event)
-            return event
-        return await self._send(stream, event_type, fields)
+            return event  # type: ignore[no-any-return]
+        return await self._send(stream, kind, values)  # type: ignore[no-any-return]
+
+    async def emit_update(self, snapshot: Any, delta: Delta) -> MessageUpdate | None:
+        """``emit`` of a ``message_update``: ``snapshot`` the partial message as of ``delta``
+        (a ``StreamState`` snapshot, built when read). Returns the update (None when nobody
+        listens; a merged update not delivered yet has no seq)."""
+        update = await self.emit(MessageUpdate, snapshot=snapshot, delta=delta)  # type: ignore[call-arg]
+        return update
 
     async def _send(
         self,
