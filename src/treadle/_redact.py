@@ -1,8 +1,11 @@
-"""Keeping credentials out of anything a URL is shown in (reprs, events, cassettes)."""
+"""Keeping credentials out of anything a URL or a traceback is shown in (reprs, events,
+cassettes, the error info of a run)."""
 
 from __future__ import annotations
 
 import logging
+import re
+import traceback
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 SECRET_PARAMS = frozenset(
@@ -46,3 +49,31 @@ def redact_http_logs() -> None:
     if not _installed:
         logging.getLogger("httpx").addFilter(URLRedactor())
         _installed = True
+
+
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>]+")
+_BEARER = re.compile(r"(?i)\b(bearer|basic)(\s+)[^\s'\",]+")
+_NAMED = re.compile(
+    r"(?i)\b((?:x-)?api[_-]?key|access[_-]?token|token|password|secret|authorization)"
+    r"(['\"]?\s*[:=]\s*['\"]?)[^\s'\",}&]+"
+)
+MAX_TRACEBACK_CHARS = 20_000
+
+
+def scrub_text(text: str) -> str:
+    """``text`` with the credentials that travel in text blanked out: a URL's
+    ``user:password@`` and secret query values, ``Bearer``/``Basic`` tokens, and values
+    named like a key (``api_key=...``, ``"authorization": "..."``)."""
+    text = _URL.sub(lambda m: redact_url(m.group(0)), text)
+    text = _BEARER.sub(rf"\1\2{REDACTED}", text)
+    return _NAMED.sub(rf"\1\2{REDACTED}", text)
+
+
+def traceback_text(exc: BaseException) -> str:
+    """``exc`` formatted as Python prints it (its causes too), scrubbed of credentials
+    (:func:`scrub_text`) and cut to its last ``MAX_TRACEBACK_CHARS`` characters: the frames
+    nearest the failure are the ones that say what went wrong."""
+    text = scrub_text("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
+    if len(text) > MAX_TRACEBACK_CHARS:
+        text = "[... earlier frames cut ...]\n" + text[-MAX_TRACEBACK_CHARS:]
+    return text

@@ -10,6 +10,8 @@ This module imports nothing: any module may import it, extras included.
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = [
     "ConfigurationError",
     "MissingExtra",
@@ -22,7 +24,26 @@ __all__ = [
 
 
 class TreadleError(Exception):
-    """Base class of every exception treadle raises on purpose."""
+    """Base class of every exception treadle raises on purpose.
+
+    Every one pickles and copies with its message and its fields (for process pools and
+    task queues), whatever its constructor takes: see :func:`_rebuild`."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _rebuild, (type(self), self.args, self.__dict__)
+
+
+def _rebuild(
+    cls: type[BaseException], args: tuple[Any, ...], fields: dict[str, Any]
+) -> BaseException:
+    """An exception of ``cls`` with these ``args`` and attributes, made without calling its
+    ``__init__``: the default unpickling calls ``cls(*args)``, which fails for a class whose
+    constructor takes other arguments than its message (``ProviderError(kind, message)``)
+    and would rebuild a derived message twice over."""
+    exc = cls.__new__(cls, *args)
+    exc.args = args
+    exc.__dict__.update(fields)
+    return exc
 
 
 class ConfigurationError(TreadleError, ValueError):

@@ -37,6 +37,7 @@ from treadle import (
     agent_loop_continue,
     tool,
 )
+from treadle.loop import EventChannel
 from treadle.testing import ScriptedProvider
 
 pytestmark = pytest.mark.anyio
@@ -198,9 +199,10 @@ async def test_seq_increases_across_two_loops_sharing_a_stream() -> None:
     send, receive = anyio.create_memory_object_stream[AgentEvent](math.inf)
     c1, c2 = AgentContext(), AgentContext()
     p1, p2 = ScriptedProvider(["one"]), ScriptedProvider(["two"])
+    channel = EventChannel(send)  # what loops sharing a stream share
     async with send:
-        r1 = await agent_loop(["a"], c1, AgentLoopConfig(provider=p1), send)
-        r2 = await agent_loop(["b"], c2, AgentLoopConfig(provider=p2), send)
+        r1 = await agent_loop(["a"], c1, AgentLoopConfig(provider=p1), channel)
+        r2 = await agent_loop(["b"], c2, AgentLoopConfig(provider=p2), channel)
     async with receive:
         async for e in receive:
             events.append(e)
@@ -230,10 +232,11 @@ async def test_seq_increases_with_concurrent_loops_on_one_stream() -> None:
     contexts = [AgentContext(tools=[chatty]) for _ in range(2)]
     returned: dict[int, Any] = {}
     send, receive = anyio.create_memory_object_stream[AgentEvent](math.inf)
+    channel = EventChannel(send)
 
     async def one(i: int) -> None:
         config = AgentLoopConfig(provider=ScriptedProvider(script()))
-        returned[i] = await agent_loop(["go"], contexts[i], config, send)
+        returned[i] = await agent_loop(["go"], contexts[i], config, channel)
 
     async with send:
         async with anyio.create_task_group() as loops:
@@ -286,16 +289,18 @@ async def test_seq_order_kept_when_parallel_tools_outrun_the_consumer() -> None:
     check(rec)
 
 
-async def test_seq_is_counted_per_send_stream_object() -> None:
-    """The counter lives on the send stream object (no table of streams, no anyio
-    internals): loops given one object share it; a clone is another object with its own
-    count (docs/loop.md: give every loop the same object, as ``ToolContext.events`` is)."""
+async def test_seq_is_counted_per_event_channel() -> None:
+    """The counter lives on an ``EventChannel``, an object treadle owns (nothing is kept on
+    anyio's stream, no table of streams): loops given one channel share it; a loop given a
+    bare stream, even one the channel wraps, counts on its own (docs/loop.md: give every
+    loop the same channel, as ``ToolContext.events`` is)."""
     send, receive = anyio.create_memory_object_stream[AgentEvent](math.inf)
+    channel = EventChannel(send)
     async with send, receive:
         clone = send.clone()
         async with clone:
             await agent_loop(
-                ["a"], AgentContext(), AgentLoopConfig(provider=ScriptedProvider(["1"])), send
+                ["a"], AgentContext(), AgentLoopConfig(provider=ScriptedProvider(["1"])), channel
             )
             first = [
                 receive.receive_nowait().seq
@@ -309,15 +314,15 @@ async def test_seq_is_counted_per_send_stream_object() -> None:
                 for _ in range(receive.statistics().current_buffer_used)
             ]
             await agent_loop(
-                ["c"], AgentContext(), AgentLoopConfig(provider=ScriptedProvider(["3"])), send
+                ["c"], AgentContext(), AgentLoopConfig(provider=ScriptedProvider(["3"])), channel
             )
             third = [
                 receive.receive_nowait().seq
                 for _ in range(receive.statistics().current_buffer_used)
             ]
     assert first == list(range(len(first)))
-    assert second == list(range(len(second)))  # the clone counts on its own
-    assert third == list(range(len(first), len(first) + len(third)))  # send carries on
+    assert second == list(range(len(second)))  # a bare stream counts on its own
+    assert third == list(range(len(first), len(first) + len(third)))  # the channel carries on
 
 
 @pytest.mark.parametrize("strategy", ["parallel", "sequential"])

@@ -150,3 +150,16 @@ async def test_an_adapter_on_its_own_does_not_merge() -> None:
         if isinstance(e, TextDelta)
     ]
     assert texts == ["Hello", " there,", " friend."]
+
+
+async def test_the_request_says_whether_an_adapter_merges() -> None:
+    """What an adapter yields depends on its arguments only (``ModelRequest.coalesce_deltas``),
+    never on a context variable the caller happens to run in."""
+    fake = WireFake.openai([Raw([FIRST, SECOND])])
+    provider = fake.provider()
+    request = ModelRequest(messages=[UserMessage.of("hi")], coalesce_deltas=True)
+    texts = [e.text async for e in provider.stream(request) if isinstance(e, TextDelta)]
+    assert texts == ["Hello there, friend."]
+    import treadle.providers.base as base
+
+    assert not hasattr(base, "COALESCE_DELTAS")

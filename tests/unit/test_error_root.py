@@ -14,6 +14,7 @@ import pytest
 
 import treadle
 from treadle import ConfigurationError, MissingExtra, StateError, TreadleError, UsageError
+from treadle._signals import Signal
 from treadle.cancellation import CancellationToken
 from treadle.errors import OutOfRange, UnknownName
 from treadle.testing import ScriptedProvider
@@ -54,15 +55,42 @@ NOT_THE_LIBRARYS = {
 }
 
 
-def test_every_exception_class_is_a_treadle_error() -> None:
+def test_every_exception_class_is_a_treadle_error_or_an_internal_signal() -> None:
     classes = exception_classes()
     assert len(classes) >= 25  # the walk found them (22 existed before the root)
     outside = sorted(
         name
         for name, cls in classes.items()
-        if not issubclass(cls, TreadleError) and name not in NOT_THE_LIBRARYS
+        if not issubclass(cls, (TreadleError, Signal)) and name not in NOT_THE_LIBRARYS
     )
     assert outside == [], f"derive these from treadle.errors.TreadleError: {outside}"
+    both = sorted(
+        n for n, c in classes.items() if issubclass(c, TreadleError) and issubclass(c, Signal)
+    )
+    assert both == []
+
+
+def _private(qualified: str) -> bool:
+    return any(part.startswith("_") for part in qualified.split("."))
+
+
+def test_internal_signals_are_outside_the_tree_and_private() -> None:
+    """The loop's own control flow (a hook failed, a tool's BaseException held until
+    agent_end, a limit hit mid-stream ...) never passes for a public error: ``except
+    TreadleError`` in an application must not catch one, and no public module exports one."""
+    signals = {n: c for n, c in exception_classes().items() if issubclass(c, Signal)}
+    names = {c.__name__ for c in signals.values()}
+    assert {"HookFailed", "ToolRaised", "RunLimitHit", "CompactionCancelled"} <= names
+    for name, cls in signals.items():
+        assert not issubclass(cls, TreadleError), name
+        where = f"{cls.__module__}.{cls.__qualname__}"
+        assert _private(where), where
+    for module in treadle_modules():
+        if _private(module):
+            continue
+        values = vars(importlib.import_module(module))
+        exported = [values.get(n) for n in values.get("__all__", ())]
+        assert not [c for c in exported if c in signals.values()], module
 
 
 @pytest.mark.parametrize(

@@ -34,7 +34,8 @@ from treadle import (
     agent_loop,
     tool,
 )
-from treadle.loop import _watcher
+from treadle.loop import EventChannel, _watcher
+from treadle.loop.channel import SeqCounter
 from treadle.providers import Anthropic, Gemini, Ollama, OpenAIChat, OpenAIResponses, get_provider
 from treadle.testing import ScriptedProvider
 from treadle.tools import ToolContext
@@ -333,8 +334,9 @@ async def test_two_runs_on_one_stream_never_closed_are_still_warned_about(
             async with anyio.create_task_group() as tg:
                 tg.start_soon(reader)
                 context = AgentContext()
-                await agent_loop("a", context, AgentLoopConfig(provider=provider), send)
-                await agent_loop("b", context, AgentLoopConfig(provider=provider), send)
+                channel = EventChannel(send)  # the two loops share the stream
+                await agent_loop("a", context, AgentLoopConfig(provider=provider), channel)
+                await agent_loop("b", context, AgentLoopConfig(provider=provider), channel)
     send.close()
     warned = [r for r in caplog.records if "still open" in r.getMessage()]
     assert len(warned) == 1
@@ -344,11 +346,12 @@ async def test_two_runs_on_one_stream_never_closed_are_still_warned_about(
 def test_a_waiting_unclosed_check_keeps_no_stream_alive() -> None:
     pending = _watcher.pending()
     send, receive = anyio.create_memory_object_stream[AgentEvent](1)
-    sink.watch_unclosed(send)
-    sink.watch_unclosed(send)  # a second run's check while one waits: not added
+    counter = SeqCounter()
+    sink.watch_unclosed(send, counter)
+    sink.watch_unclosed(send, counter)  # a second run's check while one waits: not added
     assert _watcher.pending() == pending + 1
     ref = weakref.ref(send)
-    del send, receive
+    del send, receive, counter
     gc.collect()
     assert ref() is None  # collected before its deadline: the watcher held it weakly
 
@@ -363,6 +366,7 @@ def test_the_unclosed_checks_share_one_thread_that_ends_when_none_waits() -> Non
         import anyio
         import treadle.loop.sink as sink
         from treadle.loop import _watcher
+        from treadle.loop.channel import SeqCounter
 
         sink.STALL_WARNING_S = 0.1
 
@@ -377,12 +381,13 @@ def test_the_unclosed_checks_share_one_thread_that_ends_when_none_waits() -> Non
 
         assert watchers() == 0
         streams = [anyio.create_memory_object_stream(1) for _ in range(50)]
-        for send, _ in streams:
-            sink.watch_unclosed(send)
+        counters = [SeqCounter() for _ in streams]
+        for (send, _), counter in zip(streams, counters):
+            sink.watch_unclosed(send, counter)
         print(watchers(), _watcher.pending())
         assert idle(), "the watcher thread did not end"
         print(watchers(), _watcher.pending())
-        sink.watch_unclosed(streams[0][0])  # expired: may be checked again
+        sink.watch_unclosed(streams[0][0], counters[0])  # expired: may be checked again
         print(watchers())
         assert idle(), "the restarted watcher thread did not end"
         print(watchers())
@@ -414,7 +419,8 @@ async def test_a_long_run_is_not_taken_for_an_unclosed_stream(
             tg.start_soon(reader)
             async with send:
                 context = AgentContext()
-                await agent_loop("a", context, quick, send)
-                await agent_loop("b", context, slow, send)  # longer than the check's delay
+                channel = EventChannel(send)  # the two loops share the stream
+                await agent_loop("a", context, quick, channel)
+                await agent_loop("b", context, slow, channel)  # longer than the check's delay
         await anyio.sleep(0.4)
     assert not [r for r in caplog.records if "still open" in r.getMessage()]

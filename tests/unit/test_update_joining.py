@@ -27,6 +27,7 @@ from treadle import (
     agent_loop,
     tool,
 )
+from treadle.loop import EventChannel
 from treadle.loop.sink import EventSink
 from treadle.loop.streaming import StreamState
 from treadle.providers.base import ModelRequest
@@ -157,7 +158,8 @@ def test_an_update_is_not_joined_across_another_loops_event() -> None:
     the waiting update is fixed, so the order of the two loops' events stays as sent."""
     send, receive = anyio.create_memory_object_stream[AgentEvent](100)
     state = StreamState(ModelRequest(model="m", messages=[UserMessage.of("hi")]), "p")
-    parent, child = EventSink(send, "parent", 0), EventSink(send, "child", 1)
+    channel = EventChannel(send)  # what a parent and its sub-agent share
+    parent, child = EventSink(channel, "parent", 0), EventSink(channel, "child", 1)
     for piece in ("a", "b"):
         delta = TextDelta(index=0, text=piece)
         state.apply(delta)

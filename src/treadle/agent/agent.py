@@ -9,6 +9,7 @@ from contextlib import AbstractAsyncContextManager
 from functools import partial
 from typing import TYPE_CHECKING, Any, Generic, Literal
 
+from anyio.abc import ObjectSendStream
 from anyio.streams.memory import MemoryObjectSendStream
 
 from ..cancellation import CancellationToken, CancelMode
@@ -25,8 +26,8 @@ from ..loop import (
     agent_loop,
     agent_loop_continue,
 )
+from ..loop.channel import EventChannel
 from ..loop.settings import validated_settings
-from ..loop.sink import EventSink
 from ..loop.state import _as_message
 from ..providers.base import Provider, ThinkingLevel
 from ..tools import Tool, open_toolsets
@@ -169,7 +170,6 @@ class Agent(Generic[OutputT]):
         self._steer_next: list[AgentMessage] = []
         self._interrupts: list[AgentMessage] = []
         self._follow_ups: list[AgentMessage] = []
-        self._sink: EventSink | None = None
         self._toolsets: AbstractAsyncContextManager[None] | None = None
         self.store = store
         self.resume_tool_calls = resume_tool_calls
@@ -484,7 +484,7 @@ class Agent(Generic[OutputT]):
         self._token = None
 
     def config(self, state: RunState, deps: Any) -> AgentLoopConfig:
-        hooks: list[Hooks] = [AgentHooks(state, lambda: self._sink), *self._user_hooks]
+        hooks: list[Hooks] = [AgentHooks(state), *self._user_hooks]
         return AgentLoopConfig(
             provider=self.provider,
             hooks=hooks,
@@ -519,7 +519,7 @@ class Agent(Generic[OutputT]):
         prompt: Any,
         *,
         deps: Any,
-        events: MemoryObjectSendStream[AgentEvent] | None,
+        events: ObjectSendStream[AgentEvent] | None,
         settings: ModelSettings | None = None,
     ) -> RunResult[OutputT]:
         recorder = self._recorder
@@ -536,7 +536,8 @@ class Agent(Generic[OutputT]):
         self._steer_after.clear()
         self._steer_next.clear()
         self.context.loop_id = str(uuid.uuid4())
-        self._sink = EventSink(events, self.context.loop_id, self.context.depth) if events else None
+        if events is not None:  # the loops of this run (an interrupt starts another) share it
+            events = EventChannel.of(events)
         tools_before = self.context.tools
         if self.output_type is not None:
             self.context.tools = [*tools_before, OutputTool(self.output_type, state)]
@@ -576,7 +577,6 @@ class Agent(Generic[OutputT]):
                 new += await agent_loop(again, self.context, config, events, token)
         finally:
             self.context.tools = tools_before
-            self._sink = None
             if branching:
                 self.context.continuation_kind = ContinuationKind.INITIAL
                 self.context.parent_loop_id = None

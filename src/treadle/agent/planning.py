@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from .._signals import HookFailed
 from ..cancellation import CancellationToken
 from ..loop import AgentContext, AgentLoopConfig, RunHandle, call_model, side_request
-from ..loop.errors import HookFailed
 from ..providers.base import Provider
 from ..types import AgentMessage, PlanCreated, TextContent, Usage, UserMessage
 from .runstate import RunState

@@ -7,14 +7,14 @@ sub-agents' usage), so neither reaches into the other.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel, ValidationError, create_model
 
 from ..loop import AgentContext, Hooks, RunEnding, RunHandle
 from ..loop.ending import LAST_ERROR_KEY
-from ..loop.sink import EventSink
+from ..loop.sink import CURRENT_SINK
 from ..loop.state import dict_prompt_error
 from ..tools import TaskComplete, ToolCategory, ToolContext, ToolTraits
 from ..tools.function_tool import strip_titles
@@ -94,16 +94,16 @@ class OutputTool:
 class AgentHooks(Hooks):
     """The Agent's own bookkeeping, done through the public hooks (one per run)."""
 
-    def __init__(self, state: RunState, sink_for: Callable[[], EventSink | None]) -> None:
+    def __init__(self, state: RunState) -> None:
         self.state = state
-        self.sink_for = sink_for
 
     async def before_turn(self, run: RunHandle, turn_index: int) -> bool:
         plan = self.state.plan
-        sink = self.sink_for()
-        if plan is not None and sink is not None:
+        if plan is not None:
             self.state.plan = None
-            await sink.emit(PlanCreated, plan=plan.plan, steps=plan.steps)
+            sink = CURRENT_SINK.get()  # the run's own: its stream and its on_event observers
+            if sink is not None:
+                await sink.emit(PlanCreated, plan=plan.plan, steps=plan.steps)
         return True
 
     async def on_message(self, run: RunHandle, message: AgentMessage) -> None:

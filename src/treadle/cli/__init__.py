@@ -16,7 +16,7 @@ from ..providers.base import ProviderError
 from .chat import CHAT_HELP, Chat
 from .render import Renderer, make_renderer
 from .sessions import cmd_sessions, open_session_store, resolve_session
-from .setup import NoModel, count, load_tools, resolve_model
+from .setup import _NoModel, count, load_tools, resolve_model
 
 __all__ = ["main", "resolve_model"]
 
@@ -146,7 +146,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("\ntreadle: interrupted", file=sys.stderr)
         return 130
-    except NoModel as exc:
+    except _NoModel as exc:
         print(f"treadle: {exc}", file=sys.stderr)
         return 2
     except ProviderError as exc:

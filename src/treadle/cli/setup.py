@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from ..errors import TreadleError
+from .._signals import Signal
 from ..providers.base import Provider
 
 DEFAULT_MODELS = (
@@ -30,7 +30,7 @@ def count(n: int, noun: str) -> str:
     return f"{n} {noun if n == 1 else noun + 's'}"
 
 
-class NoModel(TreadleError):
+class _NoModel(Signal):
     """No model was configured and the offline model was not asked for."""
 
 
@@ -53,14 +53,14 @@ def resolve_model(
 ) -> tuple[Provider, str]:
     """(provider, label) for --model / TREADLE_MODEL / a key in the environment / offline.
 
-    With nothing configured, ``require=True`` (``treadle run``) raises :class:`NoModel`;
+    With nothing configured, ``require=True`` (``treadle run``) raises :class:`_NoModel`;
     otherwise (``treadle chat``) the offline model is used and the user is told so."""
     err = err or sys.stderr
     spec = spec or os.environ.get("TREADLE_MODEL")
     if not spec:
         spec = next((model for var, model in DEFAULT_MODELS if os.environ.get(var)), None)
     if not spec and require:
-        raise NoModel(HOW_TO)
+        raise _NoModel(HOW_TO)
     if not spec or spec == "offline":
         from ..testing import OfflineProvider
 

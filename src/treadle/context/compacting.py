@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._signals import CompactionCancelled
 from ..cancellation import CancellationToken
 from ..providers.base import Provider
 from ..types import (
@@ -15,7 +16,6 @@ from ..types import (
     Usage,
 )
 from .compaction import (
-    CompactionCancelled,
     CompactionJob,
     CompactionPolicy,
     SummaryCall,

@@ -24,8 +24,9 @@ from typing import Any, Protocol, Union, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from .._signals import CompactionCancelled
 from ..cancellation import CancellationToken
-from ..errors import ConfigurationError, TreadleError
+from ..errors import ConfigurationError
 from ..providers.base import ModelRequest, Provider, ProviderError, StreamDone
 from ..types import (
     AgentMessage,
@@ -61,10 +62,6 @@ TRIM_MARKER = (
     "\n\n[... {chars:,} characters (about {tokens:,} tokens) of this tool output were cut to "
     "save context ...]\n\n"
 )
-
-
-class CompactionCancelled(TreadleError):
-    """The run was cancelled while a compaction was in progress."""
 
 
 # ---- groups ----
@@ -481,7 +478,13 @@ async def _complete(
         logger.warning("the summary call to %s failed (%s): %s", name, exc.kind, exc.message)
         return None
     except Exception as exc:  # a provider bug must not break compaction
-        logger.warning("the summary call to %s raised %s: %s", name, type(exc).__name__, exc)
+        logger.warning(
+            "the summary call to %s raised %s: %s",
+            name,
+            type(exc).__name__,
+            exc,
+            exc_info=exc,
+        )
         return None
 
 
@@ -574,7 +577,6 @@ __all__ = [
     "SUMMARY_PREFIX",
     "TRIM_MARKER",
     "TRUNCATION_NOTE",
-    "CompactionCancelled",
     "CompactionJob",
     "CompactionPolicy",
     "CompactionStrategy",

@@ -2,6 +2,7 @@
 
 from ..cancellation import CancellationToken, CancelMode
 from ..types import ContinuationKind, TurnTrigger
+from .channel import EventChannel
 from .compaction import compact_context
 from .config import (
     AgentLoopConfig,
@@ -37,6 +38,7 @@ __all__ = [
     "CancellationToken",
     "ContinuationKind",
     "Deny",
+    "EventChannel",
     "EventLog",
     "EventLogGap",
     "ExecutionLimits",

@@ -28,7 +28,7 @@ THREAD_NAME = "treadle: event stream check"
 
 
 class Watched(Protocol):
-    """What the watcher reads of a stream's shared state (the sink's ``_Sequencer``)."""
+    """What the watcher reads of a stream's shared state (the channel's ``SeqCounter``)."""
 
     active: int  # top-level runs in progress on the stream
     runs: int  # runs that have used it, ever

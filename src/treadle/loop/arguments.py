@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from anyio.streams.memory import MemoryObjectSendStream
+from anyio.abc import ObjectSendStream
 
 from ..cancellation import CancellationToken
 from ..errors import UsageError
@@ -31,7 +31,7 @@ def _check_call(
     args: list[tuple[str, Any, tuple[type, ...]]] = [
         ("context", context, (AgentContext,)),
         ("config", config, (AgentLoopConfig,)),
-        ("events", events, (MemoryObjectSendStream, type(None))),
+        ("events", events, (ObjectSendStream, type(None))),
         ("cancel", cancel, (CancellationToken, type(None))),
     ]
     for index, (name, value, expected) in enumerate(args):

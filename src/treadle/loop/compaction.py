@@ -45,7 +45,7 @@ from .sink import EventSink
 from .streaming import StreamState, close_message
 
 if TYPE_CHECKING:
-    from anyio.streams.memory import MemoryObjectSendStream
+    from anyio.abc import ObjectSendStream
 
     from ..cancellation import CancellationToken
     from ..context.catalog import ModelInfo
@@ -407,7 +407,7 @@ async def compact_context(
     context: AgentContext,
     config: AgentLoopConfig,
     *,
-    events: MemoryObjectSendStream[AgentEvent] | None = None,
+    events: ObjectSendStream[AgentEvent] | None = None,
     cancel: CancellationToken | None = None,
     target_tokens: int | None = None,
     force: bool = True,

@@ -3,12 +3,15 @@
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 import anyio
 
+from .._redact import scrub_text, traceback_text
+from .._signals import HookFailed, ToolRaised
 from ..cancellation import CancellationToken
 from ..errors import ConfigurationError, UsageError
 from ..types import (
@@ -25,13 +28,13 @@ from .arguments import _check_call, _prompts
 from .config import AgentLoopConfig, RunHandle
 from .context import AgentContext
 from .ending import after_loop, end_run, ending_of
-from .errors import HookFailed
 from .sink import CURRENT_SINK, OBSERVED_SEQ
 from .state import EventStream
-from .tool_exec import ToolRaised
 from .turns import LoopResult, Run
 
 __all__ = ["LoopResult", "agent_loop", "agent_loop_continue", "run_loop"]
+
+logger = logging.getLogger("treadle.loop")
 
 
 async def _start(
@@ -99,7 +102,7 @@ async def _execute(
                 if result.reason != "suspended":
                     await run.close_open()
         except HookFailed as exc:
-            result = LoopResult(reason="error", error=ErrorInfo(kind="hook", message=str(exc)))
+            result = LoopResult(reason="error", error=_hook_failure(exc))
             if not started:
                 started = True
                 await run.sink.emit(
@@ -116,8 +119,9 @@ async def _execute(
             await _safe_close(run)
             raised = exc.original
         if raised is not None:  # a tool's BaseException: raised again after agent_end
-            message = f"{type(raised).__name__}: {raised}"
-            result = LoopResult(reason="error", error=ErrorInfo(kind="tool", message=message))
+            message = scrub_text(f"{type(raised).__name__}: {raised}")
+            error = ErrorInfo(kind="tool", message=message, traceback=traceback_text(raised))
+            result = LoopResult(reason="error", error=error)
         if started:
             await _end(run, result)
         elif run.hooks.after_loop:
@@ -140,6 +144,15 @@ async def _execute(
         run.bridge.close()
         run.sink.after_run()
         run.handle._close()  # the hooks' state for this run goes with it
+
+
+def _hook_failure(exc: HookFailed) -> ErrorInfo:
+    """The error a run ends with when a hook raised: logged with the hook's traceback, which
+    the error info keeps too (scrubbed of credentials)."""
+    logger.error("the run ends: %s", exc, exc_info=exc.original)
+    return ErrorInfo(
+        kind="hook", message=scrub_text(str(exc)), traceback=traceback_text(exc.original)
+    )
 
 
 async def _safe_close(run: Run) -> BaseException | None:
@@ -307,7 +320,7 @@ async def _turns_only(
                 await run.close_open()
         except HookFailed as exc:
             raised = await _safe_close(run)
-            result = LoopResult(reason="error", error=ErrorInfo(kind="hook", message=str(exc)))
+            result = LoopResult(reason="error", error=_hook_failure(exc))
         except ToolRaised as exc:  # raise_tool_errors=True: the history is closed first
             await _safe_close(run)
             raised = exc.original

@@ -17,13 +17,13 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
+from .._signals import HookFailed
 from ..cancellation import CancelBridge, CancellationToken
 from ..providers.base import ModelRequest, Provider
 from ..types import AgentMessage, AssistantMessage, ProviderRetry
 from .config import AgentLoopConfig, RunHandle
 from .context import AgentContext
 from .dispatch import hook_dispatch, hook_name
-from .errors import HookFailed
 from .settings import settings_of
 from .sink import EventSink
 from .streaming import StreamState, stream_message

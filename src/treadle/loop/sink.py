@@ -6,28 +6,25 @@ import contextvars
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from time import time_ns
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 import anyio
+from anyio.abc import ObjectSendStream
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from ..types import AgentEvent, CustomEvent, MessageUpdate, now_ms
+from ..types import AgentEvent, CustomEvent, Delta, MessageUpdate, now_ms
 from ..types._base import trusted
 from . import _watcher
+from .channel import EventChannel, SeqCounter
 
 _UPDATE_FIELDS = frozenset({"seq", "loop_id", "depth", "timestamp", "message", "delta"})
 logger = logging.getLogger("treadle.loop")
 
 Observer = Callable[[AgentEvent], None]
+P = ParamSpec("P")
+E = TypeVar("E")
 
-OBSERVERS: contextvars.ContextVar[tuple[Observer, ...]] = contextvars.ContextVar(
-    "treadle_observers", default=()
-)
-"""The ``Hooks.on_event`` observers of the runs this task is inside: a sub-agent's loop,
-started by a tool of a run, inherits its parent's observers (the context is copied into
-the tool's task), so a tracer on the parent sees the whole tree."""
-
-OBSERVED_SEQ: contextvars.ContextVar[_Sequencer | None] = contextvars.ContextVar(
+OBSERVED_SEQ: contextvars.ContextVar[SeqCounter | None] = contextvars.ContextVar(
     "treadle_observed_seq", default=None
 )
 """The seq counter of the run this task is inside when that run has no stream (its
@@ -52,36 +49,6 @@ async def emit_custom_event(name: str, value: Any = None) -> CustomEvent | None:
         return None
     event: CustomEvent | None = await sink.emit(CustomEvent, name=name, value=value)
     return event
-
-
-class _Sequencer:
-    """The next ``seq`` of one stream, shared by every loop that sends to it."""
-
-    __slots__ = ("active", "next", "runs", "watching")
-
-    def __init__(self) -> None:
-        self.next = 0
-        self.runs = 0  # loops that have sent to it (counted once each, when they start)
-        self.active = 0  # top-level loop runs in progress on it (between run_started/after_run)
-        self.watching = False  # a check for a stream left open is scheduled
-
-
-_SEQUENCER_ATTR = "_treadle_seq"
-"""Where a send stream carries its sequencer: on the stream object itself, so every loop
-given that object (a parent and its sub-agents, loops run one after the other or side by
-side) counts on one sequence, with no table of streams kept anywhere."""
-
-
-def _sequencer_for(stream: Any) -> _Sequencer:
-    found = getattr(stream, _SEQUENCER_ATTR, None)
-    if isinstance(found, _Sequencer):
-        return found
-    found = _Sequencer()
-    try:
-        setattr(stream, _SEQUENCER_ATTR, found)
-    except (AttributeError, TypeError):  # a stream type without attributes: this loop only
-        pass
-    return found
 
 
 CANCEL_GRACE_S = 5.0
@@ -111,10 +78,12 @@ class EventSink:
     """
 
     __slots__ = (
+        "_channel",
         "_held",
         "_lock",
         "_observers",
         "_open",
+        "_other",
         "_room",
         "_running",
         "_seq",
@@ -131,7 +100,7 @@ class EventSink:
 
     def __init__(
         self,
-        stream: MemoryObjectSendStream[AgentEvent] | None,
+        events: ObjectSendStream[AgentEvent] | None,
         loop_id: str,
         depth: int,
         observers: Sequence[Observer] = (),
@@ -139,7 +108,12 @@ class EventSink:
         max_bytes: int = 8 * 1024 * 1024,
         coalesce: bool = True,
     ) -> None:
-        self._stream = stream
+        channel = EventChannel.of(events) if events is not None else None
+        self._channel = channel
+        # anyio's memory stream: events are handed over without waiting, deltas merged ...
+        stream = self._stream = channel.memory if channel is not None else None
+        # ... any other stream: every event is sent, one loop's send at a time
+        self._other = channel.stream if channel is not None and stream is None else None
         self.merge = merge  # the slow-consumer policy: merge deltas while the consumer lags
         self.max_bytes = max_bytes  # ... and while the updates it has not read are this big
         self.coalesce = coalesce  # an update nobody has read takes in its block's next deltas
@@ -148,10 +122,10 @@ class EventSink:
         self.loop_id = loop_id
         self.depth = depth
         self._observers = tuple(observers)
-        if stream is not None:
-            self._seq = _sequencer_for(stream)
+        if channel is not None:
+            self._seq = channel.counter
         else:  # observers only: one count for the runs nested in one another without a stream
-            self._seq = OBSERVED_SEQ.get() or _Sequencer()
+            self._seq = OBSERVED_SEQ.get() or SeqCounter()
         self._seq.runs += 1
         self._stall_warned = False
         self._running = False
@@ -162,18 +136,21 @@ class EventSink:
         self.own_cancel: Callable[[], bool] | None = None  # True: a cancellation is the loop's
 
     @property
-    def stream(self) -> MemoryObjectSendStream[AgentEvent] | None:
-        return self._stream
+    def stream(self) -> EventChannel | None:
+        """The run's event channel while its reader is there (for a sub-agent's loop)."""
+        if self._stream is None and self._other is None:
+            return None
+        return self._channel
 
     @property
-    def observed_seq(self) -> _Sequencer | None:
+    def observed_seq(self) -> SeqCounter | None:
         """The counter sub-agents without a stream share with this loop (None: it has one)."""
-        return self._seq if self._stream is None else None
+        return self._seq if self._channel is None else None
 
     @property
     def active(self) -> bool:
         """Whether anyone hears of events (a stream, or ``on_event`` observers)."""
-        return self._stream is not None or bool(self._observers)
+        return self._stream is not None or self._other is not None or bool(self._observers)
 
     def _make(self, event_type: type[Any], fields: dict[str, Any]) -> Any:
         """Build an event; its ``seq`` is stamped when it is delivered (:meth:`_put`)."""
@@ -240,8 +217,8 @@ class EventSink:
         emit(...)`` instead. ``snapshot_of(previous)`` gives the partial message's snapshot
         (``StreamState.snapshot``), moving ``previous`` on when it can."""
         stream = self._stream
-        if stream is None:
-            return not self._observers
+        if stream is None:  # observers only (emit), another stream (emit sends), or nobody
+            return not self._observers and self._other is None
         update = self._open
         if update is not None and self._join(stream, update, snapshot_of, delta):
             return True
@@ -300,21 +277,34 @@ class EventSink:
         if self._observers:
             self._observe(event)
 
-    async def emit(self, event_type: type[Any], **fields: Any) -> Any:
-        """Build, stamp and send one event; returns it (None when nobody listens; a merged
-        update not delivered yet has no seq). The ``on_event`` observers see it once it is
-        delivered."""
+    async def emit(self, event_type: Callable[P, E], /, *_: P.args, **fields: P.kwargs) -> E | None:
+        """Build, stamp and send one event: ``emit(MessageStart, message=m)`` is checked by
+        a type checker as ``MessageStart(message=m)`` would be (``seq``, ``loop_id``,
+        ``depth`` and ``timestamp`` are the sink's to set). Returns the event (None when
+        nobody listens). The ``on_event`` observers see it once it is delivered. A streamed
+        delta goes through :meth:`emit_update`."""
+        kind: Any = event_type  # an event class: its fields are checked where emit is called
+        values: dict[str, Any] = fields
         stream = self._stream
         if stream is None:
+            if self._other is not None:
+                return await self._send_other(self._other, kind, values)  # type: ignore[no-any-return]
             if not self._observers:
                 return None
             held, self._held = self._held, None
             if held is not None:  # held when the consumer went away: observers still hear
                 self._stamp(held)
-            event = self._make(event_type, fields)
+            event = self._make(kind, values)
             self._stamp(event)
-            return event
-        return await self._send(stream, event_type, fields)
+            return event  # type: ignore[no-any-return]
+        return await self._send(stream, kind, values)  # type: ignore[no-any-return]
+
+    async def emit_update(self, snapshot: Any, delta: Delta) -> MessageUpdate | None:
+        """``emit`` of a ``message_update``: ``snapshot`` the partial message as of ``delta``
+        (a ``StreamState`` snapshot, built when read). Returns the update (None when nobody
+        listens; a merged update not delivered yet has no seq)."""
+        update = await self.emit(MessageUpdate, snapshot=snapshot, delta=delta)  # type: ignore[call-arg]
+        return update
 
     async def _send(
         self,
@@ -356,6 +346,50 @@ class EventSink:
         finally:
             lock.release()
         return event
+
+    async def _send_other(
+        self, stream: ObjectSendStream[AgentEvent], event_type: type[Any], fields: dict[str, Any]
+    ) -> Any:
+        """Send one event to a stream that is not anyio's memory stream: stamped and sent
+        under the channel's lock, so ``seq`` order is send order across the loops sharing
+        it. Nothing is merged (its buffer cannot be read). A send cancelled from outside
+        delivered nothing (anyio's streams' rule), so it is made again under a shield, for
+        at most ``grace`` seconds; a reader that closed, or that is still stuck then, stops
+        delivery and the run goes on (observers still hear)."""
+        event = self._make(event_type, fields)
+        counter = self._seq
+        lock = counter.lock = counter.lock or anyio.Lock()
+        with anyio.CancelScope(shield=True):
+            await lock.acquire()
+        try:
+            event.__dict__["seq"] = counter.next
+            counter.next += 1
+            try:
+                if self.grace is None:
+                    await stream.send(event)
+                else:
+                    await self._send_within_grace(stream, event)
+            except anyio.get_cancelled_exc_class():
+                if not (self.own_cancel is not None and self.own_cancel()):
+                    self.start_grace()
+                await self._send_within_grace(stream, event)
+                # the scope stays cancelled: the next checkpoint raises it again
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                self._other = None  # the reader is gone: the run goes on
+        finally:
+            lock.release()
+        if self._observers:
+            self._observe(event)
+        return event
+
+    async def _send_within_grace(self, stream: ObjectSendStream[AgentEvent], event: Any) -> None:
+        with anyio.move_on_after(self.grace or CANCEL_GRACE_S, shield=True) as scope:
+            try:
+                await stream.send(event)
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                self._other = None
+        if scope.cancelled_caught:
+            self._other = None  # the reader is stuck: stop reporting rather than hang
 
     def _merge(
         self, stream: MemoryObjectSendStream[AgentEvent], held: Any, fields: dict[str, Any]
@@ -423,7 +457,7 @@ class EventSink:
         self._running = False
         self._seq.active -= 1
         if self._stream is not None:
-            watch_unclosed(self._stream)
+            watch_unclosed(self._stream, self._seq)
 
     def start_grace(self) -> None:
         """From now on, wait at most ``CANCEL_GRACE_S`` for a consumer that stopped reading."""
@@ -470,7 +504,7 @@ class EventSink:
             delay = min(delay * 2, 0.005)
 
 
-def watch_unclosed(stream: MemoryObjectSendStream[AgentEvent]) -> None:
+def watch_unclosed(stream: MemoryObjectSendStream[AgentEvent], counter: SeqCounter) -> None:
     """After a top-level run returns: if, ``STALL_WARNING_S`` later, the stream is still
     open, empty, a task waits to receive from it and no run has used it since, log that its
     send end was probably never closed (the reader would wait forever). At most one check
@@ -478,7 +512,7 @@ def watch_unclosed(stream: MemoryObjectSendStream[AgentEvent]) -> None:
     started watcher thread per process that sleeps until the earliest deadline in a heap of
     weakly referenced streams and reads their ``statistics()``, so no task or timer is put
     on the event loop and no backend-specific code is needed (see ``_watcher``)."""
-    _watcher.watch(stream, _sequencer_for(stream), STALL_WARNING_S)
+    _watcher.watch(stream, counter, STALL_WARNING_S)
 
 
 _MERGEABLE = frozenset({"text", "thinking", "tool_call_delta"})

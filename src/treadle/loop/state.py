@@ -14,8 +14,9 @@ from functools import partial
 from typing import Any
 
 import anyio
-from anyio.streams.memory import MemoryObjectSendStream
+from anyio.abc import ObjectSendStream
 
+from .._signals import HookFailed
 from ..cancellation import CancelBridge, CancellationToken
 from ..context.transcript import repair_transcript
 from ..errors import ConfigurationError, UsageError
@@ -40,14 +41,13 @@ from ..types._base import replaced, trusted
 from .config import AgentLoopConfig, Pass, Reject, RunHandle, Warn
 from .context import AgentContext
 from .dispatch import HookFn, hook_dispatch, hook_name
-from .errors import HookFailed
 from .settings import settings_of
 from .sink import EventSink, Observer
 from .streaming import StreamState
 
 _REQUEST_FIELDS = frozenset(ModelRequest.model_fields)
 
-EventStream = MemoryObjectSendStream[AgentEvent]
+EventStream = ObjectSendStream[AgentEvent]
 
 
 async def _maybe_await(value: Any) -> Any:
@@ -114,13 +114,18 @@ def _unique_call_ids(message: AssistantMessage) -> None:
 
 
 _TOOLSET_TYPES: dict[type, bool] = {}
+_TOOLSET_TYPES_KEPT = 256
 
 
 def _is_toolset(cls: type) -> bool:
     """Whether objects of ``cls`` may be toolsets (a ``get_tools`` method); cached, since a
-    protocol ``isinstance`` check costs microseconds and runs for every tool every turn."""
+    protocol ``isinstance`` check costs microseconds and runs for every tool every turn. The
+    cache is bounded (emptied when full): classes made on the fly, one per run, cannot grow
+    it without end."""
     found = _TOOLSET_TYPES.get(cls)
     if found is None:
+        if len(_TOOLSET_TYPES) >= _TOOLSET_TYPES_KEPT:
+            _TOOLSET_TYPES.clear()
         found = _TOOLSET_TYPES[cls] = callable(getattr(cls, "get_tools", None))
     return found
 
@@ -376,6 +381,7 @@ class RunState:
         values["tool_choice"] = config.tool_choice if with_tools else None
         values["response_format"] = config.response_format
         values["purpose"] = "turn"
+        values["coalesce_deltas"] = config.coalesce_deltas
         request = trusted(ModelRequest, values, set(_REQUEST_FIELDS))  # every field (a test)
         for fn in self.hooks.before_model_request:
             edited = await self.call_hook(fn, self.handle, request)

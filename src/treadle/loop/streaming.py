@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import inspect
+import logging
 import math
 import random
-import sys
 from collections.abc import Awaitable, Callable
 from contextlib import aclosing, nullcontext
 from dataclasses import dataclass
@@ -14,10 +14,10 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 
+from .._redact import scrub_text, traceback_text
+from .._signals import RunLimitHit
 from ..cancellation import CancellationToken
-from ..errors import TreadleError
 from ..providers.base import (
-    COALESCE_DELTAS,
     ModelRequest,
     Provider,
     ProviderError,
@@ -28,7 +28,6 @@ from ..types import (
     ErrorInfo,
     MessageEnd,
     MessageStart,
-    MessageUpdate,
     ProviderRetry,
     TextContent,
     TextDelta,
@@ -40,6 +39,13 @@ from ..types import (
 from ..types._base import replaced, trusted
 from .config import RetryPolicy
 from .sink import EventSink
+
+logger = logging.getLogger("treadle.loop")
+
+try:  # anyio finds the current task's backend with it when it is installed (trio needs it)
+    import sniffio
+except ImportError:  # pragma: no cover - then anyio runs asyncio only
+    sniffio = None  # type: ignore[assignment]
 
 _DELTAS = frozenset({"text", "thinking", "tool_call_start", "tool_call_delta", "tool_call_end"})
 
@@ -54,10 +60,6 @@ class StreamBounds:
     token_room: int | None = None
     idle_s: float | None = None
     call_s: float | None = None
-
-
-class RunLimitHit(TreadleError):
-    """The run's duration or token limit was reached while the model was still streaming."""
 
 
 class _Watch:
@@ -119,16 +121,19 @@ class _Watch:
 
 def _clock() -> Callable[[], float]:
     """``anyio.current_time``, resolved once per model call: read once per streamed event,
-    and anyio looks the backend up on every read (about 0.6 µs, several times the read).
-    On asyncio that read is the running loop's ``time()`` (what anyio's asyncio backend
-    returns, a virtual-time loop's clock included); elsewhere anyio's own function."""
-    asyncio = sys.modules.get("asyncio")  # not imported here: it costs import treadle 25 ms
-    if asyncio is not None:
-        try:
-            time: Callable[[], float] = asyncio.get_running_loop().time
-            return time
-        except RuntimeError:  # not on asyncio (trio): no running asyncio loop in this thread
-            pass
+    and anyio looks the backend up on every read (about 2 µs, many times the read).
+
+    The backend is the one running the current task, as anyio itself finds it (sniffio, or
+    asyncio when sniffio is not installed), never "an asyncio loop exists in this thread":
+    under trio's guest mode an asyncio loop hosts trio in the same thread, and its clock is
+    not trio's. On asyncio the read is the running loop's ``time()`` (what anyio's asyncio
+    backend returns, a virtual-time loop's clock included)."""
+    library = sniffio.current_async_library() if sniffio is not None else "asyncio"
+    if library == "asyncio":
+        import asyncio  # already imported: the current task runs on it
+
+        time: Callable[[], float] = asyncio.get_running_loop().time
+        return time
     return anyio.current_time
 
 
@@ -373,6 +378,7 @@ async def stream_message(
     compacted history) the call is retried with it, after a ``provider_retry``."""
     name = getattr(provider, "name", type(provider).__name__)
     attempt = 0
+    bug: Exception | None = None
     while True:
         try:
             final = await _attempt(
@@ -387,10 +393,13 @@ async def stream_message(
             error = exc
             retryable = error.kind in retry.retry_on
         except Exception as exc:  # a provider bug must not crash the loop, nor be retried
+            logger.error("the provider %s raised (a bug in it)", name, exc_info=exc)
             error = ProviderError(
-                "server", f"the provider raised {type(exc).__name__}: {exc}", provider=name
+                "provider_bug",
+                scrub_text(f"the provider raised {type(exc).__name__}: {exc}"),
+                provider=name,
             )
-            retryable = False
+            retryable, bug = False, exc
         else:
             if text_only and final.tool_calls:  # no tools were offered; a call cannot run
                 content = [b for b in final.content if not isinstance(b, ToolCall)]
@@ -444,7 +453,12 @@ async def stream_message(
             await anyio.sleep(delay)
             continue
 
-        info = ErrorInfo(kind=error.kind, message=error.message, status_code=error.status_code)
+        info = ErrorInfo(
+            kind=error.kind,
+            message=error.message,
+            status_code=error.status_code,
+            traceback=traceback_text(bug) if bug is not None else None,
+        )
         if too_long:
             info.message = (
                 f"{error.message} (the provider asked to wait {error.retry_after:g}s, more "
@@ -456,7 +470,7 @@ async def stream_message(
             note = TextDelta(index=len(state.partial.content), text=fallback_text)
             state.apply(note)
             if sink.active:
-                await sink.emit(MessageUpdate, snapshot=state.snapshot(), delta=note)
+                await sink.emit_update(state.snapshot(), note)
             final = state.closed("stop", info)
         elif fallback_text is not None:
             final = state.partial.model_copy(
@@ -507,6 +521,8 @@ async def _attempt(
 ) -> AssistantMessage:
     partial = state.partial
     emitting = sink.active
+    if request.coalesce_deltas is not coalesce:  # the loop's setting, whoever built it
+        request = replaced(request, "coalesce_deltas", coalesce)
     stream = provider.stream(request, cancel=cancel)
     if not hasattr(stream, "__aiter__"):
         if inspect.iscoroutine(stream):
@@ -520,12 +536,8 @@ async def _attempt(
         )
     watch = _Watch(bounds) if bounds is not None else None
     final: AssistantMessage | None = None
-    merging = COALESCE_DELTAS.set(coalesce)  # read by the adapter as it streams
-    try:
-        with watch.scope if watch is not None else nullcontext():
-            final = await _consume(stream, state, sink, emitting, watch, on_call)
-    finally:
-        COALESCE_DELTAS.reset(merging)
+    with watch.scope if watch is not None else nullcontext():
+        final = await _consume(stream, state, sink, emitting, watch, on_call)
     if watch is not None and watch.scope.cancelled_caught:
         raise watch.expired(partial.provider)
     if final is not None:
@@ -569,7 +581,7 @@ async def _consume(
                     state.started = True
                     await sink.emit(MessageStart, message=state.view())
                 if kind in _DELTAS and not sink.offer_update(state.snapshot, event):
-                    await sink.emit(MessageUpdate, snapshot=state.snapshot(), delta=event)
+                    await sink.emit_update(state.snapshot(), event)
             if on_call is not None and kind == "tool_call_end":
                 await on_call(event.tool_call)
     return final

@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from pydantic_core import from_json
 
-from ..errors import TreadleError, UsageError
+from .._signals import HookFailed
+from ..errors import UsageError
 from ..tools import TaskComplete, Tool, ToolArgumentsError, ToolContext, ToolTraits
 from ..tools.function_tool import thread_still_running, unawaited_error
 from ..tools.results import drained, to_tool_result
@@ -28,7 +29,6 @@ from ..types import (
 from ..types.text import clean_text, clip_text
 from .decisions import Allow, Ask, Deny
 from .dispatch import hook_name
-from .errors import HookFailed
 
 if TYPE_CHECKING:
     from .state import RunState
@@ -38,12 +38,6 @@ logger = logging.getLogger("treadle.loop")
 CANCELLED_TEXT = "Cancelled"
 SKIPPED_TEXT = "Skipped: a user message arrived"
 DISCARDED_TEXT = "Discarded: the model's answer this call came from was not kept"
-
-
-class ToolRaised(TreadleError):
-    def __init__(self, original: BaseException) -> None:
-        super().__init__(str(original))
-        self.original = original
 
 
 class CallState:

@@ -9,6 +9,7 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 
+from .._signals import HookFailed, ToolRaised
 from ..cancellation import CancellationToken
 from ..types import (
     AgentEndReason,
@@ -27,10 +28,9 @@ from .compaction import ContextGuard
 from .config import AgentLoopConfig, Reject, RunHandle
 from .context import AgentContext
 from .eager import EagerCalls, eager_turn
-from .errors import HookFailed
 from .state import EventStream, RunState
 from .streaming import StreamBounds, StreamState, close_message, stream_message
-from .tool_exec import ToolBatch, ToolRaised
+from .tool_exec import ToolBatch
 
 
 @dataclass

@@ -28,7 +28,6 @@ from ..types._base import trusted
 from ..types.usage import StopReason
 from ._sse import JSONStreamDecoder, SSEJSONDecoder
 from .base import (
-    COALESCE_DELTAS,
     ProviderError,
     StreamDone,
     StreamEvent,
@@ -145,6 +144,7 @@ class Assembler:
         self.failed: ProviderError | None = None  # raised after the events before it
         self.reason: str | None = None
         self.totals: Usage | None = None
+        self.merge = False  # the request's coalesce_deltas: one event per block and read
 
     def read(self, values: list[Any]) -> Sequence[StreamEvent]:
         """The stream events of one read's wire events, coalesced; an error a wire event
@@ -155,7 +155,7 @@ class Assembler:
                 events += self.feed(value)
         except ProviderError as exc:
             self.failed = exc
-        return coalesce(events) if len(events) > 1 else events
+        return coalesce(events) if len(events) > 1 and self.merge else events
 
     def take(self) -> list[StreamEvent]:
         """The events made since the last call."""
@@ -304,10 +304,8 @@ class Assembler:
 
 
 def coalesce(events: Sequence[StreamEvent]) -> Sequence[StreamEvent]:
-    """``events`` with each run of deltas to one block merged into one delta, unless the loop
-    asked for one event per wire event (:data:`~treadle.providers.base.COALESCE_DELTAS`)."""
-    if not COALESCE_DELTAS.get():
-        return events
+    """``events`` with each run of deltas to one block merged into one delta (for a request
+    with ``coalesce_deltas``: :attr:`Assembler.merge`)."""
     out: list[StreamEvent] = []
     for (kind, at), group in groupby(events, lambda e: (type(e), getattr(e, "index", -1))):
         run = list(group)

@@ -15,8 +15,9 @@ import httpx
 from pydantic_core import from_json
 
 from .._redact import redact_http_logs, redact_url
+from .._signals import Signal
 from ..cancellation import CancellationToken
-from ..errors import TreadleError, UsageError
+from ..errors import UsageError
 from ._assemble import Assembler, _cancelled, check_cancel, coalesce
 from ._errors import _STALE_CONNECTION, check_base_url, classify, transport_error
 from ._sse import MAX_LINE_CHARS
@@ -30,8 +31,10 @@ _parsed = functools.lru_cache(maxsize=64)(httpx.URL)  # the few endpoints, parse
 
 
 def _current_loop() -> object:
+    """The running event loop's token: two of one loop are equal (anyio's public value
+    type), so no opaque native object is read."""
     try:
-        return anyio.lowlevel.current_token().native_token
+        return anyio.lowlevel.current_token()
     except RuntimeError:
         return None
 
@@ -168,7 +171,7 @@ class HTTPAdapter:
         """The client and the queue in front of its pool for the running event loop: on
         another loop the queue, and an owned client, are made anew."""
         loop = _current_loop()
-        if self._slots is None or loop is not self._loop:
+        if self._slots is None or loop != self._loop:
             self._slots, self._loop = anyio.Semaphore(self.max_connections), loop
             self._client = None if self._owns_client else self._client
         if self._client is None:  # owned: made here (again after aclose)
@@ -278,7 +281,7 @@ class HTTPAdapter:
                             raise self._undecodable(exc) from None
                         if len(values) == 1:  # the common read: one wire event
                             events = state.feed(values[0])
-                            if len(events) > 1:
+                            if len(events) > 1 and state.merge:
                                 events = coalesce(events)
                         elif values:
                             events = state.read(values)
@@ -314,7 +317,7 @@ class HTTPAdapter:
             raise self.scrub(exc) from None
 
     def _undecodable(self, exc: ValueError, at_end: bool = False) -> ProviderError:
-        if isinstance(exc, TreadleError):  # the decoder's own, said plainly (a line too long)
+        if isinstance(exc, Signal):  # the decoder's own, said plainly (a line too long)
             return ProviderError("server", str(exc), provider=self.name)
         if at_end:  # a part of a value: the connection dropped inside it
             message = "the stream ended inside an event"

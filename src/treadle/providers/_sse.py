@@ -9,7 +9,7 @@ from typing import Any, Protocol
 
 from pydantic_core import from_json
 
-from ..errors import TreadleError
+from .._signals import Signal
 
 
 @dataclass(slots=True)
@@ -35,7 +35,7 @@ MAX_LINE_CHARS = 16 * 1024 * 1024
 _COLLECT = 64 * 1024  # a partial line longer than this is kept in pieces, joined once
 
 
-class StreamLineTooLong(TreadleError, ValueError):
+class StreamLineTooLong(Signal, ValueError):
     """One line of a streamed body is longer than the decoder accepts."""
 
     def __init__(self, limit: int) -> None:
@@ -184,7 +184,7 @@ class NDJSONDecoder:
         return [from_json(tail)] if tail.strip() else []
 
 
-class UnexpectedEvent(TreadleError, ValueError):
+class UnexpectedEvent(Signal, ValueError):
     """An event's data is JSON, but not the object the stream's events must be."""
 
     def __init__(self, value: Any) -> None:

@@ -67,6 +67,7 @@ class Anthropic(HTTPAdapter):
         beta = request.prompt_cache == "long" and "anthropic-beta" not in self._extra_headers
         headers = {"anthropic-beta": EXTENDED_CACHE_BETA} if beta else None
         state = StreamState(self.name, body["model"])
+        state.merge = request.coalesce_deltas
         return self._events(state, f"{self.base_url}/v1/messages", body, cancel, headers)
 
     def build_body(self, request: ModelRequest) -> dict[str, Any]:

@@ -4,7 +4,6 @@ raises: the loop knows providers only through this file."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from contextvars import ContextVar
 from typing import Annotated, Any, Literal, Protocol, Union, runtime_checkable
 
 from pydantic import BeforeValidator, Field
@@ -36,6 +35,7 @@ ErrorKind = Literal[
     "bad_request",
     "context_overflow",
     "cancelled",
+    "provider_bug",
 ]
 RETRYABLE_KINDS: frozenset[str] = frozenset(
     {"rate_limit", "overloaded", "server", "network", "timeout", "truncated_stream"}
@@ -78,6 +78,11 @@ class ModelRequest(Model):
     at a limit included), ``"planning"``, ``"compaction"`` (a summary) or ``"worker"`` (a
     post-run worker). Every call goes through the ``before_model_request`` hooks; one that
     shapes turns only (tools, plan mode) may leave the others alone."""
+    coalesce_deltas: bool = False
+    """Whether the adapter merges the deltas to one block that arrive in one read of the
+    body into one event (never sent). Off for a request made by hand, so an adapter used on
+    its own yields every wire event; the loop sets it on each call from
+    ``AgentLoopConfig.coalesce_deltas``."""
 
 
 # ---- stream events: what Provider.stream yields ----
@@ -135,10 +140,6 @@ StreamEvent = Union[
 
 Start and end events are optional for consumers: a delta for a new index opens its block.
 """
-
-COALESCE_DELTAS: ContextVar[bool] = ContextVar("treadle_coalesce_deltas", default=False)
-"""Whether an adapter merges the deltas to one block that arrive in one read into one event.
-Off for an adapter used on its own; the loop sets it per call (``coalesce_deltas``)."""
 
 
 class ProviderError(TreadleError):

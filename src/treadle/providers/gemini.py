@@ -104,7 +104,9 @@ class Gemini(HTTPAdapter):
             raise self._no_key("no Gemini API key", "GEMINI_API_KEY (or GOOGLE_API_KEY)")
         model = request.model or self.model
         url = self.url(model, stream=self.streaming)
-        return self._events(Response(self.name, model), url, self.build_body(request), cancel)
+        state = Response(self.name, model)
+        state.merge = request.coalesce_deltas
+        return self._events(state, url, self.build_body(request), cancel)
 
     def _http_error(self, response: httpx.Response, raw: bytes) -> ProviderError:
         error = super()._http_error(response, raw)

@@ -112,7 +112,9 @@ class Ollama(HTTPAdapter):
             raise self._no_key("ollama.com needs an API key", "OLLAMA_API_KEY")
         body = self.build_body(request)
         url = f"{self.base_url}/api/chat"
-        return self._events(_Response(self.name, body["model"]), url, body, cancel)
+        state = _Response(self.name, body["model"])
+        state.merge = request.coalesce_deltas
+        return self._events(state, url, body, cancel)
 
 
 def think_value(model: str, level: ThinkingLevel) -> bool | str:

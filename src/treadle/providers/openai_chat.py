@@ -207,6 +207,7 @@ class OpenAIChat(HTTPAdapter):
             raise self._no_key(f"no API key for {self.name}", self._key_env)
         state = ChatStream(self.name, request.model or self.model)
         url = f"{self.base_url}/chat/completions"
+        state.merge = request.coalesce_deltas
         return self._events(state, url, self.encode_body(request), cancel)
 
 

@@ -61,6 +61,7 @@ class OpenAIResponses(HTTPAdapter):
         body = self.build_body(request)
         self._key()  # fail before any I/O when no key is configured
         state = StreamState(self.name, body["model"])
+        state.merge = request.coalesce_deltas
         return self._events(state, f"{self.base_url}/responses", body, cancel)
 
     def build_body(self, request: ModelRequest) -> dict[str, Any]:

@@ -22,7 +22,8 @@ import anyio
 from anyio.abc import SocketAttribute, SocketStream
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from ..errors import ConfigurationError, TreadleError
+from .._signals import Signal
+from ..errors import ConfigurationError
 from .exchange import RecordedRequest, Reply
 
 __all__ = ["serve"]
@@ -40,7 +41,7 @@ class Answerer(Protocol):
     async def respond(self, request: RecordedRequest) -> Reply: ...
 
 
-class _BadRequest(TreadleError):
+class _BadRequest(Signal):
     pass
 
 

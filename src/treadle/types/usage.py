@@ -99,3 +99,9 @@ class ErrorInfo(Model):
     kind: str
     message: str
     status_code: int | None = None
+    traceback: str | None = None
+    """For a failure that is a bug (kinds ``provider_bug``, ``hook``, ``tool``): the
+    exception's traceback as Python prints it, its causes included, scrubbed of
+    credentials (URL passwords, secret query values, bearer tokens, values named like a
+    key) and cut to its last 20,000 characters. ``None`` for an expected failure (a
+    provider's HTTP error, a limit)."""
