@@ -206,6 +206,7 @@ class Agent(Generic[OutputT]):
         self._check_idle("reset")
         self.context.messages.clear()
         self.context.approvals.clear()
+        self.context.suspended.clear()
         self.context.continuation_kind = ContinuationKind.INITIAL
         self.context.parent_loop_id = None
         self.usage = Usage()

@@ -19,7 +19,7 @@ from .config import (
     Warn,
 )
 from .context import AgentContext
-from .decisions import Allow, Ask, Deny, ToolDecision
+from .decisions import Allow, Ask, Deny, Suspension, ToolDecision
 from .eventlog import EventLog, EventLogGap, last_event_id, sse_frame
 from .keyedlog import KeyedLog
 from .run import LoopResult, agent_loop, agent_loop_continue, run_loop
@@ -49,6 +49,7 @@ __all__ = [
     "Reject",
     "RetryPolicy",
     "RunEnding",
+    "Suspension",
     "ToolDecision",
     "ToolExecution",
     "TurnTrigger",

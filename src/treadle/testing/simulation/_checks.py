@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...loop.tool_exec import CANCELLED_TEXT
+from ...loop.tool_values import CANCELLED_TEXT
 from ...types import AgentEnd, AgentEvent, AgentStart, ToolResultMessage
 from ._invariants import (
     InvariantViolation,
