@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
-from treadle import Agent, AssistantMessage, Ask, Deny, Hooks, ToolCall, tool
+from treadle import Agent, Ask, AssistantMessage, Deny, Hooks, ToolCall, tool
 from treadle.sessions import MemoryStore
 from treadle.testing import ScriptedProvider
 from treadle.ui.ag_ui import ag_ui_app
