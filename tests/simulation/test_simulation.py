@@ -27,13 +27,15 @@ from treadle.testing.simulation import (
 )
 from treadle.testing.simulation.__main__ import main, replay_command, report_failure
 from treadle.testing.simulation._invariants import check_call
-from treadle.testing.simulation._scenario import HISTORY_FROM
+from treadle.testing.simulation._scenario import GATE_FROM, HISTORY_FROM
 
 BACKENDS = ("asyncio", "trio")
 FIXED_SEEDS = range(300)
 BLOCK = 30
 # seeds that may draw the moves added after the kept regressions (a run's earlier history)
 NEWER_SEEDS = range(HISTORY_FROM, HISTORY_FROM + 90)
+# seeds that may draw the gate move (stray approvals; a resumed run whose hook denies)
+GATE_SEEDS = range(GATE_FROM, GATE_FROM + 60)
 
 # ---------------------------------------------------------------- seeds that once failed
 
@@ -221,7 +223,11 @@ def _failure_report(failures: list[Outcome]) -> str:
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize(
     "start",
-    [*range(FIXED_SEEDS.start, FIXED_SEEDS.stop, BLOCK), *NEWER_SEEDS[::BLOCK]],
+    [
+        *range(FIXED_SEEDS.start, FIXED_SEEDS.stop, BLOCK),
+        *NEWER_SEEDS[::BLOCK],
+        *GATE_SEEDS[::BLOCK],
+    ],
 )
 def test_fixed_seeds_keep_every_invariant(backend: str, start: int) -> None:
     failures = [
@@ -295,6 +301,9 @@ def test_different_seeds_compose_different_scenarios() -> None:
     assert not any(generate(seed).first("history") for seed in range(300))  # kept as found
     histories = [generate(seed).first("history") for seed in NEWER_SEEDS]
     assert sum(h is not None for h in histories) >= 5
+    assert not any(generate(seed).first("gate") for seed in NEWER_SEEDS)  # kept as found
+    gates = [generate(seed).first("gate") for seed in GATE_SEEDS]
+    assert sum(g is not None and g["deny_resumed"] for g in gates) >= 5
 
 
 def test_a_scenario_round_trips_through_json() -> None:

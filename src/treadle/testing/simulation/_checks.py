@@ -52,6 +52,21 @@ def _check_no_rerun(executions: Sequence[Any], where: str) -> None:
         seen.add(ex.key)
 
 
+def _check_gate(ledger: Any, where: str, since: int = 0) -> None:
+    """INV-GATE: every top-level tool run (from ``since``) is of a call some
+    ``before_tool_call`` hook judged; a decision given for a call no run suspended on
+    never lets a call skip them."""
+    judged = {info for kind, _, info in ledger.hooks if kind == "before_tool_call"}
+    judged.update(ledger.judged)
+    for ex in ledger.executions[since:]:
+        if "/" not in ex.key:  # a sub-agent's own calls are its loop's business
+            require(
+                ex.key in judged,
+                "INV-GATE",
+                f"{where}: tool {ex.tool} ran for call {ex.key} without the hooks judging it",
+            )
+
+
 def _check_ran_kept(executions: Sequence[Any], messages: Sequence[Any]) -> None:
     """A call whose tool body ran to its end keeps what it gave: never ``Cancelled``."""
     last = {ex.key: ex for ex in executions if "/" not in ex.key}
