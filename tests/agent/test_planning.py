@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -13,12 +14,17 @@ from treadle import (
     Agent,
     AgentStart,
     AssistantMessage,
+    InputFilter,
     MessageStart,
+    Pass,
     PlanCreated,
     ProviderError,
+    Reject,
+    Warn,
     tool,
     validate_transcript,
 )
+from treadle.sessions import JsonlStore
 from treadle.testing import ScriptedProvider
 
 pytestmark = pytest.mark.anyio
@@ -138,3 +144,42 @@ async def test_abort_during_the_planning_call_cancels_the_run() -> None:
     assert box[0].reason == "cancelled"
     assert len(provider.requests) == 1
     assert not agent.running
+
+
+class NoPasswords(InputFilter):
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    def filter(self, text: str) -> Pass | Warn | Reject:
+        self.seen.append(text)
+        if "password" in text:
+            return Reject("looks like a password")
+        return Warn("be careful") if "careful" in text else Pass()
+
+
+async def test_a_rejected_prompt_is_never_planned_nor_stored(tmp_path: Path) -> None:
+    # The contract: a rejected prompt reaches no model. With planning it used to be sent in
+    # the planning request and written ahead to the store first.
+    provider = ScriptedProvider([say(PLAN), say("never")])
+    check = NoPasswords()
+    store = JsonlStore(tmp_path)
+    agent = Agent(provider, planning=True, input_filters=[check], store=store)
+    result = await agent.run("my password is hunter2")
+    assert result.reason == "rejected"
+    assert provider.requests == [], "no model call, planning included"
+    assert check.seen == ["my password is hunter2"], "judged once"
+    raw = store.path(agent.session_id).read_bytes()  # the file is append-only: all it ever held
+    assert b"hunter2" not in raw
+    assert agent.messages == []
+    agent.close()
+
+
+async def test_a_filter_judges_planned_prompts_once() -> None:
+    provider = ScriptedProvider([say(PLAN), say("done")])
+    check = NoPasswords()
+    agent = Agent(provider, planning=True, input_filters=[check])
+    result = await agent.run("be careful with this")
+    assert result.reason == "completed"
+    assert len(provider.requests) == 2  # the plan, then the run
+    assert check.seen == ["be careful with this"]
+    assert "[Warning: be careful]" in "".join(m.text for m in agent.messages)  # type: ignore[union-attr]

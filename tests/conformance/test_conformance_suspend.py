@@ -113,12 +113,22 @@ async def test_approve_then_continue(strategy: str) -> None:
 
 
 async def test_approve_with_new_arguments() -> None:
-    world, context, config, provider, _, _ = await suspend("parallel")
+    # New arguments are a new call: the hooks judge it again (this one asks again), and an
+    # approval of exactly what they judged then runs it.
+    world, context, config, provider, hooks, _ = await suspend("parallel")
     context.approve("c1", {"target": "/tmp/only-this"})
+    rec = await run_recorded(None, context, config)
+    check(rec, requests=provider.requests)
+    assert rec.end.reason == "suspended" and rec.end.pending_tool_calls == ["c1"]
+    assert hooks.asked == ["c1", "c1"]
+    assert world.ran == [("safe", 1)]
+    assert context.suspended["c1"].arguments == {"target": "/tmp/only-this"}
+    context.approve("c1")
     rec = await run_recorded(None, context, config)
     check(rec, requests=provider.requests)
     assert world.ran[-1] == ("danger", "/tmp/only-this")
     assert rec.of_type(ToolExecutionStart)[0].args == {"target": "/tmp/only-this"}
+    assert hooks.asked == ["c1", "c1"], "the approved call is not asked a third time"
 
 
 async def test_deny_then_continue() -> None:

@@ -18,6 +18,7 @@ from treadle import (
     RunHandle,
     TextContent,
     ToolCall,
+    UsageError,
     durable,
     tool,
 )
@@ -146,6 +147,31 @@ def test_approval_waits_then_a_denial_answers_the_call(launched: dict[str, objec
 
     result = loop.run_until_complete(go())
     assert result.reason == "completed"  # type: ignore[attr-defined]
+    denied = [m for m in result.messages if m.role == "tool_result"]  # type: ignore[attr-defined]
+    assert denied[0].is_error and "not now" in denied[0].text
+
+
+def test_a_decision_names_a_call_the_run_waits_on(launched: dict[str, object]) -> None:
+    """The one gate: a decision for a call the run is not waiting on is refused (it would
+    wait in the run's inbox for a later call with that id); one sent twice is not taken by
+    a later suspension."""
+    loop: asyncio.AbstractEventLoop = launched["loop"]  # type: ignore[assignment]
+    agent: durable.DurableAgent = launched["ask"]  # type: ignore[assignment]
+
+    async def go() -> object:
+        run = await agent.start("Look C0 up.")
+        with pytest.raises(UsageError, match="'c9'"):
+            await run.approve("c9")  # a call that does not exist (yet)
+        for _ in range(3000):  # a loaded machine may take a while to get there
+            if await run.waiting() == ["c0"]:
+                break
+            await asyncio.sleep(0.02)
+        with pytest.raises(UsageError, match=r"'c9'.*waiting: 'c0'"):
+            await run.approve("c9")
+        await run.deny("c0", "not now")
+        return await run.result()
+
+    result = loop.run_until_complete(go())
     denied = [m for m in result.messages if m.role == "tool_result"]  # type: ignore[attr-defined]
     assert denied[0].is_error and "not now" in denied[0].text
 

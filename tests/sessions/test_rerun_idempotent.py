@@ -5,10 +5,20 @@ the idempotent ones run again on ``continue_()`` and the others are still ``Canc
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from treadle import Agent, AssistantMessage, ToolCall, ToolResultMessage, UserMessage, tool
+from treadle import (
+    Agent,
+    AssistantMessage,
+    Deny,
+    Hooks,
+    ToolCall,
+    ToolResultMessage,
+    UserMessage,
+    tool,
+)
 from treadle.sessions import CANCELLED_TEXT, JsonlStore, SqliteStore
 from treadle.testing import ScriptedProvider
 
@@ -89,3 +99,34 @@ async def test_opt_in_reruns_only_idempotent_calls(store: JsonlStore | SqliteSto
     agent.close()
     stored = store.load(sid).messages
     assert {m.tool_call_id for m in stored if isinstance(m, ToolResultMessage)} == {"r1", "e1"}
+
+
+async def test_a_rerun_passes_the_hooks(store: JsonlStore | SqliteStore) -> None:
+    # "through the usual hooks": a before_tool_call hook that denies the call answers it
+    # with its reason; the tool does not run again behind the server's policy.
+    class NoReading(Hooks):
+        def __init__(self) -> None:
+            self.judged: list[str] = []
+
+        async def before_tool_call(self, run: Any, call: ToolCall) -> Any:
+            self.judged.append(call.id)
+            return Deny("reading is off today")
+
+    RUNS.clear()
+    sid = crashed_session(store)
+    hook = NoReading()
+    agent = Agent(
+        ScriptedProvider(["understood"]),
+        tools=[read_file, send_email],
+        hooks=[hook],
+        store=store,
+        session_id=sid,
+        resume_tool_calls="rerun_idempotent",
+    )
+    assert agent.context.approvals == {} and agent.context.waiting_tool_calls == []
+    result = await agent.continue_()
+    assert result.reason == "completed"
+    assert RUNS == [], "the denied call was not run again"
+    assert hook.judged == ["r1"]
+    assert results(agent) == {"e1": CANCELLED_TEXT, "r1": "reading is off today"}
+    agent.close()

@@ -27,7 +27,7 @@ from treadle.testing.simulation import (
 )
 from treadle.testing.simulation.__main__ import main, replay_command, report_failure
 from treadle.testing.simulation._invariants import check_call
-from treadle.testing.simulation._scenario import APPROVAL_FROM, HISTORY_FROM
+from treadle.testing.simulation._scenario import APPROVAL_FROM, GATE_FROM, HISTORY_FROM
 
 BACKENDS = ("asyncio", "trio")
 FIXED_SEEDS = range(300)
@@ -36,6 +36,8 @@ BLOCK = 30
 NEWER_SEEDS = range(HISTORY_FROM, HISTORY_FROM + 90)
 # seeds that may give a tool requires_approval
 APPROVAL_SEEDS = range(APPROVAL_FROM, APPROVAL_FROM + 60)
+# seeds that may draw the gate move (stray approvals; a resumed run whose hook denies)
+GATE_SEEDS = range(GATE_FROM, GATE_FROM + 60)
 
 # ---------------------------------------------------------------- seeds that once failed
 
@@ -227,6 +229,7 @@ def _failure_report(failures: list[Outcome]) -> str:
         *range(FIXED_SEEDS.start, FIXED_SEEDS.stop, BLOCK),
         *NEWER_SEEDS[::BLOCK],
         *APPROVAL_SEEDS[::BLOCK],
+        *GATE_SEEDS[::BLOCK],
     ],
 )
 def test_fixed_seeds_keep_every_invariant(backend: str, start: int) -> None:
@@ -301,6 +304,9 @@ def test_different_seeds_compose_different_scenarios() -> None:
     assert not any(generate(seed).first("history") for seed in range(300))  # kept as found
     histories = [generate(seed).first("history") for seed in NEWER_SEEDS]
     assert sum(h is not None for h in histories) >= 5
+    assert not any(generate(seed).first("gate") for seed in NEWER_SEEDS)  # kept as found
+    gates = [generate(seed).first("gate") for seed in GATE_SEEDS]
+    assert sum(g is not None and g["deny_resumed"] for g in gates) >= 5
 
     def asking(seeds: range) -> int:
         return sum(

@@ -131,27 +131,28 @@ def test_front_end_tool_stops_the_run_and_its_result_continues_it(ui_server: str
 
 
 def test_approval_is_an_interrupt_and_a_resume_entry_answers_it(ui_server: str) -> None:
-    first = body("delete my notes")
-    events = checked(run(ui_server, first))
-    outcome = events[-1]["outcome"]
-    assert outcome["type"] == "interrupt"
-    interrupt = outcome["interrupts"][0]
-    assert interrupt["toolCallId"] == "call-delete_file" and interrupt["reason"] == "tool_approval"
-    history = [
-        *first["messages"],
-        {
-            "id": "a1",
-            "role": "assistant",
-            "toolCalls": [
-                {
-                    "id": "call-delete_file",
-                    "type": "function",
-                    "function": {"name": "delete_file", "arguments": '{"path": "notes.txt"}'},
-                }
-            ],
-        },
-    ]
     for approved, expected in ((True, "Done: Deleted notes.txt."), (False, "Done: no thanks")):
+        first = body("delete my notes")  # a thread of its own: an interrupt is answered once
+        events = checked(run(ui_server, first))
+        outcome = events[-1]["outcome"]
+        assert outcome["type"] == "interrupt"
+        interrupt = outcome["interrupts"][0]
+        assert interrupt["toolCallId"] == "call-delete_file"
+        assert interrupt["reason"] == "tool_approval"
+        history = [
+            *first["messages"],
+            {
+                "id": "a1",
+                "role": "assistant",
+                "toolCalls": [
+                    {
+                        "id": "call-delete_file",
+                        "type": "function",
+                        "function": {"name": "delete_file", "arguments": '{"path": "notes.txt"}'},
+                    }
+                ],
+            },
+        ]
         resumed = {
             **first,
             "runId": uuid.uuid4().hex,
@@ -168,6 +169,10 @@ def test_approval_is_an_interrupt_and_a_resume_entry_answers_it(ui_server: str) 
         result = next(e for e in after if e["type"] == "TOOL_CALL_RESULT")
         assert ("Deleted" in result["content"]) is approved
         assert text_of(after).startswith(expected)
+        replayed = httpx.post(
+            ui_server + "/agui", json={**resumed, "runId": uuid.uuid4().hex}, timeout=30
+        )
+        assert replayed.status_code == 409, "an interrupt already answered is not answered again"
 
 
 def test_no_state_snapshot_for_an_empty_state(ui_server: str) -> None:

@@ -19,6 +19,7 @@ from treadle import (
     AgentLoopConfig,
     AssistantMessage,
     Hooks,
+    RunHandle,
     TextContent,
     ToolCall,
     UsageError,
@@ -216,7 +217,7 @@ class Seen(Hooks):
     def __init__(self) -> None:
         self.types: list[str] = []
 
-    def on_event(self, event: AgentEvent) -> None:
+    def on_event(self, run: RunHandle, event: AgentEvent) -> None:
         self.types.append(event.type)
 
 

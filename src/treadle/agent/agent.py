@@ -41,7 +41,7 @@ from ..types import (
     UserMessage,
 )
 from .forks import branch_agent, clone_agent, fork_agent
-from .planning import make_plan
+from .planning import make_plan, screen_prompts
 from .profile import Profile, run_ephemeral
 from .result import AgentBusy, AgentSnapshot, RunResult
 from .result import AgentOutputT as OutputT
@@ -206,6 +206,7 @@ class Agent(Generic[OutputT]):
         self._check_idle("reset")
         self.context.messages.clear()
         self.context.approvals.clear()
+        self.context.suspended.clear()
         self.context.continuation_kind = ContinuationKind.INITIAL
         self.context.parent_loop_id = None
         self.usage = Usage()
@@ -553,9 +554,13 @@ class Agent(Generic[OutputT]):
         try:
             if recorder is not None:
                 await recorder.sync()  # edits since the last run (continue_, restore ...)
-                if self.planning and prompts:
-                    await recorder.write_ahead(prompts)  # durable before the planning call
+            plan = False
             if self.planning and prompts and not token.cancelled:
+                # filtered first: a rejected prompt is never sent to the planner nor stored
+                plan, config = await screen_prompts(config, prompts)
+            if plan and recorder is not None:
+                await recorder.write_ahead(prompts)  # durable before the planning call
+            if plan and not token.cancelled:
                 prompts = await make_plan(
                     self.provider,
                     self._token,

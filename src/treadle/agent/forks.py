@@ -45,6 +45,7 @@ def branch_agent(agent: A, at_index: int | None) -> A:
         update={
             "messages": [],
             "approvals": {},
+            "suspended": {},
             "state": {},
             "agent_id": str(uuid.uuid4()),
             "loop_id": None,
@@ -72,7 +73,13 @@ def fork_agent(agent: A, session_id: str | None, store: SessionStore | None) -> 
     source: Any = agent
     clone: Any = clone_agent(agent)
     clone.context = source.context.model_copy(
-        update={"messages": [], "approvals": {}, "state": {}, "agent_id": str(uuid.uuid4())}
+        update={
+            "messages": [],
+            "approvals": {},
+            "suspended": {},
+            "state": {},
+            "agent_id": str(uuid.uuid4()),
+        }
     )
     clone.context.loop_id = clone.context.parent_loop_id = None
     clone.context.continuation_kind = ContinuationKind.INITIAL

@@ -127,7 +127,6 @@ class DurableAgent:
     # ---- inside the workflow ----
 
     async def _execute(self, workflow_id: str, prompt: str) -> dict[str, Any]:
-        from dbos import DBOS
 
         store = require("events")
         steps = RunSteps(workflow_id, require("client"))
@@ -141,11 +140,11 @@ class DurableAgent:
         result = await self._stream(agent, [prompt], replay)
         usage = result.usage
         await self._save(workflow_id, agent)
+        stretch = 0
         while result.reason == "suspended":
+            stretch += 1
             for call_id in result.pending_tool_calls:
-                answer = await DBOS.recv_async(
-                    topic=f"treadle.approval:{call_id}", timeout_seconds=self.approval_timeout_s
-                )
+                answer = await self._decision(call_id, stretch)
                 if isinstance(answer, dict) and answer.get("approved"):
                     agent.context.approve(call_id, answer.get("arguments"))
                 else:
@@ -157,6 +156,19 @@ class DurableAgent:
         # the whole run, not its last stretch: every message since the prompt, every request
         whole = result.model_copy(update={"messages": list(agent.messages), "usage": usage})
         return whole.model_dump(mode="json", exclude={"output"})
+
+    async def _decision(self, call_id: str, stretch: int) -> Any:
+        """The decision on ``call_id`` sent for this suspension (``DurableRun.approve``
+        names it); one left over from an earlier suspension is dropped. ``None``: none in
+        time."""
+        from dbos import DBOS
+
+        while True:
+            answer = await DBOS.recv_async(
+                topic=f"treadle.approval:{call_id}", timeout_seconds=self.approval_timeout_s
+            )
+            if answer is None or (isinstance(answer, dict) and answer.get("stretch") == stretch):
+                return answer
 
     async def _save(self, run_id: str, agent: Agent[Any]) -> None:
         """The run's history into the session store (a step: once per stretch of the run;

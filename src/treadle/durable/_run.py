@@ -8,7 +8,7 @@ from typing import Any
 import anyio
 
 from ..agent import RunResult
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, UsageError
 from ..types import AgentEnd, AgentEvent, AgentStart
 from ._connection import require
 from ._events import EventStore
@@ -78,29 +78,47 @@ class DurableRun:
 
     async def waiting(self) -> list[str]:
         """The tool calls the run waits on for a decision (empty when it is not waiting)."""
+        return (await self._suspension())[1]
+
+    async def _suspension(self) -> tuple[int, list[str]]:
+        """How many times the run suspended so far, and the calls it waits on now."""
         store: EventStore = require("events")
         waiting: list[str] = []
+        stretches = 0
         for event in await store.read(self.run_id, -1, None):
             if event.depth != 0:
                 continue
             if isinstance(event, AgentEnd):
                 waiting = list(event.pending_tool_calls) if event.reason == "suspended" else []
+                stretches += event.reason == "suspended"
             elif isinstance(event, AgentStart):
                 waiting = []
-        return waiting
+        return stretches, waiting
 
     async def approve(self, tool_call_id: str, arguments: dict[str, Any] | None = None) -> None:
-        """Allow a call the run waits on (from any process)."""
+        """Allow a call the run waits on (from any process). New ``arguments`` are judged
+        by the agent's ``before_tool_call`` hooks again. Raises
+        :class:`~treadle.UsageError` for a call the run is not waiting on."""
         await self._decide(tool_call_id, {"approved": True, "arguments": arguments})
 
     async def deny(
         self, tool_call_id: str, reason: str = "The user denied this tool call."
     ) -> None:
-        """Refuse a call the run waits on (from any process); the model gets ``reason``."""
+        """Refuse a call the run waits on (from any process); the model gets ``reason``.
+        Raises :class:`~treadle.UsageError` for a call the run is not waiting on."""
         await self._decide(tool_call_id, {"approved": False, "reason": reason})
 
     async def _decide(self, tool_call_id: str, answer: dict[str, Any]) -> None:
+        stretch, waiting = await self._suspension()
+        if tool_call_id not in waiting:
+            named = ", ".join(repr(c) for c in waiting) or "none"
+            raise UsageError(
+                f"cannot decide tool call {tool_call_id!r}: durable run {self.run_id!r} is not "
+                f"waiting on it (waiting: {named})"
+            )
         client = require("client")
+        # bound to this suspension: a decision sent twice is never taken by a later one
+        answer = {**answer, "stretch": stretch}
         await client.send_async(self.run_id, answer, topic=f"treadle.approval:{tool_call_id}")
 
     async def cancel(self) -> None:

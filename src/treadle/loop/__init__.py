@@ -20,7 +20,7 @@ from .config import (
     Warn,
 )
 from .context import AgentContext
-from .decisions import Allow, Ask, Deny, ToolDecision
+from .decisions import Allow, Ask, Deny, Suspension, ToolDecision
 from .eventlog import EventLog, EventLogGap, last_event_id, sse_frame
 from .keyedlog import KeyedLog
 from .run import LoopResult, agent_loop, agent_loop_continue, run_loop
@@ -53,6 +53,7 @@ __all__ = [
     "RetryPolicy",
     "RunEnding",
     "RunHandle",
+    "Suspension",
     "ToolDecision",
     "ToolExecution",
     "TurnTrigger",

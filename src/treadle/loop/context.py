@@ -10,12 +10,12 @@ from typing import Any, Union
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
 from ..context import repair_transcript
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, UsageError
 from ..tools import Tool, Toolset, as_tool, traits_of
 from ..tools.registry import is_toolset
 from ..types import AgentMessage, AssistantMessage, ContinuationKind, ExtensionMessage
 from ..types._watch import SHORT_HISTORY, ContentMark, edit_count
-from .decisions import Allow, Deny
+from .decisions import Allow, Deny, Suspension
 
 SystemPrompt = Union[str, Callable[[], str], None]
 
@@ -95,6 +95,8 @@ class AgentContext(BaseModel):
     depth: int = Field(default=0, ge=0)
     continuation_kind: ContinuationKind = ContinuationKind.INITIAL
     approvals: dict[str, Union[Allow, Deny]] = Field(default_factory=dict)
+    suspended: dict[str, Suspension] = Field(default_factory=dict)
+    """The calls a run suspended on, by id: what its hooks judged (kept by the loop)."""
     state: dict[str, Any] = Field(default_factory=dict)
     _view: RequestView | None = PrivateAttr(default=None)
     _in_loop: list[Any] | None = PrivateAttr(default=None)
@@ -131,12 +133,39 @@ class AgentContext(BaseModel):
         return view.update(self.messages)
 
     def approve(self, tool_call_id: str, arguments: dict[str, Any] | None = None) -> None:
-        """Allow a call a suspended run is waiting on (optionally with new arguments)."""
-        self.approvals[tool_call_id] = Allow(arguments)
+        """Allow a call a suspended run is waiting on. New ``arguments`` make it a new
+        call: the ``before_tool_call`` hooks judge it again when the run continues.
+        Raises :class:`~treadle.UsageError` for a call the run is not waiting on."""
+        self._check_waiting(tool_call_id, "approve")
+        if arguments is not None and not isinstance(arguments, dict):
+            raise UsageError(
+                f"approve({tool_call_id!r}, arguments=...) takes a dict of the tool's "
+                f"arguments, not {type(arguments).__name__}"
+            )
+        self.approvals[tool_call_id] = Allow(dict(arguments) if arguments is not None else None)
 
     def deny(self, tool_call_id: str, reason: str = "The user denied this tool call.") -> None:
-        """Refuse a call a suspended run is waiting on; the model gets ``reason``."""
+        """Refuse a call a suspended run is waiting on; the model gets ``reason``.
+        Raises :class:`~treadle.UsageError` for a call the run is not waiting on."""
+        self._check_waiting(tool_call_id, "deny")
         self.approvals[tool_call_id] = Deny(reason)
+
+    @property
+    def waiting_tool_calls(self) -> list[str]:
+        """Ids of the calls a suspended run waits on: calls it suspended on (an ``Ask``, an
+        external tool) still open at the end of the history. Only these can be decided."""
+        suspended = self.suspended
+        return [c for c in self.pending_tool_calls if c in suspended]
+
+    def _check_waiting(self, tool_call_id: str, verb: str) -> None:
+        waiting = self.waiting_tool_calls
+        if tool_call_id in waiting:
+            return
+        named = ", ".join(repr(c) for c in waiting) or "none"
+        raise UsageError(
+            f"cannot {verb} tool call {tool_call_id!r}: no run suspended on it and waits for it "
+            f"(only a call a run suspended on can be decided; waiting: {named})"
+        )
 
     @property
     def pending_tool_calls(self) -> list[str]:

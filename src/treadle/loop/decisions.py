@@ -34,3 +34,18 @@ class Ask:
 
 
 ToolDecision = Union[Allow, Deny, Ask]
+
+
+@dataclass(frozen=True, slots=True)
+class Suspension:
+    """A tool call a run suspended on (an ``Ask`` of its hooks, an external tool): the
+    name and the arguments its ``before_tool_call`` hooks judged. Only such a call can be
+    approved or denied (``context.approve(id)``); an approval of exactly these arguments
+    runs them without asking the hooks again. ``restored``: rebuilt from a stored session
+    (the hooks' own replacements were not stored), so an approval is judged by the hooks
+    again, and an ``Ask`` among them is answered by it."""
+
+    name: str
+    arguments: dict[str, Any]
+    external: bool = False
+    restored: bool = False

@@ -2,23 +2,18 @@
 
 from __future__ import annotations
 
-import inspect
-import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import anyio
-from pydantic_core import from_json
 
 from .._signals import HookFailed
-from ..errors import UsageError
 from ..tools import TaskComplete, Tool, ToolArgumentsError, ToolContext, ToolTraits
-from ..tools.function_tool import thread_still_running, unawaited_error
-from ..tools.results import drained, to_tool_result
+from ..tools.function_tool import thread_still_running
+from ..tools.results import drained
 from ..tools.traits import DEFAULT_TRAITS
 from ..types import (
-    TextContent,
     ToolCall,
     ToolExecutionEnd,
     ToolExecutionStart,
@@ -26,16 +21,21 @@ from ..types import (
     ToolResult,
     ToolResultMessage,
 )
-from ..types.text import clean_text, clip_text
-from .decisions import Allow, Ask, Deny
+from .decisions import Allow, Ask, Deny, Suspension
 from .dispatch import hook_name
+from .tool_values import (
+    bounded,
+    cancelled,
+    converted,
+    describe,
+    json_error,
+    shape_problem,
+)
 
 if TYPE_CHECKING:
     from .state import RunState
 
-logger = logging.getLogger("treadle.loop")
 
-CANCELLED_TEXT = "Cancelled"
 SKIPPED_TEXT = "Skipped: a user message arrived"
 DISCARDED_TEXT = "Discarded: the model's answer this call came from was not kept"
 
@@ -51,6 +51,7 @@ class CallState:
         "done",
         "ended",
         "error_type",
+        "judged",
         "pending",
         "result",
         "scope",
@@ -66,6 +67,7 @@ class CallState:
         self.done: anyio.Event | None = None  # set when a call run in the background is over
         self.scope: anyio.CancelScope | None = None  # that background run's scope
         self.pending = False
+        self.judged: ToolCall | None = None  # pending: the call as its hooks judged it
         self.started = False
         self.ended = False
         self.result: ToolResult | None = None
@@ -73,21 +75,21 @@ class CallState:
         self.error_type: str | None = None  # the class name of an exception the tool raised
 
 
-def _json_error(raw: str) -> str:
-    try:
-        from_json(raw)
-    except ValueError as exc:
-        return str(exc)
-    return "not a JSON object"
-
-
 class ToolBatch:
     """Executes the tool calls of one assistant message for a run."""
 
-    def __init__(self, run: RunState, calls: Sequence[ToolCall], *, resumed: bool = False) -> None:
+    def __init__(
+        self,
+        run: RunState,
+        calls: Sequence[ToolCall],
+        *,
+        resumed: bool = False,
+        waited: bool = False,
+    ) -> None:
         self.run = run
         self.states = [CallState(c) for c in calls]
-        self.resumed = resumed
+        self.resumed = resumed  # new prompts came: a waited-on call without a decision is denied
+        self.waited = waited  # the calls a suspended run waited on: decisions given apply
         self.raised: BaseException | None = None
         self.hook_failure: Exception | None = None
         self.discarded: list[CallState] = []  # eager calls of an answer that was not kept
@@ -117,6 +119,7 @@ class ToolBatch:
         handler = run.config.approval_handler
         if handler is None:
             state.pending = True
+            state.judged = call
             return
         answer = await run.call_hook(handler, run.handle, call, ask)
         if answer is True:
@@ -133,19 +136,35 @@ class ToolBatch:
         state.decision = decision
 
     async def consult(self, state: CallState) -> None:
-        """The decision without the approval handler: a given approval, else the
-        before_tool_call hooks. An ``Ask`` is kept in ``state.ask`` for :meth:`decide`."""
+        """The decision without the approval handler: the before_tool_call hooks, or a
+        decision given for a call this run waited on (the one gate: docs/contract.md §7.16).
+        An ``Ask`` is kept in ``state.ask`` for :meth:`decide`."""
         run = self.run
         call = state.call
         tool = run.tools.get(call.name)
         traits = run.traits.get(call.name, DEFAULT_TRAITS)
         external = traits.external
         state.decided = True
-        forced = run.context.approvals.pop(call.id, None)
-        if forced is not None and not (external and isinstance(forced, Allow)):
-            state.decision = forced
-            return
-        if self.resumed:
+        given = self._given(call)
+        if given is not None and external and isinstance(given[0], Allow):
+            given = None  # an external tool is answered by its result, not an approval
+        answers_ask = False  # a restored suspension's approval answers the hooks' Ask
+        if given is not None:
+            forced, record = given
+            if isinstance(forced, Deny):
+                state.decision = forced
+                return
+            target = record.arguments if forced.arguments is None else forced.arguments
+            if target == record.arguments and not record.restored:
+                # exactly the call the run suspended on, as its hooks judged it
+                state.decision = Allow(None if target == call.arguments else target)
+                return
+            # new arguments (or judged before a restart): the hooks judge them again
+            answers_ask = target == record.arguments
+            if target != call.arguments:
+                call = call.model_copy(update={"arguments": target})
+                state.decision = Allow(target)
+        elif self.resumed and call.id in run.context.suspended:  # it waited on a person
             state.decision = Deny("No decision was given for this tool call.")
             return
         if tool is None:
@@ -171,11 +190,41 @@ class ToolBatch:
         decision = asked if decision is None else decision
         if external and not isinstance(decision, Deny):
             state.pending = True  # answered outside the loop: the run suspends on it
+            state.judged = call
             return
+        if isinstance(decision, Ask):
+            if answers_ask:
+                decision = None  # the person approved this very call
+            elif self.resumed:  # new prompts: nothing may wait
+                decision = Deny("No decision was given for this tool call.")
         if isinstance(decision, Ask):
             state.ask = (decision, call)
         elif decision is not None:
             state.decision = decision
+
+    def _given(self, call: ToolCall) -> tuple[Allow | Deny, Suspension] | None:
+        """The decision given for ``call``, when it is a call this run waited on and the
+        run suspended on it (same id and tool); any other decision is dropped."""
+        if not self.waited:
+            return None
+        context = self.run.context
+        forced = context.approvals.pop(call.id, None)
+        record = context.suspended.get(call.id)
+        if forced is None or record is None or record.name != call.name:
+            return None
+        return forced, record
+
+    def settle(self) -> None:
+        """Keep ``context.suspended`` in step: a call left waiting is recorded with what its
+        hooks judged; a call answered is no longer suspended."""
+        suspended = self.run.context.suspended
+        for state in self.states:
+            judged = state.judged
+            if state.pending and judged is not None:
+                external = self.run.traits.get(judged.name, DEFAULT_TRAITS).external
+                suspended[judged.id] = Suspension(judged.name, dict(judged.arguments), external)
+            else:
+                suspended.pop(state.call.id, None)
 
     # ---- execution ----
 
@@ -302,7 +351,7 @@ class ToolBatch:
         result = await self._invoke(state)
         if result is None:
             return
-        result = _bounded(result, self.run.config.max_tool_result_chars)
+        result = bounded(result, self.run.config.max_tool_result_chars)
         known = state.call.name in self.run.tools  # before_tool_call ran only for a known tool
         for fn in self.run.hooks.after_tool_call if known else ():
             try:
@@ -325,7 +374,7 @@ class ToolBatch:
         await self._end(state)
 
     async def _end(self, state: CallState) -> None:
-        result = state.result or _cancelled()
+        result = state.result or cancelled()
         state.result = result
         elapsed = (time.perf_counter() - state.started_at) * 1000 if state.started_at else 0.0
         details = result.details
@@ -356,13 +405,13 @@ class ToolBatch:
         if call.raw_arguments is not None and not traits.accepts_raw_arguments:
             return ToolResult.error(
                 f"Invalid JSON in the arguments for tool '{call.name}': "
-                f"{_json_error(call.raw_arguments)}. Send the arguments again as a JSON object."
+                f"{json_error(call.raw_arguments)}. Send the arguments again as a JSON object."
             )
         args = call.arguments
         if isinstance(state.decision, Allow) and state.decision.arguments is not None:
             args = state.decision.arguments
         if not traits.validates_arguments:
-            problem = _shape_problem(args, tool.parameters)
+            problem = shape_problem(args, tool.parameters)
             if problem:
                 return ToolResult.error(f"Invalid arguments for tool '{call.name}': {problem}")
         ctx: ToolContext[Any] = ToolContext(
@@ -394,14 +443,14 @@ class ToolBatch:
                 state.error_type = type(exc).__name__
                 if run.config.raise_tool_errors or not isinstance(exc, Exception):
                     self.raised = exc
-                    state.result = ToolResult.error(_describe(exc))
+                    state.result = ToolResult.error(describe(exc))
                     await self._end(state)
                     return None
-                return ToolResult.error(_describe(exc))
-            return _converted(call.name, value)
+                return ToolResult.error(describe(exc))
+            return converted(call.name, value)
         if scope.cancelled_caught:
             return ToolResult.error(_timed_out(call.name, timeout, ctx))
-        return _cancelled()  # pragma: no cover - scope exits only by timeout
+        return cancelled()  # pragma: no cover - scope exits only by timeout
 
     def _reporter(self, call: ToolCall) -> Callable[[ToolResult], Awaitable[None]]:
         sink = self.run.sink
@@ -430,6 +479,7 @@ class ToolBatch:
                 await self._start(state)
             if not state.ended:
                 await self._end(state)
+        self.settle()
         results: list[ToolResultMessage] = []
         for state in self.states:
             if state.pending or state.result is None:
@@ -465,92 +515,6 @@ async def _run_with_retries(
         await anyio.sleep(delay)
         delay = min(delay * 2, 5.0)
     raise AssertionError("unreachable")  # pragma: no cover
-
-
-def _cancelled() -> ToolResult:
-    """The result of a call that did not run to its end (marked, not only worded)."""
-    return ToolResult(content=[TextContent(text=CANCELLED_TEXT)], is_error=True, cancelled=True)
-
-
-def _describe(exc: BaseException) -> str:
-    try:
-        return clean_text(f"{type(exc).__name__}: {exc}")
-    except Exception:  # an exception whose __str__ fails
-        return f"{type(exc).__name__} (its message could not be read)"
-
-
-def _converted(name: str, value: Any) -> ToolResult:
-    """What the tool returned as a ToolResult (``tools/results.py``); a value with no JSON
-    form is an error result telling the tool's author what to return (and logged: a bug to
-    fix), and so is an awaitable (a plain ``def`` that returned a coroutine: ``async``
-    forgotten) or a value whose conversion fails."""
-    if inspect.isawaitable(value):
-        return _unawaited(name, value)
-    try:
-        return to_tool_result(value)
-    except UsageError as exc:
-        message = (
-            f"Tool '{name}' returned a {type(value).__name__} the model cannot be sent: {exc}."
-        )
-        logger.warning("%s", message)
-        return ToolResult.error(message)
-    except Exception as exc:
-        return ToolResult.error(
-            f"Tool '{name}' returned a {type(value).__name__} that could not be turned into "
-            f"a result: {_describe(exc)}"
-        )
-
-
-def _unawaited(name: str, value: Any) -> ToolResult:
-    """A tool returned an awaitable instead of its result: an error the model is told and
-    the developer sees in the log (``async`` forgotten on a tool's function)."""
-    message = str(unawaited_error(name, value))
-    logger.warning("%s", message)
-    return ToolResult.error(message)
-
-
-def _bounded(result: ToolResult, limit: int | None) -> ToolResult:
-    """Text made valid Unicode and, past ``limit`` characters in all, clipped with a marker."""
-    texts = [b for b in result.content if isinstance(b, TextContent)]
-    if not texts:
-        return result
-    cleaned = [clean_text(b.text) for b in texts]
-    total = sum(len(t) for t in cleaned)
-    if all(c is b.text for c, b in zip(cleaned, texts, strict=True)) and (
-        limit is None or total <= limit
-    ):
-        return result
-    content: list[Any] = []
-    budget = limit if limit is not None else total
-    for block in result.content:
-        if isinstance(block, TextContent):
-            text = clean_text(block.text)
-            share = max(0, budget) if limit is not None else len(text)
-            clipped = clip_text(text, share) if len(text) > share else text
-            budget -= len(text)
-            content.append(TextContent(text=clipped))
-        else:
-            content.append(block)
-    return result.model_copy(update={"content": content})
-
-
-def _shape_problem(args: dict[str, Any], schema: Any) -> str:
-    """The top-level checks of a tool's JSON schema that need no validator library:
-    required properties present, no unknown ones when ``additionalProperties`` is false.
-    (Tools other than ``@tool`` functions validate types themselves.)"""
-    if not isinstance(schema, dict):
-        return ""
-    problems: list[str] = []
-    required = schema.get("required")
-    if isinstance(required, list):
-        missing = [name for name in required if isinstance(name, str) and name not in args]
-        problems += [f"{name}: Field required" for name in missing]
-    properties = schema.get("properties")
-    if schema.get("additionalProperties") is False and isinstance(properties, dict):
-        problems += [
-            f"{name}: Extra inputs are not permitted" for name in args if name not in properties
-        ]
-    return "; ".join(problems)
 
 
 def _category_of(traits: ToolTraits | None) -> str | None:

@@ -172,8 +172,10 @@ class Run(RunState):
         for fn in hooks:
             await self.call_hook(fn, self.handle, event)
 
-    async def run_tools(self, calls: Any, *, resumed: bool = False) -> ToolBatch:
-        batch = self.batch = self.batch or ToolBatch(self, calls, resumed=resumed)
+    async def run_tools(
+        self, calls: Any, *, resumed: bool = False, waited: bool = False
+    ) -> ToolBatch:
+        batch = self.batch = self.batch or ToolBatch(self, calls, resumed=resumed, waited=waited)
         await batch.execute()
         await self.record_batch(batch, suspend=not self.bridge.immediate)  # cancelled: answered
         return batch
@@ -235,12 +237,21 @@ class Run(RunState):
                 return False
         return True
 
+    def _forget_stale(self, pending: list[str]) -> None:
+        """Suspensions and decisions for calls this run does not resume are dropped: a
+        decision never carries over to a later call that happens to get the same id."""
+        context = self.context
+        for records in (context.suspended, context.approvals):
+            for call_id in [c for c in records if c not in pending]:
+                del records[call_id]
+
     async def turns(self, prompts: list[AgentMessage], pending: list[str]) -> LoopResult:
         """LOOP-SPEC §4.1, one turn at a time, until something ends the run."""
         trigger = self.config.first_turn_trigger if prompts else TurnTrigger.CONTINUATION
         first = True
         prompt_ids = self.prompt_ids = {id(m) for m in prompts}  # filtered already
         self.waiting = list(pending)
+        self._forget_stale(pending)
         # Steering is taken once the resumed calls are answered: a message taken before, in a
         # run that then ends before its first turn, would have no place in the history.
         deferred = bool(pending)
@@ -269,7 +280,7 @@ class Run(RunState):
                 self.waiting = []
                 assistant = self._last_assistant()
                 calls = [c for c in assistant.tool_calls if c.id in pending] if assistant else []
-                resumed = await self.run_tools(calls, resumed=bool(prompts))
+                resumed = await self.run_tools(calls, resumed=bool(prompts), waited=True)
                 if resumed.pending_ids:
                     self.turn_message = assistant
                     await self.close_turn()

@@ -13,6 +13,7 @@ import anyio.to_thread
 from ..errors import ConfigurationError
 from ..loop.config import Hooks, RunEnding, RunHandle
 from ..loop.context import AgentContext
+from ..loop.decisions import Suspension
 from ..tools import Tool, traits_of
 from ..types import AgentMessage, AssistantMessage, Usage
 from .base import (
@@ -33,6 +34,22 @@ def _rerunnable(messages: Sequence[AgentMessage], context: AgentContext) -> list
     last = next((m for m in reversed(messages) if isinstance(m, AssistantMessage)), None)
     names = {c.id: c.name for c in last.tool_calls} if last is not None else {}
     return [c for c in open_calls_at_end(messages) if names.get(c) in safe]
+
+
+def _restore_suspended(context: AgentContext, waiting: Sequence[str]) -> None:
+    """The calls a stored run suspended on, as the context's suspensions: judged on their
+    stored arguments, and judged again by the hooks when approved (``restored``)."""
+    last = next((m for m in reversed(context.messages) if isinstance(m, AssistantMessage)), None)
+    calls = {c.id: c for c in last.tool_calls} if last is not None else {}
+    external = {t.name for t in context.tools if isinstance(t, Tool) and traits_of(t).external}
+    context.suspended.clear()
+    context.approvals.clear()
+    for call_id in waiting:
+        call = calls.get(call_id)
+        if call is not None:
+            context.suspended[call_id] = Suspension(
+                call.name, dict(call.arguments), call.name in external, restored=True
+            )
 
 
 async def _in_thread(fn: Callable[[], T]) -> T:
@@ -112,8 +129,10 @@ class SessionRecorder(Hooks):
         repair is stored too) and ``context.session_id`` / ``agent_id`` are restored.
 
         ``rerun=True``: an unanswered call of a tool in ``context.tools`` marked
-        ``idempotent`` is left open and approved instead, so the next run
-        (``Agent.continue_()``) runs it again; other calls still get ``Cancelled``.
+        ``idempotent`` is left open instead, so the next run (``Agent.continue_()``) runs it
+        again through the ``before_tool_call`` hooks (a ``Deny`` answers it with the
+        reason); other calls still get ``Cancelled``. The calls a suspended run waits on
+        stay open and can be decided (``context.approve(id)``).
         """
         if session_id is None or not store.exists(session_id):
             try:
@@ -138,10 +157,10 @@ class SessionRecorder(Hooks):
             messages, pending, _ = repair_history(
                 loaded.messages, [*loaded.pending_tool_calls, *again]
             )
-            for call_id in again:
-                if call_id in pending:
-                    context.approve(call_id)
             context.messages[:] = messages
+            # only the calls the run suspended on wait for a decision; a call left open to
+            # run again is no decision's business: the hooks judge it when the run goes on
+            _restore_suspended(context, [c for c in loaded.pending_tool_calls if c in pending])
             context.session_id = session_id
             if loaded.info.agent_id:
                 context.agent_id = loaded.info.agent_id

@@ -21,9 +21,9 @@ from anyio.abc import TaskGroup
 
 from ..agent import Agent, AgentBusy, RunResult
 from ..errors import ConfigurationError, StateError, TreadleError
-from ..loop import EventLog, EventLogGap, KeyedLog
+from ..loop import EventLog, EventLogGap, KeyedLog, Suspension
 from ..tools import ExternalTool
-from ..types import AgentEvent, AgentMessage
+from ..types import AgentEnd, AgentEvent, AgentMessage
 
 Cursor = tuple[int, int]
 HistoryMode = Literal["client", "server"]
@@ -213,6 +213,9 @@ class UIRuns:
         self.keep_events = keep_events
         self.encode_events = encode_events
         self.runs: OrderedDict[str, LiveRun] = OrderedDict()
+        # per thread, the calls its last run suspended on, as the server judged them: the
+        # only calls a request may decide (ui/_gate.py)
+        self._waiting: OrderedDict[str, dict[str, Suspension]] = OrderedDict()
         self._threads: dict[str, Agent[Any]] = {}
         self.task_group: TaskGroup | None = None
 
@@ -236,6 +239,22 @@ class UIRuns:
 
     def get(self, run_id: str) -> LiveRun | None:
         return self.runs.get(run_id)
+
+    def waiting_on(self, thread_id: str) -> dict[str, Suspension]:
+        """The calls the last run of ``thread_id`` suspended on (tool and the arguments
+        the server's hooks judged), until the thread's next run starts."""
+        return dict(self._waiting.get(thread_id, {}))
+
+    def _note_end(self, thread_id: str, agent: Agent[Any], event: AgentEnd) -> None:
+        self._waiting.pop(thread_id, None)
+        if event.reason != "suspended":
+            return
+        suspended = agent.context.suspended
+        self._waiting[thread_id] = {
+            c: suspended[c] for c in event.pending_tool_calls if c in suspended
+        }
+        while len(self._waiting) > max(self.max_runs, 1):
+            self._waiting.popitem(last=False)
 
     def latest(self, thread_id: str) -> LiveRun | None:
         for live in reversed(self.runs.values()):
@@ -270,6 +289,7 @@ class UIRuns:
             events=EventLog(max_events=self.max_frames) if self.keep_events else None,
             encoded=EncodedEventLog(max_events=self.max_frames) if self.encode_events else None,
         )
+        self._waiting.pop(thread_id, None)  # whatever it waited on is this run's now
         self.runs[live.run_id] = live
         self._forget_old()
         encode = self.encode_events() if self.encode_events is not None else None
@@ -302,6 +322,8 @@ class UIRuns:
                         if data is not None:
                             live.encoded.add(EncodedEvent(event.seq, data))
                     if event.depth == 0:
+                        if isinstance(event, AgentEnd):  # before the client hears of it
+                            self._note_end(live.thread_id, live.agent, event)
                         live.frames.append(event.seq, live.translator.translate(event))
             live.result = events.result
         except Exception as exc:  # a bug or crash outside the loop: say so, then end

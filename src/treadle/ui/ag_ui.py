@@ -33,6 +33,7 @@ from pydantic import AliasGenerator, BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from ..agent import Agent, AgentSnapshot
+from ..loop import Allow, Deny
 from ..tools import ExternalTool
 from ..types import (
     AgentEnd,
@@ -48,6 +49,7 @@ from ..types import (
     TurnStart,
     UserMessage,
 )
+from ._gate import Decision, admit_client_history, admit_server_input, apply_decisions
 from ._guard import DEFAULT_BODY_TIMEOUT, DEFAULT_MAX_BODY_BYTES, load_json
 from ._runs import (
     Cursor,
@@ -451,14 +453,10 @@ def start_run(runs: UIRuns, body: Any) -> LiveRun:
         history, system = messages_from_ag_ui(data.messages)
     except ValueError as exc:
         raise RequestError(str(exc), 422) from None
-    prompt = _take_input(runs, agent, history, system, data)
-    for entry in data.resume:
-        answer = entry.payload if isinstance(entry.payload, dict) else {}
-        if entry.status == "resolved" and answer.get("approved", entry.payload is True):
-            agent.context.approve(entry.interrupt_id, answer.get("arguments"))
-        else:
-            agent.context.deny(entry.interrupt_id, str(answer.get("reason") or "Not approved."))
+    decisions = _decisions(data.resume)
     external = [ExternalTool(t.name, t.description, t.parameters) for t in data.tools]
+    prompt = _take_input(runs, agent, history, system, data, decisions)
+    apply_decisions(agent.context, decisions)
     try:
         add_external_tools(agent, external)
     except ValueError as exc:
@@ -472,20 +470,39 @@ def start_run(runs: UIRuns, body: Any) -> LiveRun:
     return runs.start(agent, prompt, translator, thread_id=data.thread_id, run_id=data.run_id)
 
 
+def _decisions(resume: Sequence[AGUIResume]) -> dict[str, Decision]:
+    """The ``resume`` entries as decisions: ``approved`` (with optional replacement
+    ``arguments``, judged by the hooks again) or a denial with the client's reason."""
+    decisions: dict[str, Decision] = {}
+    for entry in resume:
+        answer = entry.payload if isinstance(entry.payload, dict) else {}
+        if entry.status == "resolved" and answer.get("approved", entry.payload is True):
+            arguments = answer.get("arguments")
+            if arguments is not None and not isinstance(arguments, dict):
+                raise RequestError(
+                    f"resume {entry.interrupt_id!r}: arguments must be a JSON object", 422
+                )
+            decisions[entry.interrupt_id] = Allow(arguments)
+        else:
+            decisions[entry.interrupt_id] = Deny(str(answer.get("reason") or "Not approved."))
+    return decisions
+
+
 def _take_input(
-    runs: UIRuns, agent: Agent[Any], history: list[AgentMessage], system: str, data: RunAgentInput
+    runs: UIRuns,
+    agent: Agent[Any],
+    history: list[AgentMessage],
+    system: str,
+    data: RunAgentInput,
+    decisions: dict[str, Decision],
 ) -> list[AgentMessage]:
+    """The run's prompt; the agent's history made ready for it. Only what the server asked
+    for is taken from the client (ui/_gate.py): a :class:`RequestError` otherwise, before
+    anything changed."""
     context_text = "\n".join(f"{c.description}: {c.value}" for c in data.context)
     if runs.history == "server":  # the server's history is the truth: take the newest input
-        known = {m.tool_call_id for m in agent.messages if isinstance(m, ToolResultMessage)}
-        fresh_results = [
-            m
-            for m in history
-            if isinstance(m, ToolResultMessage)
-            and m.tool_call_id in agent.context.pending_tool_calls
-            and m.tool_call_id not in known
-        ]
-        agent.messages.extend(fresh_results)
+        results = [m for m in history if isinstance(m, ToolResultMessage)]
+        agent.messages.extend(admit_server_input(agent.context, decisions, results))
         last = history[-1] if history else None
         return [last] if isinstance(last, UserMessage) else []
     extra = "\n\n".join(t for t in (system, context_text and f"Context:\n{context_text}") if t)
@@ -494,11 +511,12 @@ def _take_input(
         agent.context.system_prompt = f"{base}\n\n{extra}" if base else extra
     agent.context.continuation_kind = ContinuationKind.INITIAL
     agent.context.parent_loop_id = None
+    prompt: list[AgentMessage] = []
     if history and isinstance(history[-1], UserMessage):
-        agent.restore(AgentSnapshot(messages=history[:-1]))
-        return [history[-1]]
+        history, prompt = history[:-1], [history[-1]]
     agent.restore(AgentSnapshot(messages=history))
-    return []
+    admit_client_history(agent.context, runs.waiting_on(data.thread_id), decisions)
+    return prompt
 
 
 def stream_run(live: LiveRun, last_event_id: str | None = None) -> AsyncIterator[bytes]:

@@ -45,6 +45,7 @@ from ..types import (
     TurnStart,
     UserMessage,
 )
+from ._gate import Decision, admit_client_history, admit_server_input, apply_decisions
 from ._guard import DEFAULT_BODY_TIMEOUT, DEFAULT_MAX_BODY_BYTES
 from ._runs import LiveRun, RequestError, UIRuns, parse_cursor, sse_body
 from ._translate import FrameData, PartsTranslator
@@ -60,8 +61,6 @@ __all__ = [
 ]
 
 UI_MESSAGE_STREAM_HEADERS = {"x-vercel-ai-ui-message-stream": "v1"}
-
-Decision = Allow | Deny
 
 
 def _output_text(output: Any) -> str:
@@ -259,12 +258,8 @@ def start_run(runs: UIRuns, body: Any) -> LiveRun:
         history, decisions = messages_from_ui(body["messages"])
     except (ValueError, TypeError, AttributeError) as exc:
         raise RequestError(f"could not read the messages: {exc}", 422) from None
-    prompt = _take_input(runs, agent, history)
-    for call_id, decision in decisions.items():
-        if isinstance(decision, Allow):
-            agent.context.approve(call_id)
-        else:
-            agent.context.deny(call_id, decision.reason)
+    prompt = _take_input(runs, agent, history, decisions, chat_id)
+    apply_decisions(agent.context, decisions)
     last = body["messages"][-1] if body["messages"] else {}
     continuing = not prompt and last.get("role") == "assistant"
     run_id = uuid.uuid4().hex
@@ -279,21 +274,29 @@ def start_run(runs: UIRuns, body: Any) -> LiveRun:
     return runs.start(agent, prompt, translator, thread_id=chat_id, run_id=run_id)
 
 
-def _take_input(runs: UIRuns, agent: Agent[Any], history: list[AgentMessage]) -> list[AgentMessage]:
+def _take_input(
+    runs: UIRuns,
+    agent: Agent[Any],
+    history: list[AgentMessage],
+    decisions: dict[str, Decision],
+    chat_id: str,
+) -> list[AgentMessage]:
+    """The run's prompt; the agent's history made ready for it. Only what the server asked
+    for is taken from the client (ui/_gate.py): a :class:`RequestError` otherwise, before
+    anything changed."""
     last = history[-1] if history else None
     if runs.history == "server":
-        pending = set(agent.context.pending_tool_calls)
-        agent.messages.extend(
-            m for m in history if isinstance(m, ToolResultMessage) and m.tool_call_id in pending
-        )
+        results = [m for m in history if isinstance(m, ToolResultMessage)]
+        agent.messages.extend(admit_server_input(agent.context, decisions, results))
         return [last] if isinstance(last, UserMessage) else []
     agent.context.continuation_kind = ContinuationKind.INITIAL
     agent.context.parent_loop_id = None
+    prompt: list[AgentMessage] = []
     if isinstance(last, UserMessage):
-        agent.restore(AgentSnapshot(messages=history[:-1]))
-        return [last]
+        history, prompt = history[:-1], [last]
     agent.restore(AgentSnapshot(messages=history))
-    return []
+    admit_client_history(agent.context, runs.waiting_on(chat_id), decisions)
+    return prompt
 
 
 def stream_run(live: LiveRun, last_event_id: str | None = None) -> AsyncIterator[bytes]:

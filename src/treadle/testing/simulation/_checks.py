@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...loop.tool_exec import CANCELLED_TEXT
 from ...types import AgentEnd, AgentEvent, AgentStart, ToolResultMessage
+from ...types.messages import CANCELLED_TEXT
 from ._invariants import (
     InvariantViolation,
     require,
@@ -50,6 +50,21 @@ def _check_no_rerun(executions: Sequence[Any], where: str) -> None:
                 f"{where}: non-idempotent tool {ex.tool} ran twice for call {ex.key}",
             )
         seen.add(ex.key)
+
+
+def _check_gate(ledger: Any, where: str, since: int = 0) -> None:
+    """INV-GATE: every top-level tool run (from ``since``) is of a call some
+    ``before_tool_call`` hook judged; a decision given for a call no run suspended on
+    never lets a call skip them."""
+    judged = {info for kind, _, info in ledger.hooks if kind == "before_tool_call"}
+    judged.update(ledger.judged)
+    for ex in ledger.executions[since:]:
+        if "/" not in ex.key:  # a sub-agent's own calls are its loop's business
+            require(
+                ex.key in judged,
+                "INV-GATE",
+                f"{where}: tool {ex.tool} ran for call {ex.key} without the hooks judging it",
+            )
 
 
 def _check_ran_kept(executions: Sequence[Any], messages: Sequence[Any]) -> None:

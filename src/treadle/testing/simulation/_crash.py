@@ -9,7 +9,7 @@ from ...loop import (
     AgentLoopConfig,
     RetryPolicy,
 )
-from ._checks import Outcome, _check_no_rerun, _main_loop, _trace
+from ._checks import Outcome, _check_gate, _check_no_rerun, _main_loop, _trace
 from ._invariants import (
     check_call,
     check_history,
@@ -20,6 +20,7 @@ from ._scenario import Scenario
 from ._sim import _Observer, _Sim
 from ._world import (
     GatedStore,
+    GateHook,
 )
 
 
@@ -74,9 +75,13 @@ async def _resume_after_crash(sim: _Sim, outcome: Outcome) -> None:
             return
         executed_before = crash["executions"]
         sim.ledger.executions = sim.ledger.executions[:executed_before]
+        gate = sim.sc.first("gate")
+        hooks = [_Observer(sim), recorder]
+        if gate is not None:  # the resumed run has a policy of its own
+            hooks.append(GateHook(sim.ledger, bool(gate["deny_resumed"])))
         config = AgentLoopConfig(
             provider=ScriptedProvider(["Resumed and done."] * 20),
-            hooks=[_Observer(sim), recorder],
+            hooks=hooks,
             retry=RetryPolicy(initial_delay_s=0.5, jitter=0.0),
         )
         sim.cancel_move = None
@@ -96,5 +101,13 @@ async def _resume_after_crash(sim: _Sim, outcome: Outcome) -> None:
             check_observer(call.observed, call.events)
         outcome.reasons.append("resumed:" + end.reason)
         _check_no_rerun(sim.ledger.executions, "the run and its resumption after a crash")
+        if gate is not None:
+            said = "the run resumed after a crash"
+            _check_gate(sim.ledger, said, since=executed_before)
+            require(
+                not (gate["deny_resumed"] and sim.ledger.executions[executed_before:]),
+                "INV-GATE",
+                f"{said}: a tool ran though the resumed run's hook denies every call",
+            )
     finally:
         recorder.close()

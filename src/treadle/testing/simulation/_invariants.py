@@ -60,6 +60,8 @@ INVARIANTS: dict[str, str] = {
     "INV-CUSTOM-LAST": "custom events come between agent_start and agent_end; a before_end "
     "hook's come just before agent_end",
     "INV-NO-RERUN": "a non-idempotent tool never runs twice for one call id",
+    "INV-GATE": "no tool runs unless the before_tool_call hooks judged its call (or it is a "
+    "call the run suspended on and a decision names it)",
     "INV-COMPACTION-HONEST": "a compaction that applied no strategy reports no change",
     "INV-OBSERVER": "with a stream, on_event observers see exactly the consumer's sequence",
     "INV-SUBSCRIBER": "each EventLog subscriber sees exactly the direct consumer's sequence",

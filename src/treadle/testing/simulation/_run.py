@@ -10,10 +10,13 @@ from typing import Any
 
 import anyio
 
+from ...errors import UsageError
+from ...loop import AgentContext, Allow
 from ...sessions.base import open_calls_at_end
 from ...types import AgentEnd, AgentMessage, UserMessage
 from ._checks import (
     Outcome,
+    _check_gate,
     _check_hooks,
     _check_no_rerun,
     _check_ran_kept,
@@ -137,6 +140,7 @@ async def _drive(sim: _Sim, outcome: Outcome) -> None:
     while True:
         sim.ledger.call_index = calls
         handed = len(sim.ledger.handed_out)
+        _stray_decisions(sim, context)
         call, returned, before, raised = await sim.one_call(prompt_arg, context, config)
         sim.first_call = False
         streamed = (sim.sc.first("consumer") or {}).get("kind") != "none"
@@ -169,6 +173,7 @@ async def _drive(sim: _Sim, outcome: Outcome) -> None:
             check_seq(seen, name)
             check_subscriber(tail, events, cursor, name)
             check_subscriber(seen, events, None, name + " (whole view)")
+        _check_gate(sim.ledger, "the run")  # before the hook pairs: it names the cause
         _check_hooks(sim, calls, events, main)
         problems = sim.request_check.problems
         require(not problems, "INV-REQUEST", problems[0] if problems else "")
@@ -215,9 +220,31 @@ async def _drive(sim: _Sim, outcome: Outcome) -> None:
                 "the history",
             )
     _check_no_rerun(sim.ledger.executions, "the run")
+    _check_gate(sim.ledger, "the run")
     _check_ran_kept(sim.ledger.executions, context.messages)
     if sim.crash is not None:
         await _resume_after_crash(sim, outcome)
+
+
+def _stray_decisions(sim: _Sim, context: AgentContext) -> None:
+    """The ``gate`` move's strays: a decision for a call no run suspended on is refused,
+    and approvals planted behind ``approve()``'s back for the model's future call ids
+    must never let a call skip the hooks (INV-GATE)."""
+    gate = sim.sc.first("gate")
+    if gate is None or not gate["stray"]:
+        return
+    waiting = set(context.waiting_tool_calls)
+    try:
+        context.approve("stray-call")
+    except UsageError:
+        pass
+    else:
+        require(False, "INV-GATE", "approve() took a decision for a call no run suspended on")
+    for reply in sim.sc.of("reply"):
+        for i in range(len(reply["calls"])):
+            call_id = f"r{reply['index']}c{i}"
+            if call_id not in waiting:
+                context.approvals[call_id] = Allow()
 
 
 def _quiet_end(

@@ -110,6 +110,12 @@ APPROVAL_FROM = 13_000_000
 the approval handler unless a hook decides); lower seeds keep their scenarios."""
 
 
+GATE_FROM = 14_000_000
+"""Seeds from here may draw the ``gate`` move (approvals planted for calls that are not
+pending; a crash's resumed run under a hook that denies every call); lower seeds keep
+their scenarios."""
+
+
 def generate(seed: int) -> Scenario:
     """The scenario of ``seed`` (all randomness from ``random.Random(seed)``; choices added
     later draw from a second generator of the seed, so older seeds keep their scenarios)."""
@@ -259,4 +265,20 @@ def generate(seed: int) -> Scenario:
         for move in moves:
             if move["move"] == "tool":
                 move["requires_approval"] = later.random() < 0.3
+    gate = random.Random(f"{seed}:gate")
+    if seed >= GATE_FROM and gate.random() < 0.5:
+        # the one gate: decisions for calls no run suspended on (planted for the model's
+        # future call ids) and, after a crash, a resumed run whose hook denies every call
+        moves.append(
+            {"move": "gate", "stray": gate.random() < 0.7, "deny_resumed": gate.random() < 0.7}
+        )
+        if gate.random() < 0.5 and not any(m["move"] in ("session", "history") for m in moves):
+            moves.append(
+                {
+                    "move": "session",
+                    "store": gate.choice(("memory", "jsonl", "sqlite")),
+                    "crash_at": gate.randint(0, 8),
+                    "rerun": True,
+                }
+            )
     return Scenario(seed, moves)

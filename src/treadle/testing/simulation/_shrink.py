@@ -45,6 +45,10 @@ def _simpler(move: Move) -> list[Move]:
         ):
             if move.get(key) != plain:
                 out.append({**move, key: plain})
+    elif move["move"] == "gate":
+        for key in ("stray", "deny_resumed"):
+            if move.get(key):
+                out.append({**move, key: False})
     return out
 
 

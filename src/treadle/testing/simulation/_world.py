@@ -74,6 +74,7 @@ class Ledger:
     handed_out: list[tuple[Any, str]] = field(default_factory=list)
     call_index: int = 0
     aborts: int = 0
+    judged: list[str] = field(default_factory=list)  # call ids a resumed run's hook judged
     gauge: Any = None
 
     def hold(self, key: str) -> None:
@@ -436,6 +437,19 @@ class SimHooks(Hooks):
 
     def on_event(self, run: RunHandle, event: Any) -> None:
         self._raise_if(self._action("on_event"), "on_event")
+
+
+class GateHook(Hooks):
+    """The hook of a run resumed after a crash: logs each call it judges, and denies every
+    one when the scenario says so (a re-run passes the hooks: INV-GATE)."""
+
+    def __init__(self, ledger: Ledger, deny: bool) -> None:
+        self.ledger = ledger
+        self.deny = deny
+
+    async def before_tool_call(self, run: Any, call: Any) -> Any:
+        self.ledger.judged.append(call.id)
+        return Deny("the resumed run's policy denies it") if self.deny else None
 
 
 class QuietSimHooks(SimHooks):
