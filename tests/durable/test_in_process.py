@@ -79,6 +79,11 @@ def launched(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, obj
             Agent(ScriptedProvider(script(1), chunks=2), tools=[lookup], hooks=[AskAlways()]),
             name="t-ask",
         ),
+        # its own script: a ScriptedProvider answers once, and "ask" serves another test
+        "ask-gate": durable.DurableAgent(
+            Agent(ScriptedProvider(script(1), chunks=2), tools=[lookup], hooks=[AskAlways()]),
+            name="t-ask-gate",
+        ),
     }
     loop = asyncio.new_event_loop()
     loop.run_until_complete(durable.launch(f"sqlite:///{root / 'db.sqlite'}"))
@@ -156,7 +161,7 @@ def test_a_decision_names_a_call_the_run_waits_on(launched: dict[str, object]) -
     wait in the run's inbox for a later call with that id); one sent twice is not taken by
     a later suspension."""
     loop: asyncio.AbstractEventLoop = launched["loop"]  # type: ignore[assignment]
-    agent: durable.DurableAgent = launched["ask"]  # type: ignore[assignment]
+    agent: durable.DurableAgent = launched["ask-gate"]  # type: ignore[assignment]
 
     async def go() -> object:
         run = await agent.start("Look C0 up.")

@@ -84,7 +84,8 @@ def served(app: Any) -> Iterator[str]:
 
 def post(url: str, body: Any) -> tuple[int, list[dict[str, Any]], str]:
     """Status, the SSE frames' JSON (for a 200), the body's text otherwise."""
-    headers = {"content-type": "application/json", "origin": url}
+    at = httpx.URL(url)
+    headers = {"content-type": "application/json", "origin": f"{at.scheme}://{at.netloc.decode()}"}
     with httpx.stream("POST", url, content=json.dumps(body), headers=headers, timeout=30) as r:
         text = r.read().decode()
     if r.status_code != 200:
