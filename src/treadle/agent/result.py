@@ -56,6 +56,17 @@ class RunResult(BaseModel, Generic[OutputT]):
     def __str__(self) -> str:
         return self.text
 
+    # a notebook or IPython shows the answer, the tool calls, usage and the end (display.py)
+    def _repr_html_(self) -> str:
+        from .display import as_html
+
+        return as_html(self)
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        from .display import as_text
+
+        printer.text("RunResult(...)" if cycle else as_text(self))
+
     def raise_for_error(self) -> RunResult[OutputT]:
         """Raise :class:`RunFailed` unless the run completed."""
         if self.reason != "completed":

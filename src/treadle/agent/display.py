@@ -1,0 +1,109 @@
+"""How a :class:`~treadle.agent.result.RunResult` shows itself in a notebook and a REPL:
+the answer, each tool call with how it ended, usage and cost, and why the run ended.
+Plain text for a terminal (IPython's ``_repr_pretty_``), HTML and Markdown for Jupyter;
+no dependency beyond the standard library, and every value escaped."""
+
+from __future__ import annotations
+
+import html
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..types import AssistantMessage, ToolResultMessage
+
+if TYPE_CHECKING:
+    from .result import RunResult
+
+_ARGS_CHARS = 120
+_RESULT_CHARS = 160
+
+
+@dataclass(frozen=True, slots=True)
+class CallLine:
+    """One tool call of a run, as shown: its name, arguments and how it ended."""
+
+    name: str
+    arguments: str
+    outcome: str
+    failed: bool
+
+
+def _clip(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def call_lines(result: RunResult[Any]) -> list[CallLine]:
+    """The run's tool calls in order, each with its result (or "no result")."""
+    results = {m.tool_call_id: m for m in result.messages if isinstance(m, ToolResultMessage)}
+    lines: list[CallLine] = []
+    for message in result.messages:
+        if not isinstance(message, AssistantMessage):
+            continue
+        for call in message.tool_calls:
+            arguments = _clip(json.dumps(call.arguments, ensure_ascii=False), _ARGS_CHARS)
+            answer = results.get(call.id)
+            if answer is None:
+                lines.append(CallLine(call.name, arguments, "no result (pending)", False))
+            else:
+                lines.append(
+                    CallLine(
+                        call.name, arguments, _clip(answer.text, _RESULT_CHARS), answer.is_error
+                    )
+                )
+    return lines
+
+
+def summary(result: RunResult[Any]) -> str:
+    """Usage, cost and the end of the run, on one line."""
+    usage = result.usage
+    parts = [f"{usage.input} in / {usage.output} out tokens"]
+    if usage.cost_usd is not None:
+        parts.append(f"${usage.cost_usd:.4f}")
+    parts.append(f"ended: {result.reason}")
+    if result.error is not None:
+        parts.append(f"{result.error.kind}: {_clip(result.error.message, 200)}")
+    if result.pending_tool_calls:
+        parts.append(f"waiting on {', '.join(result.pending_tool_calls)}")
+    return " · ".join(parts)
+
+
+def as_text(result: RunResult[Any]) -> str:
+    """The plain-text view (a terminal, IPython without HTML)."""
+    lines = [result.text or "(no answer)"]
+    calls = call_lines(result)
+    if calls:
+        lines.append("")
+        lines += [
+            f"  {'✗' if c.failed else '→'} {c.name}({c.arguments}) = {c.outcome}" for c in calls
+        ]
+    if result.output is not None:
+        lines += ["", f"output: {result.output!r}"]
+    lines += ["", summary(result)]
+    return "\n".join(lines)
+
+
+def as_html(result: RunResult[Any]) -> str:
+    """The notebook view: every value escaped (a model's answer is untrusted text)."""
+    e = html.escape
+    answer = e(result.text) if result.text else "<em>(no answer)</em>"
+    lines = call_lines(result)
+    rows = "".join(
+        f"<li><code>{e(c.name)}({e(c.arguments)})</code> "
+        f"{'<b>failed</b>: ' if c.failed else '→ '}{e(c.outcome)}</li>"
+        for c in lines
+    )
+    calls = f"<details><summary>{len(lines)} tool call(s)</summary><ul>{rows}</ul></details>"
+    output = (
+        f"<div><b>output</b>: <code>{e(repr(result.output))}</code></div>"
+        if result.output is not None
+        else ""
+    )
+    return (
+        '<div class="treadle-run-result">'
+        f'<div style="white-space: pre-wrap">{answer}</div>'
+        f"{calls if rows else ''}{output}"
+        f'<div style="opacity: 0.7; font-size: smaller">{e(summary(result))}</div>'
+        "</div>"
+    )
