@@ -97,3 +97,22 @@ def test_the_interrupt_button_stops_run_sync(kernel: Any) -> None:
     text = "".join(m["content"].get("text", "") for m in outputs if m["msg_type"] == "stream")
     assert "False [None, 'aborted']" in text, outputs
     assert "again" in text
+
+
+def test_a_stream_shows_live_in_one_display(kernel: Any) -> None:
+    _, client = kernel
+    execute(client, SETUP)
+    code = (
+        "chatty = Agent(ScriptedProvider([call, 'The sum is five.'], chunks=4, delay=0.01),"
+        " tools=[add])\n"
+        "async with chatty.stream('2 + 3?') as events:\n"
+        "    shown = await events.show()\n"
+    )
+    outputs = execute(client, code)
+    kinds = [m["msg_type"] for m in outputs]
+    assert kinds.count("display_data") == 1, kinds  # one display, updated in place
+    updates = [
+        m["content"]["data"]["text/html"] for m in outputs if m["msg_type"] == "update_display_data"
+    ]
+    assert any("→ add(" in u for u in updates)  # the tool call while it ran
+    assert "The sum is five." in updates[-1] and "ended: completed" in updates[-1]

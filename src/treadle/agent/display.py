@@ -6,11 +6,23 @@ no dependency beyond the standard library, and every value escaped."""
 from __future__ import annotations
 
 import html
+import importlib
 import json
+import sys
+import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
-from ..types import AssistantMessage, ToolResultMessage
+from ..types import (
+    AgentEvent,
+    AssistantMessage,
+    MessageEnd,
+    MessageUpdate,
+    TextDelta,
+    ToolExecutionEnd,
+    ToolExecutionStart,
+    ToolResultMessage,
+)
 
 if TYPE_CHECKING:
     from .result import RunResult
@@ -107,3 +119,75 @@ def as_html(result: RunResult[Any]) -> str:
         f'<div style="opacity: 0.7; font-size: smaller">{e(summary(result))}</div>'
         "</div>"
     )
+
+
+class LiveView:
+    """A run shown as it happens: in a notebook one display updated in place (at most ten
+    times a second, and at each tool call), elsewhere text written as it arrives."""
+
+    def __init__(self, out: TextIO | None = None) -> None:
+        self.out = out
+        self.text: list[str] = []
+        self.calls: list[str] = []
+        self.handle = _notebook_display() if out is None else None
+        self.shown_at = 0.0
+
+    def add(self, event: AgentEvent) -> None:
+        if isinstance(event, MessageUpdate) and isinstance(event.delta, TextDelta):
+            self.text.append(event.delta.text)
+            if self.handle is None:
+                self._write(event.delta.text)
+            else:
+                self._update(force=False)
+        elif isinstance(event, ToolExecutionStart):
+            arguments = _clip(json.dumps(event.args, ensure_ascii=False), _ARGS_CHARS)
+            self.calls.append(f"→ {event.tool_name}({arguments})")
+            self._write(f"\n{self.calls[-1]}\n") if self.handle is None else self._update(True)
+        elif isinstance(event, ToolExecutionEnd):
+            mark = "✗" if event.is_error else "✓"
+            line = f"  {mark} {_clip(event.result.text, _RESULT_CHARS)}"
+            self.calls.append(line)
+            self._write(f"{line}\n") if self.handle is None else self._update(True)
+        elif isinstance(event, MessageEnd) and self.handle is None and self.text:
+            self._write("\n")
+
+    def done(self, result: RunResult[Any]) -> None:
+        if self.handle is not None:
+            self.handle.update(_HTML(as_html(result)))
+        else:
+            self._write(f"[{summary(result)}]\n")
+
+    def _write(self, text: str) -> None:
+        out = self.out or sys.stdout
+        out.write(text)
+        out.flush()
+
+    def _update(self, force: bool) -> None:
+        now = time.monotonic()
+        if not force and now - self.shown_at < 0.1:
+            return
+        self.shown_at = now
+        body = html.escape("".join(self.text))
+        calls = "".join(f"<div><code>{html.escape(c)}</code></div>" for c in self.calls)
+        assert self.handle is not None
+        self.handle.update(_HTML(f'<div style="white-space: pre-wrap">{body}</div>{calls}'))
+
+
+class _HTML:
+    """HTML for IPython's display machinery (its own ``HTML`` class, without importing it)."""
+
+    def __init__(self, markup: str) -> None:
+        self.markup = markup
+
+    def _repr_html_(self) -> str:
+        return self.markup
+
+
+def _notebook_display() -> Any:
+    """A display handle when running under a notebook front end, else None."""
+    ipython = sys.modules.get("IPython")
+    shell = getattr(ipython, "get_ipython", lambda: None)() if ipython is not None else None
+    if shell is None or "IPKernelApp" not in getattr(shell, "config", {}):
+        return None
+    display = importlib.import_module("IPython.display").display  # it is running
+    return display(_HTML(""), display_id=True)

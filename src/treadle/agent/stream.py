@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from types import TracebackType
-from typing import Any, Generic
+from typing import Any, Generic, TextIO
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from ..errors import StateError
+from ..errors import StateError, UsageError
 from ..types import AgentEvent
+from .display import LiveView
 from .result import AgentOutputT as OutputT
 from .result import RunResult
 
@@ -73,7 +74,11 @@ class AgentStream(Generic[OutputT]):
         return self
 
     async def __anext__(self) -> AgentEvent:
-        assert self._receive is not None, "use 'async with agent.stream(...) as events'"
+        if self._receive is None:
+            raise UsageError(
+                "agent.stream(...) is read inside 'async with': "
+                "async with agent.stream(prompt) as events: async for event in events: ..."
+            )
         try:
             # Drain what is buffered without a checkpoint per event (anyio's receive() makes
             # one each time); wait only when the buffer is empty.
@@ -87,6 +92,18 @@ class AgentStream(Generic[OutputT]):
         except anyio.EndOfStream:
             raise StopAsyncIteration from None
 
+    async def show(self, *, out: TextIO | None = None) -> RunResult[OutputT]:
+        """Show the run as it happens, then return its result. In a notebook (IPython with a
+        display front end): one live display — the answer as it arrives, a line per tool
+        call — that becomes the result's own view at the end. Elsewhere the answer's text
+        and the tool calls are written to ``out`` (standard output) as they arrive."""
+        live = LiveView(out)
+        async for event in self:
+            live.add(event)
+        result = self.result  # the stream closes after the result is set
+        live.done(result)
+        return result
+
     async def __aexit__(
         self,
         exc_type: type[BaseException] | None,
@@ -95,8 +112,8 @@ class AgentStream(Generic[OutputT]):
     ) -> bool | None:
         if self._result is None:
             self._abort()
-        assert self._receive is not None
-        self._receive.close()
+        if self._receive is not None:
+            self._receive.close()
         if exc is not None and not isinstance(exc, anyio.get_cancelled_exc_class()):
             # The caller's own error: let the run close cleanly, then raise it as it is
             # (not wrapped in an ExceptionGroup).
