@@ -59,8 +59,9 @@ class LlamaCpp:
     """An OpenAI-compatible server counting tokens as llama.cpp would for a model whose
     tokenizer makes 1.6 times tiktoken's tokens."""
 
-    def __init__(self, answers: Sequence[AssistantMessage | str]) -> None:
+    def __init__(self, answers: Sequence[AssistantMessage | str], usage: bool = True) -> None:
         self.answers = list(answers)
+        self.usage = usage  # False: a shim in front of it reports no prompt tokens
         self.fake = WireFake("openai", [])
         self.accepted: list[int] = []
         self.refused: list[int] = []
@@ -111,18 +112,21 @@ class LlamaCpp:
                 answer = AssistantMessage(content=answer)
             output = len(self.encoding.encode_ordinary(answer.text)) + 8
             usage = Usage(input=tokens, output=output, total_tokens=tokens + output)
+            if not self.usage:
+                usage = Usage(output=1)  # nothing to anchor on
             item = answer.model_copy(update={"usage": usage})
         self.fake.add(item)
         return await self.fake.respond(request)
 
 
-def server() -> LlamaCpp:
+def server(usage: bool = True) -> LlamaCpp:
     return LlamaCpp(
-        [
+        usage=usage,
+        answers=[
             AssistantMessage(content=[ToolCall(id="c1", name="read", arguments={"name": "a"})]),
             "The file and the document agree. " * 8,
             "Here is what the second document adds.",
-        ]
+        ],
     )
 
 
@@ -145,8 +149,9 @@ async def two_runs(
     return context, events, new
 
 
-async def test_reactive_compaction_recovers_on_the_second_run() -> None:
-    llama = server()
+@pytest.mark.parametrize("usage", [True, False], ids=["direct", "shim-without-usage"])
+async def test_reactive_compaction_recovers_on_the_second_run(usage: bool) -> None:
+    llama = server(usage)
     policy = CompactionPolicy()  # the window is not known: the catalog's default
     context, events, new = await two_runs(llama, policy, "And this one?\n" + words(270, "more"))
     assert llama.refused, "the scenario must overflow the server once"

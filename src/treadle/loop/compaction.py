@@ -437,10 +437,12 @@ class ContextGuard:
         async def handle(
             error: ProviderError, request: ModelRequest
         ) -> ModelRequest | ProviderError | None:
-            await self._learn_from(error)
+            sent = await self._learn_from(error)
             assert self.policy is not None
             while len(tried) < OVERFLOW_RETRIES:
                 estimate = (await self.estimate()).tokens
+                if sent is not None:  # the size of this very history, as the provider counted
+                    estimate, sent = max(estimate, sent), None
                 budget = self.policy.budget(self.window)
                 share = min(budget * self.policy.compact_to, estimate * OVERFLOW_SHRINK)
                 target = int(share * OVERFLOW_HARDER ** len(tried))
@@ -461,9 +463,10 @@ class ContextGuard:
 
         return handle
 
-    async def _learn_from(self, error: ProviderError) -> None:
+    async def _learn_from(self, error: ProviderError) -> int | None:
         """Calibrate on the sizes an overflow error names: the limit is the real window, and
-        the request's size against what the tracker counts for it gives the ratio."""
+        the request's size against what the tracker counts for it gives the ratio. Returns
+        the request's size when the error names it."""
         from ..context.calibration import overflow_sizes
 
         sizes = overflow_sizes(error.message)
@@ -476,6 +479,7 @@ class ContextGuard:
             changed = self.calibration.observe(sizes.requested, counted, minimum=1) or changed
         if changed:
             self._recalibrated()
+        return sizes.requested
 
     def _overflow_error(
         self, error: ProviderError, tried: list[str], exhausted: bool
