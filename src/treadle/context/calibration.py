@@ -22,6 +22,8 @@ from collections.abc import MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..providers.base import ProviderError
+
 CALIBRATION_KEY = "treadle.context.calibration"
 """``context.state`` key: ``{"provider:model": {"ratio": float, "window": int | None}}``."""
 
@@ -141,4 +143,26 @@ class Calibration:
         return True
 
 
-__all__ = ["CALIBRATION_KEY", "Calibration", "OverflowSizes", "overflow_sizes"]
+def unfit_error(
+    error: ProviderError, tried: list[str], exhausted: bool, left: int, window: int | None
+) -> ProviderError:
+    """The error a model call ends with when compaction cannot make its request fit: the
+    provider's message, then what was tried (``tried``: each compaction's strategies and
+    the size reached), why it stopped, and the context size the provider named."""
+    done = f"compacted {len(tried)} time(s) ({'; '.join(tried)}), " if tried else ""
+    if exhausted:
+        what = f" enough: {done}and the request is still too long"
+    else:
+        what = f": {done}{left} messages, nothing left to drop or summarise"
+    if window:
+        what += f"; the provider's context holds {window:,} tokens"
+    return ProviderError(
+        "context_overflow",
+        f"{error.message} (compaction could not shrink the request{what}; shorten the "
+        "input, or use a model with a larger context window)",
+        status_code=error.status_code,
+        provider=error.provider,
+    )
+
+
+__all__ = ["CALIBRATION_KEY", "Calibration", "OverflowSizes", "overflow_sizes", "unfit_error"]

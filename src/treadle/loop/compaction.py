@@ -446,6 +446,13 @@ class ContextGuard:
                 budget = self.policy.budget(self.window)
                 share = min(budget * self.policy.compact_to, estimate * OVERFLOW_SHRINK)
                 target = int(share * OVERFLOW_HARDER ** len(tried))
+                # compaction weighs messages by counting them: when the provider's size is
+                # larger still (the ratio is capped), aim lower in the same proportion
+                tracker = await self.tracker()
+                messages = self.run.context.messages
+                counted = tracker.counted(messages, await self._fixed(tracker)).tokens
+                if 0 < counted < estimate:
+                    target = int(target * counted / estimate)
                 self.last_result = None
                 after = await self.compact(estimate, "overflow", target)
                 result = self.last_result
@@ -484,24 +491,10 @@ class ContextGuard:
     def _overflow_error(
         self, error: ProviderError, tried: list[str], exhausted: bool
     ) -> ProviderError:
-        """The error a call ends with when compaction cannot make its request fit: the
-        provider's message, then what was tried."""
-        done = f"compacted {len(tried)} time(s) ({'; '.join(tried)}), " if tried else ""
-        if exhausted:
-            what = f" enough: {done}and the request is still too long"
-        else:
-            left = len(self.run.context.messages)
-            what = f": {done}{left} messages, nothing left to drop or summarise"
-        window = self.calibration.window
-        if window:
-            what += f"; the provider's context holds {window:,} tokens"
-        return ProviderError(
-            "context_overflow",
-            f"{error.message} (compaction could not shrink the request{what}; shorten the "
-            "input, or use a model with a larger context window)",
-            status_code=error.status_code,
-            provider=error.provider,
-        )
+        from ..context.calibration import unfit_error
+
+        left = len(self.run.context.messages)
+        return unfit_error(error, tried, exhausted, left, self.calibration.window)
 
 
 async def compact_context(
