@@ -15,8 +15,11 @@ from treadle import (
     AgentEvent,
     AgentStart,
     AssistantMessage,
+    MessageUpdate,
     ModelRequest,
+    TextContent,
     Tool,
+    ToolCall,
     ToolExecutionEnd,
     ToolExecutionStart,
     ToolResultMessage,
@@ -230,6 +233,48 @@ async def test_aborting_the_parent_cancels_the_child() -> None:
 
     assert stream.result is not None and stream.result.reason == "cancelled"
     assert isinstance(events[-1], AgentEnd) and events[-1].depth == 0
+    assert len(parent_provider.requests) == 1
+    assert validate_transcript(parent.messages) == []
+    assert not parent.running
+
+
+async def test_an_after_turn_abort_lets_a_streaming_child_finish_its_turn() -> None:
+    # The child streams slowly a turn that says something and calls a tool; it would go on
+    # to a second turn. The parent is stopped "after_turn" while the child streams.
+    child_turn = AssistantMessage(
+        content=[
+            TextContent(text="Three notes mention anyio so far; checking the rest."),
+            ToolCall(id="s1", name="search", arguments={"query": "anyio"}),
+        ]
+    )
+    child_provider = ScriptedProvider([child_turn, say("never")], chunks=8, delay=0.01)
+    child = Agent(child_provider, name="researcher", tools=[search], event_buffer=1)
+    parent_provider = ScriptedProvider([calls(("r1", "researcher", {"task": "find"})), "never"])
+    parent = Agent(parent_provider, tools=[child.as_tool()], event_buffer=1)
+
+    events: list[AgentEvent] = []
+    async with parent.stream("go") as stream:
+        async for event in stream:
+            events.append(event)
+            if isinstance(event, MessageUpdate) and event.depth == 1:
+                parent.abort("after_turn")
+
+    # the child finished the turn it was streaming, tools included, and stopped there
+    assert len(child_provider.requests) == 1
+    child_end = next(e for e in events if isinstance(e, AgentEnd) and e.depth == 1)
+    assert [m.role for m in child_end.messages] == ["user", "assistant", "tool_result"]
+    child_reply = child_end.messages[1]
+    assert isinstance(child_reply, AssistantMessage) and child_reply.stop_reason == "tool_use"
+
+    # the parent's tool result is the child's answer so far, not an error, marked as such
+    result = next(m for m in parent.messages if isinstance(m, ToolResultMessage))
+    assert not result.is_error
+    assert result.text.startswith("Three notes mention anyio so far; checking the rest.")
+    assert "stopped early" in result.text
+    assert result.details["stopped_early"] is True
+
+    # the parent finished its own turn and stopped: no further model call
+    assert stream.result is not None and stream.result.reason == "cancelled"
     assert len(parent_provider.requests) == 1
     assert validate_transcript(parent.messages) == []
     assert not parent.running

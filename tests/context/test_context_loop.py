@@ -41,6 +41,7 @@ from treadle.context import CompactionPolicy, TokenCounter, estimate_tokens
 from treadle.context.compaction import SUMMARY_PREFIX
 from treadle.loop import compact_context
 from treadle.loop.compaction import FLOOR_KEY
+from treadle.loop.streaming import OVERFLOW_RETRIES
 from treadle.providers.base import ModelRequest
 from treadle.testing import ScriptedProvider
 
@@ -258,15 +259,30 @@ async def test_context_overflow_compacts_once_and_retries() -> None:
     assert events[-1].reason == "completed"  # type: ignore[union-attr]
 
 
-async def test_context_overflow_is_retried_only_once() -> None:
+async def test_context_overflow_is_retried_a_bounded_number_of_times() -> None:
     overflow = ProviderError("context_overflow", "too long", status_code=400)
-    provider = ScriptedProvider([overflow, SUMMARY, overflow])
+    turns: list[ModelRequest] = []
+
+    def answer(request: ModelRequest) -> AssistantMessage:
+        if request.purpose == "compaction":
+            return AssistantMessage(content=SUMMARY)
+        turns.append(request)
+        raise overflow  # whatever was dropped, the server says no (and names no sizes)
+
+    provider = ScriptedProvider([answer] * 20)
     context = AgentContext(messages=_big_history(), tools=[read])
     config = AgentLoopConfig(provider=provider, compaction=policy(context_window=100_000))
     events, new = await collect(["And now?"], context, config)
-    assert len(provider.requests) == 3
+    retries = [e for e in events if isinstance(e, ProviderRetry)]
+    assert 1 <= len(retries) <= OVERFLOW_RETRIES
+    assert [r.attempt for r in retries] == list(range(1, len(retries) + 1))
+    assert len(turns) == len(retries) + 1
+    # each retry sent a smaller request than the one before it
+    sizes = [len(r.messages) for r in turns]
+    assert sizes == sorted(sizes, reverse=True) and len(set(sizes)) == len(sizes)
     assert isinstance(new[-1], AssistantMessage) and new[-1].error is not None
     assert new[-1].error.kind == "context_overflow"
+    assert "compaction could not shrink the request" in new[-1].error.message
     assert events[-1].reason == "error"  # type: ignore[union-attr]
 
 

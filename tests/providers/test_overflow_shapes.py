@@ -19,8 +19,9 @@ from treadle import (
     agent_loop,
 )
 from treadle.context import CompactionPolicy
+from treadle.context.calibration import overflow_sizes
 from treadle.providers import ModelRequest, ProviderError
-from treadle.testing import Fail, WireFake
+from treadle.testing import Fail, RecordedRequest, WireFake
 
 pytestmark = pytest.mark.anyio
 
@@ -113,6 +114,8 @@ GEMINI = {
     }
 }
 
+SUMMARISER = b"You condense the earlier part of a conversation"  # the summary call's prompt
+
 CASES = [
     pytest.param("openai", 400, LLAMA_CPP, id="llama.cpp"),
     pytest.param("openai", 400, LLAMA_CPP_COUNTED, id="llama.cpp-counted"),
@@ -155,16 +158,24 @@ async def test_the_overflow_is_classified(fmt: str, status: int, body: dict[str,
 
 @pytest.mark.parametrize(("fmt", "status", "body"), CASES)
 async def test_compaction_recovers_and_retries(fmt: str, status: int, body: dict[str, Any]) -> None:
-    summary = "The user asked for many files to be read; all reads succeeded."
-    fake = WireFake(fmt, [Fail(status, body=body), summary, "Here is the answer."])
+    def answer(request: RecordedRequest) -> str:
+        if SUMMARISER in request.body:
+            return "The user asked for many files to be read; all reads succeeded."
+        return "Here is the answer."
+
+    # The sizes these bodies name are larger than this history: calibration believes them
+    # (the window, a ratio up to its cap), so the summary may take more than one call.
+    fake = WireFake(fmt, [Fail(status, body=body)], default=answer)
     context = AgentContext(messages=_history())
     policy = CompactionPolicy(context_window=100_000, tokenizer=None)
     config = AgentLoopConfig(provider=fake.provider(api_key="k"), compaction=policy)
     new = await agent_loop("And now?", context, config)
     assert isinstance(new[-1], AssistantMessage)
     assert new[-1].error is None and new[-1].text == "Here is the answer."
-    assert len(fake.requests) == 3  # the failed call, the summary, the retry
-    fake.assert_done()
+    # the failed call, the summary call(s), then the retry with a shorter history
+    failed, *summaries, retried = fake.requests
+    assert summaries and all(SUMMARISER in r.body for r in summaries)
+    assert len(retried.body) < len(failed.body)
 
 
 @pytest.mark.parametrize(
@@ -182,3 +193,38 @@ async def test_other_bad_requests_are_not_overflows(message: str) -> None:
         async for _ in provider.stream(ModelRequest(messages=[UserMessage.of("hi")])):
             pass
     assert failed.value.kind == "bad_request"
+
+
+SIZES = {
+    "llama.cpp": (14429, 8192),  # from the body's n_prompt_tokens / n_ctx
+    "llama.cpp-counted": (4476, 4096),
+    "llama.cpp-as-500": (14429, 8192),
+    "vllm": (4000, 3096),  # the messages' tokens; the window less the completion's room
+    "vllm-decoder": (17772, 16384),
+    "ollama": (None, None),
+    "ollama-v1": (None, None),
+    "lm-studio": (15857, 4096),
+    "lm-studio-keep": (None, None),
+    "openai": (130415, 128000),
+    "openai-responses": (None, None),
+    "anthropic": (208310, 200000),
+    "anthropic-limit": (197865, 200000 - 21333),
+    "gemini": (1234567, 1048576),
+}
+
+
+@pytest.mark.parametrize(
+    ("fmt", "status", "body", "sizes"),
+    [pytest.param(*case.values, SIZES[str(case.id)], id=case.id) for case in CASES],
+)
+@pytest.mark.one_backend  # parsing an error body: the backend cannot matter
+async def test_the_sizes_an_overflow_names_are_read(
+    fmt: str, status: int, body: dict[str, Any], sizes: tuple[int | None, int | None]
+) -> None:
+    fake = WireFake(fmt, [Fail(status, body=body)])
+    provider = fake.provider(api_key="k")
+    with pytest.raises(ProviderError) as failed:
+        async for _ in provider.stream(ModelRequest(messages=[UserMessage.of("hi")])):
+            pass
+    found = overflow_sizes(failed.value.message)
+    assert (found.requested, found.limit) == sizes, failed.value.message

@@ -27,7 +27,12 @@ from treadle.testing.simulation import (
 )
 from treadle.testing.simulation.__main__ import main, replay_command, report_failure
 from treadle.testing.simulation._invariants import check_call
-from treadle.testing.simulation._scenario import APPROVAL_FROM, GATE_FROM, HISTORY_FROM
+from treadle.testing.simulation._scenario import (
+    APPROVAL_FROM,
+    GATE_FROM,
+    HISTORY_FROM,
+    OVERFLOW_FROM,
+)
 
 BACKENDS = ("asyncio", "trio")
 FIXED_SEEDS = range(300)
@@ -38,6 +43,8 @@ NEWER_SEEDS = range(HISTORY_FROM, HISTORY_FROM + 90)
 APPROVAL_SEEDS = range(APPROVAL_FROM, APPROVAL_FROM + 60)
 # seeds that may draw the gate move (stray approvals; a resumed run whose hook denies)
 GATE_SEEDS = range(GATE_FROM, GATE_FROM + 60)
+# seeds that may draw a provider overflowing its context and an after_turn stop in a child
+OVERFLOW_SEEDS = range(OVERFLOW_FROM, OVERFLOW_FROM + 60)
 
 # ---------------------------------------------------------------- seeds that once failed
 
@@ -45,6 +52,10 @@ BUG_1 = "#21 item 1: seq out of order with parallel sub-agents on the parent's s
 BUG_1N = (
     "#21 item 1 (without a stream): a sub-agent numbered its events from 0 again, so on_event "
     "observers saw seq go back"
+)
+BUG_35_12 = (
+    "#35 item 12: an after_turn abort of the parent made a sub-agent that stopped after its "
+    "turn an error result, not its answer so far marked stopped_early"
 )
 BUG_2 = "#21 item 2: after_tool_call raising records a tool that ran as Cancelled"
 BUG_3 = (
@@ -203,6 +214,8 @@ REGRESSIONS: dict[int, tuple[str, str, bool, tuple[str, ...]]] = {
 }
 for _seed in (208, 1540, 225800, 228879, 687740, 688972):  # broke on asyncio only
     REGRESSIONS[_seed] = ("INV-INPUT-KEPT", BUG_3, False, ("asyncio",))
+for _seed in (15000066, 15000076, 15000099):  # checked on asyncio before the fix
+    REGRESSIONS[_seed] = ("INV-STOPPED-EARLY", BUG_35_12, False, ("asyncio",))
 OPEN = {seed for seed, (_, _, still_open, _) in REGRESSIONS.items() if still_open}
 
 
@@ -230,6 +243,7 @@ def _failure_report(failures: list[Outcome]) -> str:
         *NEWER_SEEDS[::BLOCK],
         *APPROVAL_SEEDS[::BLOCK],
         *GATE_SEEDS[::BLOCK],
+        *OVERFLOW_SEEDS[::BLOCK],
     ],
 )
 def test_fixed_seeds_keep_every_invariant(backend: str, start: int) -> None:
@@ -315,6 +329,12 @@ def test_different_seeds_compose_different_scenarios() -> None:
 
     assert asking(range(300)) == 0 and asking(NEWER_SEEDS) == 0  # kept as found
     assert asking(APPROVAL_SEEDS) >= 10
+    older = [*range(300), *NEWER_SEEDS, *APPROVAL_SEEDS, *GATE_SEEDS]
+    assert not any(generate(seed).first("overflow") for seed in older)  # kept as found
+    assert sum(generate(seed).first("overflow") is not None for seed in OVERFLOW_SEEDS) >= 10
+    later = range(OVERFLOW_FROM, OVERFLOW_FROM + 300)
+    in_child = [generate(seed).first("cancel") or {} for seed in later]
+    assert sum(bool(c.get("in_child")) for c in in_child) >= 10
 
 
 def test_a_scenario_round_trips_through_json() -> None:

@@ -99,15 +99,23 @@ class SubAgentTool:
                 (m.text for m in reversed(messages) if isinstance(m, AssistantMessage) and m.text),
                 "",
             )
+        details: dict[str, Any] = {
+            "child_loop_id": child.loop_id,
+            "usage": usage.model_dump(mode="json"),
+            "reason": state.reason,
+        }
+        cancel = ctx.cancel
+        if state.reason == "cancelled" and cancel is not None and cancel.mode == "after_turn":
+            # A bounded stop, not a failure: the child finished the turn it was in and its
+            # answer so far is the result, marked so the model knows it is partial.
+            note = (
+                f"[The sub-agent '{self.name}' stopped early: the run was asked to stop "
+                "after its current turn, so this is its answer so far, not a finished task.]"
+            )
+            details["stopped_early"] = True
+            text = f"{text}\n\n{note}" if text else note
+            return ToolResult(content=ToolResult.of(text).content, details=details)
         failed = state.reason != "completed"
         if failed and not text:
             text = f"The sub-agent '{self.name}' ended with reason {state.reason!r}."
-        return ToolResult(
-            content=ToolResult.of(text).content,
-            is_error=failed,
-            details={
-                "child_loop_id": child.loop_id,
-                "usage": usage.model_dump(mode="json"),
-                "reason": state.reason,
-            },
-        )
+        return ToolResult(content=ToolResult.of(text).content, is_error=failed, details=details)

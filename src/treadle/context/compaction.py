@@ -405,7 +405,8 @@ async def summarize_messages(messages: Sequence[AgentMessage], job: CompactionJo
     if provider is None:
         return None
     model = policy.summary_model or job.model
-    chunk_budget = max(1024, job.window // 2)
+    # in heuristic tokens, which the provider may count more of (calibration)
+    chunk_budget = int(max(1024, job.window // 2) / max(1.0, job.tracker.scale))
     chunks: list[str] = []
     current: list[str] = []
     used = 0

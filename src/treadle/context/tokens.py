@@ -269,10 +269,15 @@ class ContextTracker:
     with usage at or after ``floor`` — messages before the floor were rewritten by a
     compaction, so their reported usage no longer describes the history. ``reset`` after
     the history was replaced.
+
+    ``scale`` calibrates counts to the provider's tokenizer (docs/context.md, calibration):
+    every count the tracker gives is the counter's times ``scale`` (1.0: as counted);
+    reported usage is exact and never scaled. :meth:`raw` gives unscaled counts.
     """
 
-    def __init__(self, counter: TokenCounter | None = None) -> None:
+    def __init__(self, counter: TokenCounter | None = None, *, scale: float = 1.0) -> None:
         self.counter = counter if counter is not None else TokenCounter()
+        self.scale = scale
         self.floor = 0
         self.tokenized = 0
         self._counts: dict[int, tuple[AgentMessage, int]] = {}
@@ -290,8 +295,12 @@ class ContextTracker:
 
     # ---- per message ----
 
-    def count(self, message: AgentMessage) -> int:
-        """Tokens of ``message`` (tokenised once, then cached)."""
+    def scaled(self, raw: int) -> int:
+        """``raw`` counted tokens as the provider would count them."""
+        return raw if self.scale == 1.0 else math.ceil(raw * self.scale)
+
+    def raw_count(self, message: AgentMessage) -> int:
+        """Tokens of ``message`` as the counter counts them (tokenised once, then cached)."""
         hit = self._counts.get(id(message))
         if hit is not None and hit[0] is message:
             return hit[1]
@@ -300,9 +309,17 @@ class ContextTracker:
         self._counts[id(message)] = (message, tokens)
         return tokens
 
+    def count(self, message: AgentMessage) -> int:
+        """Tokens of ``message``, calibrated (see ``scale``)."""
+        return self.scaled(self.raw_count(message))
+
+    def raw(self, messages: Iterable[AgentMessage]) -> int:
+        """Sum of the messages' uncalibrated counts (cached per message)."""
+        return sum(self.raw_count(m) for m in messages)
+
     def tools(self, specs: Sequence[ToolSpec], key: tuple[int, ...] | None = None) -> int:
-        """Tokens of the tool definitions; cached under ``key`` (for example the ids of the
-        tool objects) when given."""
+        """Tokens of the tool definitions, uncalibrated; cached under ``key`` (for example
+        the ids of the tool objects) when given."""
         if key is not None and key == self._tools_key:
             return self._tools_tokens
         tokens = self.counter.tools(specs)
@@ -313,17 +330,18 @@ class ContextTracker:
     # ---- whole history ----
 
     def measure(self, messages: Sequence[AgentMessage]) -> int:
-        """Sum of the messages' counts (no system prompt, no tools), incrementally: when the
-        history only grew since the last call, only the new messages are added."""
+        """Sum of the messages' counts (no system prompt, no tools), calibrated,
+        incrementally: when the history only grew since the last call, only the new
+        messages are added."""
         n = self._sum_len
         if n and len(messages) >= n and messages[n - 1] is self._sum_last:
-            total = self._sum_total + sum(self.count(m) for m in messages[n:])
+            total = self._sum_total + self.raw(messages[n:])
         else:
-            total = sum(self.count(m) for m in messages)
+            total = self.raw(messages)
         self._sum_len = len(messages)
         self._sum_last = messages[-1] if messages else None
         self._sum_total = total
-        return total
+        return self.scaled(total)
 
     def _anchor(self, messages: Sequence[AgentMessage]) -> int | None:
         """Index of the last assistant message (at or after the floor) with usage."""
@@ -359,7 +377,10 @@ class ContextTracker:
         total = anchor.usage.context_tokens  # reasoning included: a bound, and no tokenising
         for message in messages[index + 1 :]:
             hit = self._counts.get(id(message))
-            total += hit[1] if hit is not None and hit[0] is message else token_bound(message)
+            if hit is not None and hit[0] is message:
+                total += self.scaled(hit[1])
+            else:  # the byte length bounds a byte-level tokenizer's count, calibrated or not
+                total += token_bound(message)
         return total
 
     def anchored(self, messages: Sequence[AgentMessage]) -> ContextEstimate | None:
@@ -371,7 +392,7 @@ class ContextTracker:
         anchor = messages[index]
         assert isinstance(anchor, AssistantMessage)
         tokens = anchor_tokens(anchor, self.counter)
-        tokens += sum(self.count(m) for m in messages[index + 1 :])
+        tokens += self.scaled(self.raw(messages[index + 1 :]))
         return ContextEstimate(tokens, True, index)
 
     def counted(self, messages: Sequence[AgentMessage], fixed: int = 0) -> ContextEstimate:
@@ -398,7 +419,16 @@ class ContextTracker:
         tools: Sequence[ToolSpec] = (),
         tools_key: tuple[int, ...] | None = None,
     ) -> int:
-        """Tokens of the parts of a request outside the history."""
+        """Tokens of the parts of a request outside the history, calibrated."""
+        return self.scaled(self.fixed_raw(system_prompt, tools, tools_key))
+
+    def fixed_raw(
+        self,
+        system_prompt: str | None,
+        tools: Sequence[ToolSpec] = (),
+        tools_key: tuple[int, ...] | None = None,
+    ) -> int:
+        """:meth:`fixed` as the counter counts it (uncalibrated)."""
         system = 0
         if system_prompt:
             if self._system is None or self._system[0] != system_prompt:

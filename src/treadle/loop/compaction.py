@@ -1,10 +1,12 @@
 """The loop's side of context management (LOOP-SPEC §4.1 step 4, §4.2, §6).
 
 :class:`ContextGuard` belongs to one loop call. Before each model call it estimates the
-request (anchored on the last reported usage, so one turn costs O(new messages)), compacts
+request (anchored on the last reported usage, so one turn costs O(new messages);
+calibrated to the provider's own counts, see :mod:`treadle.context.calibration`), compacts
 past the policy's trigger, and fails the turn past the hard limit instead of sending a
 request the provider would refuse. When a provider answers ``context_overflow`` anyway, it
-compacts once more and the call is retried once. It also prices assistant messages from the
+learns the sizes the error names, compacts harder and the call is retried, at most
+:data:`~.streaming.OVERFLOW_RETRIES` times. It also prices assistant messages from the
 model catalog when the provider did not.
 
 What the history looks like after a compaction: ``context.messages`` is replaced in place
@@ -42,12 +44,13 @@ from .config import RunHandle
 from .dispatch import hook_dispatch
 from .sidecall import call_model, side_request
 from .sink import EventSink
-from .streaming import StreamState, close_message
+from .streaming import OVERFLOW_RETRIES, StreamState, close_message
 
 if TYPE_CHECKING:
     from anyio.abc import ObjectSendStream
 
     from ..cancellation import CancellationToken
+    from ..context.calibration import Calibration
     from ..context.catalog import ModelInfo
     from ..context.compacting import CompactionResult
     from ..context.compaction import CompactionPolicy, SummaryCall
@@ -74,6 +77,9 @@ before anything is tokenised (the first turn of a conversation)."""
 
 OVERFLOW_SHRINK = 0.75
 """After a provider's context_overflow, compact to at most this share of the estimate."""
+
+OVERFLOW_HARDER = 0.85
+"""Each further overflow of the same call lowers the target by this factor again."""
 
 OverflowHandler = Callable[
     [ProviderError, ModelRequest], Awaitable[ModelRequest | ProviderError | None]
@@ -126,6 +132,9 @@ class ContextGuard:
         self._loaded = False
         self._window: int | None = None
         self._warned = False
+        self._calibration: Calibration | None = None
+        self._calibrated_on: AssistantMessage | None = None  # the anchor last calibrated on
+        self.last_result: CompactionResult | None = None
 
     # ---- prices ----
 
@@ -159,12 +168,55 @@ class ContextGuard:
 
     @property
     def window(self) -> int:
+        """The policy's context window, or the smaller one an overflow error named."""
         if self._window is None:
             assert self.policy is not None
             config = self.run.config
             name = getattr(config.provider, "name", None)
-            self._window = self.policy.window_for(config.model_name, name)
+            window = self.policy.window_for(config.model_name, name)
+            learned = self.calibration.window
+            self._window = min(window, learned) if learned else window
         return self._window
+
+    # ---- calibration ----
+
+    @property
+    def _calibration_key(self) -> str:
+        config = self.run.config
+        return f"{getattr(config.provider, 'name', '') or ''}:{config.model_name}"
+
+    @property
+    def calibration(self) -> Calibration:
+        """What this context learned about the provider's counts (kept in its state)."""
+        if self._calibration is None:
+            from ..context.calibration import Calibration
+
+            self._calibration = Calibration.load(self.run.context.state, self._calibration_key)
+        return self._calibration
+
+    def _recalibrated(self) -> None:
+        calibration = self.calibration
+        calibration.save(self.run.context.state, self._calibration_key)
+        self._window = None
+        if self._tracker is not None:
+            self._tracker.scale = calibration.ratio
+            self._tracker.reset()  # running totals were in the old scale
+
+    async def _calibrate_on(self, tracker: ContextTracker, index: int) -> bool:
+        """Set the ratio from the usage the anchor at ``index`` reported for its request
+        (the history before it, the system prompt and the tools), once per anchor."""
+        messages = self.run.context.messages
+        anchor = messages[index]
+        if anchor is self._calibrated_on or not isinstance(anchor, AssistantMessage):
+            return False
+        self._calibrated_on = anchor
+        usage = anchor.usage
+        reported = usage.input + usage.cache_read + usage.cache_write
+        counted = tracker.raw(messages[:index]) + await self._fixed_raw(tracker)
+        if not self.calibration.observe(reported, counted):
+            return False
+        self._recalibrated()
+        return True
 
     def _current_tracker(self) -> ContextTracker:
         """The tracker, created on first use; its tokenizer is not loaded yet."""
@@ -172,7 +224,9 @@ class ContextGuard:
             from ..context.tokens import ContextTracker
 
             assert self.policy is not None
-            self._tracker = ContextTracker(self.policy.counter(self.run.config.model_name))
+            self._tracker = ContextTracker(
+                self.policy.counter(self.run.config.model_name), scale=self.calibration.ratio
+            )
         state = self.run.context.state
         floor = state.get(FLOOR_KEY)
         if isinstance(floor, int):
@@ -194,11 +248,14 @@ class ContextGuard:
         return tracker
 
     async def _fixed(self, tracker: ContextTracker) -> int:
+        return tracker.scaled(await self._fixed_raw(tracker))
+
+    async def _fixed_raw(self, tracker: ContextTracker) -> int:
         run = self.run
         system = await run.call_hook(run.context.resolve_system_prompt)
         tools = list(run.tools.values())
         specs = [tool_spec(t) for t in tools]
-        return tracker.fixed(system, specs, tuple(id(t) for t in tools))
+        return tracker.fixed_raw(system, specs, tuple(id(t) for t in tools))
 
     async def _quick_bound(self) -> float:
         """An upper bound of the estimate that tokenises nothing (inf when there is no cheap
@@ -223,6 +280,10 @@ class ContextGuard:
         messages = self.run.context.messages
         found = tracker.anchored(messages)
         if found is not None:
+            assert found.anchor_index is not None
+            if await self._calibrate_on(tracker, found.anchor_index):
+                found = tracker.anchored(messages)
+                assert found is not None
             return found
         return tracker.counted(messages, await self._fixed(tracker))
 
@@ -329,6 +390,7 @@ class ContextGuard:
                     )
         if result is None:
             return estimate
+        self.last_result = result
         if result.changed:
             context.messages[:] = result.messages
             tracker.reset(context.messages)
@@ -363,44 +425,76 @@ class ContextGuard:
     # ---- §4.2: context_overflow from the provider ----
 
     def on_overflow(self) -> OverflowHandler | None:
-        """For one model call: a handler that compacts once after a ``context_overflow``
-        and returns the request to retry with (``None``: no retry). ``None`` without a
-        policy."""
+        """For one model call: a handler that, after a ``context_overflow``, learns what the
+        error says (the request's size in the provider's tokens, its real limit), compacts
+        to fit — harder on each further overflow — and returns the request to retry with;
+        or the error to end the call with when nothing more can be dropped or the
+        :data:`OVERFLOW_RETRIES` compactions are spent. ``None`` without a policy."""
         if self.policy is None:
             return None
-        used = False
+        tried: list[str] = []
 
         async def handle(
             error: ProviderError, request: ModelRequest
         ) -> ModelRequest | ProviderError | None:
-            nonlocal used
-            if used:
-                return None
-            used = True
-            estimate = (await self.estimate()).tokens
+            sent = await self._learn_from(error)
             assert self.policy is not None
-            budget = self.policy.budget(self.window)
-            target = min(int(budget * self.policy.compact_to), int(estimate * OVERFLOW_SHRINK))
-            before = list(self.run.context.messages)
-            await self.compact(estimate, "overflow", target)
-            after = self.run.context.messages
-            if len(after) == len(before) and all(
-                a is b for a, b in zip(after, before, strict=True)
-            ):
-                # Nothing changed (or a hook skipped it): the error stands, and says so
-                # rather than sending the same request again.
-                return ProviderError(
-                    "context_overflow",
-                    f"{error.message} (compaction could not shrink the request: "
-                    f"{len(after)} messages, nothing left to drop or summarise; shorten the "
-                    "input, or use a model with a larger context window)",
-                    status_code=error.status_code,
-                    provider=error.provider,
-                )
-            messages = await self.run.request_messages()
-            return request.model_copy(update={"messages": messages})
+            while len(tried) < OVERFLOW_RETRIES:
+                estimate = (await self.estimate()).tokens
+                if sent is not None:  # the size of this very history, as the provider counted
+                    estimate, sent = max(estimate, sent), None
+                budget = self.policy.budget(self.window)
+                share = min(budget * self.policy.compact_to, estimate * OVERFLOW_SHRINK)
+                target = int(share * OVERFLOW_HARDER ** len(tried))
+                # compaction weighs messages by counting them: when the provider's size is
+                # larger still (the ratio is capped), aim lower in the same proportion
+                tracker = await self.tracker()
+                messages = self.run.context.messages
+                counted = tracker.counted(messages, await self._fixed(tracker)).tokens
+                if 0 < counted < estimate:
+                    target = int(target * counted / estimate)
+                self.last_result = None
+                after = await self.compact(estimate, "overflow", target)
+                result = self.last_result
+                if result is None or not result.changed or after >= estimate:
+                    # Nothing changed, a hook skipped it, or nothing shrank: the error
+                    # stands, and says so rather than sending the same request again.
+                    return self._overflow_error(error, tried, exhausted=False)
+                tried.append(f"{result.strategy}, to about {after:,} tokens")
+                known = self.calibration.window
+                if known is None or after <= known:
+                    messages = await self.run.request_messages()
+                    return request.model_copy(update={"messages": messages})
+                # still larger than the size the provider named: harder, before sending
+            return self._overflow_error(error, tried, exhausted=True)
 
         return handle
+
+    async def _learn_from(self, error: ProviderError) -> int | None:
+        """Calibrate on the sizes an overflow error names: the limit is the real window, and
+        the request's size against what the tracker counts for it gives the ratio. Returns
+        the request's size when the error names it."""
+        from ..context.calibration import overflow_sizes
+
+        sizes = overflow_sizes(error.message)
+        changed = False
+        if sizes.limit is not None:
+            changed = self.calibration.limit(sizes.limit)
+        if sizes.requested is not None:
+            tracker = await self.tracker()
+            counted = tracker.raw(self.run.context.messages) + await self._fixed_raw(tracker)
+            changed = self.calibration.observe(sizes.requested, counted, minimum=1) or changed
+        if changed:
+            self._recalibrated()
+        return sizes.requested
+
+    def _overflow_error(
+        self, error: ProviderError, tried: list[str], exhausted: bool
+    ) -> ProviderError:
+        from ..context.calibration import unfit_error
+
+        left = len(self.run.context.messages)
+        return unfit_error(error, tried, exhausted, left, self.calibration.window)
 
 
 async def compact_context(

@@ -346,6 +346,11 @@ class StreamState:
         )
 
 
+OVERFLOW_RETRIES = 3
+"""How many times one model call is compacted and sent again after ``context_overflow``
+errors (each time harder) before the error stands."""
+
+
 async def stream_message(
     provider: Provider,
     request: ModelRequest,
@@ -375,9 +380,11 @@ async def stream_message(
 
     ``on_overflow`` (the loop's compaction) sees a ``context_overflow`` that came before
     anything was streamed, before it is recorded; when it returns a request (built from the
-    compacted history) the call is retried with it, after a ``provider_retry``."""
+    compacted history) the call is retried with it, after a ``provider_retry`` (numbered
+    up to :data:`OVERFLOW_RETRIES`, which the handler enforces)."""
     name = getattr(provider, "name", type(provider).__name__)
     attempt = 0
+    overflows = 0
     bug: Exception | None = None
     while True:
         try:
@@ -415,10 +422,11 @@ async def stream_message(
                 error, retryable = retried, False  # compaction could not help: say so
                 retried = None
             if retried is not None:
+                overflows += 1
                 await sink.emit(
                     ProviderRetry,
-                    attempt=1,
-                    max_retries=1,
+                    attempt=overflows,
+                    max_retries=OVERFLOW_RETRIES,
                     delay_s=0.0,
                     error_kind=error.kind,
                     status_code=error.status_code,

@@ -73,6 +73,10 @@ def error_message(payload: Any, fallback: str) -> tuple[str, str]:
     if not isinstance(error, dict):
         return fallback, ""
     message = error.get("message") or fallback
+    prompt, window = error.get("n_prompt_tokens"), error.get("n_ctx")
+    if isinstance(prompt, int) and isinstance(window, int) and str(prompt) not in message:
+        # llama.cpp's sizes as fields only: named in the message, so calibration sees them
+        message = f"{message} (request: {prompt} tokens, context size: {window} tokens)"
     metadata = error.get("metadata")
     if isinstance(metadata, dict) and isinstance(metadata.get("raw"), str):
         message = f"{message}: {metadata['raw']}"

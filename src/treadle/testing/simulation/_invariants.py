@@ -63,6 +63,8 @@ INVARIANTS: dict[str, str] = {
     "INV-GATE": "no tool runs unless the before_tool_call hooks judged its call (or it is a "
     "call the run suspended on and a decision names it)",
     "INV-COMPACTION-HONEST": "a compaction that applied no strategy reports no change",
+    "INV-STOPPED-EARLY": "under an after_turn cancellation a sub-agent's result is its answer "
+    "so far, marked stopped_early, not an error",
     "INV-OBSERVER": "with a stream, on_event observers see exactly the consumer's sequence",
     "INV-SUBSCRIBER": "each EventLog subscriber sees exactly the direct consumer's sequence",
     "INV-RAN-KEPT": "a call whose tool ran to its end keeps its result (never Cancelled)",

@@ -13,7 +13,7 @@ import anyio
 from ...errors import UsageError
 from ...loop import AgentContext, Allow
 from ...sessions.base import open_calls_at_end
-from ...types import AgentEnd, AgentMessage, UserMessage
+from ...types import AgentEnd, AgentMessage, ToolResultMessage, UserMessage
 from ._checks import (
     Outcome,
     _check_gate,
@@ -222,8 +222,27 @@ async def _drive(sim: _Sim, outcome: Outcome) -> None:
     _check_no_rerun(sim.ledger.executions, "the run")
     _check_gate(sim.ledger, "the run")
     _check_ran_kept(sim.ledger.executions, context.messages)
+    if sim.token is not None and sim.token.mode == "after_turn":
+        _check_stopped_early(context.messages)
     if sim.crash is not None:
         await _resume_after_crash(sim, outcome)
+
+
+def _check_stopped_early(messages: Sequence[AgentMessage]) -> None:
+    """Under an ``after_turn`` cancellation a sub-agent stops after its own turn: its result
+    is its answer so far, marked ``stopped_early``, never an error (INV-STOPPED-EARLY)."""
+    for message in messages:
+        details = message.details if isinstance(message, ToolResultMessage) else None
+        if not isinstance(details, dict) or "child_loop_id" not in details:
+            continue
+        if details.get("reason") == "cancelled":
+            assert isinstance(message, ToolResultMessage)
+            require(
+                not message.is_error and details.get("stopped_early") is True,
+                "INV-STOPPED-EARLY",
+                f"sub-agent call {message.tool_call_id} stopped after its turn gave "
+                f"is_error={message.is_error}, stopped_early={details.get('stopped_early')}",
+            )
 
 
 def _stray_decisions(sim: _Sim, context: AgentContext) -> None:

@@ -115,6 +115,11 @@ GATE_FROM = 14_000_000
 pending; a crash's resumed run under a hook that denies every call); lower seeds keep
 their scenarios."""
 
+OVERFLOW_FROM = 15_000_000
+"""Seeds from here may draw the ``overflow`` move (a provider that counts more tokens than
+the loop's estimate and refuses, as llama.cpp does, any request over its context) and an
+``after_turn`` cancel fired while a sub-agent streams; lower seeds keep their scenarios."""
+
 
 def generate(seed: int) -> Scenario:
     """The scenario of ``seed`` (all randomness from ``random.Random(seed)``; choices added
@@ -281,4 +286,15 @@ def generate(seed: int) -> Scenario:
                     "rerun": True,
                 }
             )
+    late = random.Random(f"{seed}:overflow")
+    if seed >= OVERFLOW_FROM:
+        if late.random() < 0.3:
+            # the server's context; the loop's window (if it compacts) is what it believes
+            moves.append({"move": "overflow", "limit": late.choice((300, 600, 1200))})
+            if not any(m["move"] == "compaction" for m in moves) and late.random() < 0.8:
+                window = late.choice((250, 2048, 8192))
+                moves.append({"move": "compaction", "context_window": window})
+        subagent = any(m["move"] == "subagent" for m in moves)
+        if subagent and not any(m["move"] == "cancel" for m in moves) and late.random() < 0.4:
+            moves.append({"move": "cancel", "how": "after_turn", "in_child": True})
     return Scenario(seed, moves)

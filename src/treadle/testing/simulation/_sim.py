@@ -32,6 +32,7 @@ from ._scenario import Move, Scenario
 from ._world import (
     GatedStore,
     Ledger,
+    OverflowingProvider,
     QuietSimHooks,
     RequestCheck,
     SimAbort,
@@ -187,14 +188,20 @@ class _Sim:
                     items.append(wire_fault(r["fault"], message, move["format"]))
                 items.append(message)
             fake = FakeTransport(move["format"], items, default="All done.", delay=move["delay"])
-            return fake.provider()
+            return self.overflowing(fake.provider())
         from ..scripted import ScriptedProvider
 
         for r in replies:
             if r["fault"]:
                 items.append(scripted_fault(r["fault"]))
             items.append(reply_message(r, subagents))
-        return ScriptedProvider([*items, *(["All done."] * 60)], delay=move["delay"])
+        return self.overflowing(
+            ScriptedProvider([*items, *(["All done."] * 60)], delay=move["delay"])
+        )
+
+    def overflowing(self, provider: Any) -> Any:
+        move = self.sc.first("overflow")
+        return provider if move is None else OverflowingProvider(provider, move["limit"])
 
     def open_session(self, move: Move, context: AgentContext, config: AgentLoopConfig) -> None:
         from ...sessions import SessionRecorder
@@ -242,6 +249,9 @@ class _Sim:
         if move is not None and self.first_call and "at_event" in move:
             if self.event_count == move["at_event"]:
                 self.fire_cancel(move["how"])
+        if move is not None and self.first_call and move.get("in_child"):
+            if isinstance(event, MessageUpdate) and event.depth > 0:
+                self.fire_cancel(move["how"])  # while a sub-agent streams (idempotent)
         self.event_count += 1
         session = self.sc.first("session")
         if (

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import math
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -220,6 +221,37 @@ def make_subagent(move: Move, ledger: Ledger, retry: Any) -> Any:
     if move.get("eager"):
         sub_tool.traits = replace(sub_tool.traits, eager=True)  # type: ignore[attr-defined]
     return sub_tool
+
+
+class OverflowingProvider:
+    """A provider in front of another that counts a request as a llama.cpp server whose
+    tokenizer makes 1.6 times the loop's heuristic would, and refuses one over ``limit``
+    with llama.cpp's error (the ``overflow`` move): the loop must learn from the refusal."""
+
+    def __init__(self, inner: Any, limit: int) -> None:
+        self.inner = inner
+        self.limit = limit
+        self.name = getattr(inner, "name", "scripted")
+
+    def count(self, request: ModelRequest) -> int:
+        from ...context.tokens import TokenCounter
+
+        counter = TokenCounter(encoding=None)
+        tokens = counter.text(request.system_prompt or "") + counter.messages(request.messages)
+        return math.ceil(1.6 * tokens)
+
+    async def stream(self, request: ModelRequest, cancel: Any = None) -> AsyncIterator[Any]:
+        size = self.count(request)
+        if size > self.limit:
+            raise ProviderError(
+                "context_overflow",
+                f"request ({size} tokens) exceeds the available context size "
+                f"({self.limit} tokens), try increasing it",
+                status_code=400,
+                provider=self.name,
+            )
+        async for event in self.inner.stream(request, cancel=cancel):
+            yield event
 
 
 def scripted_fault(kind: str) -> ProviderError:
