@@ -11,21 +11,42 @@ import json
 import sys
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import Any, Protocol, TextIO
 
 from ..types import (
     AgentEvent,
+    AgentMessage,
     AssistantMessage,
+    ErrorInfo,
     MessageEnd,
     MessageUpdate,
     TextDelta,
     ToolExecutionEnd,
     ToolExecutionStart,
     ToolResultMessage,
+    Usage,
 )
 
-if TYPE_CHECKING:
-    from .result import RunResult
+
+class Shown(Protocol):
+    """What a view reads of a run's result (``RunResult`` has it; imported by no one here,
+    since the result imports this module to show itself)."""
+
+    @property
+    def messages(self) -> list[AgentMessage]: ...
+    @property
+    def usage(self) -> Usage: ...
+    @property
+    def reason(self) -> str: ...
+    @property
+    def error(self) -> ErrorInfo | None: ...
+    @property
+    def output(self) -> Any: ...
+    @property
+    def pending_tool_calls(self) -> list[str]: ...
+    @property
+    def text(self) -> str: ...
+
 
 _ARGS_CHARS = 120
 _RESULT_CHARS = 160
@@ -46,7 +67,7 @@ def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def call_lines(result: RunResult[Any]) -> list[CallLine]:
+def call_lines(result: Shown) -> list[CallLine]:
     """The run's tool calls in order, each with its result (or "no result")."""
     results = {m.tool_call_id: m for m in result.messages if isinstance(m, ToolResultMessage)}
     lines: list[CallLine] = []
@@ -67,7 +88,7 @@ def call_lines(result: RunResult[Any]) -> list[CallLine]:
     return lines
 
 
-def summary(result: RunResult[Any]) -> str:
+def summary(result: Shown) -> str:
     """Usage, cost and the end of the run, on one line."""
     usage = result.usage
     parts = [f"{usage.input} in / {usage.output} out tokens"]
@@ -81,7 +102,7 @@ def summary(result: RunResult[Any]) -> str:
     return " · ".join(parts)
 
 
-def as_text(result: RunResult[Any]) -> str:
+def as_text(result: Shown) -> str:
     """The plain-text view (a terminal, IPython without HTML)."""
     lines = [result.text or "(no answer)"]
     calls = call_lines(result)
@@ -96,7 +117,7 @@ def as_text(result: RunResult[Any]) -> str:
     return "\n".join(lines)
 
 
-def as_html(result: RunResult[Any]) -> str:
+def as_html(result: Shown) -> str:
     """The notebook view: every value escaped (a model's answer is untrusted text)."""
     e = html.escape
     answer = e(result.text) if result.text else "<em>(no answer)</em>"
@@ -151,7 +172,7 @@ class LiveView:
         elif isinstance(event, MessageEnd) and self.handle is None and self.text:
             self._write("\n")
 
-    def done(self, result: RunResult[Any]) -> None:
+    def done(self, result: Shown) -> None:
         if self.handle is not None:
             self.handle.update(_HTML(as_html(result)))
         else:
