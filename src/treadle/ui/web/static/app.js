@@ -17,6 +17,7 @@ const state = {
   runs: new Map(), // run id -> inspector run
   selected: null,
   reconnects: 0, // how often a dropped stream was resumed (shown to tests)
+  asked: new Map(), // toolCallId -> the question of the hook that asked (Ask(prompt=...))
 };
 
 // ---------- small DOM helpers ----------
@@ -250,6 +251,12 @@ function addMessage(message) {
   return message;
 }
 
+// An opened conversation shows its newest message, as every chat app does.
+function scrollToEnd() {
+  const box = $("messages");
+  box.scrollTop = box.scrollHeight;
+}
+
 function scrollDown() {
   const box = $("messages");
   if (box.scrollHeight - box.scrollTop - box.clientHeight < 160) box.scrollTop = box.scrollHeight;
@@ -304,18 +311,23 @@ function updateTool(part) {
   let out = "";
   if (part.state === "output-available") out = typeof part.output === "string" ? part.output : JSON.stringify(part.output, null, 2);
   if (part.state === "output-error") out = part.errorText || "error";
-  if (part.state === "output-denied") out = "The call was denied.";
+  if (part.state === "output-denied") out = part.approval?.reason ? `Denied: ${part.approval.reason}` : "The call was denied.";
   e.result.textContent = out;
   e.result.hidden = !out;
   e.result.classList.toggle("failed", part.state === "output-error" || part.state === "output-denied");
   const ms = part.durationMs ?? (part.finishedAt && part.startedAt ? part.finishedAt - part.startedAt : null);
   e.time.textContent = ms !== null ? fmtMs(ms) : "";
   if (part.state === "approval-requested" && !e.buttons.childElementCount) {
+    // the hook's question (Ask(prompt=...)), a reason for a refusal, then the two answers
+    const prompt = part.approval?.prompt;
+    const reason = el("input", { type: "text", class: "deny-reason", "data-testid": "deny-reason", placeholder: "Reason (optional, sent to the model on Deny)", "aria-label": "Reason for denying" });
     const yes = el("button", { type: "button", class: "approve", "data-testid": "approve", text: "Approve" });
     const no = el("button", { type: "button", class: "deny", "data-testid": "deny", text: "Deny" });
     yes.addEventListener("click", () => answerApproval(part, true));
-    no.addEventListener("click", () => answerApproval(part, false));
-    e.buttons.append(yes, no);
+    no.addEventListener("click", () => answerApproval(part, false, reason.value.trim()));
+    reason.addEventListener("keydown", (ev) => { if (ev.key === "Enter") { ev.preventDefault(); no.click(); } });
+    if (prompt) e.buttons.append(el("div", { class: "approval-prompt", "data-testid": "approval-prompt", text: prompt }));
+    e.buttons.append(reason, yes, no);
   } else if (part.state !== "approval-requested") e.buttons.replaceChildren();
 }
 
@@ -364,6 +376,8 @@ function apply(chunk) {
     if (part) renderPart(ownerOf(part) || state.current, part);
   } else if (t === "tool-input-start") {
     addPart({ type: `tool-${chunk.toolName}`, toolName: chunk.toolName, toolCallId: chunk.toolCallId, state: "input-streaming", inputText: "" });
+  } else if (t === "data-approval-prompt") {
+    state.asked.set(chunk.data?.toolCallId, String(chunk.data?.prompt ?? ""));
   } else if (t.startsWith("tool-")) {
     let part = state.tools.get(chunk.toolCallId);
     if (!part) part = addPart({ type: `tool-${chunk.toolName || "tool"}`, toolName: chunk.toolName, toolCallId: chunk.toolCallId, state: "input-streaming", inputText: "" });
@@ -372,7 +386,7 @@ function apply(chunk) {
     else if (t === "tool-output-available") { part.output = chunk.output; part.state = "output-available"; part.finishedAt = Date.now(); }
     else if (t === "tool-output-error") { part.errorText = chunk.errorText; part.state = "output-error"; part.finishedAt = Date.now(); }
     else if (t === "tool-output-denied") { part.state = "output-denied"; }
-    else if (t === "tool-approval-request") { part.state = "approval-requested"; part.approval = { id: chunk.approvalId }; }
+    else if (t === "tool-approval-request") { part.state = "approval-requested"; part.approval = { id: chunk.approvalId, prompt: state.asked.get(chunk.toolCallId) }; }
     updateTool(part);
   } else if (t === "error") {
     addPart({ type: "error", errorText: chunk.errorText });
@@ -503,11 +517,24 @@ async function afterRun() {
   } catch (_) { /* the list stays without branch points */ }
 }
 
+// Calls waiting for a person's answer. While one waits the composer does not send: a new
+// message would end the wait and the loop would deny the call unanswered (as Claude Code
+// and Cursor do, the question is answered first; the text stays in the box).
+function waitingApprovals() {
+  return state.messages.flatMap((m) => m.parts).filter((p) => p.state === "approval-requested");
+}
+
 function send() {
   const input = $("message-input");
   const text = input.value.trim();
   if (!text) return;
+  if (!state.running && waitingApprovals().length) {
+    setStatus("A tool call is waiting for your answer: Approve or Deny it first (a reason typed beside Deny goes to the model).");
+    waitingApprovals()[0].el.querySelector("[data-testid=approve]")?.scrollIntoView({ block: "nearest" });
+    return;
+  }
   input.value = "";
+  setStatus("");
   if (state.running) { steer(text); return; }
   if (!state.chatId) openChat(uid());
   const message = { id: uid(), role: "user", parts: [{ type: "text", text }] };
@@ -529,9 +556,11 @@ async function stop() {
   await post(`api/chat/${encodeURIComponent(state.chatId)}/stop`, {});
 }
 
-function answerApproval(part, approved) {
+function answerApproval(part, approved, reason = "") {
   part.state = "approval-responded";
   part.approval = { ...(part.approval || {}), approved };
+  if (!approved && reason) part.approval.reason = reason;
+  setStatus("");
   updateTool(part);
   const message = ownerOf(part);
   if (!message || message.parts.some((p) => p.state === "approval-requested")) return;
@@ -556,6 +585,8 @@ function clearChat() {
   state.parts.clear();
   state.tools.clear();
   state.runs.clear();
+  state.asked.clear();
+  state.selected = null;
   $("messages").replaceChildren();
   $("timeline").replaceChildren();
   $("raw").textContent = "Click an item of the timeline to see its events.";
@@ -582,6 +613,7 @@ async function openSession(id) {
   openChat(id);
   for (const m of data.messages) addMessage({ ...m, id: m.id });
   if (!data.messages.length) $("messages").append(el("div", { id: "empty", class: "empty", text: "No messages yet." }));
+  scrollToEnd();
   const runs = await (await fetch(`api/chat/${encodeURIComponent(id)}/runs`)).json();
   for (const run of runs.runs) watchRun(run.id);
   if (data.running) resumeRun(id);
@@ -750,8 +782,15 @@ function queueTimeline() {
   timelineTimer = setTimeout(() => { timelineTimer = null; renderTimeline(); }, 60);
 }
 
+// A pane follows its tail (new timeline items, a live run's events) while the user is at
+// its bottom; scrolled up to read, it stays where it is.
+function atBottom(box) {
+  return box.scrollHeight - box.scrollTop - box.clientHeight < 24;
+}
+
 function renderTimeline() {
   const box = $("timeline");
+  const follow = atBottom(box);
   box.replaceChildren();
   for (const run of state.runs.values()) {
     if (run.t0 === null) continue;
@@ -781,13 +820,42 @@ function renderTimeline() {
     }
   }
   if (!box.childElementCount) box.append(el("div", { class: "muted", text: "Runs show here as they happen." }));
+  if (follow) box.scrollTop = box.scrollHeight;
+  renderRaw();
+}
+
+const LIVE_TAIL = 100; // events of the newest run shown while nothing is selected
+
+// The events pane: the selected item's events, else the newest run's latest events, live.
+function renderRaw() {
+  const raw = $("raw");
+  const it = state.selected;
+  let events;
+  let title;
+  if (it) {
+    events = it.events;
+    title = `· ${it.label} · ${it.events.length} events${it.clipped ? ` (+${it.clipped} deltas not kept)` : ""}`;
+  } else {
+    const run = [...state.runs.values()].filter((r) => r.events.length).at(-1);
+    if (!run) return;
+    events = run.events.slice(-LIVE_TAIL);
+    const shown = events.length < run.events.length ? `the last ${events.length} of ${run.events.length}` : `${events.length}`;
+    title = `· run ${run.n} · ${shown} events${run.done ? "" : " · live"} · click an item for its own`;
+  }
+  $("raw-title").textContent = title;
+  const text = JSON.stringify(events, null, 2);
+  if (text === raw.textContent) return;
+  const follow = atBottom(raw);
+  raw.textContent = text;
+  if (follow) raw.scrollTop = raw.scrollHeight;
 }
 
 function selectItem(it) {
   state.selected = it;
-  $("raw-title").textContent = `· ${it.label} · ${it.events.length} events${it.clipped ? ` (+${it.clipped} deltas not kept)` : ""}`;
-  $("raw").textContent = JSON.stringify(it.events, null, 2);
+  $("raw").textContent = "";
+  $("raw").scrollTop = 0;
   renderTimeline();
+  $("raw").scrollTop = 0;
 }
 
 // ---------- wiring ----------
