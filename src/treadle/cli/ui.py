@@ -90,7 +90,9 @@ def cmd_ui(args: argparse.Namespace) -> int:
     try:
         import uvicorn  # noqa: F401
     except ImportError:
-        print("treadle ui needs the web extra: pip install 'treadle[web]'", file=sys.stderr)
+        from ..errors import install_hint
+
+        print(f"treadle ui needs the web extra: {install_hint('web')}", file=sys.stderr)
         return 2
     from ..errors import ConfigurationError
     from ..ui.web import check_port, serve

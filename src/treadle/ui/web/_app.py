@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ...agent import Agent
-from ...errors import MissingExtra
+from ...errors import MissingExtra, install_hint
 from ...loop import EventLogGap, last_event_id
 from ...sessions import MemoryStore, SessionError, SessionNotFound, SessionStore
 from ...types import AgentEnd, AgentEvent, AgentMessage, UserMessage
@@ -147,9 +147,7 @@ def build_web_app(
         from starlette.responses import JSONResponse, Response, StreamingResponse
         from starlette.routing import Route
     except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise MissingExtra(
-            "the treadle web app needs Starlette: pip install 'treadle[web]'"
-        ) from exc
+        raise MissingExtra(f"the treadle web app needs Starlette: {install_hint('web')}") from exc
 
     def _json(data: Any, status: int = 200) -> Response:
         return JSONResponse(data, status_code=status, headers={"cache-control": "no-store"})
