@@ -13,14 +13,15 @@ from ...agent import Agent
 from ...errors import MissingExtra, install_hint
 from ...loop import EventLogGap, last_event_id
 from ...sessions import MemoryStore, SessionError, SessionNotFound, SessionStore
-from ...types import AgentEnd, AgentEvent, AgentMessage, UserMessage
+from ...types import AgentEnd, AgentEvent, AgentMessage, CustomEvent, UserMessage
 from .._guard import load_json
 from .._mask import MASKED_HEADER, Secrets
 from .._runs import EventEncoder, LiveRun, RequestError, Translator, UIRuns
 from ..vercel_ai import UI_MESSAGE_STREAM_HEADERS, find_run, start_run, stream_run
 from ._guard import Guard
-from ._history import messages_to_ui
+from ._history import messages_to_ui, plain_title
 from ._masked import InspectorEncoder, MaskedTranslator
+from ._requests import REQUEST_EVENT, RequestView
 
 STATIC = Path(__file__).with_name("static")
 ASSETS = {"app.js": "text/javascript", "app.css": "text/css"}
@@ -29,13 +30,16 @@ _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 class AskingTranslator:
     """The chat's frames, with each approval request preceded by the ``Ask``'s question (a
-    transient ``data-approval-prompt`` part: any UI message stream client may ignore it)."""
+    transient ``data-approval-prompt`` part: any UI message stream client may ignore it),
+    and without the inspector's request events."""
 
     def __init__(self, inner: Translator, agent: Agent[Any]) -> None:
         self.inner = inner
         self.agent = agent
 
     def translate(self, event: AgentEvent) -> list[dict[str, Any] | str]:
+        if isinstance(event, CustomEvent) and event.name == REQUEST_EVENT:
+            return []  # for the inspector only: a whole request per turn is no chat frame
         frames = self.inner.translate(event)
         if not isinstance(event, AgentEnd) or event.reason != "suspended":
             return frames
@@ -69,6 +73,7 @@ class WebRuns(UIRuns):
     def __init__(self, open_session: Any) -> None:
         super().__init__(open_session, history="server", encode_events=self._encoder)
         self.secrets = Secrets(())  # the guard's, set when it is made
+        self.run_hooks = [RequestView()]  # each model request, for the inspector
 
     def _encoder(self) -> EventEncoder:
         return InspectorEncoder(self.secrets)
@@ -309,7 +314,7 @@ def build_web_app(
                 "sessions": [
                     {
                         "id": i.id,
-                        "title": i.title or "(untitled)",
+                        "title": plain_title(i.title, branch=i.parent_id is not None),
                         "updated_at": i.updated_at,
                         "messages": i.message_count,
                         "parent_id": i.parent_id,

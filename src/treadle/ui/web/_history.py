@@ -4,6 +4,7 @@ events as JSON for the inspector."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -92,6 +93,19 @@ def messages_to_ui(
             if out and out[-1]["role"] == "assistant":
                 out[-1]["index"] = index
     return out
+
+
+_LINK = re.compile(r"!?\[([^\]\n]*)\]\([^)\s]*\)")  # [label](url) -> label
+_MARKS = re.compile(r"[`*~]+|(?<![A-Za-z0-9])_+|_+(?![A-Za-z0-9])")
+_LEAD = re.compile(r"^\s*(?:#{1,6}\s+|>\s*|[-+]\s+|\d+[.)]\s+)")
+
+
+def plain_title(title: str | None, *, branch: bool = False) -> str:
+    """A session's title as plain text: the first user text without its Markdown marks
+    (``**``, backticks, ``# ``, links shown by their label). A branch says so."""
+    text = _LEAD.sub("", _MARKS.sub("", _LINK.sub(r"\1", title or ""))).strip()
+    text = " ".join(text.split()) or "(untitled)"
+    return f"{text} (branch)" if branch else text
 
 
 def event_json(event: AgentEvent) -> dict[str, Any]:

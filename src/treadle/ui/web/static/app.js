@@ -153,6 +153,50 @@ function inline(text, into) {
   if (last < n) into.append(document.createTextNode(text.slice(last)));
 }
 
+// GFM tables: a header row, then a rule row (| --- | :-: |), then body rows. Cells are cut
+// at each "|" not escaped by a backslash, one pass over the line.
+const TABLE_RULE = /^\s*\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?\s*$/;
+
+function cells(line) {
+  const out = [];
+  let cell = "";
+  for (let i = 0; i < line.length; i += 1) {
+    const c = line[i];
+    if (c === "\\" && line[i + 1] === "|") { cell += "|"; i += 1; } else if (c === "|") { out.push(cell); cell = ""; } else cell += c;
+  }
+  out.push(cell);
+  if (out.length > 1 && !out[0].trim()) out.shift(); // a leading "|"
+  if (out.length > 1 && !out[out.length - 1].trim()) out.pop(); // a trailing "|"
+  return out.map((c) => c.trim());
+}
+
+// A fenced code block, as text, with a button that copies it.
+function codeBlock(text, lang) {
+  const code = el("code", { text });
+  if (lang) code.dataset.lang = lang;
+  const copy = el("button", { type: "button", class: "copy", "data-testid": "copy-code", text: "Copy", "aria-label": "Copy the code" });
+  copy.addEventListener("click", () => copyText(text, copy));
+  return el("div", { class: "codeblock" }, copy, el("pre", { class: "code" }, code));
+}
+
+async function copyText(text, button) {
+  let done = false;
+  try {
+    await navigator.clipboard.writeText(text); // secure contexts (127.0.0.1, https)
+    done = true;
+  } catch (_) {
+    // plain http on a LAN address: a hidden textarea and the older copy command
+    const area = el("textarea", { class: "offscreen" });
+    area.value = text;
+    document.body.append(area);
+    area.select();
+    try { done = document.execCommand("copy"); } catch (_) { done = false; }
+    area.remove();
+  }
+  button.textContent = done ? "Copied" : "Copy failed";
+  setTimeout(() => { button.textContent = "Copy"; }, 1500);
+}
+
 function markdown(src, into) {
   into.replaceChildren();
   const lines = src.replace(/\r\n?/g, "\n").split("\n");
@@ -174,9 +218,28 @@ function markdown(src, into) {
       i += 1;
       while (i < lines.length && !lines[i].trim().startsWith(fence[1])) body.push(lines[i++]);
       i += 1;
-      const code = el("code", { text: body.join("\n") });
-      if (fence[2]) code.dataset.lang = fence[2];
-      into.append(el("pre", { class: "code" }, code));
+      into.append(codeBlock(body.join("\n"), fence[2]));
+      continue;
+    }
+    if (line.includes("|") && i + 1 < lines.length && TABLE_RULE.test(lines[i + 1])) {
+      flush();
+      const head = cells(line);
+      const aligns = cells(lines[i + 1]).map((c) => (c.endsWith(":") ? (c.startsWith(":") ? "center" : "right") : ""));
+      const row = (text, tag) => {
+        const tr = el("tr");
+        cells(text).slice(0, head.length).forEach((c, n) => {
+          const td = el(tag);
+          if (aligns[n]) td.style.textAlign = aligns[n];
+          inline(c, td);
+          tr.append(td);
+        });
+        return tr;
+      };
+      const thead = el("thead", {}, row(line, "th"));
+      const tbody = el("tbody");
+      i += 2;
+      while (i < lines.length && lines[i].includes("|") && lines[i].trim()) tbody.append(row(lines[i++], "td"));
+      into.append(el("div", { class: "table-wrap" }, el("table", {}, thead, tbody)));
       continue;
     }
     const heading = line.match(/^(#{1,6})\s+(.*)$/);
@@ -235,10 +298,23 @@ function messageEl(message) {
 
 function addBranch(message) {
   if (message.branchEl || message.index === undefined) return;
-  const b = el("button", { type: "button", class: "branch", title: "A new conversation from here", text: "⑂ Branch" });
+  const b = el("button", { type: "button", class: "branch", "data-testid": "branch", title: message.role === "user" ? "A new conversation that asks this again" : "A new conversation from here" }, branchIcon(), document.createTextNode(" Branch"));
   b.addEventListener("click", () => branchFrom(message));
   message.branchEl = b;
   message.el.querySelector(".who").append(b);
+}
+
+// The branch mark, drawn (a fork glyph such as U+2442 is missing from common fonts).
+function branchIcon() {
+  const NS = "http://www.w3.org/2000/svg";
+  const svg = document.createElementNS(NS, "svg");
+  svg.setAttribute("viewBox", "0 0 16 16");
+  svg.setAttribute("class", "icon");
+  svg.setAttribute("aria-hidden", "true");
+  const path = document.createElementNS(NS, "path");
+  path.setAttribute("d", "M5 3v10M5 9c0-3 6-2 6-6M5 13a1.5 1.5 0 1 0 0 .01M11 3a1.5 1.5 0 1 0 0 .01M5 3a1.5 1.5 0 1 0 0 .01");
+  svg.append(path);
+  return svg;
 }
 
 function addMessage(message) {
@@ -289,10 +365,12 @@ function toolCard(part) {
     args: el("pre", { class: "args" }),
     result: el("pre", { class: "result" }),
     buttons: el("div", { class: "approval" }),
+    more: el("button", { type: "button", class: "show-all", "data-testid": "show-all", hidden: "" }),
   };
+  part.els.more.addEventListener("click", () => { part.expanded = !part.expanded; updateTool(part); });
   const card = el("div", { class: "tool", "data-testid": "tool-call", "data-tool": name, "data-call-id": part.toolCallId },
     el("div", { class: "tool-head" }, el("span", { class: "tool-name", text: name }), part.els.status, part.els.time),
-    part.els.args, part.els.result, part.els.buttons);
+    part.els.args, part.els.result, part.els.more, part.els.buttons);
   return card;
 }
 
@@ -312,7 +390,7 @@ function updateTool(part) {
   if (part.state === "output-available") out = typeof part.output === "string" ? part.output : JSON.stringify(part.output, null, 2);
   if (part.state === "output-error") out = part.errorText || "error";
   if (part.state === "output-denied") out = part.approval?.reason ? `Denied: ${part.approval.reason}` : "The call was denied.";
-  e.result.textContent = out;
+  showClipped(e.result, out, part);
   e.result.hidden = !out;
   e.result.classList.toggle("failed", part.state === "output-error" || part.state === "output-denied");
   const ms = part.durationMs ?? (part.finishedAt && part.startedAt ? part.finishedAt - part.startedAt : null);
@@ -329,6 +407,34 @@ function updateTool(part) {
     if (prompt) e.buttons.append(el("div", { class: "approval-prompt", "data-testid": "approval-prompt", text: prompt }));
     e.buttons.append(reason, yes, no);
   } else if (part.state !== "approval-requested") e.buttons.replaceChildren();
+}
+
+// A long result (a file, a log) shows its first lines; "Show all" shows the rest.
+const CLIP_LINES = 30;
+const CLIP_CHARS = 4000;
+
+function showClipped(pre, text, part) {
+  let shown = text;
+  let lines = 0;
+  if (!part.expanded && text.length > CLIP_CHARS / 2) {
+    let cut = 0;
+    while (cut < text.length && cut < CLIP_CHARS && lines < CLIP_LINES) {
+      const next = text.indexOf("\n", cut);
+      if (next < 0) { cut = text.length; break; }
+      cut = next + 1;
+      lines += 1;
+    }
+    shown = text.slice(0, Math.min(cut, CLIP_CHARS));
+  }
+  pre.textContent = shown;
+  const more = part.els.more;
+  if (shown.length < text.length) {
+    let total = 1;
+    for (let i = text.indexOf("\n"); i >= 0; i = text.indexOf("\n", i + 1)) total += 1;
+    more.textContent = `Show all (${total.toLocaleString()} lines, ${text.length.toLocaleString()} characters)`;
+    more.hidden = false;
+  } else more.hidden = !part.expanded;
+  if (part.expanded && text.length > CLIP_CHARS / 2) more.textContent = "Show less";
 }
 
 function markStopped(message) {
@@ -635,13 +741,23 @@ async function resumeRun(id) {
   }
 }
 
+// Branching from an answer keeps the conversation up to it. Branching from a question
+// keeps what came before it and asks it again, so the new conversation is answered anew
+// (as chat apps do when a question is edited or asked again).
 async function branchFrom(message) {
   if (state.running || !state.chatId) return;
-  const r = await post(`api/sessions/${encodeURIComponent(state.chatId)}/branch`, { at: message.index });
+  const user = message.role === "user";
+  const at = user ? message.index - 1 : message.index;
+  const r = await post(`api/sessions/${encodeURIComponent(state.chatId)}/branch`, { at });
   if (!r.ok) { setStatus("could not branch here"); return; }
   const { id } = await r.json();
   await openSession(id);
   await refreshSessions();
+  if (user) {
+    const text = message.parts.filter((p) => p.type === "text").map((p) => p.text).join("");
+    $("message-input").value = text;
+    send();
+  }
   $("message-input").focus();
 }
 
@@ -653,7 +769,8 @@ async function refreshSessions() {
   for (const s of data.sessions) {
     const b = el("button", { type: "button", class: "session", "data-id": s.id },
       el("span", { class: "session-title", text: s.title }),
-      el("span", { class: "session-meta", text: `${s.messages} msgs · ${new Date(s.updated_at).toLocaleString()}${s.parent_id ? " · ⑂" : ""}${s.running ? " · running" : ""}` }));
+      el("span", { class: "session-meta" }, `${s.messages} msgs · ${new Date(s.updated_at).toLocaleString()}`,
+        ...(s.parent_id ? [" · ", branchIcon(), " branch"] : []), s.running ? " · running" : ""));
     b.addEventListener("click", () => openSession(s.id));
     list.append(el("li", {}, b));
   }
@@ -707,10 +824,25 @@ function digest(run, ev) {
       if (it) { it.end = ev.timestamp; it.events.push(ev); it.detail = `${ev.reason}`; }
       break;
     }
-    case "turn_start":
+    case "turn_start": {
       open[key("turn")] = item(run, "turn", `turn ${ev.turn_index}`, ev, depth);
-      open[key("model")] = item(run, "model", "model request", ev, depth + 1, { firstToken: null });
+      const asked = (run.requests ||= {})[ev.loop_id]; // recorded before the item was open
+      delete run.requests[ev.loop_id];
+      open[key("model")] = item(run, "model", "model request", ev, depth + 1, { firstToken: null, request: asked });
       break;
+    }
+    case "custom": {
+      if (ev.name === REQUEST_EVENT) {
+        const it = open[key("model")];
+        if (ev.value?.purpose && ev.value.purpose !== "turn") {
+          item(run, "model", `model request · ${ev.value.purpose}`, ev, depth + 1, { firstToken: null, request: ev.value }).end = ev.timestamp;
+        } else if (it && !it.request) it.request = ev.value;
+        else (run.requests ||= {})[ev.loop_id] = ev.value;
+      }
+      const it = open[key("run")];
+      if (it) it.events.push(ev);
+      break;
+    }
     case "message_update": {
       const it = open[key("model")];
       if (it) {
@@ -830,8 +962,18 @@ const LIVE_TAIL = 100; // events of the newest run shown while nothing is select
 function renderRaw() {
   const raw = $("raw");
   const it = state.selected;
+  const toggle = $("view-request");
+  toggle.hidden = !it?.request;
+  toggle.textContent = state.view === "request" ? "Events" : "Request sent";
+  toggle.setAttribute("aria-pressed", String(state.view === "request"));
   let events;
   let title;
+  if (it?.request && state.view === "request") {
+    $("raw-title").textContent = `· ${it.label} · what the model was sent`;
+    const text = requestText(it.request);
+    if (raw.textContent !== text) raw.textContent = text;
+    return;
+  }
   if (it) {
     events = it.events;
     title = `· ${it.label} · ${it.events.length} events${it.clipped ? ` (+${it.clipped} deltas not kept)` : ""}`;
@@ -850,8 +992,39 @@ function renderRaw() {
   if (follow) raw.scrollTop = raw.scrollHeight;
 }
 
+const REQUEST_EVENT = "treadle.ui.model_request";
+
+// A model request as text: its settings, system prompt, tool schemas and messages as sent.
+function requestText(req) {
+  const out = [];
+  const skip = new Set(["model", "purpose", "system_prompt", "tools", "messages"]);
+  const settings = Object.entries(req).filter(([k, v]) => !skip.has(k) && v !== null && !(typeof v === "object" && !Object.keys(v).length));
+  out.push(`${req.purpose || "turn"} · ${req.model || "(model)"}`);
+  for (const [k, v] of settings) out.push(`${k}: ${typeof v === "string" ? v : JSON.stringify(v)}`);
+  out.push("", "── system prompt ──", req.system_prompt || "(none)");
+  const tools = req.tools || [];
+  out.push("", `── tools (${tools.length}) ──`);
+  for (const t of tools) out.push(`${t.name}: ${t.description || ""}`, JSON.stringify(t.parameters, null, 2));
+  const messages = req.messages || [];
+  out.push("", `── messages (${messages.length}) ──`);
+  for (const m of messages) {
+    const who = m.role === "tool_result" ? `tool_result ${m.tool_name} (${m.tool_call_id})${m.is_error ? " error" : ""}` : m.role;
+    out.push(`[${who}]`);
+    const blocks = typeof m.content === "string" ? [{ type: "text", text: m.content }] : m.content || [];
+    for (const b of blocks) {
+      if (b.type === "text") out.push(b.text);
+      else if (b.type === "thinking") out.push(`(thinking) ${b.thinking}`);
+      else if (b.type === "tool_call") out.push(`→ ${b.name}(${JSON.stringify(b.arguments)}) [${b.id}]`);
+      else if (b.type === "image") out.push(`(image ${b.mime_type || ""})`);
+      else out.push(JSON.stringify(b));
+    }
+  }
+  return out.join("\n");
+}
+
 function selectItem(it) {
   state.selected = it;
+  state.view = "events";
   $("raw").textContent = "";
   $("raw").scrollTop = 0;
   renderTimeline();
@@ -872,6 +1045,11 @@ async function start() {
     const next = dark ? "light" : "dark";
     localStorage.setItem("treadle-theme", next);
     applyTheme(next);
+  });
+  $("view-request").addEventListener("click", () => {
+    state.view = state.view === "request" ? "events" : "request";
+    $("raw").scrollTop = 0;
+    renderRaw();
   });
   $("toggle-inspector").addEventListener("click", (e) => {
     const hidden = document.body.classList.toggle("no-inspector");
