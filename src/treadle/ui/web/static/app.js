@@ -153,9 +153,17 @@ function inline(text, into) {
   if (last < n) into.append(document.createTextNode(text.slice(last)));
 }
 
-// GFM tables: a header row, then a rule row (| --- | :-: |), then body rows. Cells are cut
-// at each "|" not escaped by a backslash, one pass over the line.
-const TABLE_RULE = /^\s*\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?\s*$/;
+// GFM tables: a header row, then a rule row (| --- | :-: |) with as many cells, then body
+// rows. Cells are cut at each "|" not escaped by a backslash, one pass over the line; each
+// cell of the rule is checked on its own (one regex over the whole row, with its optional
+// spaces and pipes, could backtrack quadratically on a long line of spaces).
+const RULE_CELL = /^:?-+:?$/;
+
+function isTableRule(line, header) {
+  if (!line.includes("-")) return false;
+  const rule = cells(line);
+  return rule.length === cells(header).length && rule.every((c) => RULE_CELL.test(c));
+}
 
 function cells(line) {
   const out = [];
@@ -221,7 +229,7 @@ function markdown(src, into) {
       into.append(codeBlock(body.join("\n"), fence[2]));
       continue;
     }
-    if (line.includes("|") && i + 1 < lines.length && TABLE_RULE.test(lines[i + 1])) {
+    if (line.includes("|") && i + 1 < lines.length && isTableRule(lines[i + 1], line)) {
       flush();
       const head = cells(line);
       const aligns = cells(lines[i + 1]).map((c) => (c.endsWith(":") ? (c.startsWith(":") ? "center" : "right") : ""));
