@@ -36,12 +36,15 @@ docs: $(STAMP)
 	$(BIN)/python -m pip install -q -e ".[docs]"
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict -d build/site
 
-# sdist and wheel in dist/, checked as PyPI would (docs/releasing.md).
-dist: $(STAMP)
-	$(BIN)/python -m pip install -q "build>=1.2" "twine>=5"
+# sdist and wheel in dist/, checked as PyPI would (docs/releasing.md). A small venv of its
+# own (build and twine only): a release needs none of the dev extras.
+DIST_VENV := build/dist-venv
+dist:
+	$(PYTHON) -m venv $(DIST_VENV)
+	$(DIST_VENV)/bin/python -m pip install -q "build>=1.2" "twine>=5"
 	rm -rf dist
-	$(BIN)/python -m build --outdir dist .
-	$(BIN)/twine check --strict dist/*
+	$(DIST_VENV)/bin/python -m build --outdir dist .
+	$(DIST_VENV)/bin/twine check --strict dist/*
 
 # Write the public API snapshot (tests/api/public_api.txt) after a reviewed change.
 api-snapshot: $(STAMP)

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import threading
+from collections.abc import Sequence
 
 import anyio
-from _model import model_or_script
 
 from treadle import (
     AgentContext,
@@ -18,6 +19,19 @@ from treadle import (
     tool,
     validate_transcript,
 )
+from treadle.providers import Provider, get_provider
+from treadle.testing import ScriptedProvider, ScriptItem
+
+
+def model_or_script(script: Sequence[ScriptItem]) -> Provider:
+    """The model named by ``TREADLE_MODEL``; without one, a ScriptedProvider playing
+    ``script`` (what a real model would plausibly answer), announced as offline: the
+    example runs as it is, with no key and no network."""
+    spec = os.environ.get("TREADLE_MODEL")
+    if spec:
+        return get_provider(spec)
+    print("(offline: scripted model answers; set TREADLE_MODEL to use a real one)")
+    return ScriptedProvider(script, name="offline", model="offline-script", delay=0.002)
 
 
 @tool(category="exec")

@@ -17,12 +17,24 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
-from _model import model_or_script
-
 from treadle import Agent, AssistantMessage, ToolCall, durable, tool
-from treadle.providers import ModelRequest
+from treadle.providers import ModelRequest, Provider, get_provider
+from treadle.testing import ScriptedProvider, ScriptItem
+
+
+def model_or_script(script: Sequence[ScriptItem]) -> Provider:
+    """The model named by ``TREADLE_MODEL``; without one, a ScriptedProvider playing
+    ``script`` (what a real model would plausibly answer), announced as offline: the
+    example runs as it is, with no key and no network."""
+    spec = os.environ.get("TREADLE_MODEL")
+    if spec:
+        return get_provider(spec)
+    print("(offline: scripted model answers; set TREADLE_MODEL to use a real one)")
+    return ScriptedProvider(script, name="offline", model="offline-script", delay=0.002)
+
 
 DB = (
     os.environ.get("DURABLE_EXAMPLE_DB")

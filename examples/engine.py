@@ -25,13 +25,14 @@ Offline (no ``TREADLE_MODEL``) the model is scripted; with a real model the answ
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 import anyio
-from _model import model_or_script
 
 from treadle import (
     AssistantMessage,
@@ -47,6 +48,20 @@ from treadle.ext.memory import RECALL_HEADER
 from treadle.ext.profiles import Profiles
 from treadle.ext.routing import ROUTE_EVENT
 from treadle.ext.workers import SUMMARY_EVENT, SUMMARY_INSTRUCTION, SessionEndInfo
+from treadle.providers import Provider, get_provider
+from treadle.testing import ScriptedProvider, ScriptItem
+
+
+def model_or_script(script: Sequence[ScriptItem]) -> Provider:
+    """The model named by ``TREADLE_MODEL``; without one, a ScriptedProvider playing
+    ``script`` (what a real model would plausibly answer), announced as offline: the
+    example runs as it is, with no key and no network."""
+    spec = os.environ.get("TREADLE_MODEL")
+    if spec:
+        return get_provider(spec)
+    print("(offline: scripted model answers; set TREADLE_MODEL to use a real one)")
+    return ScriptedProvider(script, name="offline", model="offline-script", delay=0.002)
+
 
 SKILLS = {
     "release-notes": "Write release notes from a list of merged changes.",

@@ -7,12 +7,25 @@ anthropic:claude-sonnet-4-5, gemini:gemini-2.5-flash, ollama:llava) the model re
 
 from __future__ import annotations
 
+import os
 import struct
 import zlib
-
-from _model import model_or_script
+from collections.abc import Sequence
 
 from treadle import Agent, ImageContent, UserMessage
+from treadle.providers import Provider, get_provider
+from treadle.testing import ScriptedProvider, ScriptItem
+
+
+def model_or_script(script: Sequence[ScriptItem]) -> Provider:
+    """The model named by ``TREADLE_MODEL``; without one, a ScriptedProvider playing
+    ``script`` (what a real model would plausibly answer), announced as offline: the
+    example runs as it is, with no key and no network."""
+    spec = os.environ.get("TREADLE_MODEL")
+    if spec:
+        return get_provider(spec)
+    print("(offline: scripted model answers; set TREADLE_MODEL to use a real one)")
+    return ScriptedProvider(script, name="offline", model="offline-script", delay=0.002)
 
 
 def red_square_png(size: int = 32) -> bytes:

@@ -4,9 +4,23 @@
 # without nest_asyncio. Run the cells in order (VS Code / Jupytext understand `# %%`).
 
 # %%
-from _model import model_or_script
+import os
+from collections.abc import Sequence
 
 from treadle import Agent, AssistantMessage, TextContent, ToolCall, tool
+from treadle.providers import Provider, get_provider
+from treadle.testing import ScriptedProvider, ScriptItem
+
+
+def model_or_script(script: Sequence[ScriptItem]) -> Provider:
+    """The model named by ``TREADLE_MODEL``; without one, a ScriptedProvider playing
+    ``script`` (what a real model would plausibly answer), announced as offline: the
+    example runs as it is, with no key and no network."""
+    spec = os.environ.get("TREADLE_MODEL")
+    if spec:
+        return get_provider(spec)
+    print("(offline: scripted model answers; set TREADLE_MODEL to use a real one)")
+    return ScriptedProvider(script, name="offline", model="offline-script", delay=0.002)
 
 
 @tool(category="info")

@@ -13,19 +13,30 @@ message stream, a tool call included), prints what came, and exits.
 from __future__ import annotations
 
 import json
+import os
 import socket
 import sys
-from pathlib import Path
+from collections.abc import Sequence
 
 import anyio
 import httpx
 import uvicorn
 
 from treadle import Agent, AssistantMessage, ModelRequest, ToolCall, ToolResultMessage, tool
+from treadle.providers import Provider, get_provider
 from treadle.sessions import MemoryStore
+from treadle.testing import ScriptedProvider, ScriptItem
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _model import model_or_script
+
+def model_or_script(script: Sequence[ScriptItem]) -> Provider:
+    """The model named by ``TREADLE_MODEL``; without one, a ScriptedProvider playing
+    ``script`` (what a real model would plausibly answer), announced as offline: the
+    example runs as it is, with no key and no network."""
+    spec = os.environ.get("TREADLE_MODEL")
+    if spec:
+        return get_provider(spec)
+    print("(offline: scripted model answers; set TREADLE_MODEL to use a real one)")
+    return ScriptedProvider(script, name="offline", model="offline-script", delay=0.002)
 
 
 @tool(category="info")

@@ -31,6 +31,7 @@ EXTRAS = {  # extra -> what to run once it is installed
     "ag-ui": "from treadle import Agent; from treadle.ui.ag_ui import ag_ui_app; "
     "ag_ui_app(Agent('openai:m', api_key='k'))",
     "rich": "from treadle.cli.render import RichRenderer; import rich",
+    "trio": 'import anyio, trio; anyio.run(anyio.sleep, 0, backend="trio")',
 }
 MISSING_BEFORE = {"treadle.mcp": "mcp", "treadle.otel": "otel", "treadle.durable": "dbos"}
 

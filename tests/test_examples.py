@@ -1,8 +1,10 @@
-"""Every example runs to the end offline (no TREADLE_MODEL) and exits 0."""
+"""Every example runs to the end offline (no TREADLE_MODEL) and exits 0, copied alone into
+an empty folder as a reader would copy it (no sibling helper module to import)."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -11,16 +13,20 @@ import pytest
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 SCRIPTS = sorted(p for p in EXAMPLES.glob("*.py") if not p.name.startswith("_"))
+# what an example runs beside itself, by design (not a helper it imports)
+COMPANIONS = {"mcp_tools.py": ["_mcp_server.py"]}
 
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.stem)
-def test_example_runs_offline(script: Path) -> None:
+def test_example_runs_offline(script: Path, tmp_path: Path) -> None:
+    for name in [script.name, *COMPANIONS.get(script.name, [])]:
+        shutil.copy(EXAMPLES / name, tmp_path / name)
     env = {k: v for k, v in os.environ.items() if k != "TREADLE_MODEL"}
     for key in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY"):
         env.pop(key, None)
     done = subprocess.run(
-        [sys.executable, str(script)],
-        cwd=EXAMPLES,
+        [sys.executable, script.name],
+        cwd=tmp_path,
         env=env,
         capture_output=True,
         text=True,

@@ -16,7 +16,7 @@ import contextlib
 import os
 import sys
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
 import anyio
@@ -28,10 +28,21 @@ from starlette.routing import Route
 
 from treadle import AgentContext, AgentEvent, AgentLoopConfig, EventLog, EventLogGap, agent_loop
 from treadle.loop import last_event_id, sse_frame
+from treadle.providers import Provider, get_provider
+from treadle.testing import ScriptedProvider, ScriptItem
 from treadle.tools import tool
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from _model import model_or_script
+
+def model_or_script(script: Sequence[ScriptItem]) -> Provider:
+    """The model named by ``TREADLE_MODEL``; without one, a ScriptedProvider playing
+    ``script`` (what a real model would plausibly answer), announced as offline: the
+    example runs as it is, with no key and no network."""
+    spec = os.environ.get("TREADLE_MODEL")
+    if spec:
+        return get_provider(spec)
+    print("(offline: scripted model answers; set TREADLE_MODEL to use a real one)")
+    return ScriptedProvider(script, name="offline", model="offline-script", delay=0.002)
+
 
 PAGE = (Path(__file__).with_name("page.html")).read_text(encoding="utf-8")
 

@@ -75,4 +75,11 @@ class StateError(TreadleError, RuntimeError):
 
 class MissingExtra(TreadleError, ImportError):
     """An optional part of treadle was imported without its extra installed; the message
-    names the ``pip install 'treadle[...]'`` that adds it."""
+    names the install that adds it (:func:`install_hint`)."""
+
+
+def install_hint(extra: str) -> str:
+    """How to install treadle's ``extra``, both ways: from a clone (an editable install;
+    treadle is not on PyPI before its first release) and from PyPI once it is."""
+    clone = f"pip install -e '.[{extra}]'"
+    return f"from a clone, {clone}; once published, pip install 'treadle[{extra}]'"

@@ -6,12 +6,16 @@ allowed. Requests to the providers' public hosts are answered by a wire-level fa
 
 A block that is deliberately partial (it uses names the page only describes) is marked by
 the line ``<!-- docs-test: partial -->`` just before its fence: its imports still run and
-the rest must compile.
+the rest must compile. A block that goes on from an earlier one (it uses names an earlier
+block of the page made) is marked ``<!-- docs-test: continued -->``; any other block must
+stand alone, as a reader who copies only it would run it (checked: it uses no name it does
+not make or import).
 """
 
 from __future__ import annotations
 
 import ast
+import builtins
 import inspect
 import re
 import sys
@@ -29,6 +33,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 FENCE = re.compile(r"^```python[^\n]*\n(.*?)^```", re.S | re.M)
 PARTIAL = "<!-- docs-test: partial -->"
+CONTINUED = "<!-- docs-test: continued -->"
 
 
 @dataclass
@@ -37,6 +42,7 @@ class Block:
     line: int
     code: str
     partial: bool
+    continued: bool = False
 
 
 def blocks_of(page: Path) -> list[Block]:
@@ -45,7 +51,11 @@ def blocks_of(page: Path) -> list[Block]:
     for match in FENCE.finditer(text):
         before = text[: match.start()].rstrip("\n").rsplit("\n", 1)[-1].strip()
         line = text.count("\n", 0, match.start()) + 2
-        found.append(Block(page, line, match.group(1), partial=before == PARTIAL))
+        found.append(
+            Block(
+                page, line, match.group(1), partial=before == PARTIAL, continued=before == CONTINUED
+            )
+        )
     return found
 
 
@@ -68,6 +78,39 @@ def _imports_only(code: str) -> str:
 
 
 PAGES_WITH_CODE = [page for page in PAGES if blocks_of(page)]
+
+
+def free_names(code: str) -> list[str]:
+    """The names ``code`` reads that it neither makes nor imports (nor are builtins)."""
+    made = set(dir(builtins))
+    read: set[str] = set()
+    for node in ast.walk(ast.parse(code)):
+        if isinstance(node, ast.Name):
+            (read if isinstance(node.ctx, ast.Load) else made).add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            made.add(node.name)
+        elif isinstance(node, ast.arg):
+            made.add(node.arg)
+        elif isinstance(node, ast.alias):
+            made.add((node.asname or node.name).split(".")[0])
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            made.add(node.name)
+        elif isinstance(node, ast.MatchAs) and node.name:
+            made.add(node.name)
+    return sorted(read - made)
+
+
+def test_a_block_that_goes_on_from_an_earlier_one_is_marked() -> None:
+    unmarked = [
+        f"{b.page.relative_to(ROOT)}:{b.line} uses {', '.join(free_names(b.code))}"
+        for page in PAGES_WITH_CODE
+        for b in blocks_of(page)
+        if not (b.partial or b.continued) and free_names(b.code)
+    ]
+    assert not unmarked, (
+        "these blocks use names an earlier block made: mark each with "
+        f"{CONTINUED} just before its fence (or make it stand alone): {unmarked}"
+    )
 
 
 def test_the_pages_have_code() -> None:

@@ -141,3 +141,18 @@ def test_continue_sync_after_a_suspended_run_sync() -> None:
     agent.context.approve("c1")
     second = agent.continue_sync()
     assert (second.reason, second.text, ran) == ("completed", "All done.", ["a.txt"])
+
+
+async def test_a_suspension_keeps_the_asks_question_and_a_denial_is_marked() -> None:
+    ran: list[str] = []
+    context = AgentContext(tools=[make_tool(ran)])
+    config = AgentLoopConfig(
+        provider=ScriptedProvider(replies()), hooks=[Decide(Ask("Delete a.txt for good?"))]
+    )
+    await agent_loop("clean up", context, config)
+    assert context.suspended["c1"].prompt == "Delete a.txt for good?"  # for a UI to show
+    context.deny("c1", "not that one")
+    new = await agent_loop_continue(context, config)
+    (denied,) = [m for m in new if isinstance(m, ToolResultMessage)]
+    assert denied.is_error and denied.text == "not that one" and ran == []
+    assert denied.details == {"denied": True}  # a UI tells a refusal from a failure

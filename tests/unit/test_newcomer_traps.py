@@ -235,6 +235,7 @@ def test_importing_an_extension_without_its_extra_names_the_extra() -> None:
             except MissingExtra as exc:
                 assert isinstance(exc, ImportError)
                 assert f"pip install 'treadle[{extra}]'" in str(exc), str(exc)
+                assert f"from a clone, pip install -e '.[{extra}]'" in str(exc), str(exc)
                 print("ok", module)
             else:
                 raise SystemExit(f"{module} imported without {dependency}")
@@ -424,3 +425,24 @@ async def test_a_long_run_is_not_taken_for_an_unclosed_stream(
                 await agent_loop("b", context, slow, channel)  # longer than the check's delay
         await anyio.sleep(0.4)
     assert not [r for r in caplog.records if "still open" in r.getMessage()]
+
+
+def test_the_simulations_trio_backend_without_trio_says_how_to_get_it() -> None:
+    script = textwrap.dedent(
+        """
+        import sys
+        sys.modules["trio"] = None  # as if not installed
+        from treadle import MissingExtra
+        from treadle.testing.simulation._clock import trio_clock
+        try:
+            trio_clock()
+        except MissingExtra as exc:
+            assert "pip install 'treadle[trio]'" in str(exc), str(exc)
+            assert "pip install -e '.[trio]'" in str(exc), str(exc)
+            print("ok")
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert done.stdout.strip() == "ok", done.stderr

@@ -38,6 +38,19 @@ class WebPage(Page):
         self.call("Page.reload")
         self.ready()
 
+    def size(self, width: int, height: int) -> None:
+        """The window's size, as a user's window (or phone) would have it."""
+        self.call(
+            "Emulation.setDeviceMetricsOverride",
+            width=width,
+            height=height,
+            deviceScaleFactor=1,
+            mobile=False,
+        )
+
+    def status(self) -> str:
+        return str(self.js("document.getElementById('status').textContent"))
+
     def click(self, testid: str, index: int = -1) -> None:
         self.js(f"[...document.querySelectorAll('[data-testid={testid}]')].at({index}).click()")
 

@@ -2,7 +2,8 @@
 scripted model answering by keyword, so every part of the page shows.
 
 "weather" calls a tool, "delete" a tool that asks for approval, "parallel" two slow tools
-at once, "think" thinks first, "hostile" answers with HTML and script, anything else gets a
+at once, "biglog" a tool returning 5,000 lines, "markdown" answers with a table and a code
+block, "think" thinks first, "hostile" answers with HTML and script, anything else gets a
 long answer streamed in small paced pieces (``WEB_TEST_DELAY`` seconds apart), long enough
 to stop or reload mid-answer. ``WEB_TEST_STORE``: a SQLite file for the sessions.
 """
@@ -53,6 +54,19 @@ async def slow_lookup(topic: str) -> str:
     return f"{topic}: found"
 
 
+@tool(category="info")
+def read_log(lines: int) -> str:
+    """Read the server's log (long)."""
+    return "\n".join(f"log line {n}: all quiet" for n in range(1, lines + 1))
+
+
+MARKDOWN = (
+    "| tool | calls | share |\n| :--- | ---: | :-: |\n| weather | 12 | 60% |\n"
+    "| read\\|log | 8 | `40%` |\n\n"
+    "```python\nprint('<b>hi</b>')\n```"
+)
+
+
 helper = Agent(
     ScriptedProvider(["Helper says hi."] * 50, name="scripted", model="helper"),
     name="helper",
@@ -67,6 +81,8 @@ class ApproveDeletes(Hooks):
 
 def answer(request: ModelRequest) -> AssistantMessage:
     last = request.messages[-1] if request.messages else None
+    if isinstance(last, ToolResultMessage) and last.tool_name == "read_log":
+        return AssistantMessage(content="Done: read the log.")
     if isinstance(last, ToolResultMessage):
         results = [m.text for m in request.messages if isinstance(m, ToolResultMessage)][-2:]
         return AssistantMessage(content="Done: " + " / ".join(results))
@@ -82,6 +98,12 @@ def answer(request: ModelRequest) -> AssistantMessage:
                 ToolCall(id="call-delete", name="delete_file", arguments={"path": "notes.txt"})
             ]
         )
+    if "biglog" in low:
+        return AssistantMessage(
+            content=[ToolCall(id="call-log", name="read_log", arguments={"lines": 5000})]
+        )
+    if "markdown" in low:
+        return AssistantMessage(content=MARKDOWN)
     if "parallel" in low:
         return AssistantMessage(
             content=[
@@ -142,7 +164,7 @@ def make_agent() -> Agent[None]:
         store = SqliteStore(os.environ["WEB_TEST_STORE"])
     return Agent(
         WebTestModel(float(os.environ.get("WEB_TEST_DELAY", "0.04"))),
-        tools=[weather, delete_file, slow_lookup, helper.as_tool()],
+        tools=[weather, delete_file, slow_lookup, read_log, helper.as_tool()],
         hooks=[ApproveDeletes()],
         retry=RetryPolicy(initial_delay_s=0.2, jitter=0),
         name="web-test",

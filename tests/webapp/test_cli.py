@@ -4,6 +4,7 @@ module found in the current directory, a token asked for when one is set."""
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -84,3 +85,52 @@ def test_a_token_is_made_when_the_address_is_not_loopback() -> None:
     assert made is not None and len(made) >= 24
     assert choose_token("192.168.1.5", None) != made
     assert not is_loopback("0.0.0.0") and not is_loopback("example.com")
+
+
+def treadle_ui(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "treadle", "ui", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_a_busy_port_is_one_line_saying_how_to_choose_another() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = treadle_ui("--port", str(port))
+    assert done.returncode == 2
+    assert "http://" not in done.stdout  # no address printed for a server that never ran
+    lines = done.stderr.strip().splitlines()
+    assert lines == [lines[0]] and "Traceback" not in done.stderr, done.stderr
+    assert f"port {port}" in lines[0] and "in use" in lines[0] and "--port" in lines[0]
+
+
+def test_a_tool_given_for_the_agent_is_one_clear_line(tmp_path: Path) -> None:
+    (tmp_path / "mytools.py").write_text(
+        "from treadle import tool\n"
+        "@tool\n"
+        "def weather(city: str) -> str:\n"
+        "    '''The weather.'''\n"
+        "    return 'sunny'\n"
+        "def needs_args(model):\n"
+        "    raise AssertionError('never called like this')\n"
+    )
+    done = treadle_ui("mytools:weather", "--port", "1", cwd=tmp_path)
+    assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr
+    assert "weather is a tool, not an agent" in done.stderr
+    assert "Agent(model, tools=[weather])" in done.stderr
+    factory = treadle_ui("mytools:needs_args", "--port", "1", cwd=tmp_path)
+    assert factory.returncode != 0 and "Traceback" not in factory.stderr, factory.stderr
+    assert "calling needs_args() to make the agent failed" in factory.stderr
+
+
+def test_a_lan_host_is_told_how_to_serve_with_a_token() -> None:
+    with serve_ui("tests.webapp.scripted_agent:agent") as url:
+        refused = httpx.get(url + "/", headers={"host": "192.168.1.20:8000"})
+    assert refused.status_code == 403
+    assert "--host 0.0.0.0" in refused.text and "token" in refused.text

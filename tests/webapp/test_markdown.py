@@ -69,6 +69,25 @@ def test_a_long_adversarial_line_renders_in_linear_time(page: WebPage) -> None:
     assert rendered == [len(line) - len(marks), 5]
 
 
+def test_long_table_lines_render_in_linear_time(page: WebPage) -> None:
+    # a row-long rule regex with optional spaces and pipes backtracks quadratically on a
+    # long run of spaces; cells are cut in one pass and each checked alone
+    spaces = " " * 200_000
+    text = (
+        f"a | b\n{spaces}|{spaces}x\n\n"  # not a rule: no table
+        + "h1 | h2\n--- | ---\n"
+        + ("x\\|y" * 30_000 + " | end\n") * 3  # 90,000 escaped pipes in body rows
+    )
+    rendered = page.js(
+        "(() => { const div = document.createElement('div');"
+        f" markdown({json.dumps(text)}, div);"
+        " return [div.querySelectorAll('table').length, div.querySelectorAll('tr').length,"
+        " div.querySelector('td').textContent.length]; })()"
+    )
+    assert rendered[:2] == [1, 4]  # one table: its header and three rows
+    assert rendered[2] == len("x|y" * 30_000)  # an escaped pipe is the cell's text
+
+
 def test_the_scanner_renders_every_short_line_as_the_regex_did(page: WebPage) -> None:
     page.js(f"window.__regexInline = {REGEX_INLINE}; true")
     mismatches = page.js(

@@ -356,14 +356,16 @@ class Agent(Generic[OutputT]):
         *,
         deps: Any = None,
         model_settings: ModelSettings | None = None,
+        hooks: Sequence[Hooks] = (),
     ) -> AgentStream[OutputT]:
         """``async with agent.stream(prompt) as events: async for event in events: ...``;
         ``events.result`` holds the RunResult afterwards. Leaving the block early aborts the
-        run (and still waits for it to close cleanly)."""
-        settings = model_settings
+        run (and waits for it to close cleanly). ``hooks``: this run's, after the agent's."""
 
         async def run(events: MemoryObjectSendStream[AgentEvent]) -> RunResult[OutputT]:
-            return await self._run(prompt, deps=deps, events=events, settings=settings)
+            return await self._run(
+                prompt, deps=deps, events=events, settings=model_settings, hooks=hooks
+            )
 
         return AgentStream(
             run,
@@ -484,8 +486,8 @@ class Agent(Generic[OutputT]):
         self._running = False
         self._token = None
 
-    def config(self, state: RunState, deps: Any) -> AgentLoopConfig:
-        hooks: list[Hooks] = [AgentHooks(state), *self._user_hooks]
+    def config(self, state: RunState, deps: Any, extra: Sequence[Hooks] = ()) -> AgentLoopConfig:
+        hooks: list[Hooks] = [AgentHooks(state), *self._user_hooks, *extra]
         return AgentLoopConfig(
             provider=self.provider,
             hooks=hooks,
@@ -522,6 +524,7 @@ class Agent(Generic[OutputT]):
         deps: Any,
         events: ObjectSendStream[AgentEvent] | None,
         settings: ModelSettings | None = None,
+        hooks: Sequence[Hooks] = (),
     ) -> RunResult[OutputT]:
         recorder = self._recorder
         if recorder is not None and recorder.closed:
@@ -542,7 +545,7 @@ class Agent(Generic[OutputT]):
         tools_before = self.context.tools
         if self.output_type is not None:
             self.context.tools = [*tools_before, OutputTool(self.output_type, state)]
-        config = self.config(state, deps)
+        config = self.config(state, deps, hooks)
         if settings:
             config = config.model_copy(update=checked_settings(settings))
         branching = self.context.continuation_kind == ContinuationKind.BRANCH

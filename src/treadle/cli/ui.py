@@ -28,8 +28,22 @@ def load_agent(target: str) -> Any:
             value = getattr(value, name)
     except (ImportError, AttributeError) as exc:
         raise SystemExit(f"treadle ui {target!r}: {exc}") from None
+    from ..tools import Tool
+
+    if isinstance(value, Tool):
+        raise SystemExit(
+            f"treadle ui {target!r}: {attr} is a tool, not an agent; give an Agent that has "
+            f"it, e.g. agent = Agent(model, tools=[{attr}]), then treadle ui {module_name}:agent"
+        )
     if not isinstance(value, Agent) and callable(value):
-        value = value()
+        try:
+            value = value()
+        except Exception as exc:  # a factory that needs arguments, or fails
+            raise SystemExit(
+                f"treadle ui {target!r}: calling {attr}() to make the agent failed: "
+                f"{type(exc).__name__}: {exc} (give an Agent, or a function taking no "
+                "arguments that returns one)"
+            ) from None
     if not isinstance(value, Agent):
         raise SystemExit(f"treadle ui {target!r}: expected an Agent, got {type(value).__name__}")
     return value
@@ -76,10 +90,18 @@ def cmd_ui(args: argparse.Namespace) -> int:
     try:
         import uvicorn  # noqa: F401
     except ImportError:
-        print("treadle ui needs the web extra: pip install 'treadle[web]'", file=sys.stderr)
-        return 2
-    from ..ui.web import serve
+        from ..errors import install_hint
 
+        print(f"treadle ui needs the web extra: {install_hint('web')}", file=sys.stderr)
+        return 2
+    from ..errors import ConfigurationError
+    from ..ui.web import check_port, serve
+
+    try:
+        check_port(args.host, args.port)  # before loading the agent: one line, no traceback
+    except ConfigurationError as exc:
+        print(f"treadle ui: {exc}", file=sys.stderr)
+        return 2
     agent = load_agent(args.target) if args.target else default_agent(args)
     store = None
     if args.store:

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from importlib.util import find_spec
 
-from ..errors import MissingExtra
+from ..errors import MissingExtra, install_hint
 
 # Checked without importing them: DBOS and SQLAlchemy load at connect()/launch().
 for _name in ("dbos", "sqlalchemy"):
     if find_spec(_name) is None:  # pragma: no cover - the extra is not installed
         raise MissingExtra(
-            f"treadle.durable needs DBOS ({_name} is missing): pip install 'treadle[dbos]'"
+            f"treadle.durable needs DBOS ({_name} is missing): {install_hint('dbos')}"
         )
 
 from ._agent import DurableAgent

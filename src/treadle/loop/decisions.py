@@ -43,9 +43,11 @@ class Suspension:
     approved or denied (``context.approve(id)``); an approval of exactly these arguments
     runs them without asking the hooks again. ``restored``: rebuilt from a stored session
     (the hooks' own replacements were not stored), so an approval is judged by the hooks
-    again, and an ``Ask`` among them is answered by it."""
+    again, and an ``Ask`` among them is answered by it. ``prompt``: the ``Ask``'s question
+    for the person (a UI shows it with the call)."""
 
     name: str
     arguments: dict[str, Any]
     external: bool = False
     restored: bool = False
+    prompt: str | None = None

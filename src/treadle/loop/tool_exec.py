@@ -53,6 +53,7 @@ class CallState:
         "error_type",
         "judged",
         "pending",
+        "prompt",
         "result",
         "scope",
         "started",
@@ -68,6 +69,7 @@ class CallState:
         self.scope: anyio.CancelScope | None = None  # that background run's scope
         self.pending = False
         self.judged: ToolCall | None = None  # pending: the call as its hooks judged it
+        self.prompt: str | None = None  # pending on an Ask: its question for the person
         self.started = False
         self.ended = False
         self.result: ToolResult | None = None
@@ -120,6 +122,7 @@ class ToolBatch:
         if handler is None:
             state.pending = True
             state.judged = call
+            state.prompt = ask.prompt
             return
         answer = await run.call_hook(handler, run.handle, call, ask)
         if answer is True:
@@ -222,7 +225,9 @@ class ToolBatch:
             judged = state.judged
             if state.pending and judged is not None:
                 external = self.run.traits.get(judged.name, DEFAULT_TRAITS).external
-                suspended[judged.id] = Suspension(judged.name, dict(judged.arguments), external)
+                suspended[judged.id] = Suspension(
+                    judged.name, dict(judged.arguments), external, prompt=state.prompt
+                )
             else:
                 suspended.pop(state.call.id, None)
 
@@ -399,8 +404,8 @@ class ToolBatch:
         if tool is None:
             available = ", ".join(run.tools) or "(none)"
             return ToolResult.error(f"Unknown tool '{call.name}'. Available: {available}")
-        if isinstance(state.decision, Deny):
-            return ToolResult.error(state.decision.reason)
+        if isinstance(state.decision, Deny):  # marked, so a UI can tell it from a failure
+            return ToolResult.error(state.decision.reason, details={"denied": True})
         traits = run.traits.get(call.name, DEFAULT_TRAITS)
         if call.raw_arguments is not None and not traits.accepts_raw_arguments:
             return ToolResult.error(

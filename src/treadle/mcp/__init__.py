@@ -21,12 +21,12 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
-from ..errors import MissingExtra
+from ..errors import MissingExtra, install_hint
 
 try:
     import mcp as _mcp  # noqa: F401
 except ImportError as exc:  # pragma: no cover - the extra is not installed
-    raise MissingExtra("treadle.mcp needs the MCP SDK: pip install 'treadle[mcp]'") from exc
+    raise MissingExtra(f"treadle.mcp needs the MCP SDK: {install_hint('mcp')}") from exc
 
 from .client import DEFAULT_TIMEOUT, ElicitationHandler, MCPClient, MCPTool
 from .convert import tool_result

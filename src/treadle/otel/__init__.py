@@ -15,12 +15,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import MissingExtra
+from ..errors import MissingExtra, install_hint
 
 try:
     from opentelemetry import trace as _trace  # noqa: F401
 except ImportError as exc:  # pragma: no cover - the extra is not installed
-    raise MissingExtra("treadle.otel needs OpenTelemetry: pip install 'treadle[otel]'") from exc
+    raise MissingExtra(f"treadle.otel needs OpenTelemetry: {install_hint('otel')}") from exc
 
 from .tracing import Tracing
 

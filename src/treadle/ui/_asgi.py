@@ -7,7 +7,7 @@ import contextlib
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
-from ..errors import MissingExtra
+from ..errors import MissingExtra, install_hint
 from ._guard import HTTPGuard, load_json
 from ._runs import LiveRun, RequestError, UIRuns
 
@@ -34,7 +34,7 @@ def build_app(
         from starlette.routing import Route, request_response
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise MissingExtra(
-            "the treadle.ui ASGI apps need Starlette: pip install 'treadle[web]'"
+            f"the treadle.ui ASGI apps need Starlette: {install_hint('web')}"
         ) from exc
 
     base_headers = {"cache-control": "no-cache", "x-accel-buffering": "no", **(headers or {})}

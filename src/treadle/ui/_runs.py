@@ -21,7 +21,7 @@ from anyio.abc import TaskGroup
 
 from ..agent import Agent, AgentBusy, RunResult
 from ..errors import ConfigurationError, StateError, TreadleError
-from ..loop import EventLog, EventLogGap, KeyedLog, Suspension
+from ..loop import EventLog, EventLogGap, Hooks, KeyedLog, Suspension
 from ..tools import ExternalTool
 from ..types import AgentEnd, AgentEvent, AgentMessage
 
@@ -218,6 +218,7 @@ class UIRuns:
         self._waiting: OrderedDict[str, dict[str, Suspension]] = OrderedDict()
         self._threads: dict[str, Agent[Any]] = {}
         self.task_group: TaskGroup | None = None
+        self.run_hooks: Sequence[Hooks] = ()  # added to every run (the web app's observers)
 
     def agent_for(self, thread_id: str) -> Agent[Any]:
         """The agent a request on ``thread_id`` runs on."""
@@ -312,7 +313,7 @@ class UIRuns:
     ) -> None:
         last_seq = 0
         try:
-            async with live.agent.stream(prompt) as events:
+            async with live.agent.stream(prompt, hooks=self.run_hooks) as events:
                 async for event in events:
                     last_seq = max(last_seq, event.seq)
                     if live.events is not None:

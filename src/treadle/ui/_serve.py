@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from ..errors import MissingExtra
+from ..errors import MissingExtra, install_hint
 from ._guard import DEFAULT_BODY_TIMEOUT
 
 
@@ -114,7 +114,7 @@ def serve(
     try:
         import uvicorn
     except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise MissingExtra("serving needs uvicorn: pip install 'treadle[web]'") from exc
+        raise MissingExtra(f"serving needs uvicorn: {install_hint('web')}") from exc
     uvicorn.run(
         app,
         host=host,

@@ -136,8 +136,16 @@ def asyncio_loop_factory() -> Callable[[], asyncio.AbstractEventLoop]:
 def trio_clock() -> Any:
     """A trio ``Clock`` that autojumps like ``MockClock(autojump_threshold=0)`` but stands
     still while an anyio worker thread is busy."""
-    import trio
-    import trio.abc
+    try:
+        import trio
+        import trio.abc
+    except ImportError as exc:
+        from ...errors import MissingExtra, install_hint
+
+        raise MissingExtra(
+            f"the simulation's trio backend needs trio: {install_hint('trio')} "
+            "(or pip install trio); --backend asyncio needs nothing more"
+        ) from exc
 
     class _Clock(trio.abc.Clock):
         def __init__(self) -> None:

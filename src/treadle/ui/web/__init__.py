@@ -9,7 +9,9 @@ See docs/web.md.
 
 from __future__ import annotations
 
+import errno
 import secrets
+import socket
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -19,12 +21,36 @@ if TYPE_CHECKING:
     from ...agent import Agent
     from ...sessions import SessionStore
 
-__all__ = ["new_token", "serve", "web_app"]
+__all__ = ["check_port", "new_token", "serve", "web_app"]
 
 
 def new_token() -> str:
     """A random token for a server bound to a non-loopback address."""
     return secrets.token_urlsafe(24)
+
+
+def check_port(host: str, port: int) -> None:
+    """Raise :class:`~treadle.ConfigurationError` saying what to do when ``host:port``
+    cannot be listened on (another server has it, a privileged port ...), before anything
+    is printed or served."""
+    from ...errors import ConfigurationError
+
+    family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+        try:
+            probe.bind((host.strip("[]"), port))
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise ConfigurationError(
+                    f"port {port} on {host} is in use (another server is listening there): "
+                    f"choose another with --port {port + 1 if port < 65535 else 8000} "
+                    "(or serve(..., port=...)), or stop the other server"
+                ) from None
+            raise ConfigurationError(
+                f"cannot listen on {host}:{port}: {exc.strerror or exc}; choose another "
+                "--host or --port"
+            ) from None
 
 
 def web_app(
@@ -88,6 +114,7 @@ def serve(
     whole within ``request_timeout`` seconds (see :func:`treadle.ui.serve`)."""
     from .. import serve as serve_app
 
+    check_port(host, port)  # a clear error, not uvicorn's, before the address is printed
     token = token or (None if is_loopback_name(host) else new_token())
     app = web_app(
         agent,

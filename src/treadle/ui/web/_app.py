@@ -10,21 +10,59 @@ from pathlib import Path
 from typing import Any
 
 from ...agent import Agent
-from ...errors import MissingExtra
+from ...errors import MissingExtra, install_hint
 from ...loop import EventLogGap, last_event_id
 from ...sessions import MemoryStore, SessionError, SessionNotFound, SessionStore
-from ...types import AgentMessage, UserMessage
+from ...types import AgentEnd, AgentEvent, AgentMessage, CustomEvent, UserMessage
 from .._guard import load_json
 from .._mask import MASKED_HEADER, Secrets
 from .._runs import EventEncoder, LiveRun, RequestError, Translator, UIRuns
 from ..vercel_ai import UI_MESSAGE_STREAM_HEADERS, find_run, start_run, stream_run
 from ._guard import Guard
-from ._history import messages_to_ui
+from ._history import messages_to_ui, plain_title
 from ._masked import InspectorEncoder, MaskedTranslator
+from ._requests import REQUEST_EVENT, RequestView
 
 STATIC = Path(__file__).with_name("static")
 ASSETS = {"app.js": "text/javascript", "app.css": "text/css"}
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+
+
+class AskingTranslator:
+    """The chat's frames, with each approval request preceded by the ``Ask``'s question (a
+    transient ``data-approval-prompt`` part: any UI message stream client may ignore it),
+    and without the inspector's request events."""
+
+    def __init__(self, inner: Translator, agent: Agent[Any]) -> None:
+        self.inner = inner
+        self.agent = agent
+
+    def translate(self, event: AgentEvent) -> list[dict[str, Any] | str]:
+        if isinstance(event, CustomEvent) and event.name == REQUEST_EVENT:
+            return []  # for the inspector only: a whole request per turn is no chat frame
+        frames = self.inner.translate(event)
+        if not isinstance(event, AgentEnd) or event.reason != "suspended":
+            return frames
+        out: list[dict[str, Any] | str] = []
+        for frame in frames:
+            if isinstance(frame, dict) and frame.get("type") == "tool-approval-request":
+                call_id = str(frame.get("toolCallId"))
+                asked = self.agent.context.suspended.get(call_id)
+                if asked is not None and asked.prompt:
+                    data = {"toolCallId": call_id, "prompt": asked.prompt}
+                    out.append(
+                        {
+                            "type": "data-approval-prompt",
+                            "id": call_id,
+                            "data": data,
+                            "transient": True,
+                        }
+                    )
+            out.append(frame)
+        return out
+
+    def failure(self, message: str) -> list[dict[str, Any] | str]:
+        return self.inner.failure(message)
 
 
 class WebRuns(UIRuns):
@@ -35,6 +73,7 @@ class WebRuns(UIRuns):
     def __init__(self, open_session: Any) -> None:
         super().__init__(open_session, history="server", encode_events=self._encoder)
         self.secrets = Secrets(())  # the guard's, set when it is made
+        self.run_hooks = [RequestView()]  # each model request, for the inspector
 
     def _encoder(self) -> EventEncoder:
         return InspectorEncoder(self.secrets)
@@ -48,6 +87,7 @@ class WebRuns(UIRuns):
         thread_id: str,
         run_id: str | None = None,
     ) -> LiveRun:
+        translator = AskingTranslator(translator, agent)
         if self.secrets:
             translator = MaskedTranslator(translator, self.secrets)
         return super().start(agent, prompt, translator, thread_id=thread_id, run_id=run_id)
@@ -77,19 +117,26 @@ class WebState:
         live = self.runs.latest(session_id)
         return live if live is not None and not live.done.is_set() else None
 
-    def history(self, session_id: str) -> tuple[list[AgentMessage], list[str], LiveRun | None]:
+    def history(
+        self, session_id: str
+    ) -> tuple[list[AgentMessage], dict[str, str | None], LiveRun | None]:
         """The session's messages (those of a run in flight left out, its prompt kept: the
-        page replays the run's stream for the rest), its calls waiting for approval, and
-        the run in flight."""
+        page replays the run's stream for the rest), its calls waiting for approval (with
+        the ``Ask``'s question when it is known), and the run in flight."""
         agent = self.opened(session_id)
         live = self.active(session_id)
         if agent is None:
             loaded = self.store.load(session_id)
-            return list(loaded.messages), list(loaded.pending_tool_calls), None
+            return list(loaded.messages), dict.fromkeys(loaded.pending_tool_calls), None
         if live is not None and live.run_id in self.prompts:
             start, prompt = self.prompts[live.run_id]
-            return [*agent.messages[:start], *prompt], [], live
-        return list(agent.messages), list(agent.context.pending_tool_calls), None
+            return [*agent.messages[:start], *prompt], {}, live
+        suspended = agent.context.suspended
+        pending = {
+            c: (suspended[c].prompt if c in suspended else None)
+            for c in agent.context.pending_tool_calls
+        }
+        return list(agent.messages), pending, None
 
 
 def build_web_app(
@@ -105,9 +152,7 @@ def build_web_app(
         from starlette.responses import JSONResponse, Response, StreamingResponse
         from starlette.routing import Route
     except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise MissingExtra(
-            "the treadle web app needs Starlette: pip install 'treadle[web]'"
-        ) from exc
+        raise MissingExtra(f"the treadle web app needs Starlette: {install_hint('web')}") from exc
 
     def _json(data: Any, status: int = 200) -> Response:
         return JSONResponse(data, status_code=status, headers={"cache-control": "no-store"})
@@ -269,7 +314,7 @@ def build_web_app(
                 "sessions": [
                     {
                         "id": i.id,
-                        "title": i.title or "(untitled)",
+                        "title": plain_title(i.title, branch=i.parent_id is not None),
                         "updated_at": i.updated_at,
                         "messages": i.message_count,
                         "parent_id": i.parent_id,

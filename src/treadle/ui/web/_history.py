@@ -4,7 +4,8 @@ events as JSON for the inspector."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ...types import (
@@ -21,15 +22,18 @@ from ...types import (
 
 
 def messages_to_ui(
-    messages: Sequence[AgentMessage], pending: Sequence[str] = ()
+    messages: Sequence[AgentMessage], pending: Mapping[str, str | None] | Sequence[str] = ()
 ) -> list[dict[str, Any]]:
     """A history as UI messages (``role`` and ``parts``). Consecutive assistant messages and
     tool results make one assistant message (a ``step-start`` part per model response);
     ``index`` is how many history messages the UI message ends at (a branch point). Calls in
-    ``pending`` wait for an approval (state ``approval-requested``)."""
+    ``pending`` wait for an approval (state ``approval-requested``; a mapping gives each its
+    question, ``approval.prompt``). A denied call (its result's ``details`` say
+    ``denied``) is ``output-denied`` with the reason, not an error."""
     out: list[dict[str, Any]] = []
     tools: dict[str, dict[str, Any]] = {}
     waiting = set(pending)
+    prompts = pending if isinstance(pending, Mapping) else {}
     for index, message in enumerate(messages, start=1):
         if isinstance(message, UserMessage):
             out.append(
@@ -63,6 +67,8 @@ def messages_to_ui(
                     }
                     if block.id in waiting:
                         part["approval"] = {"id": block.id}
+                        if prompts.get(block.id):
+                            part["approval"]["prompt"] = prompts[block.id]
                     tools[block.id] = part
                     parts.append(part)
             if message.stop_reason == "aborted":
@@ -73,7 +79,12 @@ def messages_to_ui(
             called = tools.get(message.tool_call_id)
             if called is None:
                 continue
-            if message.is_error:
+            denied = isinstance(message.details, dict) and message.details.get("denied") is True
+            if denied:
+                called["state"] = "output-denied"
+                called["approval"] = {"id": message.tool_call_id, "approved": False}
+                called["approval"]["reason"] = message.text
+            elif message.is_error:
                 called["state"] = "output-error"
                 called["errorText"] = message.text
             else:
@@ -82,6 +93,19 @@ def messages_to_ui(
             if out and out[-1]["role"] == "assistant":
                 out[-1]["index"] = index
     return out
+
+
+_LINK = re.compile(r"!?\[([^\]\n]*)\]\([^)\s]*\)")  # [label](url) -> label
+_MARKS = re.compile(r"[`*~]+|(?<![A-Za-z0-9])_+|_+(?![A-Za-z0-9])")
+_LEAD = re.compile(r"^\s*(?:#{1,6}\s+|>\s*|[-+]\s+|\d+[.)]\s+)")
+
+
+def plain_title(title: str | None, *, branch: bool = False) -> str:
+    """A session's title as plain text: the first user text without its Markdown marks
+    (``**``, backticks, ``# ``, links shown by their label). A branch says so."""
+    text = _LEAD.sub("", _MARKS.sub("", _LINK.sub(r"\1", title or ""))).strip()
+    text = " ".join(text.split()) or "(untitled)"
+    return f"{text} (branch)" if branch else text
 
 
 def event_json(event: AgentEvent) -> dict[str, Any]:

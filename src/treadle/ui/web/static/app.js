@@ -17,6 +17,7 @@ const state = {
   runs: new Map(), // run id -> inspector run
   selected: null,
   reconnects: 0, // how often a dropped stream was resumed (shown to tests)
+  asked: new Map(), // toolCallId -> the question of the hook that asked (Ask(prompt=...))
 };
 
 // ---------- small DOM helpers ----------
@@ -152,6 +153,58 @@ function inline(text, into) {
   if (last < n) into.append(document.createTextNode(text.slice(last)));
 }
 
+// GFM tables: a header row, then a rule row (| --- | :-: |) with as many cells, then body
+// rows. Cells are cut at each "|" not escaped by a backslash, one pass over the line; each
+// cell of the rule is checked on its own (one regex over the whole row, with its optional
+// spaces and pipes, could backtrack quadratically on a long line of spaces).
+const RULE_CELL = /^:?-+:?$/;
+
+function isTableRule(line, header) {
+  if (!line.includes("-")) return false;
+  const rule = cells(line);
+  return rule.length === cells(header).length && rule.every((c) => RULE_CELL.test(c));
+}
+
+function cells(line) {
+  const out = [];
+  let cell = "";
+  for (let i = 0; i < line.length; i += 1) {
+    const c = line[i];
+    if (c === "\\" && line[i + 1] === "|") { cell += "|"; i += 1; } else if (c === "|") { out.push(cell); cell = ""; } else cell += c;
+  }
+  out.push(cell);
+  if (out.length > 1 && !out[0].trim()) out.shift(); // a leading "|"
+  if (out.length > 1 && !out[out.length - 1].trim()) out.pop(); // a trailing "|"
+  return out.map((c) => c.trim());
+}
+
+// A fenced code block, as text, with a button that copies it.
+function codeBlock(text, lang) {
+  const code = el("code", { text });
+  if (lang) code.dataset.lang = lang;
+  const copy = el("button", { type: "button", class: "copy", "data-testid": "copy-code", text: "Copy", "aria-label": "Copy the code" });
+  copy.addEventListener("click", () => copyText(text, copy));
+  return el("div", { class: "codeblock" }, copy, el("pre", { class: "code" }, code));
+}
+
+async function copyText(text, button) {
+  let done = false;
+  try {
+    await navigator.clipboard.writeText(text); // secure contexts (127.0.0.1, https)
+    done = true;
+  } catch (_) {
+    // plain http on a LAN address: a hidden textarea and the older copy command
+    const area = el("textarea", { class: "offscreen" });
+    area.value = text;
+    document.body.append(area);
+    area.select();
+    try { done = document.execCommand("copy"); } catch (_) { done = false; }
+    area.remove();
+  }
+  button.textContent = done ? "Copied" : "Copy failed";
+  setTimeout(() => { button.textContent = "Copy"; }, 1500);
+}
+
 function markdown(src, into) {
   into.replaceChildren();
   const lines = src.replace(/\r\n?/g, "\n").split("\n");
@@ -173,9 +226,28 @@ function markdown(src, into) {
       i += 1;
       while (i < lines.length && !lines[i].trim().startsWith(fence[1])) body.push(lines[i++]);
       i += 1;
-      const code = el("code", { text: body.join("\n") });
-      if (fence[2]) code.dataset.lang = fence[2];
-      into.append(el("pre", { class: "code" }, code));
+      into.append(codeBlock(body.join("\n"), fence[2]));
+      continue;
+    }
+    if (line.includes("|") && i + 1 < lines.length && isTableRule(lines[i + 1], line)) {
+      flush();
+      const head = cells(line);
+      const aligns = cells(lines[i + 1]).map((c) => (c.endsWith(":") ? (c.startsWith(":") ? "center" : "right") : ""));
+      const row = (text, tag) => {
+        const tr = el("tr");
+        cells(text).slice(0, head.length).forEach((c, n) => {
+          const td = el(tag);
+          if (aligns[n]) td.style.textAlign = aligns[n];
+          inline(c, td);
+          tr.append(td);
+        });
+        return tr;
+      };
+      const thead = el("thead", {}, row(line, "th"));
+      const tbody = el("tbody");
+      i += 2;
+      while (i < lines.length && lines[i].includes("|") && lines[i].trim()) tbody.append(row(lines[i++], "td"));
+      into.append(el("div", { class: "table-wrap" }, el("table", {}, thead, tbody)));
       continue;
     }
     const heading = line.match(/^(#{1,6})\s+(.*)$/);
@@ -234,10 +306,23 @@ function messageEl(message) {
 
 function addBranch(message) {
   if (message.branchEl || message.index === undefined) return;
-  const b = el("button", { type: "button", class: "branch", title: "A new conversation from here", text: "⑂ Branch" });
+  const b = el("button", { type: "button", class: "branch", "data-testid": "branch", title: message.role === "user" ? "A new conversation that asks this again" : "A new conversation from here" }, branchIcon(), document.createTextNode(" Branch"));
   b.addEventListener("click", () => branchFrom(message));
   message.branchEl = b;
   message.el.querySelector(".who").append(b);
+}
+
+// The branch mark, drawn (a fork glyph such as U+2442 is missing from common fonts).
+function branchIcon() {
+  const NS = "http://www.w3.org/2000/svg";
+  const svg = document.createElementNS(NS, "svg");
+  svg.setAttribute("viewBox", "0 0 16 16");
+  svg.setAttribute("class", "icon");
+  svg.setAttribute("aria-hidden", "true");
+  const path = document.createElementNS(NS, "path");
+  path.setAttribute("d", "M5 3v10M5 9c0-3 6-2 6-6M5 13a1.5 1.5 0 1 0 0 .01M11 3a1.5 1.5 0 1 0 0 .01M5 3a1.5 1.5 0 1 0 0 .01");
+  svg.append(path);
+  return svg;
 }
 
 function addMessage(message) {
@@ -248,6 +333,12 @@ function addMessage(message) {
   if (message.stopped) markStopped(message);
   scrollDown();
   return message;
+}
+
+// An opened conversation shows its newest message, as every chat app does.
+function scrollToEnd() {
+  const box = $("messages");
+  box.scrollTop = box.scrollHeight;
 }
 
 function scrollDown() {
@@ -282,10 +373,12 @@ function toolCard(part) {
     args: el("pre", { class: "args" }),
     result: el("pre", { class: "result" }),
     buttons: el("div", { class: "approval" }),
+    more: el("button", { type: "button", class: "show-all", "data-testid": "show-all", hidden: "" }),
   };
+  part.els.more.addEventListener("click", () => { part.expanded = !part.expanded; updateTool(part); });
   const card = el("div", { class: "tool", "data-testid": "tool-call", "data-tool": name, "data-call-id": part.toolCallId },
     el("div", { class: "tool-head" }, el("span", { class: "tool-name", text: name }), part.els.status, part.els.time),
-    part.els.args, part.els.result, part.els.buttons);
+    part.els.args, part.els.result, part.els.more, part.els.buttons);
   return card;
 }
 
@@ -304,19 +397,52 @@ function updateTool(part) {
   let out = "";
   if (part.state === "output-available") out = typeof part.output === "string" ? part.output : JSON.stringify(part.output, null, 2);
   if (part.state === "output-error") out = part.errorText || "error";
-  if (part.state === "output-denied") out = "The call was denied.";
-  e.result.textContent = out;
+  if (part.state === "output-denied") out = part.approval?.reason ? `Denied: ${part.approval.reason}` : "The call was denied.";
+  showClipped(e.result, out, part);
   e.result.hidden = !out;
   e.result.classList.toggle("failed", part.state === "output-error" || part.state === "output-denied");
   const ms = part.durationMs ?? (part.finishedAt && part.startedAt ? part.finishedAt - part.startedAt : null);
   e.time.textContent = ms !== null ? fmtMs(ms) : "";
   if (part.state === "approval-requested" && !e.buttons.childElementCount) {
+    // the hook's question (Ask(prompt=...)), a reason for a refusal, then the two answers
+    const prompt = part.approval?.prompt;
+    const reason = el("input", { type: "text", class: "deny-reason", "data-testid": "deny-reason", placeholder: "Reason (optional, sent to the model on Deny)", "aria-label": "Reason for denying" });
     const yes = el("button", { type: "button", class: "approve", "data-testid": "approve", text: "Approve" });
     const no = el("button", { type: "button", class: "deny", "data-testid": "deny", text: "Deny" });
     yes.addEventListener("click", () => answerApproval(part, true));
-    no.addEventListener("click", () => answerApproval(part, false));
-    e.buttons.append(yes, no);
+    no.addEventListener("click", () => answerApproval(part, false, reason.value.trim()));
+    reason.addEventListener("keydown", (ev) => { if (ev.key === "Enter") { ev.preventDefault(); no.click(); } });
+    if (prompt) e.buttons.append(el("div", { class: "approval-prompt", "data-testid": "approval-prompt", text: prompt }));
+    e.buttons.append(reason, yes, no);
   } else if (part.state !== "approval-requested") e.buttons.replaceChildren();
+}
+
+// A long result (a file, a log) shows its first lines; "Show all" shows the rest.
+const CLIP_LINES = 30;
+const CLIP_CHARS = 4000;
+
+function showClipped(pre, text, part) {
+  let shown = text;
+  let lines = 0;
+  if (!part.expanded && text.length > CLIP_CHARS / 2) {
+    let cut = 0;
+    while (cut < text.length && cut < CLIP_CHARS && lines < CLIP_LINES) {
+      const next = text.indexOf("\n", cut);
+      if (next < 0) { cut = text.length; break; }
+      cut = next + 1;
+      lines += 1;
+    }
+    shown = text.slice(0, Math.min(cut, CLIP_CHARS));
+  }
+  pre.textContent = shown;
+  const more = part.els.more;
+  if (shown.length < text.length) {
+    let total = 1;
+    for (let i = text.indexOf("\n"); i >= 0; i = text.indexOf("\n", i + 1)) total += 1;
+    more.textContent = `Show all (${total.toLocaleString()} lines, ${text.length.toLocaleString()} characters)`;
+    more.hidden = false;
+  } else more.hidden = !part.expanded;
+  if (part.expanded && text.length > CLIP_CHARS / 2) more.textContent = "Show less";
 }
 
 function markStopped(message) {
@@ -364,6 +490,8 @@ function apply(chunk) {
     if (part) renderPart(ownerOf(part) || state.current, part);
   } else if (t === "tool-input-start") {
     addPart({ type: `tool-${chunk.toolName}`, toolName: chunk.toolName, toolCallId: chunk.toolCallId, state: "input-streaming", inputText: "" });
+  } else if (t === "data-approval-prompt") {
+    state.asked.set(chunk.data?.toolCallId, String(chunk.data?.prompt ?? ""));
   } else if (t.startsWith("tool-")) {
     let part = state.tools.get(chunk.toolCallId);
     if (!part) part = addPart({ type: `tool-${chunk.toolName || "tool"}`, toolName: chunk.toolName, toolCallId: chunk.toolCallId, state: "input-streaming", inputText: "" });
@@ -372,7 +500,7 @@ function apply(chunk) {
     else if (t === "tool-output-available") { part.output = chunk.output; part.state = "output-available"; part.finishedAt = Date.now(); }
     else if (t === "tool-output-error") { part.errorText = chunk.errorText; part.state = "output-error"; part.finishedAt = Date.now(); }
     else if (t === "tool-output-denied") { part.state = "output-denied"; }
-    else if (t === "tool-approval-request") { part.state = "approval-requested"; part.approval = { id: chunk.approvalId }; }
+    else if (t === "tool-approval-request") { part.state = "approval-requested"; part.approval = { id: chunk.approvalId, prompt: state.asked.get(chunk.toolCallId) }; }
     updateTool(part);
   } else if (t === "error") {
     addPart({ type: "error", errorText: chunk.errorText });
@@ -503,11 +631,24 @@ async function afterRun() {
   } catch (_) { /* the list stays without branch points */ }
 }
 
+// Calls waiting for a person's answer. While one waits the composer does not send: a new
+// message would end the wait and the loop would deny the call unanswered (as Claude Code
+// and Cursor do, the question is answered first; the text stays in the box).
+function waitingApprovals() {
+  return state.messages.flatMap((m) => m.parts).filter((p) => p.state === "approval-requested");
+}
+
 function send() {
   const input = $("message-input");
   const text = input.value.trim();
   if (!text) return;
+  if (!state.running && waitingApprovals().length) {
+    setStatus("A tool call is waiting for your answer: Approve or Deny it first (a reason typed beside Deny goes to the model).");
+    waitingApprovals()[0].el.querySelector("[data-testid=approve]")?.scrollIntoView({ block: "nearest" });
+    return;
+  }
   input.value = "";
+  setStatus("");
   if (state.running) { steer(text); return; }
   if (!state.chatId) openChat(uid());
   const message = { id: uid(), role: "user", parts: [{ type: "text", text }] };
@@ -529,9 +670,11 @@ async function stop() {
   await post(`api/chat/${encodeURIComponent(state.chatId)}/stop`, {});
 }
 
-function answerApproval(part, approved) {
+function answerApproval(part, approved, reason = "") {
   part.state = "approval-responded";
   part.approval = { ...(part.approval || {}), approved };
+  if (!approved && reason) part.approval.reason = reason;
+  setStatus("");
   updateTool(part);
   const message = ownerOf(part);
   if (!message || message.parts.some((p) => p.state === "approval-requested")) return;
@@ -556,6 +699,8 @@ function clearChat() {
   state.parts.clear();
   state.tools.clear();
   state.runs.clear();
+  state.asked.clear();
+  state.selected = null;
   $("messages").replaceChildren();
   $("timeline").replaceChildren();
   $("raw").textContent = "Click an item of the timeline to see its events.";
@@ -582,6 +727,7 @@ async function openSession(id) {
   openChat(id);
   for (const m of data.messages) addMessage({ ...m, id: m.id });
   if (!data.messages.length) $("messages").append(el("div", { id: "empty", class: "empty", text: "No messages yet." }));
+  scrollToEnd();
   const runs = await (await fetch(`api/chat/${encodeURIComponent(id)}/runs`)).json();
   for (const run of runs.runs) watchRun(run.id);
   if (data.running) resumeRun(id);
@@ -603,13 +749,23 @@ async function resumeRun(id) {
   }
 }
 
+// Branching from an answer keeps the conversation up to it. Branching from a question
+// keeps what came before it and asks it again, so the new conversation is answered anew
+// (as chat apps do when a question is edited or asked again).
 async function branchFrom(message) {
   if (state.running || !state.chatId) return;
-  const r = await post(`api/sessions/${encodeURIComponent(state.chatId)}/branch`, { at: message.index });
+  const user = message.role === "user";
+  const at = user ? message.index - 1 : message.index;
+  const r = await post(`api/sessions/${encodeURIComponent(state.chatId)}/branch`, { at });
   if (!r.ok) { setStatus("could not branch here"); return; }
   const { id } = await r.json();
   await openSession(id);
   await refreshSessions();
+  if (user) {
+    const text = message.parts.filter((p) => p.type === "text").map((p) => p.text).join("");
+    $("message-input").value = text;
+    send();
+  }
   $("message-input").focus();
 }
 
@@ -621,7 +777,8 @@ async function refreshSessions() {
   for (const s of data.sessions) {
     const b = el("button", { type: "button", class: "session", "data-id": s.id },
       el("span", { class: "session-title", text: s.title }),
-      el("span", { class: "session-meta", text: `${s.messages} msgs · ${new Date(s.updated_at).toLocaleString()}${s.parent_id ? " · ⑂" : ""}${s.running ? " · running" : ""}` }));
+      el("span", { class: "session-meta" }, `${s.messages} msgs · ${new Date(s.updated_at).toLocaleString()}`,
+        ...(s.parent_id ? [" · ", branchIcon(), " branch"] : []), s.running ? " · running" : ""));
     b.addEventListener("click", () => openSession(s.id));
     list.append(el("li", {}, b));
   }
@@ -675,10 +832,25 @@ function digest(run, ev) {
       if (it) { it.end = ev.timestamp; it.events.push(ev); it.detail = `${ev.reason}`; }
       break;
     }
-    case "turn_start":
+    case "turn_start": {
       open[key("turn")] = item(run, "turn", `turn ${ev.turn_index}`, ev, depth);
-      open[key("model")] = item(run, "model", "model request", ev, depth + 1, { firstToken: null });
+      const asked = (run.requests ||= {})[ev.loop_id]; // recorded before the item was open
+      delete run.requests[ev.loop_id];
+      open[key("model")] = item(run, "model", "model request", ev, depth + 1, { firstToken: null, request: asked });
       break;
+    }
+    case "custom": {
+      if (ev.name === REQUEST_EVENT) {
+        const it = open[key("model")];
+        if (ev.value?.purpose && ev.value.purpose !== "turn") {
+          item(run, "model", `model request · ${ev.value.purpose}`, ev, depth + 1, { firstToken: null, request: ev.value }).end = ev.timestamp;
+        } else if (it && !it.request) it.request = ev.value;
+        else (run.requests ||= {})[ev.loop_id] = ev.value;
+      }
+      const it = open[key("run")];
+      if (it) it.events.push(ev);
+      break;
+    }
     case "message_update": {
       const it = open[key("model")];
       if (it) {
@@ -750,8 +922,15 @@ function queueTimeline() {
   timelineTimer = setTimeout(() => { timelineTimer = null; renderTimeline(); }, 60);
 }
 
+// A pane follows its tail (new timeline items, a live run's events) while the user is at
+// its bottom; scrolled up to read, it stays where it is.
+function atBottom(box) {
+  return box.scrollHeight - box.scrollTop - box.clientHeight < 24;
+}
+
 function renderTimeline() {
   const box = $("timeline");
+  const follow = atBottom(box);
   box.replaceChildren();
   for (const run of state.runs.values()) {
     if (run.t0 === null) continue;
@@ -781,13 +960,83 @@ function renderTimeline() {
     }
   }
   if (!box.childElementCount) box.append(el("div", { class: "muted", text: "Runs show here as they happen." }));
+  if (follow) box.scrollTop = box.scrollHeight;
+  renderRaw();
+}
+
+const LIVE_TAIL = 100; // events of the newest run shown while nothing is selected
+
+// The events pane: the selected item's events, else the newest run's latest events, live.
+function renderRaw() {
+  const raw = $("raw");
+  const it = state.selected;
+  const toggle = $("view-request");
+  toggle.hidden = !it?.request;
+  toggle.textContent = state.view === "request" ? "Events" : "Request sent";
+  toggle.setAttribute("aria-pressed", String(state.view === "request"));
+  let events;
+  let title;
+  if (it?.request && state.view === "request") {
+    $("raw-title").textContent = `· ${it.label} · what the model was sent`;
+    const text = requestText(it.request);
+    if (raw.textContent !== text) raw.textContent = text;
+    return;
+  }
+  if (it) {
+    events = it.events;
+    title = `· ${it.label} · ${it.events.length} events${it.clipped ? ` (+${it.clipped} deltas not kept)` : ""}`;
+  } else {
+    const run = [...state.runs.values()].filter((r) => r.events.length).at(-1);
+    if (!run) return;
+    events = run.events.slice(-LIVE_TAIL);
+    const shown = events.length < run.events.length ? `the last ${events.length} of ${run.events.length}` : `${events.length}`;
+    title = `· run ${run.n} · ${shown} events${run.done ? "" : " · live"} · click an item for its own`;
+  }
+  $("raw-title").textContent = title;
+  const text = JSON.stringify(events, null, 2);
+  if (text === raw.textContent) return;
+  const follow = atBottom(raw);
+  raw.textContent = text;
+  if (follow) raw.scrollTop = raw.scrollHeight;
+}
+
+const REQUEST_EVENT = "treadle.ui.model_request";
+
+// A model request as text: its settings, system prompt, tool schemas and messages as sent.
+function requestText(req) {
+  const out = [];
+  const skip = new Set(["model", "purpose", "system_prompt", "tools", "messages"]);
+  const settings = Object.entries(req).filter(([k, v]) => !skip.has(k) && v !== null && !(typeof v === "object" && !Object.keys(v).length));
+  out.push(`${req.purpose || "turn"} · ${req.model || "(model)"}`);
+  for (const [k, v] of settings) out.push(`${k}: ${typeof v === "string" ? v : JSON.stringify(v)}`);
+  out.push("", "── system prompt ──", req.system_prompt || "(none)");
+  const tools = req.tools || [];
+  out.push("", `── tools (${tools.length}) ──`);
+  for (const t of tools) out.push(`${t.name}: ${t.description || ""}`, JSON.stringify(t.parameters, null, 2));
+  const messages = req.messages || [];
+  out.push("", `── messages (${messages.length}) ──`);
+  for (const m of messages) {
+    const who = m.role === "tool_result" ? `tool_result ${m.tool_name} (${m.tool_call_id})${m.is_error ? " error" : ""}` : m.role;
+    out.push(`[${who}]`);
+    const blocks = typeof m.content === "string" ? [{ type: "text", text: m.content }] : m.content || [];
+    for (const b of blocks) {
+      if (b.type === "text") out.push(b.text);
+      else if (b.type === "thinking") out.push(`(thinking) ${b.thinking}`);
+      else if (b.type === "tool_call") out.push(`→ ${b.name}(${JSON.stringify(b.arguments)}) [${b.id}]`);
+      else if (b.type === "image") out.push(`(image ${b.mime_type || ""})`);
+      else out.push(JSON.stringify(b));
+    }
+  }
+  return out.join("\n");
 }
 
 function selectItem(it) {
   state.selected = it;
-  $("raw-title").textContent = `· ${it.label} · ${it.events.length} events${it.clipped ? ` (+${it.clipped} deltas not kept)` : ""}`;
-  $("raw").textContent = JSON.stringify(it.events, null, 2);
+  state.view = "events";
+  $("raw").textContent = "";
+  $("raw").scrollTop = 0;
   renderTimeline();
+  $("raw").scrollTop = 0;
 }
 
 // ---------- wiring ----------
@@ -804,6 +1053,11 @@ async function start() {
     const next = dark ? "light" : "dark";
     localStorage.setItem("treadle-theme", next);
     applyTheme(next);
+  });
+  $("view-request").addEventListener("click", () => {
+    state.view = state.view === "request" ? "events" : "request";
+    $("raw").scrollTop = 0;
+    renderRaw();
   });
   $("toggle-inspector").addEventListener("click", (e) => {
     const hidden = document.body.classList.toggle("no-inspector");
