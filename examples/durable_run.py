@@ -78,7 +78,7 @@ async def second() -> None:
     ends = [e.tool_call_id for e in events if e.type == "tool_execution_end"]  # type: ignore[union-attr]
     print(f"tool calls ended: {ends} (each once)")
     print("bookings made:", LOG.read_text().splitlines())
-    durable.shutdown()
+    await durable.shutdown()
 
 
 if __name__ == "__main__":

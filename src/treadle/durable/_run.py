@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
+from pydantic import TypeAdapter
 
 from ..agent import RunResult
 from ..errors import ConfigurationError, UsageError
@@ -16,11 +17,34 @@ from ._events import EventStore
 TERMINAL = {"SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"}
 
 
-class DurableRun:
-    """A handle on a durable run, from any process connected to the same database."""
+def dump_result(result: RunResult[Any], output_type: Any) -> dict[str, Any]:
+    """``result`` as the workflow returns it: JSON, its structured output by its type."""
+    data = result.model_dump(mode="json", exclude={"output"})
+    if result.output is not None:
+        data["output"] = TypeAdapter(output_type or Any).dump_python(result.output, mode="json")
+    return data
 
-    def __init__(self, run_id: str) -> None:
+
+def load_result(data: dict[str, Any], output_type: Any) -> RunResult[Any]:
+    """The workflow's result as a :class:`RunResult`; its output validated as
+    ``output_type`` when given, else left as stored (JSON)."""
+    result: RunResult[Any] = RunResult.model_validate(data)
+    if output_type is not None and result.output is not None:
+        output = TypeAdapter(output_type).validate_python(result.output)
+        result = result.model_copy(update={"output": output})
+    return result
+
+
+class DurableRun:
+    """A handle on a durable run, from any process connected to the same database.
+
+    ``output_type``: the type of the agent's structured output, so :meth:`result` returns
+    it as that type (``DurableAgent.start`` / ``enqueue`` set it); without it the output
+    is its JSON value."""
+
+    def __init__(self, run_id: str, *, output_type: Any = None) -> None:
         self.run_id = run_id
+        self.output_type = output_type
 
     def __repr__(self) -> str:
         return f"DurableRun({self.run_id!r})"
@@ -44,7 +68,7 @@ class DurableRun:
             await anyio.sleep(pause)
             pause = min(pause * 2, 0.25)
         handle: Any = await client.retrieve_workflow_async(self.run_id)
-        return RunResult.model_validate(await handle.get_result())
+        return load_result(await handle.get_result(), self.output_type)
 
     async def events(
         self, after: int | None = None, *, from_seq: int | None = None, poll_s: float = 0.05

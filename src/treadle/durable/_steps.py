@@ -22,7 +22,7 @@ from pydantic import TypeAdapter
 
 from ..providers import ModelRequest, StreamEvent
 from ..tools import Tool, ToolContext, ToolResult, to_tool_result, traits_of
-from ..types import AssistantMessage
+from ..types import AssistantMessage, Usage
 from ._database import DurableError
 
 if TYPE_CHECKING:
@@ -46,6 +46,7 @@ class RunSteps:
         self.model_calls = 0
         self.live_model_calls = 0
         self.tool_runs = 0
+        self.child_usage = Usage()  # durable sub-agents' requests (their own workflows)
         self._tool_steps: dict[str, tuple[StepReservation, StepReservation]] = {}
 
     async def recorded(self, step_id: int) -> bool:
