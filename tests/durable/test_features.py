@@ -113,3 +113,25 @@ def test_a_planning_agent_takes_a_list_of_prompts(tmp_path: Path) -> None:
     assert result.reason == "completed" and result.text == "Both read."
     sent = [m.text for m in provider.requests[0].messages if m.role == "user"]
     assert sent == ["a", "b"]
+
+
+def test_a_run_started_here_is_awaited_not_polled(
+    loop: asyncio.AbstractEventLoop, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``result()`` on the handle ``start()`` returned waits on the run's own end in this
+    process: it never reads the run's status (a poll with growing sleeps learnt the end up
+    to 250 ms late)."""
+    from dbos import DBOSClient
+
+    agent = durable.DurableAgent(Agent(ScriptedProvider("Hello.")), name="f-awaited")
+
+    async def no_status(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("result() read the workflow status")
+
+    async def go() -> Any:
+        handle = await agent.start("Hi.")
+        monkeypatch.setattr(DBOSClient, "list_workflows_async", no_status)
+        monkeypatch.setattr(DBOSClient, "retrieve_workflow_async", no_status)
+        return await handle.result()
+
+    assert loop.run_until_complete(go()).text == "Hello."

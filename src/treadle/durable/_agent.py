@@ -87,8 +87,8 @@ class DurableAgent:
         require("configured")
         run_id = run_id or uuid.uuid4().hex
         with SetWorkflowID(run_id):
-            await DBOS.start_workflow_async(workflow(), self.name, prompt)
-        return DurableRun(run_id, output_type=self.agent.output_type)
+            handle = await DBOS.start_workflow_async(workflow(), self.name, prompt)
+        return DurableRun._started(handle, self.agent.output_type)
 
     async def enqueue(self, prompt: str, *, run_id: str | None = None) -> DurableRun:
         """Put a run on this agent's queue: any worker serving it takes it."""

@@ -15,6 +15,7 @@ from ._connection import require
 from ._events import EventStore
 
 TERMINAL = {"SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"}
+POLL_S = 0.01  # how often a handle on a run started elsewhere reads whether it ended
 
 
 def dump_result(result: RunResult[Any], output_type: Any) -> dict[str, Any]:
@@ -45,6 +46,14 @@ class DurableRun:
     def __init__(self, run_id: str, *, output_type: Any = None) -> None:
         self.run_id = run_id
         self.output_type = output_type
+        self._handle: Any = None  # DBOS's handle of a run this process started
+
+    @classmethod
+    def _started(cls, handle: Any, output_type: Any) -> DurableRun:
+        """The handle of a run started in this process: its result is awaited directly."""
+        run = cls(handle.get_workflow_id(), output_type=output_type)
+        run._handle = handle
+        return run
 
     def __repr__(self) -> str:
         return f"DurableRun({self.run_id!r})"
@@ -60,15 +69,20 @@ class DurableRun:
         """Wait for the run to end and return its result: the whole run, however many
         times it waited for approvals or was recovered — every message since the prompt,
         the usage of every model request, the final reason (as ``Agent.run`` returns)."""
-        client = require("client")
-        pause = 0.005
-        while (status := await self.status()) not in TERMINAL:  # DBOS's own wait polls 1/s
-            if status == "UNKNOWN":
-                raise LookupError(f"there is no durable run {self.run_id!r} in this database")
-            await anyio.sleep(pause)
-            pause = min(pause * 2, 0.25)
-        handle: Any = await client.retrieve_workflow_async(self.run_id)
-        return load_result(await handle.get_result(), self.output_type)
+        handle = self._handle
+        if handle is None:  # started elsewhere: one cheap read of the run's row per poll
+            client = require("client")
+            try:
+                handle = await client.retrieve_workflow_async(self.run_id)
+            except Exception:  # DBOS's "non-existent workflow" is not public: ask again
+                if await self.status() == "UNKNOWN":
+                    raise LookupError(
+                        f"there is no durable run {self.run_id!r} in this database"
+                    ) from None
+                raise
+        # A run started here ends its DBOS task: awaited, no poll (the interval serves a
+        # cancelled run, whose end DBOS then reads from the database).
+        return load_result(await handle.get_result(polling_interval_sec=POLL_S), self.output_type)
 
     async def events(
         self, after: int | None = None, *, from_seq: int | None = None, poll_s: float = 0.05
