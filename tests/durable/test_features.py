@@ -135,3 +135,36 @@ def test_a_run_started_here_is_awaited_not_polled(
         return await handle.result()
 
     assert loop.run_until_complete(go()).text == "Hello."
+
+
+def test_only_a_tool_not_idempotent_has_a_start_marker(loop: asyncio.AbstractEventLoop) -> None:
+    """The marker step exists to tell a call cut by a crash from one never started: an
+    idempotent tool is run again either way, so its calls are one step, not two."""
+    from dbos import DBOS
+
+    from treadle import tool
+
+    @tool(idempotent=True)
+    def again(n: int) -> str:
+        """Safe to repeat."""
+        return f"again {n}"
+
+    @tool
+    def once(n: int) -> str:
+        """Not safe to repeat."""
+        return f"once {n}"
+
+    calls = [
+        ToolCall(id="a1", name="again", arguments={"n": 1}),
+        ToolCall(id="o1", name="once", arguments={"n": 1}),
+    ]
+    agent = durable.DurableAgent(
+        Agent(ScriptedProvider([AssistantMessage(content=calls), "Done."]), tools=[again, once]),
+        name="f-markers",
+    )
+    result, _, run_id = run(loop, agent, "Both.")
+    assert [m.text for m in result.messages if m.role == "tool_result"] == ["again 1", "once 1"]
+    steps = loop.run_until_complete(DBOS.list_workflow_steps_async(run_id))
+    names = [s["function_name"] for s in steps]
+    assert names.count("treadle.tool.start") == 1
+    assert names.count("treadle.tool") == 2
