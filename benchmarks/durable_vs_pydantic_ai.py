@@ -17,14 +17,16 @@ pydantic-ai runs from its own virtualenv (never installed beside treadle)::
     python benchmarks/durable_vs_pydantic_ai.py --pai-python /tmp/pai/bin/python \\
         [--rounds 5] [--runs 20] [--postgres]
 
-``--postgres`` adds a throwaway PostgreSQL cluster (tests/durable/postgres.py; skipped
-when PostgreSQL is not installed). Without ``--pai-python`` only treadle is measured.
+``--before OTHER/src`` measures another treadle checkout beside this one. ``--postgres``
+adds a throwaway PostgreSQL cluster (tests/durable/postgres.py; skipped when PostgreSQL is
+not installed). Without ``--pai-python`` only treadle is measured.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import inspect
 import json
 import os
 import statistics
@@ -86,14 +88,16 @@ async def treadle_driver(base_url: str, db: str, runs: int, warmup: int) -> dict
     try:
         return await _timed(plain, durable_run, runs, warmup)
     finally:
-        await durable.shutdown()
+        stopped = durable.shutdown()
+        if inspect.isawaitable(stopped):  # sync before treadle 0.2 (--before)
+            await stopped
 
 
 async def pai_driver(
     base_url: str, db: str, runs: int, warmup: int, step_tool: bool
 ) -> dict[str, float]:
     from dbos import DBOS
-    from pydantic_ai import Agent
+    from pydantic_ai import Agent, Tool
     from pydantic_ai.durable_exec.dbos import DBOSAgent
     from pydantic_ai.models.openai import OpenAIChatModel
     from pydantic_ai.providers.openai import OpenAIProvider
@@ -110,8 +114,8 @@ async def pai_driver(
     model = OpenAIChatModel(
         "fake-sequential", provider=OpenAIProvider(base_url=base_url, api_key="sk-bench")
     )
-    plain_agent = Agent(model, instructions=INSTRUCTIONS, tools=[add_impl])
-    agent = Agent(model, instructions=INSTRUCTIONS, tools=[add], name="bench")
+    plain_agent = Agent(model, instructions=INSTRUCTIONS, tools=[Tool(add_impl, name="add")])
+    agent = Agent(model, instructions=INSTRUCTIONS, tools=[Tool(add, name="add")], name="bench")
     DBOS(config={"name": "pai-bench", "system_database_url": db, "log_level": "WARNING"})
     durable_agent = DBOSAgent(agent, event_stream_handler=streamed)
     DBOS.launch()
@@ -128,11 +132,15 @@ async def pai_driver(
         DBOS.destroy()
 
 
-def measure(python: str, library: str, base_url: str, db: str, runs: int) -> dict[str, float]:
+def measure(
+    python: str, library: str, base_url: str, db: str, runs: int, src: str | None
+) -> dict[str, float]:
     """One fresh process: ``library``'s plain and durable runs on a fresh database."""
-    command = [python, __file__, "--driver", library, "--base-url", base_url, "--db", db]
+    driver = library.split(" ")[0]
+    command = [python, __file__, "--driver", driver, "--base-url", base_url, "--db", db]
+    env = {**os.environ, "PYTHONPATH": src} if src else None
     done = subprocess.run(
-        [*command, "--runs", str(runs)], capture_output=True, text=True, timeout=900
+        [*command, "--runs", str(runs)], capture_output=True, text=True, timeout=900, env=env
     )
     if done.returncode != 0:
         raise SystemExit(f"{library} failed:\n{done.stderr[-3000:]}")
@@ -152,9 +160,14 @@ def compare(args: argparse.Namespace) -> None:
     sys.path.insert(0, HERE)
     from fake_server import fake_server
 
-    libraries = [("treadle", sys.executable)]
+    libraries: list[tuple[str, str, str | None]] = [("treadle", sys.executable, None)]
+    if args.before:
+        libraries.append(("treadle (before)", sys.executable, args.before))
     if args.pai_python:
-        libraries += [("pydantic-ai", args.pai_python), ("pydantic-ai+step", args.pai_python)]
+        libraries += [
+            ("pydantic-ai", args.pai_python, None),
+            ("pydantic-ai+step", args.pai_python, None),
+        ]
     kinds = ["sqlite"]
     stack: list[Any] = []
     postgres = None
@@ -175,9 +188,9 @@ def compare(args: argparse.Namespace) -> None:
             for round_ in range(args.rounds):
                 for kind in kinds:
                     order = libraries if round_ % 2 == 0 else libraries[::-1]
-                    for library, python in order:
+                    for library, python, src in order:
                         db = fresh_database(kind, tmp, postgres)
-                        got = measure(python, library, root + "/v1", db, args.runs)
+                        got = measure(python, library, root + "/v1", db, args.runs, src)
                         found.setdefault((library, kind), []).append(got)
     finally:
         for item in stack:
@@ -197,6 +210,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--postgres", action="store_true")
+    parser.add_argument("--before", help="another treadle src/ to measure beside this one")
     parser.add_argument("--driver", help=argparse.SUPPRESS)
     parser.add_argument("--base-url", help=argparse.SUPPRESS)
     parser.add_argument("--db", help=argparse.SUPPRESS)

@@ -85,8 +85,9 @@ if __name__ == "__main__":
     if len(sys.argv) > 1:
         asyncio.run(first() if sys.argv[1] == "first" else second())
     else:
-        for path in (Path(DB.removeprefix("sqlite:///")), LOG):
-            path.unlink(missing_ok=True)
+        database = DB.removeprefix("sqlite:///")
+        for path in (database, f"{database}-wal", f"{database}-shm", LOG):  # WAL mode's too
+            Path(path).unlink(missing_ok=True)
         crash = {**os.environ, "CRASH_IN_BOOKING": "Taberna"}
         subprocess.run([sys.executable, __file__, "first"], check=False, env=crash)
         subprocess.run([sys.executable, __file__, "second"], check=True)
