@@ -108,7 +108,7 @@ async def overhead(runs: int) -> None:
         times["durable (SQLite)"].append(time.perf_counter() - t)
     writes = (WRITES[0] - writes_before) / max(runs, 1)
     started = time.perf_counter()
-    durable.shutdown()
+    await durable.shutdown()
     shutdown_s = time.perf_counter() - started
     print(f"fixed costs: launch() {launch_s * 1000:.0f} ms, shutdown() {shutdown_s * 1000:.0f} ms")
     print(f"event-table writes per run: {writes:.1f}")

@@ -36,11 +36,12 @@ def model_or_script(script: Sequence[ScriptItem]) -> Provider:
     return ScriptedProvider(script, name="offline", model="offline-script", delay=0.002)
 
 
-DB = (
-    os.environ.get("DURABLE_EXAMPLE_DB")
-    or f"sqlite:///{Path(tempfile.gettempdir()) / 'treadle-durable-example.sqlite'}"
-)
-LOG = Path(tempfile.gettempdir()) / "treadle-durable-example.log"
+# The two processes share one database and one booking log: in a folder of this run's own
+# (made by the first process, named to the others through the environment), so two runs of
+# the example at once never share a file.
+HOME = Path(os.environ.get("DURABLE_EXAMPLE_HOME") or tempfile.mkdtemp(prefix="treadle-durable-"))
+DB = os.environ.get("DURABLE_EXAMPLE_DB") or f"sqlite:///{HOME / 'example.sqlite'}"
+LOG = HOME / "bookings.log"
 
 
 @tool(idempotent=True)
@@ -90,15 +91,17 @@ async def second() -> None:
     ends = [e.tool_call_id for e in events if e.type == "tool_execution_end"]  # type: ignore[union-attr]
     print(f"tool calls ended: {ends} (each once)")
     print("bookings made:", LOG.read_text().splitlines())
-    durable.shutdown()
+    await durable.shutdown()
 
 
 if __name__ == "__main__":
     if len(sys.argv) > 1:
         asyncio.run(first() if sys.argv[1] == "first" else second())
     else:
-        for path in (Path(DB.removeprefix("sqlite:///")), LOG):
-            path.unlink(missing_ok=True)
-        crash = {**os.environ, "CRASH_IN_BOOKING": "Taberna"}
+        database = DB.removeprefix("sqlite:///")
+        for path in (database, f"{database}-wal", f"{database}-shm", LOG):  # WAL mode's too
+            Path(path).unlink(missing_ok=True)
+        shared = {**os.environ, "DURABLE_EXAMPLE_HOME": str(HOME), "DURABLE_EXAMPLE_DB": DB}
+        crash = {**shared, "CRASH_IN_BOOKING": "Taberna"}
         subprocess.run([sys.executable, __file__, "first"], check=False, env=crash)
-        subprocess.run([sys.executable, __file__, "second"], check=True)
+        subprocess.run([sys.executable, __file__, "second"], check=True, env=shared)

@@ -84,7 +84,7 @@ def test_a_missing_postgresql_database_is_created(postgres_server: str) -> None:
     try:
         assert durable.DurableRun("nothing-yet").run_id == "nothing-yet"
     finally:
-        durable.shutdown()
+        asyncio.run(durable.shutdown())
     engine = sa.create_engine(postgres_server.replace("postgresql://", "postgresql+psycopg://"))
     with engine.connect() as conn:
         found = conn.execute(

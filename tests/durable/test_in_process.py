@@ -90,7 +90,7 @@ def launched(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, obj
     try:
         yield {"loop": loop, "store": store, **agents}
     finally:
-        durable.shutdown()
+        loop.run_until_complete(durable.shutdown())
         loop.close()
 
 

@@ -93,7 +93,7 @@ async def main() -> None:
     )
     result = await run.result()
     print(result.model_dump_json(), flush=True)
-    durable.shutdown()
+    await durable.shutdown()
 
 
 asyncio.run(main())

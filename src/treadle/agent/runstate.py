@@ -195,4 +195,5 @@ def prompts_of(prompt: Any) -> list[AgentMessage]:
         return [prompt]  # type: ignore[list-item]
     if isinstance(prompt, Mapping):
         raise dict_prompt_error(prompt)  # iterating it would make one message per key
-    return list(prompt)
+    # a str item is a user message here already: planning reads the prompts as messages
+    return [UserMessage.of(p) if isinstance(p, str) else p for p in prompt]

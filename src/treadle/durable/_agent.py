@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 import logging
 import uuid
 from collections.abc import Sequence
@@ -18,7 +19,7 @@ from ..tools import Tool, ToolContext, ToolResult, Toolset, ToolTraits
 from ._connection import require
 from ._database import DurableError
 from ._events import Replay
-from ._run import DurableRun
+from ._run import DurableRun, dump_result
 from ._runtime import AGENTS, workflow
 from ._steps import DurableProvider, DurableTool, RunSteps
 
@@ -86,8 +87,8 @@ class DurableAgent:
         require("configured")
         run_id = run_id or uuid.uuid4().hex
         with SetWorkflowID(run_id):
-            await DBOS.start_workflow_async(workflow(), self.name, prompt)
-        return DurableRun(run_id)
+            handle = await DBOS.start_workflow_async(workflow(), self.name, prompt)
+        return DurableRun._started(handle, self.agent.output_type)
 
     async def enqueue(self, prompt: str, *, run_id: str | None = None) -> DurableRun:
         """Put a run on this agent's queue: any worker serving it takes it."""
@@ -101,7 +102,7 @@ class DurableAgent:
         run_id = run_id or uuid.uuid4().hex
         with SetWorkflowID(run_id):
             await self.queue.enqueue_async(workflow(), self.name, prompt)
-        return DurableRun(run_id)
+        return DurableRun(run_id, output_type=self.agent.output_type)
 
     async def runs(self, *, limit: int = 100) -> list[dict[str, Any]]:
         """Recent runs: ``{"run_id", "status", "created_at"}``, newest first."""
@@ -130,7 +131,8 @@ class DurableAgent:
 
         store = require("events")
         steps = RunSteps(workflow_id, require("client"))
-        agent = self.agent.branch(0)
+        # a conversation of its own, started fresh: the run's first loop is "initial"
+        agent = self.agent.fork(workflow_id)
         # One update per provider event: a replayed answer then cuts its deltas as the stored
         # one did, so the two match update by update (joined updates depend on timing).
         agent.coalesce_deltas = False
@@ -154,8 +156,10 @@ class DurableAgent:
             usage = usage + result.usage
             await self._save(workflow_id, agent)
         # the whole run, not its last stretch: every message since the prompt, every request
+        # (a durable sub-agent's too: its requests are its own workflow's steps)
+        usage = usage + steps.child_usage
         whole = result.model_copy(update={"messages": list(agent.messages), "usage": usage})
-        return whole.model_dump(mode="json", exclude={"output"})
+        return dump_result(whole, self.agent.output_type)
 
     async def _decision(self, call_id: str, stretch: int) -> Any:
         """The decision on ``call_id`` sent for this suspension (``DurableRun.approve``
@@ -217,13 +221,13 @@ class _ChildRunTool:
 
     # child workflows start in call order: DBOS matches steps by order
     traits = ToolTraits(sequential=True)
-    durable_child = True
 
     def __init__(self, child: DurableAgent, name: str, description: str) -> None:
         self.child = child
         self.name = name
         self.description = description or f"Ask the {name} agent to do a task."
         self.parameters: dict[str, Any] = copy.deepcopy(TASK_PARAMETERS)
+        self.steps: RunSteps | None = None
 
     async def run(self, arguments: dict[str, Any], ctx: ToolContext[Any]) -> ToolResult:
         from dbos import DBOS, SetWorkflowID
@@ -237,19 +241,30 @@ class _ChildRunTool:
         run_id = f"{parent}-{ctx.tool_call_id}"
         with SetWorkflowID(run_id):
             handle = await DBOS.start_workflow_async(workflow(), self.child.name, task)
-        result: RunResult[Any] = RunResult.model_validate(await handle.get_result())
+        data = await handle.get_result()
+        result: RunResult[Any] = RunResult.model_validate(data)
+        if self.steps is not None:  # the parent's result counts the child's requests
+            self.steps.child_usage = self.steps.child_usage + result.usage
         details = {"run_id": run_id, "reason": result.reason, "usage": result.usage.model_dump()}
         if result.reason != "completed":
             why = f": {result.error.message}" if result.error else ""
             return ToolResult.error(
                 f"Sub-agent {self.name!r} ended {result.reason}{why}", details=details
             )
-        return ToolResult.of(result.text, details=details)
+        output = data.get("output")  # structured output goes to the parent as JSON
+        text = result.text if output is None else json.dumps(output)
+        return ToolResult.of(text, details=details)
+
+    def bound(self, steps: RunSteps) -> _ChildRunTool:
+        """This tool for one execution of a parent run (it adds to that run's usage)."""
+        bound = copy.copy(self)
+        bound.steps = steps
+        return bound
 
 
 def _durable(item: Tool | Toolset, steps: RunSteps) -> Any:
-    if getattr(item, "durable_child", False):
-        return item  # a child workflow is checkpointed by DBOS itself
+    if isinstance(item, _ChildRunTool):
+        return item.bound(steps)  # a child workflow is checkpointed by DBOS itself
     if isinstance(item, Tool):
         return DurableTool(item, steps)
     return _DurableToolset(item, steps)

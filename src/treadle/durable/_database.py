@@ -97,6 +97,7 @@ def open_engine(url: str) -> sa.Engine:
                 "exist (create it, or pass another sqlite:/// path)"
             )
         engine = sa.create_engine(url, connect_args={"timeout": 30})
+        sa.event.listen(engine, "connect", _write_ahead_log)
     else:
         engine = sa.create_engine(engine_url(url))
     try:
@@ -122,6 +123,13 @@ def open_engine(url: str) -> sa.Engine:
                 "connect_timeout in the URL or connect_timeout_s= sets how long to wait)"
             ) from None
     return engine
+
+
+def _write_ahead_log(dbapi_connection: Any, record: Any) -> None:
+    """SQLite in WAL mode (kept by the file, so DBOS's connections use it too): a commit
+    syncs one append to the log instead of a journal and the database, and readers do not
+    block the writer. As durable: a commit is on disk when it returns."""
+    dbapi_connection.execute("PRAGMA journal_mode=WAL")
 
 
 def _check(engine: sa.Engine) -> None:

@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
+from pydantic import TypeAdapter
 
 from ..agent import RunResult
 from ..errors import ConfigurationError, UsageError
@@ -14,13 +15,45 @@ from ._connection import require
 from ._events import EventStore
 
 TERMINAL = {"SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"}
+POLL_S = 0.01  # how often a handle on a run started elsewhere reads whether it ended
+
+
+def dump_result(result: RunResult[Any], output_type: Any) -> dict[str, Any]:
+    """``result`` as the workflow returns it: JSON, its structured output by its type."""
+    data = result.model_dump(mode="json", exclude={"output"})
+    if result.output is not None:
+        data["output"] = TypeAdapter(output_type or Any).dump_python(result.output, mode="json")
+    return data
+
+
+def load_result(data: dict[str, Any], output_type: Any) -> RunResult[Any]:
+    """The workflow's result as a :class:`RunResult`; its output validated as
+    ``output_type`` when given, else left as stored (JSON)."""
+    result: RunResult[Any] = RunResult.model_validate(data)
+    if output_type is not None and result.output is not None:
+        output = TypeAdapter(output_type).validate_python(result.output)
+        result = result.model_copy(update={"output": output})
+    return result
 
 
 class DurableRun:
-    """A handle on a durable run, from any process connected to the same database."""
+    """A handle on a durable run, from any process connected to the same database.
 
-    def __init__(self, run_id: str) -> None:
+    ``output_type``: the type of the agent's structured output, so :meth:`result` returns
+    it as that type (``DurableAgent.start`` / ``enqueue`` set it); without it the output
+    is its JSON value."""
+
+    def __init__(self, run_id: str, *, output_type: Any = None) -> None:
         self.run_id = run_id
+        self.output_type = output_type
+        self._handle: Any = None  # DBOS's handle of a run this process started
+
+    @classmethod
+    def _started(cls, handle: Any, output_type: Any) -> DurableRun:
+        """The handle of a run started in this process: its result is awaited directly."""
+        run = cls(handle.get_workflow_id(), output_type=output_type)
+        run._handle = handle
+        return run
 
     def __repr__(self) -> str:
         return f"DurableRun({self.run_id!r})"
@@ -36,15 +69,20 @@ class DurableRun:
         """Wait for the run to end and return its result: the whole run, however many
         times it waited for approvals or was recovered — every message since the prompt,
         the usage of every model request, the final reason (as ``Agent.run`` returns)."""
-        client = require("client")
-        pause = 0.005
-        while (status := await self.status()) not in TERMINAL:  # DBOS's own wait polls 1/s
-            if status == "UNKNOWN":
-                raise LookupError(f"there is no durable run {self.run_id!r} in this database")
-            await anyio.sleep(pause)
-            pause = min(pause * 2, 0.25)
-        handle: Any = await client.retrieve_workflow_async(self.run_id)
-        return RunResult.model_validate(await handle.get_result())
+        handle = self._handle
+        if handle is None:  # started elsewhere: one cheap read of the run's row per poll
+            client = require("client")
+            try:
+                handle = await client.retrieve_workflow_async(self.run_id)
+            except Exception:  # DBOS's "non-existent workflow" is not public: ask again
+                if await self.status() == "UNKNOWN":
+                    raise LookupError(
+                        f"there is no durable run {self.run_id!r} in this database"
+                    ) from None
+                raise
+        # A run started here ends its DBOS task: awaited, no poll (the interval serves a
+        # cancelled run, whose end DBOS then reads from the database).
+        return load_result(await handle.get_result(polling_interval_sec=POLL_S), self.output_type)
 
     async def events(
         self, after: int | None = None, *, from_seq: int | None = None, poll_s: float = 0.05

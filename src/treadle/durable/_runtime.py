@@ -11,6 +11,8 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any, Protocol
 
+import anyio.to_thread
+
 from ._connection import STATE, require
 from ._database import DurableError, open_engine, redact, resolve
 from ._events import EventStore
@@ -22,6 +24,7 @@ if TYPE_CHECKING:
 class _Registered(Protocol):
     """What the runtime needs of a DurableAgent (``_agent`` imports this module)."""
 
+    agent: Any
     queue: Any
     queue_concurrency: int | None
 
@@ -73,7 +76,7 @@ def connect(database_url: str | None = None, *, connect_timeout_s: float | None 
             "treadle.durable.shutdown() before connecting to another database"
         )
     if "url" in STATE:
-        shutdown()  # a reader moving to another database
+        _close()  # a reader moving to another database (nothing of DBOS runs here)
     started = time.perf_counter()
     workflow()
     engine = open_engine(url)
@@ -133,6 +136,7 @@ async def enqueue(agent_name: str, prompt: str, *, run_id: str | None = None) ->
 
     client = require("client")
     run_id = run_id or uuid.uuid4().hex
+    known = AGENTS.get(agent_name)  # defined in this process too: its output's type
     await client.enqueue_async(
         {
             "workflow_name": WORKFLOW_NAME,
@@ -142,12 +146,18 @@ async def enqueue(agent_name: str, prompt: str, *, run_id: str | None = None) ->
         agent_name,
         prompt,
     )
-    return DurableRun(run_id)
+    return DurableRun(run_id, output_type=known.agent.output_type if known else None)
 
 
-def shutdown() -> None:
+async def shutdown() -> None:
     """Stop DBOS in this process (runs in flight are recovered by the next worker)."""
     started = time.perf_counter()
+    # DBOS joins its background threads (up to its 0.1 s polling interval): off the loop
+    await anyio.to_thread.run_sync(_close)
+    TIMINGS["shutdown"] = time.perf_counter() - started
+
+
+def _close() -> None:
     client = STATE.pop("client", None)
     if client is not None:
         client.destroy()
@@ -161,4 +171,3 @@ def shutdown() -> None:
         DBOS.destroy(destroy_registry=False)
     for durable in AGENTS.values():
         durable.queue = None
-    TIMINGS["shutdown"] = time.perf_counter() - started

@@ -2,10 +2,11 @@
 
 A model request is one step whose checkpoint is every event the provider streamed: after a
 crash a completed request is replayed from it (the same deltas, so the same events), and a
-request that was cut is sent again. A tool call is two steps, a marker written before the
-tool starts and its result: a result on record is replayed; a marker without a result means
-the call was in flight when the worker died — an idempotent tool runs again, any other gets
-an error result saying the outcome is unknown (it is never run twice silently).
+request that was cut is sent again. A tool call is its result's step: a result on record is
+replayed, and a call with none runs. A tool not marked idempotent has a marker step too,
+written before it starts: a marker without a result means the call was in flight when the
+worker died, and the call gets an error result saying the outcome is unknown (it is never
+run twice silently). An idempotent tool needs no marker: with no result it runs again.
 
 Step ids are drawn in an order that does not depend on timing: the model's step when the
 request is made, and all of a turn's tool steps together when the first of its calls
@@ -22,7 +23,7 @@ from pydantic import TypeAdapter
 
 from ..providers import ModelRequest, StreamEvent
 from ..tools import Tool, ToolContext, ToolResult, to_tool_result, traits_of
-from ..types import AssistantMessage
+from ..types import AssistantMessage, Usage
 from ._database import DurableError
 
 if TYPE_CHECKING:
@@ -46,23 +47,33 @@ class RunSteps:
         self.model_calls = 0
         self.live_model_calls = 0
         self.tool_runs = 0
-        self._tool_steps: dict[str, tuple[StepReservation, StepReservation]] = {}
+        self.child_usage = Usage()  # durable sub-agents' requests (their own workflows)
+        self._tool_steps: dict[str, tuple[StepReservation | None, StepReservation]] = {}
+        self._recorded: set[int] | None = None
+        self.tools: dict[str, DurableTool] = {}  # by name: which calls need a marker
 
     async def recorded(self, step_id: int) -> bool:
-        steps = await self.client.list_workflow_steps_async(self.workflow_id, load_output=False)
-        return any(s["function_id"] == step_id for s in steps)
+        """Whether an earlier execution of the run recorded this step. Read once per
+        execution: a step this execution records comes after every one read here."""
+        if self._recorded is None:
+            steps = await self.client.list_workflow_steps_async(self.workflow_id, load_output=False)
+            self._recorded = {s["function_id"] for s in steps}
+        return step_id in self._recorded
 
     def tool_steps(
-        self, call_id: str, calls: Sequence[str]
-    ) -> tuple[StepReservation, StepReservation]:
+        self, call_id: str, calls: Sequence[tuple[str, bool]]
+    ) -> tuple[StepReservation | None, StepReservation]:
+        """The (marker, result) steps of a call; ``calls`` is its turn's calls with whether
+        each needs a marker (a tool not marked idempotent: see the module docstring)."""
         from dbos import DBOS
 
+        def reserve(marked: bool) -> tuple[StepReservation | None, StepReservation]:
+            return (DBOS.reserve_step() if marked else None, DBOS.reserve_step())
+
         if call_id not in self._tool_steps:
-            for cid in calls:  # the whole turn's calls at once, in call order
+            for cid, marked in calls:  # the whole turn's calls at once, in call order
                 if cid not in self._tool_steps:
-                    self._tool_steps[cid] = (DBOS.reserve_step(), DBOS.reserve_step())
-            if call_id not in self._tool_steps:
-                self._tool_steps[call_id] = (DBOS.reserve_step(), DBOS.reserve_step())
+                    self._tool_steps[cid] = reserve(marked)
         return self._tool_steps.pop(call_id)
 
 
@@ -106,17 +117,21 @@ class DurableTool:
         self.description = inner.description
         self.parameters = inner.parameters
         self.traits = traits_of(inner)  # forwarded whole: the loop treats both alike
+        steps.tools[self.name] = self  # toolsets' tools too, as the loop lists them
 
     def __repr__(self) -> str:
         return f"DurableTool({self.inner!r})"
 
     async def run(self, arguments: dict[str, Any], ctx: ToolContext[Any]) -> Any:
         call_id = ctx.tool_call_id
-        marker, result_step = self.steps.tool_steps(call_id, _turn_calls(ctx))
-        fresh: list[bool] = []
-        await marker.run_async({"name": "treadle.tool.start"}, _mark, fresh)
-        in_flight_before = not fresh  # the marker was on record: a worker died mid-call
+        calls = _turn_calls(ctx, self.name, self.steps.tools)
+        marker, result_step = self.steps.tool_steps(call_id, calls)
         idempotent = self.traits.idempotent
+        in_flight_before = False
+        if marker is not None:  # a tool not idempotent: its start is on record before it runs
+            fresh: list[bool] = []
+            await marker.run_async({"name": "treadle.tool.start"}, _mark, fresh)
+            in_flight_before = not fresh  # the marker was on record: a worker died mid-call
 
         async def run_tool() -> dict[str, Any]:
             if in_flight_before and not idempotent:
@@ -135,14 +150,22 @@ class DurableTool:
         return ToolResult.model_validate(recorded)
 
 
-def _turn_calls(ctx: ToolContext[Any]) -> list[str]:
+def _turn_calls(
+    ctx: ToolContext[Any], name: str, tools: dict[str, DurableTool]
+) -> list[tuple[str, bool]]:
+    """The calls of this call's turn, in order, each with whether it needs a marker step."""
     messages = getattr(ctx.context, "messages", None) or []
     for message in reversed(messages):
         if isinstance(message, AssistantMessage) and message.tool_calls:
-            ids = [c.id for c in message.tool_calls]
-            if ctx.tool_call_id in ids:
-                return ids
-    return [ctx.tool_call_id]
+            if any(c.id == ctx.tool_call_id for c in message.tool_calls):
+                return [(c.id, _marked(tools.get(c.name))) for c in message.tool_calls]
+    return [(ctx.tool_call_id, _marked(tools.get(name)))]
+
+
+def _marked(tool: Any) -> bool:
+    """A call needs a marker unless its tool is idempotent (run again after a crash) or
+    is no durable tool (an unknown name, a durable sub-agent: no tool step at all)."""
+    return isinstance(tool, DurableTool) and not tool.traits.idempotent
 
 
 async def _never() -> Any:

@@ -130,4 +130,5 @@ async def worker(
             finally:
                 tg.cancel_scope.cancel()
     finally:
-        shutdown()
+        with anyio.CancelScope(shield=True):  # a cancelled worker still stops DBOS
+            await shutdown()

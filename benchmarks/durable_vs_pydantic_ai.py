@@ -1,0 +1,230 @@
+"""A durable run's cost over a plain run: treadle.durable beside pydantic-ai's DBOS integration.
+
+Both on DBOS, against the kit's fake OpenAI server (``kit/fake_llm.py``: 3 streamed requests
+and 2 calls of an ``add`` tool a run, a 200-token final answer). Each measurement is a fresh
+process with a fresh database; the libraries alternate round by round. A process runs plain
+and durable runs interleaved and reports their medians; the figure that matters is the
+**overhead per run**, durable minus plain, each library over its own plain run.
+
+- treadle: ``DurableAgent.start(...)`` + ``result()``; the tool is ``idempotent=True``
+  (one checkpoint a call).
+- pydantic-ai ``DBOSAgent``: its default (model requests are steps, tools are not), and
+  ``+step``: the tool as a ``@DBOS.step`` (a checkpoint a call, as treadle's).
+
+pydantic-ai runs from its own virtualenv (never installed beside treadle)::
+
+    python3 -m venv /tmp/pai && /tmp/pai/bin/pip install 'pydantic-ai-slim[dbos,openai]'
+    python benchmarks/durable_vs_pydantic_ai.py --pai-python /tmp/pai/bin/python \\
+        [--rounds 5] [--runs 20] [--postgres]
+
+``--before OTHER/src`` measures another treadle checkout beside this one. ``--postgres``
+adds a throwaway PostgreSQL cluster (tests/durable/postgres.py; skipped when PostgreSQL is
+not installed). Without ``--pai-python`` only treadle is measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import inspect
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from typing import Any
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PROMPT = "What is 2 + 3? Use the add tool."
+INSTRUCTIONS = "You are a calculator. Always use the add tool to add numbers."
+
+
+def _medians(plain: list[float], durable: list[float]) -> dict[str, float]:
+    return {
+        "plain_ms": statistics.median(plain) * 1e3,
+        "durable_ms": statistics.median(durable) * 1e3,
+    }
+
+
+async def _timed(plain: Any, durable: Any, runs: int, warmup: int) -> dict[str, float]:
+    for _ in range(warmup):
+        await plain()
+        await durable()
+    times: tuple[list[float], list[float]] = ([], [])
+    for _ in range(runs):
+        for run, into in ((plain, times[0]), (durable, times[1])):
+            started = time.perf_counter()
+            text = await run()
+            into.append(time.perf_counter() - started)
+            assert "5" in text, text  # the run went through both tool calls
+    return _medians(*times)
+
+
+async def treadle_driver(base_url: str, db: str, runs: int, warmup: int) -> dict[str, float]:
+    from treadle import Agent, durable, tool
+    from treadle.providers import OpenAIChat
+
+    @tool(idempotent=True)
+    def add(a: int, b: int) -> int:
+        """Add two integers and return their sum."""
+        return a + b
+
+    def agent() -> Agent[None]:
+        model = OpenAIChat("fake-sequential", api_key="sk-bench", base_url=base_url)
+        return Agent(model, system_prompt=INSTRUCTIONS, tools=[add])
+
+    plain_agent, runner = agent(), durable.DurableAgent(agent(), name="bench")
+    await durable.launch(db)
+
+    async def plain() -> str:
+        return (await plain_agent.run_ephemeral(PROMPT)).text
+
+    async def durable_run() -> str:
+        return (await (await runner.start(PROMPT)).result()).text
+
+    try:
+        return await _timed(plain, durable_run, runs, warmup)
+    finally:
+        stopped = durable.shutdown()
+        if inspect.isawaitable(stopped):  # sync before treadle 0.2 (--before)
+            await stopped
+
+
+async def pai_driver(
+    base_url: str, db: str, runs: int, warmup: int, step_tool: bool
+) -> dict[str, float]:
+    from dbos import DBOS
+    from pydantic_ai import Agent, Tool
+    from pydantic_ai.durable_exec.dbos import DBOSAgent
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    async def streamed(ctx: Any, events: Any) -> None:
+        async for _ in events:  # streamed requests, as treadle's
+            pass
+
+    def add_impl(a: int, b: int) -> int:
+        """Add two integers and return their sum."""
+        return a + b
+
+    add = DBOS.step(name="add")(add_impl) if step_tool else add_impl
+    model = OpenAIChatModel(
+        "fake-sequential", provider=OpenAIProvider(base_url=base_url, api_key="sk-bench")
+    )
+    plain_agent = Agent(model, instructions=INSTRUCTIONS, tools=[Tool(add_impl, name="add")])
+    agent = Agent(model, instructions=INSTRUCTIONS, tools=[Tool(add, name="add")], name="bench")
+    DBOS(config={"name": "pai-bench", "system_database_url": db, "log_level": "WARNING"})
+    durable_agent = DBOSAgent(agent, event_stream_handler=streamed)
+    DBOS.launch()
+
+    async def plain() -> str:
+        return str((await plain_agent.run(PROMPT, event_stream_handler=streamed)).output)
+
+    async def durable_run() -> str:
+        return str((await durable_agent.run(PROMPT)).output)
+
+    try:
+        return await _timed(plain, durable_run, runs, warmup)
+    finally:
+        DBOS.destroy()
+
+
+def measure(
+    python: str, library: str, base_url: str, db: str, runs: int, src: str | None
+) -> dict[str, float]:
+    """One fresh process: ``library``'s plain and durable runs on a fresh database."""
+    driver = library.split(" ")[0]
+    command = [python, __file__, "--driver", driver, "--base-url", base_url, "--db", db]
+    env = {**os.environ, "PYTHONPATH": src} if src else None
+    done = subprocess.run(
+        [*command, "--runs", str(runs)], capture_output=True, text=True, timeout=900, env=env
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"{library} failed:\n{done.stderr[-3000:]}")
+    result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def fresh_database(kind: str, tmp: str, postgres: str | None) -> str:
+    name = f"b{uuid.uuid4().hex[:10]}"
+    if kind == "sqlite":
+        return f"sqlite:///{tmp}/{name}.sqlite"
+    assert postgres is not None
+    return postgres.rsplit("/", 1)[0] + f"/{name}"  # created by each library on launch
+
+
+def compare(args: argparse.Namespace) -> None:
+    sys.path.insert(0, HERE)
+    from fake_server import fake_server
+
+    libraries: list[tuple[str, str, str | None]] = [("treadle", sys.executable, None)]
+    if args.before:
+        libraries.append(("treadle (before)", sys.executable, args.before))
+    if args.pai_python:
+        libraries += [
+            ("pydantic-ai", args.pai_python, None),
+            ("pydantic-ai+step", args.pai_python, None),
+        ]
+    kinds = ["sqlite"]
+    stack: list[Any] = []
+    postgres = None
+    if args.postgres:
+        sys.path.insert(0, os.path.join(HERE, "..", "tests", "durable"))
+        from postgres import cluster
+
+        try:
+            stack.append(cluster())
+            postgres = stack[-1].__enter__()
+            kinds.append("postgresql")
+        except FileNotFoundError as exc:
+            print(f"PostgreSQL: skipped ({exc})")
+    tmp = tempfile.mkdtemp(prefix="treadle-vs-pai-")
+    found: dict[tuple[str, str], list[dict[str, float]]] = {}
+    try:
+        with fake_server() as root:
+            for round_ in range(args.rounds):
+                for kind in kinds:
+                    order = libraries if round_ % 2 == 0 else libraries[::-1]
+                    for library, python, src in order:
+                        db = fresh_database(kind, tmp, postgres)
+                        got = measure(python, library, root + "/v1", db, args.runs, src)
+                        found.setdefault((library, kind), []).append(got)
+    finally:
+        for item in stack:
+            item.__exit__(None, None, None)
+    print(f"median over {args.rounds} rounds of the per-process medians ({args.runs} runs each)")
+    print(f"{'library':18} {'database':11} {'plain':>9} {'durable':>9} {'overhead':>9}")
+    for (library, kind), rounds in found.items():
+        plain = statistics.median(r["plain_ms"] for r in rounds)
+        durable = statistics.median(r["durable_ms"] for r in rounds)
+        overhead = statistics.median(r["durable_ms"] - r["plain_ms"] for r in rounds)
+        print(f"{library:18} {kind:11} {plain:7.1f}ms {durable:7.1f}ms {overhead:7.1f}ms")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pai-python", help="the python of a venv with pydantic-ai-slim[dbos]")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--postgres", action="store_true")
+    parser.add_argument("--before", help="another treadle src/ to measure beside this one")
+    parser.add_argument("--driver", help=argparse.SUPPRESS)
+    parser.add_argument("--base-url", help=argparse.SUPPRESS)
+    parser.add_argument("--db", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.driver is None:
+        compare(args)
+        return
+    if args.driver == "treadle":
+        run = treadle_driver(args.base_url, args.db, args.runs, warmup=3)
+    else:
+        step = args.driver.endswith("+step")
+        run = pai_driver(args.base_url, args.db, args.runs, warmup=3, step_tool=step)
+    print(json.dumps(asyncio.run(run)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,170 @@
+"""Where durable runs meet the Agent's other features: a durable sub-agent's usage, the
+first loop's continuation kind, structured output, planning, and the runtime's async
+launch/shutdown (DBOS on SQLite, asyncio)."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from treadle import Agent, AssistantMessage, TextContent, ToolCall, Usage, durable
+from treadle.testing import ScriptedProvider
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+
+class Trip(BaseModel):
+    city: str
+    days: int
+
+
+def used(n: int) -> Usage:
+    return Usage(input=n, output=0, total_tokens=n)
+
+
+@pytest.fixture(scope="module")
+def loop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[asyncio.AbstractEventLoop]:
+    root = tmp_path_factory.mktemp("durable-features")
+    loop = asyncio.new_event_loop()
+    loop.run_until_complete(durable.launch(f"sqlite:///{root / 'db.sqlite'}"))
+    try:
+        yield loop
+    finally:
+        loop.run_until_complete(durable.shutdown())
+        loop.close()
+
+
+def run(loop: asyncio.AbstractEventLoop, agent: durable.DurableAgent, prompt: str) -> Any:
+    async def go() -> tuple[Any, list[Any], str]:
+        handle = await agent.start(prompt)
+        result = await handle.result()
+        return result, [e async for e in handle.events()], handle.run_id
+
+    return loop.run_until_complete(go())
+
+
+def test_a_durable_sub_agents_usage_is_in_the_parents_result(
+    loop: asyncio.AbstractEventLoop,
+) -> None:
+    answer = AssistantMessage(content=[TextContent(text="Lisbon.")], usage=used(100))
+    child = durable.DurableAgent(Agent(ScriptedProvider([answer]), name="geo"), name="f-geo")
+    call = ToolCall(id="g1", name="geo", arguments={"task": "Capital of Portugal?"})
+    parent = durable.DurableAgent(
+        Agent(
+            ScriptedProvider(
+                [
+                    AssistantMessage(content=[call], usage=used(10)),
+                    AssistantMessage(content=[TextContent(text="Lisbon.")], usage=used(20)),
+                ]
+            ),
+            tools=[child.as_tool()],
+        ),
+        name="f-parent",
+    )
+    result, _, _ = run(loop, parent, "Ask geo.")
+    assert result.reason == "completed"
+    assert result.usage.input == 130  # the parent's two requests and the child's one
+
+
+def test_a_fresh_durable_run_is_an_initial_loop(loop: asyncio.AbstractEventLoop) -> None:
+    agent = durable.DurableAgent(Agent(ScriptedProvider("Hello.")), name="f-initial")
+    _, events, _ = run(loop, agent, "Hi.")
+    start = events[0]
+    assert start.type == "agent_start"
+    assert start.continuation_kind == "initial"
+    assert start.parent_loop_id is None
+
+
+def test_a_durable_run_keeps_its_structured_output(loop: asyncio.AbstractEventLoop) -> None:
+    call = ToolCall(id="o1", name="final_result", arguments={"city": "Porto", "days": 3})
+    agent = durable.DurableAgent(
+        Agent(ScriptedProvider([AssistantMessage(content=[call]), "Done."]), output_type=Trip),
+        name="f-output",
+    )
+    result, _, run_id = run(loop, agent, "Plan three days in Porto.")
+    assert result.output == Trip(city="Porto", days=3)
+    # a handle made from the run id alone, as another process makes it: the JSON value
+    again = loop.run_until_complete(durable.DurableRun(run_id).result())
+    assert again.output == {"city": "Porto", "days": 3}
+
+
+def test_a_durable_planning_run_plans_then_answers(loop: asyncio.AbstractEventLoop) -> None:
+    provider = ScriptedProvider(["1. Look it up\n2. Answer", "Done as planned."])
+    agent = durable.DurableAgent(Agent(provider, planning=True), name="f-plan")
+    result, events, _ = run(loop, agent, "Plan it.")
+    assert result.reason == "completed" and result.text == "Done as planned."
+    assert [e.type for e in events if e.type == "plan_created"] == ["plan_created"]
+
+
+def test_launch_and_shutdown_are_both_awaited() -> None:
+    assert inspect.iscoroutinefunction(durable.launch)
+    assert inspect.iscoroutinefunction(durable.shutdown)
+
+
+def test_a_planning_agent_takes_a_list_of_prompts(tmp_path: Path) -> None:
+    provider = ScriptedProvider(["1. Read a\n2. Read b", "Both read."])
+    result = asyncio.run(Agent(provider, planning=True).run(["a", "b"]))
+    assert result.reason == "completed" and result.text == "Both read."
+    sent = [m.text for m in provider.requests[0].messages if m.role == "user"]
+    assert sent == ["a", "b"]
+
+
+def test_a_run_started_here_is_awaited_not_polled(
+    loop: asyncio.AbstractEventLoop, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``result()`` on the handle ``start()`` returned waits on the run's own end in this
+    process: it never reads the run's status (a poll with growing sleeps learnt the end up
+    to 250 ms late)."""
+    from dbos import DBOSClient
+
+    agent = durable.DurableAgent(Agent(ScriptedProvider("Hello.")), name="f-awaited")
+
+    async def no_status(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("result() read the workflow status")
+
+    async def go() -> Any:
+        handle = await agent.start("Hi.")
+        monkeypatch.setattr(DBOSClient, "list_workflows_async", no_status)
+        monkeypatch.setattr(DBOSClient, "retrieve_workflow_async", no_status)
+        return await handle.result()
+
+    assert loop.run_until_complete(go()).text == "Hello."
+
+
+def test_only_a_tool_not_idempotent_has_a_start_marker(loop: asyncio.AbstractEventLoop) -> None:
+    """The marker step exists to tell a call cut by a crash from one never started: an
+    idempotent tool is run again either way, so its calls are one step, not two."""
+    from dbos import DBOS
+
+    from treadle import tool
+
+    @tool(idempotent=True)
+    def again(n: int) -> str:
+        """Safe to repeat."""
+        return f"again {n}"
+
+    @tool
+    def once(n: int) -> str:
+        """Not safe to repeat."""
+        return f"once {n}"
+
+    calls = [
+        ToolCall(id="a1", name="again", arguments={"n": 1}),
+        ToolCall(id="o1", name="once", arguments={"n": 1}),
+    ]
+    agent = durable.DurableAgent(
+        Agent(ScriptedProvider([AssistantMessage(content=calls), "Done."]), tools=[again, once]),
+        name="f-markers",
+    )
+    result, _, run_id = run(loop, agent, "Both.")
+    assert [m.text for m in result.messages if m.role == "tool_result"] == ["again 1", "once 1"]
+    steps = loop.run_until_complete(DBOS.list_workflow_steps_async(run_id))
+    names = [s["function_name"] for s in steps]
+    assert names.count("treadle.tool.start") == 1
+    assert names.count("treadle.tool") == 2
