@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -185,7 +186,8 @@ def test_the_durable_wrapper_forwards_the_traits_whole() -> None:
         """Peek."""
         return "ok"
 
-    wrapped = DurableTool(peek, steps=None)  # type: ignore[arg-type]
+    steps = SimpleNamespace(tools={})  # what a wrapper registers itself in
+    wrapped = DurableTool(peek, steps=steps)  # type: ignore[arg-type]
     assert wrapped.traits is peek.traits  # eager and requires_approval included
     assert traits_of(wrapped).eager and traits_of(wrapped).requires_approval
-    assert traits_of(DurableTool(Bare(), steps=None)) == ToolTraits()  # type: ignore[arg-type]
+    assert traits_of(DurableTool(Bare(), steps=steps)) == ToolTraits()  # type: ignore[arg-type]
