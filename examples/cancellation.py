@@ -16,8 +16,8 @@ from treadle import (
     ToolCall,
     agent_loop,
     tool,
-    validate_transcript,
 )
+from treadle.context import validate_transcript
 
 
 @tool(category="exec")

@@ -22,8 +22,8 @@ from treadle import (
     ToolCall,
     agent_loop,
     tool,
-    validate_transcript,
 )
+from treadle.context import validate_transcript
 
 
 @tool(eager=True, category="info")

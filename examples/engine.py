@@ -33,20 +33,14 @@ from pathlib import Path
 import anyio
 from _model import model_or_script
 
-from treadle import (
-    AssistantMessage,
-    CustomEvent,
-    ModelRequest,
-    Profile,
-    TextContent,
-    ToolCall,
-    ToolResultMessage,
-)
+from treadle import AssistantMessage, ModelRequest, TextContent, ToolCall, ToolResultMessage
+from treadle.agent import Profile
 from treadle.ext import engine
 from treadle.ext.memory import RECALL_HEADER
 from treadle.ext.profiles import Profiles
 from treadle.ext.routing import ROUTE_EVENT
 from treadle.ext.workers import SUMMARY_EVENT, SUMMARY_INSTRUCTION, SessionEndInfo
+from treadle.types import CustomEvent
 
 SKILLS = {
     "release-notes": "Write release notes from a list of merged changes.",

@@ -12,7 +12,8 @@ import zlib
 
 from _model import model_or_script
 
-from treadle import Agent, ImageContent, UserMessage
+from treadle import Agent, UserMessage
+from treadle.types import ImageContent
 
 
 def red_square_png(size: int = 32) -> bytes:

@@ -21,7 +21,6 @@ from treadle import (
     AgentEvent,
     AgentLoopConfig,
     AssistantMessage,
-    CompactionPolicy,
     ModelRequest,
     TextContent,
     ToolCall,
@@ -29,8 +28,8 @@ from treadle import (
     UserMessage,
     agent_loop,
     tool,
-    validate_transcript,
 )
+from treadle.context import CompactionPolicy, validate_transcript
 
 WINDOW = 6_000  # tokens: small on purpose, so compaction shows up within a few requests
 

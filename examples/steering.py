@@ -5,7 +5,8 @@ from __future__ import annotations
 import anyio
 from _model import model_or_script
 
-from treadle import Agent, AssistantMessage, TextContent, ToolCall, tool, validate_transcript
+from treadle import Agent, AssistantMessage, TextContent, ToolCall, tool
+from treadle.context import validate_transcript
 
 
 @tool(category="exec")

@@ -26,8 +26,8 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from treadle import AgentContext, AgentEvent, AgentLoopConfig, EventLog, EventLogGap, agent_loop
-from treadle.loop import last_event_id, sse_frame
+from treadle import AgentContext, AgentEvent, AgentLoopConfig, agent_loop
+from treadle.streaming import EventLog, EventLogGap, last_event_id, sse_frame
 from treadle.tools import tool
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))

@@ -15,36 +15,35 @@ from pydantic import BaseModel
 
 from treadle import (
     Agent,
-    AgentEnd,
-    AgentStart,
     Ask,
     AssistantMessage,
-    ContinuationKind,
     ExecutionLimits,
     Hooks,
-    InputFilter,
-    MessageEnd,
-    MessageStart,
-    MessageUpdate,
     ModelRequest,
-    Pass,
     ProviderError,
-    Reject,
     RunHandle,
     ToolContext,
-    ToolExecution,
-    ToolExecutionEnd,
-    ToolExecutionStart,
     ToolResultMessage,
-    TurnEnd,
-    TurnStart,
     Usage,
     UserMessage,
     tool,
-    validate_transcript,
 )
 from treadle.agent import AgentBusy, AgentSnapshot, RunFailed
+from treadle.context import validate_transcript
+from treadle.loop import InputFilter, Pass, Reject, ToolExecution
 from treadle.testing import ScriptedProvider
+from treadle.types import (
+    AgentEnd,
+    AgentStart,
+    ContinuationKind,
+    MessageEnd,
+    MessageStart,
+    MessageUpdate,
+    ToolExecutionEnd,
+    ToolExecutionStart,
+    TurnEnd,
+    TurnStart,
+)
 
 pytestmark = pytest.mark.anyio
 

@@ -9,17 +9,11 @@ from typing import Any
 
 import pytest
 
-from treadle import (
-    Agent,
-    Hooks,
-    ModelRequest,
-    PlanCreated,
-    RetryPolicy,
-    RunHandle,
-    UserMessage,
-)
+from treadle import Agent, Hooks, ModelRequest, RunHandle, UserMessage
 from treadle.ext.workers import PostRunWorkers, WorkerContext
+from treadle.loop import RetryPolicy
 from treadle.testing import Fail, FakeTransport
+from treadle.types import PlanCreated
 
 pytestmark = pytest.mark.anyio
 

@@ -11,22 +11,24 @@ from pydantic import BaseModel
 
 from treadle import (
     Agent,
-    AgentEnd,
     AgentEvent,
-    AgentStart,
     AssistantMessage,
     ModelRequest,
     Tool,
-    ToolExecutionEnd,
-    ToolExecutionStart,
     ToolResultMessage,
-    TurnStart,
-    TurnTrigger,
     UserMessage,
     tool,
-    validate_transcript,
 )
+from treadle.context import validate_transcript
 from treadle.testing import ScriptedProvider
+from treadle.types import (
+    AgentEnd,
+    AgentStart,
+    ToolExecutionEnd,
+    ToolExecutionStart,
+    TurnStart,
+    TurnTrigger,
+)
 
 pytestmark = pytest.mark.anyio
 

@@ -13,26 +13,21 @@ from harness import Recorded, call, calls_message, check, run_recorded
 import treadle.loop.ending
 from treadle import (
     AgentContext,
-    AgentEnd,
     AgentEvent,
     AgentLoopConfig,
     Ask,
     CancellationToken,
-    CustomEvent,
     ExecutionLimits,
     Hooks,
-    InputFilter,
     ProviderError,
-    Reject,
     RunEnding,
     RunHandle,
-    ToolExecutionStart,
-    TurnEnd,
-    TurnStart,
     agent_loop,
     tool,
 )
+from treadle.loop import InputFilter, Reject
 from treadle.testing import ScriptedProvider
+from treadle.types import AgentEnd, CustomEvent, ToolExecutionStart, TurnEnd, TurnStart
 
 pytestmark = pytest.mark.anyio
 

@@ -13,32 +13,31 @@ from harness import call, calls_message, check, check_invariants, run_recorded
 
 from treadle import (
     AgentContext,
-    AgentEnd,
     AgentEvent,
     AgentLoopConfig,
-    AgentStart,
     AssistantMessage,
-    ContinuationKind,
-    ExtensionMessage,
     Hooks,
-    InputFilter,
-    Reject,
     RunHandle,
     ToolContext,
-    ToolExecution,
-    ToolExecutionEnd,
-    ToolExecutionStart,
-    ToolExecutionUpdate,
     ToolResult,
-    TurnStart,
-    TurnTrigger,
     UserMessage,
     agent_loop,
     agent_loop_continue,
     tool,
 )
-from treadle.loop import EventChannel
+from treadle.loop import EventChannel, InputFilter, Reject, ToolExecution
 from treadle.testing import ScriptedProvider
+from treadle.types import (
+    AgentEnd,
+    AgentStart,
+    ContinuationKind,
+    ExtensionMessage,
+    ToolExecutionEnd,
+    ToolExecutionStart,
+    ToolExecutionUpdate,
+    TurnStart,
+    TurnTrigger,
+)
 
 pytestmark = pytest.mark.anyio
 

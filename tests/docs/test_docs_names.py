@@ -36,6 +36,7 @@ PUBLIC = [
     "treadle.otel",
     "treadle.providers",
     "treadle.sessions",
+    "treadle.streaming",
     "treadle.testing",
     "treadle.testing.simulation",
     "treadle.tools",
@@ -93,9 +94,17 @@ def test_the_architecture_page_names_modules_that_exist() -> None:
         assert (ROOT / "src" / "treadle" / module).exists() or (ROOT / module).exists(), module
 
 
-@pytest.mark.parametrize("name", ["AgentBusy", "AgentSnapshot", "AgentStream", "RunFailed"])
+@pytest.mark.parametrize("name", ["Agent", "RunResult", "RunFailed"])
 def test_agent_names_are_exported_from_the_top(name: str) -> None:
     import treadle
 
     assert name in treadle.__all__
     assert getattr(treadle, name).__name__ == name
+
+
+@pytest.mark.parametrize("name", ["AgentBusy", "AgentSnapshot", "AgentStream", "Profile"])
+def test_other_agent_names_live_in_treadle_agent(name: str) -> None:
+    import treadle.agent
+
+    assert name in treadle.agent.__all__
+    assert getattr(treadle.agent, name).__name__ == name

@@ -22,7 +22,7 @@ from treadle import (
     ToolCall,
     tool,
 )
-from treadle.loop import EventLog
+from treadle.streaming import EventLog
 from treadle.testing import ScriptedProvider
 from treadle.tools import ToolTraits
 

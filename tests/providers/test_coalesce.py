@@ -10,19 +10,10 @@ from typing import Any
 import anyio
 import pytest
 
-from treadle import (
-    Agent,
-    AgentContext,
-    AgentEvent,
-    AgentLoopConfig,
-    Hooks,
-    MessageUpdate,
-    RunHandle,
-    agent_loop,
-)
+from treadle import Agent, AgentContext, AgentEvent, AgentLoopConfig, Hooks, RunHandle, agent_loop
 from treadle.providers import ModelRequest, TextDelta
 from treadle.testing import Raw, WireFake
-from treadle.types import UserMessage
+from treadle.types import MessageUpdate, UserMessage
 
 pytestmark = pytest.mark.anyio
 

@@ -16,18 +16,17 @@ from treadle import (
     Ask,
     AssistantMessage,
     Hooks,
-    InputFilter,
     ModelRequest,
     ProviderError,
     RunHandle,
     ToolCall,
     ToolResultMessage,
     UserMessage,
-    Warn,
     agent_loop,
     tool,
 )
 from treadle.context import validate_transcript
+from treadle.loop import InputFilter, Warn
 from treadle.sessions import (
     CANCELLED_TEXT,
     MemoryStore,

@@ -15,7 +15,8 @@ from typing import Any
 
 import anyio
 
-from treadle import Agent, Ask, Hooks, RetryPolicy, RunHandle, ToolCall, tool
+from treadle import Agent, Ask, Hooks, RunHandle, ToolCall, tool
+from treadle.loop import RetryPolicy
 from treadle.providers import ModelRequest, ProviderError, StreamEvent
 from treadle.testing import ScriptedProvider
 from treadle.testing.scripted import ScriptItem

@@ -11,8 +11,8 @@ from typing import Any
 
 from ...agent import Agent
 from ...errors import MissingExtra
-from ...loop import EventLogGap, last_event_id
 from ...sessions import MemoryStore, SessionError, SessionNotFound, SessionStore
+from ...streaming import EventLogGap, last_event_id
 from ...types import AgentMessage, UserMessage
 from .._guard import load_json
 from .._mask import MASKED_HEADER, Secrets
