@@ -47,7 +47,12 @@ async def test_the_planning_call_is_retried_hooked_and_carries_the_settings() ->
     )
     seen = Seen()
     agent = Agent(
-        fake.provider(), planning=True, retry=FAST, hooks=[seen], system_prompt="S", **SETTINGS
+        fake.provider(),
+        planning=True,
+        retry=FAST,
+        hooks=[seen],
+        system_prompt="S",
+        model_settings=SETTINGS,
     )
     events: list[Any] = []
     async with agent.stream("question") as stream:
@@ -73,7 +78,7 @@ async def test_the_compaction_summary_is_retried_hooked_and_carries_the_settings
         hooks=[seen],
         system_prompt="S",
         compaction={"context_window": 4096},
-        **SETTINGS,
+        model_settings=SETTINGS,
     )
     for i in range(12):  # a long history to summarise
         agent.messages.append(UserMessage.of(f"note {i}: " + "words " * 60))
@@ -103,7 +108,7 @@ async def test_a_worker_call_is_retried_hooked_and_carries_the_settings() -> Non
         retry=FAST,
         hooks=[seen, PostRunWorkers([worker])],
         system_prompt="S",
-        **SETTINGS,
+        model_settings=SETTINGS,
     )
     result = await agent.run("question")
     assert result.reason == "completed"

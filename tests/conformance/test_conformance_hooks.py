@@ -131,7 +131,9 @@ async def test_the_turn_s_request_has_every_field_and_validates() -> None:
             seen.append(request)
 
     config = AgentLoopConfig(
-        provider=ScriptedProvider(["hi"]), hooks=[Look()], stop="END", temperature=0.5
+        provider=ScriptedProvider(["hi"]),
+        hooks=[Look()],
+        model_settings={"stop": "END", "temperature": 0.5},
     )
     await agent_loop(["go"], AgentContext(system_prompt="be brief"), config)
     (request,) = seen

@@ -383,7 +383,7 @@ async def test_config_snapshot_has_no_secrets_or_callables() -> None:
     config = AgentLoopConfig(
         provider=provider,
         hooks=[Hooks()],
-        thinking_level="low",
+        model_settings={"thinking_level": "low"},
         limits=ExecutionLimits(max_turns=7),
         transform_context=lambda messages: messages,
     )

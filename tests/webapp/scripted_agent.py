@@ -57,7 +57,6 @@ async def slow_lookup(topic: str) -> str:
 helper = Agent(
     ScriptedProvider(["Helper says hi."] * 50, name="scripted", model="helper"),
     name="helper",
-    description="A helper agent.",
 )
 
 
@@ -143,7 +142,7 @@ def make_agent() -> Agent[None]:
         store = SqliteStore(os.environ["WEB_TEST_STORE"])
     return Agent(
         WebTestModel(float(os.environ.get("WEB_TEST_DELAY", "0.04"))),
-        tools=[weather, delete_file, slow_lookup, helper.as_tool()],
+        tools=[weather, delete_file, slow_lookup, helper.as_tool(description="A helper agent.")],
         hooks=[ApproveDeletes()],
         retry=RetryPolicy(initial_delay_s=0.2, jitter=0),
         name="web-test",

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import importlib
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from functools import partial
-from typing import TYPE_CHECKING, Any, Generic, Literal
+from typing import TYPE_CHECKING, Any, Generic, Literal, NoReturn
 
 from anyio.abc import ObjectSendStream
 from anyio.streams.memory import MemoryObjectSendStream
@@ -17,6 +16,7 @@ from ..errors import ConfigurationError
 from ..loop import (
     AgentContext,
     AgentLoopConfig,
+    ApprovalHandler,
     ExecutionLimits,
     Hooks,
     InputFilter,
@@ -29,7 +29,7 @@ from ..loop import (
 from ..loop.channel import EventChannel
 from ..loop.settings import validated_settings
 from ..loop.state import _as_message
-from ..providers.base import Provider, ThinkingLevel
+from ..providers.base import Provider
 from ..tools import Tool, open_toolsets
 from ..types import (
     AgentEvent,
@@ -55,7 +55,7 @@ from .runstate import (
     take_child_usage,
     usage_of,
 )
-from .settings import checked_settings, resolve_model
+from .settings import AgentOptions, removed_keyword_error, resolve_model
 from .stream import AgentStream
 from .sync import run_blocking
 
@@ -67,13 +67,7 @@ SteerMode = Literal["after_batch", "next_tool", "interrupt"]
 
 
 class Agent(Generic[OutputT]):
-    """A conversation with a model and tools, kept between runs.
-
-    ``model`` is a model string (``"openai:gpt-4o-mini"``, ``"anthropic:claude-sonnet-4-5"``,
-    ``"ollama:llama3.2"`` …) or a :class:`~treadle.providers.Provider`. ``system_prompt`` may
-    be a callable, rebuilt on every model call. ``output_type`` (a pydantic model or any type)
-    makes runs produce a validated ``RunResult.output``. ``deps`` reaches tools as
-    ``ctx.deps``. ``planning=True`` adds a tool-free planning call before each run.
+    """A conversation with a model and tools, kept between runs (arguments: :meth:`__init__`).
 
     ``store`` (a :class:`~treadle.sessions.SessionStore`) makes the conversation durable:
     every message is written before its ``message_end`` is sent. With ``session_id`` of a
@@ -95,66 +89,77 @@ class Agent(Generic[OutputT]):
         hooks: Sequence[Hooks] = (),
         input_filters: Sequence[InputFilter] = (),
         output_type: type[OutputT] | None = None,
-        output_retries: int = 2,
+        model_settings: ModelSettings | None = None,
+        deps: Any = None,
         limits: ExecutionLimits | None = None,
         retry: RetryPolicy | None = None,
-        tool_execution: ToolExecution | None = None,
-        tool_timeout: float | None = None,
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-        top_p: float | None = None,
-        seed: int | None = None,
-        stop: str | Sequence[str] | None = None,
-        presence_penalty: float | None = None,
-        frequency_penalty: float | None = None,
-        extra_body: Mapping[str, Any] | None = None,
-        thinking_level: ThinkingLevel = "off",
-        deps: Any = None,
-        approval_handler: Any = None,
+        approval_handler: ApprovalHandler | None = None,
         compaction: Any = None,
         planning: bool = False,
         name: str = "agent",
-        description: str = "",
-        max_depth: int = 3,
-        event_buffer: int = 256,
-        coalesce_deltas: bool = True,
         store: SessionStore | None = None,
         session_id: str | None = None,
-        resume_tool_calls: Literal["cancel", "rerun_idempotent"] = "cancel",
         api_key: str | None = None,
         base_url: str | None = None,
+        options: AgentOptions | None = None,
+        **removed: NoReturn,
     ) -> None:
+        """Make an agent; nothing is sent to the model until a run.
+
+        Args:
+            model: A model string (``"openai:gpt-4o-mini"``) or a
+                :class:`~treadle.Provider` object.
+            tools: Tools (``@tool`` functions, :class:`~treadle.Tool` objects, toolsets).
+            system_prompt: The system prompt, or a callable rebuilt on every model call.
+            hooks: :class:`~treadle.Hooks` objects, called in order.
+            input_filters: :class:`~treadle.loop.InputFilter` objects that screen prompts.
+            output_type: A pydantic model or any type: runs produce a validated
+                ``RunResult.output``.
+            model_settings: Sampling settings for every run
+                (:class:`~treadle.ModelSettings`: ``{"temperature": 0.2}``).
+            deps: Handed to tools as ``ctx.deps`` (a run's own ``deps`` wins).
+            limits: Runaway guards (:class:`~treadle.ExecutionLimits`).
+            retry: Retries of failed model calls (:class:`~treadle.loop.RetryPolicy`).
+            approval_handler: Answers a hook's :class:`~treadle.Ask` in process; without
+                one the run suspends for approval.
+            compaction: A ``CompactionPolicy`` (``True``: the defaults).
+            planning: Add a tool-free planning call before each run.
+            name: The agent's name (its tool name as a sub-agent).
+            store: A :class:`~treadle.sessions.SessionStore`: the conversation is durable.
+            session_id: The stored session to resume, or the id of a new one.
+            api_key: With a model string: the key to use instead of the environment's.
+            base_url: With a model string: the server to talk to.
+            options: Rarely changed knobs (:class:`~treadle.agent.AgentOptions`).
+
+        Raises:
+            UsageError: a keyword ``Agent()`` no longer takes (``temperature=``: use
+                ``model_settings=``), or a model it cannot use.
+            ConfigurationError: a bad setting value (``{"top_p": 2}``).
+            SessionLocked: another Agent holds ``session_id``'s write lock.
+        """
+        if removed:
+            raise removed_keyword_error(removed)
+        options = options or AgentOptions()
         self.provider: Provider = resolve_model(model, api_key=api_key, base_url=base_url)
         self._owns_provider = isinstance(model, str)
         self.name = name
-        self.description = description
+        self.description = ""
         self.output_type = output_type
-        self.output_retries = output_retries
+        self.output_retries = options.output_retries
         self.planning = planning
-        self.max_depth = max_depth
-        self.event_buffer = event_buffer
-        self.coalesce_deltas = coalesce_deltas
+        self.max_depth = options.max_depth
+        self.event_buffer = options.event_buffer
+        self.coalesce_deltas = options.coalesce_deltas
         self.deps = deps
         self._user_hooks = list(hooks)
         self._settings: dict[str, Any] = {
             "input_filters": list(input_filters),
             "limits": limits or ExecutionLimits(),
             "retry": retry or RetryPolicy(),
-            "tool_execution": tool_execution or ToolExecution(),
-            "tool_timeout": tool_timeout,
-            **validated_settings(
-                {
-                    "max_tokens": max_tokens,
-                    "temperature": temperature,
-                    "top_p": top_p,
-                    "seed": seed,
-                    "stop": stop,
-                    "presence_penalty": presence_penalty,
-                    "frequency_penalty": frequency_penalty,
-                    "extra_body": dict(extra_body or {}),
-                    "thinking_level": thinking_level,
-                },
-                where="Agent(...) settings",
+            "tool_execution": options.tool_execution or ToolExecution(),
+            "tool_timeout": options.tool_timeout,
+            "model_settings": validated_settings(
+                model_settings or {}, where="Agent(model_settings=...)"
             ),
             "approval_handler": approval_handler,
             "compaction": compaction,
@@ -172,7 +177,7 @@ class Agent(Generic[OutputT]):
         self._follow_ups: list[AgentMessage] = []
         self._toolsets: AbstractAsyncContextManager[None] | None = None
         self.store = store
-        self.resume_tool_calls = resume_tool_calls
+        self.resume_tool_calls = options.resume_tool_calls
         self._recorder: SessionRecorder | None = None
         if session_id is not None:
             self.context.session_id = session_id
@@ -242,11 +247,6 @@ class Agent(Generic[OutputT]):
         own (one per user or chat, in a server): with a store (``store``, else this agent's)
         the session ``session_id``, resumed or created; without one, an empty history."""
         return fork_agent(self, session_id, store)
-
-    def to_web(self, **options: Any) -> Any:
-        """This agent as a local web app (an ASGI app; extra ``web``): options as for
-        :func:`treadle.ui.web.web_app`. The extension is reached by name, lazily."""
-        return importlib.import_module("treadle.ui.web").web_app(self, **options)
 
     def close(self) -> None:
         """Release the stored session's write lock (another Agent may then resume it). Runs
@@ -425,7 +425,7 @@ class Agent(Generic[OutputT]):
         self._claim()
         try:
             state = RunState(self.output_retries)
-            config = self.config(state, None)
+            config = self._config(state, None)
             if self._recorder is not None:
                 config = config.model_copy(update={"hooks": [self._recorder, *config.hooks]})
             result = await compact_context(self.context, config, target_tokens=target_tokens)
@@ -484,7 +484,7 @@ class Agent(Generic[OutputT]):
         self._running = False
         self._token = None
 
-    def config(self, state: RunState, deps: Any) -> AgentLoopConfig:
+    def _config(self, state: RunState, deps: Any) -> AgentLoopConfig:
         hooks: list[Hooks] = [AgentHooks(state), *self._user_hooks]
         return AgentLoopConfig(
             provider=self.provider,
@@ -542,9 +542,10 @@ class Agent(Generic[OutputT]):
         tools_before = self.context.tools
         if self.output_type is not None:
             self.context.tools = [*tools_before, OutputTool(self.output_type, state)]
-        config = self.config(state, deps)
+        config = self._config(state, deps)
         if settings:
-            config = config.model_copy(update=checked_settings(settings))
+            merged = {**config.model_settings, **validated_settings(settings)}
+            config = config.model_copy(update={"model_settings": merged})
         branching = self.context.continuation_kind == ContinuationKind.BRANCH
         if branching and prompts:
             config = config.model_copy(update={"first_turn_trigger": TurnTrigger.BRANCH})

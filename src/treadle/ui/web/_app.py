@@ -1,4 +1,4 @@
-"""The Starlette app behind ``Agent.to_web()`` / ``treadle ui`` (extra ``web``)."""
+"""The Starlette app behind ``web_app(agent)`` / ``treadle ui`` (extra ``web``)."""
 
 from __future__ import annotations
 
