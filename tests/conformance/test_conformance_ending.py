@@ -10,7 +10,7 @@ import anyio
 import pytest
 from harness import Recorded, call, calls_message, check, run_recorded
 
-import treadle.loop.ending
+import treadle.loop._ending
 from treadle import (
     AgentContext,
     AgentEvent,
@@ -143,7 +143,7 @@ async def test_cancelled_by_the_token() -> None:
 
 
 async def test_cancelled_from_outside_still_runs_both_bounded(monkeypatch: Any) -> None:
-    monkeypatch.setattr(treadle.loop.ending, "CANCEL_GRACE_S", 0.2)
+    monkeypatch.setattr(treadle.loop._ending, "CANCEL_GRACE_S", 0.2)
     waited: list[bool] = []
 
     class Slow(Ending):

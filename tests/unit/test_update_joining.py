@@ -27,8 +27,8 @@ from treadle import (
     tool,
 )
 from treadle.loop import EventChannel
+from treadle.loop._streaming import StreamState
 from treadle.loop.sink import EventSink
-from treadle.loop.streaming import StreamState
 from treadle.providers.base import ModelRequest
 from treadle.testing import ScriptedProvider
 from treadle.types import MessageUpdate, TextDelta, ToolCallDelta

@@ -26,9 +26,9 @@ from ..loop import (
     agent_loop,
     agent_loop_continue,
 )
+from ..loop._state import _as_message
 from ..loop.channel import EventChannel
 from ..loop.settings import validated_settings
-from ..loop.state import _as_message
 from ..providers.base import Provider
 from ..tools import Tool, open_toolsets
 from ..types import (

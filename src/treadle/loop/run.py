@@ -24,13 +24,13 @@ from ..types import (
     InputRejected,
     Usage,
 )
-from .arguments import _check_call, _prompts
+from ._arguments import _check_call, _prompts
+from ._ending import after_loop, end_run, ending_of
+from ._state import EventStream
+from ._turns import LoopResult, Run
 from .config import AgentLoopConfig, RunHandle
 from .context import AgentContext
-from .ending import after_loop, end_run, ending_of
 from .sink import CURRENT_SINK, OBSERVED_SEQ
-from .state import EventStream
-from .turns import LoopResult, Run
 
 __all__ = ["LoopResult", "agent_loop", "agent_loop_continue", "run_loop"]
 
