@@ -23,11 +23,8 @@ from ..loop import (
     ModelSettings,
     RetryPolicy,
     ToolExecution,
-    agent_loop,
-    agent_loop_continue,
 )
 from ..loop._state import _as_message
-from ..loop.channel import EventChannel
 from ..loop.settings import validated_settings
 from ..providers.base import Provider
 from ..tools import Tool, open_toolsets
@@ -36,23 +33,18 @@ from ..types import (
     AgentMessage,
     AssistantMessage,
     ContinuationKind,
-    TurnTrigger,
     Usage,
     UserMessage,
 )
 from .forks import branch_agent, clone_agent, fork_agent
-from .planning import make_plan, screen_prompts
 from .profile import Profile, run_ephemeral
 from .result import AgentBusy, AgentSnapshot, RunResult
 from .result import AgentOutputT as OutputT
+from .runs import run_agent
 from .runstate import (
     OUTPUT_TOOL,
     AgentHooks,
-    OutputTool,
     RunState,
-    prompts_of,
-    run_result,
-    take_child_usage,
     usage_of,
 )
 from .settings import AgentOptions, removed_keyword_error, resolve_model
@@ -341,9 +333,22 @@ class Agent(Generic[OutputT]):
         deps: Any = None,
         model_settings: ModelSettings | None = None,
     ) -> RunResult[OutputT]:
-        """Run to the end and return the result. Never raises for runtime failures: look at
-        ``result.reason`` / ``result.error`` (or call ``result.raise_for_error()``).
-        ``model_settings`` overrides the agent's sampling settings for this run only."""
+        """Run to the end and return the result.
+
+        Args:
+            prompt: A str (one user message), a message, or a list of messages.
+            deps: This run's ``ctx.deps`` (default: the agent's).
+            model_settings: Overrides the agent's model settings for this run only.
+
+        Returns:
+            The run's :class:`~treadle.RunResult`. Runtime failures do not raise: look at
+            ``result.reason`` / ``result.error`` (or call ``result.raise_for_error()``).
+
+        Raises:
+            AgentBusy: a run of this agent is already in progress.
+            UsageError: a prompt of a type it cannot take (a dict ...), unknown settings.
+            ConfigurationError: a bad setting value.
+        """
         self._claim()
         try:
             return await self._run(prompt, deps=deps, events=None, settings=model_settings)
@@ -357,9 +362,22 @@ class Agent(Generic[OutputT]):
         deps: Any = None,
         model_settings: ModelSettings | None = None,
     ) -> AgentStream[OutputT]:
-        """``async with agent.stream(prompt) as events: async for event in events: ...``;
-        ``events.result`` holds the RunResult afterwards. Leaving the block early aborts the
-        run (and still waits for it to close cleanly)."""
+        """``async with agent.stream(prompt) as events: async for event in events: ...``.
+
+        Leaving the block early aborts the run (and still waits for it to close cleanly).
+
+        Args:
+            prompt: As for :meth:`run`.
+            deps: As for :meth:`run`.
+            model_settings: As for :meth:`run`.
+
+        Returns:
+            An :class:`~treadle.agent.AgentStream`: an async context manager whose value
+            iterates the run's events; ``events.result`` holds the RunResult afterwards.
+
+        Raises:
+            AgentBusy: on entering the block, when a run is already in progress.
+        """
         settings = model_settings
 
         async def run(events: MemoryObjectSendStream[AgentEvent]) -> RunResult[OutputT]:
@@ -380,8 +398,21 @@ class Agent(Generic[OutputT]):
         deps: Any = None,
         model_settings: ModelSettings | None = None,
     ) -> RunResult[OutputT]:
-        """Blocking run, for scripts and notebooks. Inside a running event loop (a Jupyter
-        cell) the run gets its own loop in a worker thread, so no nest_asyncio is needed."""
+        """Blocking :meth:`run`, for scripts and notebooks. Inside a running event loop (a
+        Jupyter cell) the run gets its own loop in a worker thread, so no nest_asyncio is
+        needed.
+
+        Args:
+            prompt: As for :meth:`run`.
+            deps: As for :meth:`run`.
+            model_settings: As for :meth:`run`.
+
+        Returns:
+            The run's :class:`~treadle.RunResult`.
+
+        Raises:
+            AgentBusy: a run of this agent is already in progress.
+        """
 
         call = partial(self.run, prompt, deps=deps, model_settings=model_settings)
         closer = getattr(self.provider, "aclose", None) if self._owns_provider else None
@@ -396,7 +427,18 @@ class Agent(Generic[OutputT]):
 
     async def continue_(self, *, deps: Any = None) -> RunResult[OutputT]:
         """Carry on after an error or abort (the failed assistant message is dropped and the
-        last turn tried again), or after a suspension once approvals are given."""
+        last turn tried again), or after a suspension once approvals are given.
+
+        Args:
+            deps: This run's ``ctx.deps`` (default: the agent's).
+
+        Returns:
+            The run's :class:`~treadle.RunResult`.
+
+        Raises:
+            AgentBusy: a run of this agent is already in progress.
+            ConfigurationError: nothing to continue (an empty or answered history).
+        """
         self._claim()
         try:
             last = self.messages[-1] if self.messages else None
@@ -523,76 +565,7 @@ class Agent(Generic[OutputT]):
         events: ObjectSendStream[AgentEvent] | None,
         settings: ModelSettings | None = None,
     ) -> RunResult[OutputT]:
-        recorder = self._recorder
-        if recorder is not None and recorder.closed:
-            from ..sessions import SessionError
-
-            raise SessionError(f"this Agent closed its session {self.session_id!r}")
-        state = RunState(self.output_retries)
-        self._aborted = False
-        token = self._token = CancellationToken()
-        prompts = prompts_of(prompt)
-        prompts = [*self._interrupts, *self._steer_after, *self._steer_next, *prompts]
-        self._interrupts.clear()
-        self._steer_after.clear()
-        self._steer_next.clear()
-        self.context.loop_id = str(uuid.uuid4())
-        if events is not None:  # the loops of this run (an interrupt starts another) share it
-            events = EventChannel.of(events)
-        tools_before = self.context.tools
-        if self.output_type is not None:
-            self.context.tools = [*tools_before, OutputTool(self.output_type, state)]
-        config = self._config(state, deps)
-        if settings:
-            merged = {**config.model_settings, **validated_settings(settings)}
-            config = config.model_copy(update={"model_settings": merged})
-        branching = self.context.continuation_kind == ContinuationKind.BRANCH
-        if branching and prompts:
-            config = config.model_copy(update={"first_turn_trigger": TurnTrigger.BRANCH})
-        if recorder is not None:  # first, so a message is durable before others hear of it
-            config = config.model_copy(update={"hooks": [recorder, *config.hooks]})
-        new: list[AgentMessage] = []
-        try:
-            if recorder is not None:
-                await recorder.sync()  # edits since the last run (continue_, restore ...)
-            plan = False
-            if self.planning and prompts and not token.cancelled:
-                # filtered first: a rejected prompt is never sent to the planner nor stored
-                plan, config = await screen_prompts(config, prompts)
-            if plan and recorder is not None:
-                await recorder.write_ahead(prompts)  # durable before the planning call
-            if plan and not token.cancelled:
-                prompts = await make_plan(
-                    self.provider,
-                    self._token,
-                    self.context.resolve_system_prompt(),
-                    self.messages,
-                    prompts,
-                    state,
-                    config,
-                    self.context,
-                )
-            if prompts:
-                new += await agent_loop(prompts, self.context, config, events, token)
-            else:
-                new += await agent_loop_continue(self.context, config, events, token)
-            while self._interrupts and state.reason == "cancelled" and not self._aborted:
-                token = self._token = CancellationToken()
-                again, self._interrupts[:] = list(self._interrupts), []
-                self.context.loop_id = str(uuid.uuid4())
-                new += await agent_loop(again, self.context, config, events, token)
-        finally:
-            self.context.tools = tools_before
-            if branching:
-                self.context.continuation_kind = ContinuationKind.INITIAL
-                self.context.parent_loop_id = None
-            if recorder is not None and not recorder.closed:
-                try:
-                    await recorder.sync()
-                except Exception as exc:  # the run's result says so; runs do not raise
-                    state.store_error = f"{type(exc).__name__}: {exc}"
-        usage = state.usage + state.planning_usage + take_child_usage(self.context)
-        self.usage = self.usage + usage
-        return run_result(
-            new, usage, state, self.context, expects_output=self.output_type is not None
+        result: RunResult[OutputT] = await run_agent(
+            self, prompt, deps=deps, events=events, settings=settings
         )
+        return result
