@@ -28,12 +28,12 @@ from treadle import (
     AssistantMessage,
     TextContent,
     ToolCall,
-    ToolExecutionStart,
     agent_loop,
     tool,
 )
 from treadle.providers import Anthropic
 from treadle.testing import WireFake, serve
+from treadle.types import ToolExecutionStart
 
 
 def make_tool(eager: bool, latency: float) -> Any:

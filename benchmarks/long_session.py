@@ -99,15 +99,14 @@ def session(base_url: str, opts: argparse.Namespace, compaction: bool) -> dict[s
         AgentLoopConfig,
         AssistantMessage,
         Hooks,
-        TurnEnd,
         UserMessage,
         agent_loop,
         tool,
-        validate_transcript,
     )
-    from treadle.context import CompactionPolicy
+    from treadle.context import CompactionPolicy, validate_transcript
     from treadle.loop.compaction import ContextGuard
     from treadle.providers import OpenAIChat
+    from treadle.types import TurnEnd
 
     log_lines = max(1, opts.tool_chars // 60)
 

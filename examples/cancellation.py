@@ -17,8 +17,8 @@ from treadle import (
     ToolCall,
     agent_loop,
     tool,
-    validate_transcript,
 )
+from treadle.context import validate_transcript
 from treadle.providers import Provider, get_provider
 from treadle.testing import ScriptedProvider, ScriptItem
 

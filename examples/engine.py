@@ -34,15 +34,8 @@ from pathlib import Path
 
 import anyio
 
-from treadle import (
-    AssistantMessage,
-    CustomEvent,
-    ModelRequest,
-    Profile,
-    TextContent,
-    ToolCall,
-    ToolResultMessage,
-)
+from treadle import AssistantMessage, ModelRequest, TextContent, ToolCall, ToolResultMessage
+from treadle.agent import Profile
 from treadle.ext import engine
 from treadle.ext.memory import RECALL_HEADER
 from treadle.ext.profiles import Profiles
@@ -50,6 +43,7 @@ from treadle.ext.routing import ROUTE_EVENT
 from treadle.ext.workers import SUMMARY_EVENT, SUMMARY_INSTRUCTION, SessionEndInfo
 from treadle.providers import Provider, get_provider
 from treadle.testing import ScriptedProvider, ScriptItem
+from treadle.types import CustomEvent
 
 
 def model_or_script(script: Sequence[ScriptItem]) -> Provider:

@@ -18,17 +18,15 @@ from treadle import (
     Ask,
     AssistantMessage,
     Hooks,
-    InputFilter,
-    Pass,
-    Reject,
     RunHandle,
     TextContent,
     ToolCall,
     agent_loop,
     agent_loop_continue,
     tool,
-    validate_transcript,
 )
+from treadle.context import validate_transcript
+from treadle.loop import InputFilter, Pass, Reject
 from treadle.providers import Provider, get_provider
 from treadle.testing import ScriptedProvider, ScriptItem
 

@@ -12,9 +12,10 @@ import struct
 import zlib
 from collections.abc import Sequence
 
-from treadle import Agent, ImageContent, UserMessage
+from treadle import Agent, UserMessage
 from treadle.providers import Provider, get_provider
 from treadle.testing import ScriptedProvider, ScriptItem
+from treadle.types import ImageContent
 
 
 def model_or_script(script: Sequence[ScriptItem]) -> Provider:

@@ -22,7 +22,6 @@ from treadle import (
     AgentEvent,
     AgentLoopConfig,
     AssistantMessage,
-    CompactionPolicy,
     ModelRequest,
     TextContent,
     ToolCall,
@@ -30,8 +29,8 @@ from treadle import (
     UserMessage,
     agent_loop,
     tool,
-    validate_transcript,
 )
+from treadle.context import CompactionPolicy, validate_transcript
 from treadle.providers import Provider, get_provider
 from treadle.testing import ScriptedProvider, ScriptItem
 

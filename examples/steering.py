@@ -7,7 +7,8 @@ from collections.abc import Sequence
 
 import anyio
 
-from treadle import Agent, AssistantMessage, TextContent, ToolCall, tool, validate_transcript
+from treadle import Agent, AssistantMessage, TextContent, ToolCall, tool
+from treadle.context import validate_transcript
 from treadle.providers import Provider, get_provider
 from treadle.testing import ScriptedProvider, ScriptItem
 

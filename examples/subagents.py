@@ -41,7 +41,6 @@ researcher = Agent(
     ),
     tools=[search],
     name="researcher",
-    description="Looks things up in the notes.",
 )
 lead = Agent(
     model_or_script(
@@ -52,7 +51,7 @@ lead = Agent(
             AssistantMessage(content=[TextContent(text="The researcher found three notes.")]),
         ]
     ),
-    tools=[researcher.as_tool()],
+    tools=[researcher.as_tool(description="Looks things up in the notes.")],
 )
 
 

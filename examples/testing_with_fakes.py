@@ -19,9 +19,11 @@ from pathlib import Path
 
 import anyio
 
-from treadle import Agent, AssistantMessage, ProviderRetry, RetryPolicy, ToolCall, tool
+from treadle import Agent, AssistantMessage, ToolCall, tool
+from treadle.loop import RetryPolicy
 from treadle.providers import OpenAIChat
 from treadle.testing import Cassette, Fail, Slow, Truncate, WireFake, serve
+from treadle.types import ProviderRetry
 
 try:  # pytest is only needed to run this file as tests
     import pytest

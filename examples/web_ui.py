@@ -1,4 +1,4 @@
-"""Your agent in the browser: ``agent.to_web()`` is a local web app — chat, a live run
+"""Your agent in the browser: ``web_app(agent)`` is a local web app — chat, a live run
 inspector, sessions — served here with uvicorn on 127.0.0.1.
 
     pip install 'treadle[web]'
@@ -26,6 +26,7 @@ from treadle import Agent, AssistantMessage, ModelRequest, ToolCall, ToolResultM
 from treadle.providers import Provider, get_provider
 from treadle.sessions import MemoryStore
 from treadle.testing import ScriptedProvider, ScriptItem
+from treadle.ui.web import web_app
 
 
 def model_or_script(script: Sequence[ScriptItem]) -> Provider:
@@ -77,7 +78,7 @@ async def check() -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(agent.to_web(), port=port, log_level="warning"))
+    server = uvicorn.Server(uvicorn.Config(web_app(agent), port=port, log_level="warning"))
     url = f"http://127.0.0.1:{port}"
     async with anyio.create_task_group() as tg:
         tg.start_soon(server.serve)
@@ -116,6 +117,6 @@ async def check() -> None:
 
 if __name__ == "__main__":
     if "--serve" in sys.argv:
-        uvicorn.run(agent.to_web(), host="127.0.0.1", port=8000, log_level="warning")
+        uvicorn.run(web_app(agent), host="127.0.0.1", port=8000, log_level="warning")
     else:
         anyio.run(check)

@@ -46,6 +46,7 @@ PUBLIC = [
     "treadle.otel",
     "treadle.providers",
     "treadle.sessions",
+    "treadle.streaming",
     "treadle.testing",
     "treadle.tools",
     "treadle.types",

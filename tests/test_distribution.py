@@ -169,7 +169,7 @@ def test_every_extra_imports_once_installed_and_says_which_before(
 ) -> None:
     before = textwrap.dedent(
         f"""
-        from treadle import MissingExtra
+        from treadle.errors import MissingExtra
         for module, extra in {MISSING_BEFORE!r}.items():
             try:
                 __import__(module)

@@ -26,9 +26,9 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from treadle import AgentContext, AgentEvent, AgentLoopConfig, EventLog, EventLogGap, agent_loop
-from treadle.loop import last_event_id, sse_frame
+from treadle import AgentContext, AgentEvent, AgentLoopConfig, agent_loop
 from treadle.providers import Provider, get_provider
+from treadle.streaming import EventLog, EventLogGap, last_event_id, sse_frame
 from treadle.testing import ScriptedProvider, ScriptItem
 from treadle.tools import tool
 

@@ -2,7 +2,14 @@
 
 A program gives it a conversation, a model and tools; treadle runs the loop (call the model,
 run the tools it asks for, feed the results back, repeat) and reports every step as typed
-events on an anyio memory stream.
+events on an event stream.
+
+The top level holds what a first program needs (at most 40 names: the loop, the Agent,
+tools, messages, hooks and decisions, the root errors, providers). Everything else lives in
+its module: events and content in :mod:`treadle.types`, loop settings (retries, strategies,
+filters) in :mod:`treadle.loop`, tool extras in :mod:`treadle.tools`, errors in
+:mod:`treadle.errors`, event logs and SSE helpers in :mod:`treadle.streaming`. A name that
+moved from here raises an ``AttributeError`` naming its module.
 """
 
 from __future__ import annotations
@@ -10,91 +17,39 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .cancellation import CancellationToken
-from .context import repair_transcript, validate_transcript
-from .errors import ConfigurationError, MissingExtra, StateError, TreadleError, UsageError
+from .errors import ConfigurationError, TreadleError, UsageError
 from .loop import (
     AgentContext,
     AgentLoopConfig,
     Allow,
     Ask,
     Deny,
-    EventLog,
-    EventLogGap,
     ExecutionLimits,
     Hooks,
-    InputFilter,
     LoopResult,
     ModelSettings,
-    Pass,
-    Reject,
-    RetryPolicy,
     RunEnding,
     RunHandle,
-    Suspension,
-    ToolDecision,
-    ToolExecution,
-    Warn,
     agent_loop,
     agent_loop_continue,
     iter_events,
     run_loop,
 )
 from .providers.base import ModelRequest, Provider, ProviderError
-from .tools import (
-    FunctionTool,
-    TaskComplete,
-    Tool,
-    ToolCategory,
-    ToolContext,
-    ToolRegistry,
-    ToolResult,
-    tool,
-)
+from .tools import Tool, ToolContext, ToolResult, tool
 from .types import (
-    AgentEnd,
     AgentEvent,
     AgentMessage,
-    AgentStart,
     AssistantMessage,
-    CompactionEnd,
-    CompactionStart,
-    ContinuationKind,
-    CustomEvent,
-    ErrorInfo,
-    ExtensionMessage,
-    ImageContent,
-    InputRejected,
-    MessageEnd,
-    MessageStart,
-    MessageUpdate,
-    PlanCreated,
-    ProviderRetry,
-    StopReason,
     TextContent,
-    ThinkingContent,
     ToolCall,
-    ToolExecutionEnd,
-    ToolExecutionStart,
-    ToolExecutionUpdate,
     ToolResultMessage,
-    TurnEnd,
-    TurnStart,
-    TurnTrigger,
     Usage,
     UserMessage,
 )
 
 if TYPE_CHECKING:
-    from .agent import (
-        Agent,
-        AgentBusy,
-        AgentSnapshot,
-        AgentStream,
-        Profile,
-        RunFailed,
-        RunResult,
-    )
-    from .context.compaction import CompactionPolicy
+    from .agent import Agent, RunFailed, RunResult
     from .providers.registry import get_provider
 
     __version__: str
@@ -114,14 +69,60 @@ def _version() -> str:
 
 _LAZY = {
     "Agent": "treadle.agent",
+    "RunFailed": "treadle.agent",
+    "RunResult": "treadle.agent",
+    "get_provider": "treadle.providers.registry",
+}
+
+# Names that were at the top level before 0.1.0 and now live only in their module: asking
+# for one here says where it went (no deprecation period before the first release).
+_MOVED = {
     "AgentBusy": "treadle.agent",
     "AgentSnapshot": "treadle.agent",
     "AgentStream": "treadle.agent",
     "Profile": "treadle.agent",
-    "RunFailed": "treadle.agent",
-    "RunResult": "treadle.agent",
-    "CompactionPolicy": "treadle.context.compaction",
-    "get_provider": "treadle.providers.registry",
+    "CompactionPolicy": "treadle.context",
+    "repair_transcript": "treadle.context",
+    "validate_transcript": "treadle.context",
+    "MissingExtra": "treadle.errors",
+    "StateError": "treadle.errors",
+    "InputFilter": "treadle.loop",
+    "Pass": "treadle.loop",
+    "Reject": "treadle.loop",
+    "RetryPolicy": "treadle.loop",
+    "Suspension": "treadle.loop",
+    "ToolDecision": "treadle.loop",
+    "ToolExecution": "treadle.loop",
+    "Warn": "treadle.loop",
+    "EventLog": "treadle.streaming",
+    "EventLogGap": "treadle.streaming",
+    "FunctionTool": "treadle.tools",
+    "TaskComplete": "treadle.tools",
+    "ToolCategory": "treadle.tools",
+    "ToolRegistry": "treadle.tools",
+    "AgentEnd": "treadle.types",
+    "AgentStart": "treadle.types",
+    "CompactionEnd": "treadle.types",
+    "CompactionStart": "treadle.types",
+    "ContinuationKind": "treadle.types",
+    "CustomEvent": "treadle.types",
+    "ErrorInfo": "treadle.types",
+    "ExtensionMessage": "treadle.types",
+    "ImageContent": "treadle.types",
+    "InputRejected": "treadle.types",
+    "MessageEnd": "treadle.types",
+    "MessageStart": "treadle.types",
+    "MessageUpdate": "treadle.types",
+    "PlanCreated": "treadle.types",
+    "ProviderRetry": "treadle.types",
+    "StopReason": "treadle.types",
+    "ThinkingContent": "treadle.types",
+    "ToolExecutionEnd": "treadle.types",
+    "ToolExecutionStart": "treadle.types",
+    "ToolExecutionUpdate": "treadle.types",
+    "TurnEnd": "treadle.types",
+    "TurnStart": "treadle.types",
+    "TurnTrigger": "treadle.types",
 }
 
 
@@ -131,6 +132,11 @@ def __getattr__(name: str) -> Any:
         return found
     module = _LAZY.get(name)
     if module is None:
+        home = _MOVED.get(name)
+        if home is not None:
+            raise AttributeError(
+                f"treadle.{name} moved to {home}.{name}: use `from {home} import {name}`"
+            )
         raise AttributeError(f"module 'treadle' has no attribute {name!r}")
     import importlib
 
@@ -141,88 +147,42 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "Agent",
-    "AgentBusy",
     "AgentContext",
-    "AgentEnd",
     "AgentEvent",
     "AgentLoopConfig",
     "AgentMessage",
-    "AgentSnapshot",
-    "AgentStart",
-    "AgentStream",
     "Allow",
     "Ask",
     "AssistantMessage",
     "CancellationToken",
-    "CompactionEnd",
-    "CompactionPolicy",
-    "CompactionStart",
     "ConfigurationError",
-    "ContinuationKind",
-    "CustomEvent",
     "Deny",
-    "ErrorInfo",
-    "EventLog",
-    "EventLogGap",
     "ExecutionLimits",
-    "ExtensionMessage",
-    "FunctionTool",
     "Hooks",
-    "ImageContent",
-    "InputFilter",
-    "InputRejected",
     "LoopResult",
-    "MessageEnd",
-    "MessageStart",
-    "MessageUpdate",
-    "MissingExtra",
     "ModelRequest",
     "ModelSettings",
-    "Pass",
-    "PlanCreated",
-    "Profile",
     "Provider",
     "ProviderError",
-    "ProviderRetry",
-    "Reject",
-    "RetryPolicy",
     "RunEnding",
     "RunFailed",
     "RunHandle",
     "RunResult",
-    "StateError",
-    "StopReason",
-    "Suspension",
-    "TaskComplete",
     "TextContent",
-    "ThinkingContent",
     "Tool",
     "ToolCall",
-    "ToolCategory",
     "ToolContext",
-    "ToolDecision",
-    "ToolExecution",
-    "ToolExecutionEnd",
-    "ToolExecutionStart",
-    "ToolExecutionUpdate",
-    "ToolRegistry",
     "ToolResult",
     "ToolResultMessage",
     "TreadleError",
-    "TurnEnd",
-    "TurnStart",
-    "TurnTrigger",
     "Usage",
     "UsageError",
     "UserMessage",
-    "Warn",
     "__version__",
     "agent_loop",
     "agent_loop_continue",
     "get_provider",
     "iter_events",
-    "repair_transcript",
     "run_loop",
     "tool",
-    "validate_transcript",
 ]

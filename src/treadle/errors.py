@@ -2,7 +2,7 @@
 
 Each of treadle's exception classes derives from :class:`TreadleError` and keeps the
 built-in base it always had (a :class:`~treadle.tools.ToolArgumentsError` is still a
-``ValueError``, :class:`~treadle.AgentBusy` still a ``RuntimeError``), so existing
+``ValueError``, :class:`~treadle.agent.AgentBusy` still a ``RuntimeError``), so existing
 ``except ValueError`` clauses keep working. The tree is in docs/errors.md.
 
 This module imports nothing: any module may import it, extras included.

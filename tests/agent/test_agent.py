@@ -15,36 +15,35 @@ from pydantic import BaseModel
 
 from treadle import (
     Agent,
-    AgentEnd,
-    AgentStart,
     Ask,
     AssistantMessage,
-    ContinuationKind,
     ExecutionLimits,
     Hooks,
-    InputFilter,
-    MessageEnd,
-    MessageStart,
-    MessageUpdate,
     ModelRequest,
-    Pass,
     ProviderError,
-    Reject,
     RunHandle,
     ToolContext,
-    ToolExecution,
-    ToolExecutionEnd,
-    ToolExecutionStart,
     ToolResultMessage,
-    TurnEnd,
-    TurnStart,
     Usage,
     UserMessage,
     tool,
-    validate_transcript,
 )
-from treadle.agent import AgentBusy, AgentSnapshot, RunFailed
+from treadle.agent import AgentBusy, AgentOptions, AgentSnapshot, RunFailed
+from treadle.context import validate_transcript
+from treadle.loop import InputFilter, Pass, Reject, ToolExecution
 from treadle.testing import ScriptedProvider
+from treadle.types import (
+    AgentEnd,
+    AgentStart,
+    ContinuationKind,
+    MessageEnd,
+    MessageStart,
+    MessageUpdate,
+    ToolExecutionEnd,
+    ToolExecutionStart,
+    TurnEnd,
+    TurnStart,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -212,7 +211,7 @@ async def test_a_slow_consumer_never_loses_an_event() -> None:
 
     fast_events, _ = await collect(Agent(script(), tools=[quick, slow]), "go")
 
-    slow_agent = Agent(script(), tools=[quick, slow], event_buffer=1)
+    slow_agent = Agent(script(), tools=[quick, slow], options=AgentOptions(event_buffer=1))
     slow_events = []
     async with slow_agent.stream("go") as stream:
         async for event in stream:
@@ -260,7 +259,7 @@ async def test_events_arrive_while_the_run_is_in_progress() -> None:
 
 async def test_leaving_the_stream_early_aborts_the_run_cleanly() -> None:
     provider = ScriptedProvider(["a long answer that streams slowly", "next"], chunks=10)
-    agent = Agent(provider, event_buffer=1)
+    agent = Agent(provider, options=AgentOptions(event_buffer=1))
     async with agent.stream("go") as stream:
         async for event in stream:
             if isinstance(event, MessageUpdate):
@@ -370,7 +369,7 @@ async def test_steer_after_batch_is_seen_after_the_tool_batch() -> None:
     provider = ScriptedProvider(
         [calls(("c1", "slow", {"x": "a"}), ("c2", "quick", {"x": "b"})), "ok", "unused"]
     )
-    agent = Agent(provider, tools=[slow, quick], event_buffer=1)
+    agent = Agent(provider, tools=[slow, quick], options=AgentOptions(event_buffer=1))
     async with agent.stream("go") as stream:
         async for event in stream:
             if isinstance(event, ToolExecutionStart) and event.tool_name == "slow":
@@ -393,7 +392,9 @@ async def test_steer_after_batch_does_not_skip_sequential_tools() -> None:
         [calls(("c1", "slow", {"x": "a"}), ("c2", "quick", {"x": "b"})), "ok"]
     )
     agent = Agent(
-        provider, tools=[slow, quick], tool_execution=ToolExecution.sequential(), event_buffer=1
+        provider,
+        tools=[slow, quick],
+        options=AgentOptions(tool_execution=ToolExecution.sequential(), event_buffer=1),
     )
     async with agent.stream("go") as stream:
         async for event in stream:
@@ -421,7 +422,9 @@ async def test_steer_after_batch_does_not_skip_tools_after_an_unknown_one() -> N
         ]
     )
     agent = Agent(
-        provider, tools=[quick], tool_execution=ToolExecution.sequential(), event_buffer=1
+        provider,
+        tools=[quick],
+        options=AgentOptions(tool_execution=ToolExecution.sequential(), event_buffer=1),
     )
     steered = False
     async with agent.stream("go") as stream:
@@ -438,7 +441,9 @@ async def test_steer_next_tool_skips_the_rest_of_a_sequential_batch() -> None:
         [calls(("c1", "slow", {"x": "a"}), ("c2", "quick", {"x": "b"})), "changed course"]
     )
     agent = Agent(
-        provider, tools=[slow, quick], tool_execution=ToolExecution.sequential(), event_buffer=1
+        provider,
+        tools=[slow, quick],
+        options=AgentOptions(tool_execution=ToolExecution.sequential(), event_buffer=1),
     )
     async with agent.stream("go") as stream:
         async for event in stream:
@@ -462,7 +467,7 @@ async def test_steer_interrupt_stops_the_model_call_and_goes_on_with_the_message
     provider = ScriptedProvider(
         ["a long answer that is still streaming", "answer to the interruption"], chunks=10
     )
-    agent = Agent(provider, event_buffer=1)
+    agent = Agent(provider, options=AgentOptions(event_buffer=1))
     interrupted = False
     async with agent.stream("go") as stream:
         async for event in stream:
@@ -488,7 +493,7 @@ async def test_steer_interrupt_stops_the_model_call_and_goes_on_with_the_message
 
 async def test_steer_interrupt_cancels_running_tools() -> None:
     provider = ScriptedProvider([calls(("c1", "hang", {"x": "a"})), "went on"])
-    agent = Agent(provider, tools=[hang], event_buffer=1)
+    agent = Agent(provider, tools=[hang], options=AgentOptions(event_buffer=1))
     async with agent.stream("go") as stream:
         async for event in stream:
             if isinstance(event, ToolExecutionStart):
@@ -507,7 +512,7 @@ async def test_steer_interrupt_cancels_running_tools() -> None:
 
 async def test_abort_after_an_interrupt_still_stops_the_run() -> None:
     provider = ScriptedProvider(["a long answer that is still streaming", "more"], chunks=10)
-    agent = Agent(provider, event_buffer=1)
+    agent = Agent(provider, options=AgentOptions(event_buffer=1))
     done = False
     async with agent.stream("go") as stream:
         async for event in stream:
@@ -540,7 +545,7 @@ async def test_steer_rejects_an_unknown_mode() -> None:
 
 async def test_follow_up_is_handled_when_the_run_would_end() -> None:
     provider = ScriptedProvider(["first answer", "second answer"])
-    agent = Agent(provider, event_buffer=1)
+    agent = Agent(provider, options=AgentOptions(event_buffer=1))
     queued = False
     async with agent.stream("go") as stream:
         async for event in stream:
@@ -564,7 +569,7 @@ async def test_follow_up_is_handled_when_the_run_would_end() -> None:
 
 async def test_abort_immediate_cancels_a_running_tool() -> None:
     provider = ScriptedProvider([calls(("c1", "hang", {"x": "a"})), "unused"])
-    agent = Agent(provider, tools=[hang], event_buffer=1)
+    agent = Agent(provider, tools=[hang], options=AgentOptions(event_buffer=1))
     async with agent.stream("go") as stream:
         async for event in stream:
             if isinstance(event, ToolExecutionStart):
@@ -621,7 +626,7 @@ async def test_abort_from_another_thread() -> None:
 
 async def test_abort_after_turn_finishes_the_tools_and_makes_no_further_call() -> None:
     provider = ScriptedProvider([calls(("c1", "slow", {"x": "a"})), "unused"])
-    agent = Agent(provider, tools=[slow], event_buffer=1)
+    agent = Agent(provider, tools=[slow], options=AgentOptions(event_buffer=1))
     async with agent.stream("go") as stream:
         async for event in stream:
             if isinstance(event, ToolExecutionStart):
@@ -669,7 +674,7 @@ async def test_continue_retries_after_an_error() -> None:
 
 async def test_continue_after_an_after_turn_abort_goes_on_from_the_tool_results() -> None:
     provider = ScriptedProvider([calls(("c1", "slow", {"x": "a"})), "finished"])
-    agent = Agent(provider, tools=[slow], event_buffer=1)
+    agent = Agent(provider, tools=[slow], options=AgentOptions(event_buffer=1))
     async with agent.stream("go") as stream:
         async for event in stream:
             if isinstance(event, ToolExecutionStart):
@@ -905,7 +910,7 @@ async def test_structured_output_retries_are_bounded() -> None:
             calls(("f3", "final_result", {"city": "Porto", "days": 2})),
         ]
     )
-    agent: Agent[Trip] = Agent(provider, output_type=Trip, output_retries=1)
+    agent: Agent[Trip] = Agent(provider, output_type=Trip, options=AgentOptions(output_retries=1))
     result = await agent.run("plan a trip")
 
     assert result.reason == "error" and result.output is None
@@ -919,7 +924,7 @@ async def test_structured_output_retries_are_bounded() -> None:
 
 async def test_a_model_that_answers_in_text_is_reminded_a_bounded_number_of_times() -> None:
     provider = ScriptedProvider(["it is 42", "really, 42", "42!", "unused"])
-    agent: Agent[int] = Agent(provider, output_type=int, output_retries=2)
+    agent: Agent[int] = Agent(provider, output_type=int, options=AgentOptions(output_retries=2))
     result = await agent.run("the answer?")
 
     assert result.reason == "error"

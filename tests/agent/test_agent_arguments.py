@@ -45,12 +45,14 @@ async def test_model_settings_reach_the_wire_on_the_agent_and_per_run() -> None:
     fake = WireFake.openai(["one", "two"])
     agent = Agent(
         fake.provider("gpt-4o-mini", api_key="k"),
-        seed=7,
-        top_p=0.5,
-        stop=["END"],
-        presence_penalty=0.1,
-        frequency_penalty=0.2,
-        extra_body={"user": "u-1"},
+        model_settings={
+            "seed": 7,
+            "top_p": 0.5,
+            "stop": ["END"],
+            "presence_penalty": 0.1,
+            "frequency_penalty": 0.2,
+            "extra_body": {"user": "u-1"},
+        },
     )
     await agent.run("first")
     await agent.run("second", model_settings={"seed": 8, "extra_body": {"user": "u-2"}})
@@ -69,7 +71,9 @@ async def test_unknown_model_settings_are_named() -> None:
 @pytest.mark.parametrize("fmt", ["anthropic", "gemini", "ollama"])
 async def test_settings_map_to_each_providers_fields(fmt: str) -> None:
     fake = WireFake(fmt, "ok")
-    config = AgentLoopConfig(provider=fake.provider(api_key="k"), top_p=0.5, seed=3, stop=["X"])
+    config = AgentLoopConfig(
+        provider=fake.provider(api_key="k"), model_settings={"top_p": 0.5, "seed": 3, "stop": ["X"]}
+    )
     await agent_loop("hi", AgentContext(), config)
     body = fake.requests[0].json
     if fmt == "anthropic":
@@ -133,10 +137,12 @@ async def test_a_stop_string_is_one_sequence_everywhere() -> None:
     from treadle.providers import ModelRequest
 
     fake = WireFake.openai(["a", "b", "c", "d"])
-    agent = Agent(fake.provider("gpt-4o-mini", api_key="k"), stop="tao")
+    agent = Agent(fake.provider("gpt-4o-mini", api_key="k"), model_settings={"stop": "tao"})
     await agent.run("first")
     await agent.run("second", model_settings={"stop": "END"})
-    config = AgentLoopConfig(provider=fake.provider("gpt-4o-mini", api_key="k"), stop="tao")
+    config = AgentLoopConfig(
+        provider=fake.provider("gpt-4o-mini", api_key="k"), model_settings={"stop": "tao"}
+    )
     await agent_loop("third", AgentContext(), config)
 
     class Edit(Hooks):
@@ -151,11 +157,11 @@ async def test_a_stop_string_is_one_sequence_everywhere() -> None:
 
 def test_bad_agent_settings_fail_at_construction() -> None:
     with pytest.raises(ValueError, match=r"top_p=2.*less than or equal to 1"):
-        Agent(ScriptedProvider("x"), top_p=2)
+        Agent(ScriptedProvider("x"), model_settings={"top_p": 2})
     with pytest.raises(ValueError, match=r"max_tokens=0.*greater than 0"):
-        Agent(ScriptedProvider("x"), max_tokens=0)
+        Agent(ScriptedProvider("x"), model_settings={"max_tokens": 0})
     with pytest.raises(ValueError, match=r"stop=3"):
-        Agent(ScriptedProvider("x"), stop=3)  # type: ignore[arg-type]
+        Agent(ScriptedProvider("x"), model_settings={"stop": 3})  # type: ignore[arg-type]
 
 
 async def test_bad_per_run_settings_fail_at_the_run_call() -> None:

@@ -6,8 +6,10 @@ from typing import Any
 
 import pytest
 
-from treadle import Agent, CompactionEnd, CompactionStart, Hooks, RunHandle, validate_transcript
+from treadle import Agent, Hooks, RunHandle
+from treadle.context import validate_transcript
 from treadle.testing import ScriptedProvider
+from treadle.types import CompactionEnd, CompactionStart
 
 pytestmark = pytest.mark.anyio
 

@@ -10,22 +10,12 @@ import anyio.lowlevel
 import pytest
 from agent_support import calls, collect, say, texts, usage, usage_tuple
 
-from treadle import (
-    Agent,
-    AgentStart,
-    AssistantMessage,
-    InputFilter,
-    MessageStart,
-    Pass,
-    PlanCreated,
-    ProviderError,
-    Reject,
-    Warn,
-    tool,
-    validate_transcript,
-)
+from treadle import Agent, AssistantMessage, ProviderError, tool
+from treadle.context import validate_transcript
+from treadle.loop import InputFilter, Pass, Reject, Warn
 from treadle.sessions import JsonlStore
 from treadle.testing import ScriptedProvider
+from treadle.types import AgentStart, MessageStart, PlanCreated
 
 pytestmark = pytest.mark.anyio
 

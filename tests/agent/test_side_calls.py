@@ -9,17 +9,11 @@ from typing import Any
 
 import pytest
 
-from treadle import (
-    Agent,
-    Hooks,
-    ModelRequest,
-    PlanCreated,
-    RetryPolicy,
-    RunHandle,
-    UserMessage,
-)
+from treadle import Agent, Hooks, ModelRequest, RunHandle, UserMessage
 from treadle.ext.workers import PostRunWorkers, WorkerContext
+from treadle.loop import RetryPolicy
 from treadle.testing import Fail, FakeTransport
+from treadle.types import PlanCreated
 
 pytestmark = pytest.mark.anyio
 
@@ -53,7 +47,12 @@ async def test_the_planning_call_is_retried_hooked_and_carries_the_settings() ->
     )
     seen = Seen()
     agent = Agent(
-        fake.provider(), planning=True, retry=FAST, hooks=[seen], system_prompt="S", **SETTINGS
+        fake.provider(),
+        planning=True,
+        retry=FAST,
+        hooks=[seen],
+        system_prompt="S",
+        model_settings=SETTINGS,
     )
     events: list[Any] = []
     async with agent.stream("question") as stream:
@@ -79,7 +78,7 @@ async def test_the_compaction_summary_is_retried_hooked_and_carries_the_settings
         hooks=[seen],
         system_prompt="S",
         compaction={"context_window": 4096},
-        **SETTINGS,
+        model_settings=SETTINGS,
     )
     for i in range(12):  # a long history to summarise
         agent.messages.append(UserMessage.of(f"note {i}: " + "words " * 60))
@@ -109,7 +108,7 @@ async def test_a_worker_call_is_retried_hooked_and_carries_the_settings() -> Non
         retry=FAST,
         hooks=[seen, PostRunWorkers([worker])],
         system_prompt="S",
-        **SETTINGS,
+        model_settings=SETTINGS,
     )
     result = await agent.run("question")
     assert result.reason == "completed"

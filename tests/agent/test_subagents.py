@@ -11,25 +11,28 @@ from pydantic import BaseModel
 
 from treadle import (
     Agent,
-    AgentEnd,
     AgentEvent,
-    AgentStart,
     AssistantMessage,
-    MessageUpdate,
     ModelRequest,
     TextContent,
     Tool,
     ToolCall,
-    ToolExecutionEnd,
-    ToolExecutionStart,
     ToolResultMessage,
-    TurnStart,
-    TurnTrigger,
     UserMessage,
     tool,
-    validate_transcript,
 )
+from treadle.agent import AgentOptions
+from treadle.context import validate_transcript
 from treadle.testing import ScriptedProvider
+from treadle.types import (
+    AgentEnd,
+    AgentStart,
+    MessageUpdate,
+    ToolExecutionEnd,
+    ToolExecutionStart,
+    TurnStart,
+    TurnTrigger,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -62,12 +65,9 @@ def _clear_log() -> None:
 
 def researcher(script: list[Any], **kwargs: Any) -> Agent[Any]:
     kwargs.setdefault("tools", [search])
-    return Agent(
-        ScriptedProvider(script),
-        name="researcher",
-        description="Looks things up in the notes.",
-        **kwargs,
-    )
+    agent: Agent[Any] = Agent(ScriptedProvider(script), name="researcher", **kwargs)
+    agent.description = "Looks things up in the notes."  # as_tool()'s default description
+    return agent
 
 
 def between(events: list[AgentEvent], call_id: str) -> list[AgentEvent]:
@@ -212,10 +212,12 @@ async def test_nested_sub_agents_forward_events_and_usage_through_every_level() 
 
 async def test_aborting_the_parent_cancels_the_child() -> None:
     child = researcher(
-        [calls(("n1", "nap", {"seconds": 10})), say("never")], tools=[nap], event_buffer=1
+        [calls(("n1", "nap", {"seconds": 10})), say("never")],
+        tools=[nap],
+        options=AgentOptions(event_buffer=1),
     )
     parent_provider = ScriptedProvider([calls(("r1", "researcher", {"task": "rest"})), "never"])
-    parent = Agent(parent_provider, tools=[child.as_tool()], event_buffer=1)
+    parent = Agent(parent_provider, tools=[child.as_tool()], options=AgentOptions(event_buffer=1))
 
     events: list[AgentEvent] = []
     async with parent.stream("go") as stream:
@@ -248,9 +250,11 @@ async def test_an_after_turn_abort_lets_a_streaming_child_finish_its_turn() -> N
         ]
     )
     child_provider = ScriptedProvider([child_turn, say("never")], chunks=8, delay=0.01)
-    child = Agent(child_provider, name="researcher", tools=[search], event_buffer=1)
+    child = Agent(
+        child_provider, name="researcher", tools=[search], options=AgentOptions(event_buffer=1)
+    )
     parent_provider = ScriptedProvider([calls(("r1", "researcher", {"task": "find"})), "never"])
-    parent = Agent(parent_provider, tools=[child.as_tool()], event_buffer=1)
+    parent = Agent(parent_provider, tools=[child.as_tool()], options=AgentOptions(event_buffer=1))
 
     events: list[AgentEvent] = []
     async with parent.stream("go") as stream:
@@ -311,12 +315,14 @@ async def test_cancelling_the_parents_task_cancels_the_child() -> None:
 
 async def test_the_childs_usage_counts_even_when_the_parent_is_aborted() -> None:
     child = researcher(
-        [calls(("n1", "nap", {"seconds": 10}), u=usage(7, 3))], tools=[nap], event_buffer=1
+        [calls(("n1", "nap", {"seconds": 10}), u=usage(7, 3))],
+        tools=[nap],
+        options=AgentOptions(event_buffer=1),
     )
     parent = Agent(
         ScriptedProvider([calls(("r1", "researcher", {"task": "rest"}), u=usage(10, 1))]),
         tools=[child.as_tool()],
-        event_buffer=1,
+        options=AgentOptions(event_buffer=1),
     )
     async with parent.stream("go") as stream:
         async for event in stream:
@@ -327,7 +333,9 @@ async def test_the_childs_usage_counts_even_when_the_parent_is_aborted() -> None
 
 
 async def test_nesting_deeper_than_max_depth_returns_an_error_result() -> None:
-    grand = Agent(ScriptedProvider(["unreachable"]), name="grand", max_depth=1)
+    grand = Agent(
+        ScriptedProvider(["unreachable"]), name="grand", options=AgentOptions(max_depth=1)
+    )
     child = Agent(
         ScriptedProvider([calls(("g1", "grand", {"task": "dig"})), "could not dig"]),
         tools=[grand.as_tool()],
@@ -357,8 +365,8 @@ async def test_a_self_recursive_agent_stops_at_its_max_depth() -> None:
         return say("done at this level")
 
     provider = ScriptedProvider([answer] * 20)
-    agent = Agent(provider, name="delegate", description="Delegates.", max_depth=2)
-    agent.context.tools = [agent.as_tool()]
+    agent = Agent(provider, name="delegate", options=AgentOptions(max_depth=2))
+    agent.context.tools = [agent.as_tool(description="Delegates.")]
     events, result = await collect(agent, "go")
 
     assert max(e.depth for e in events) == 2

@@ -17,40 +17,43 @@ import anyio.lowlevel
 
 from treadle import (
     AgentContext,
-    AgentEnd,
     AgentEvent,
     AgentLoopConfig,
     AgentMessage,
-    AgentStart,
     AssistantMessage,
     CancellationToken,
-    CustomEvent,
-    ExtensionMessage,
     Hooks,
-    InputRejected,
-    MessageEnd,
-    MessageStart,
-    MessageUpdate,
     ModelRequest,
-    ProviderRetry,
     RunEnding,
     RunHandle,
     TextContent,
     ToolCall,
-    ToolExecutionEnd,
-    ToolExecutionStart,
-    ToolExecutionUpdate,
     ToolResult,
     ToolResultMessage,
-    TurnEnd,
-    TurnStart,
     Usage,
     agent_loop,
     agent_loop_continue,
-    validate_transcript,
 )
+from treadle.context import validate_transcript
 from treadle.testing.simulation._invariants import pending_allowed
-from treadle.types import event_from_json, message_from_json
+from treadle.types import (
+    AgentEnd,
+    AgentStart,
+    CustomEvent,
+    ExtensionMessage,
+    InputRejected,
+    MessageEnd,
+    MessageStart,
+    MessageUpdate,
+    ProviderRetry,
+    ToolExecutionEnd,
+    ToolExecutionStart,
+    ToolExecutionUpdate,
+    TurnEnd,
+    TurnStart,
+    event_from_json,
+    message_from_json,
+)
 
 # ---------------------------------------------------------------- recording runner
 

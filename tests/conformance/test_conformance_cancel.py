@@ -24,26 +24,28 @@ from harness import (
 
 from treadle import (
     AgentContext,
-    AgentEnd,
     AgentEvent,
     AgentLoopConfig,
     AssistantMessage,
     CancellationToken,
-    MessageUpdate,
     RunEnding,
     RunHandle,
     TextContent,
     ToolContext,
-    ToolExecution,
+    agent_loop,
+    tool,
+)
+from treadle.context import validate_transcript
+from treadle.loop import ToolExecution
+from treadle.testing import ScriptedProvider
+from treadle.types import (
+    AgentEnd,
+    MessageUpdate,
     ToolExecutionEnd,
     ToolExecutionStart,
     TurnEnd,
     TurnStart,
-    agent_loop,
-    tool,
-    validate_transcript,
 )
-from treadle.testing import ScriptedProvider
 
 pytestmark = pytest.mark.anyio
 
@@ -431,7 +433,9 @@ async def test_cancel_at_every_await_point(mode: str, strategy: str) -> None:
 
 @pytest.mark.parametrize("how", ["token", "outer_scope"])
 async def test_retry_sleep_is_cancellable(how: str) -> None:
-    from treadle import ProviderError, ProviderRetry, RetryPolicy
+    from treadle import ProviderError
+    from treadle.loop import RetryPolicy
+    from treadle.types import ProviderRetry
 
     token = CancellationToken()
 

@@ -14,28 +14,30 @@ from harness import Recorded, call, calls_message, check_invariants, run_recorde
 
 from treadle import (
     AgentContext,
-    AgentEnd,
     AgentLoopConfig,
+    ModelRequest,
+    TextContent,
+    ToolContext,
+    ToolResultMessage,
+    Usage,
+    UserMessage,
+    tool,
+)
+from treadle.testing import ScriptedProvider
+from treadle.types import (
+    AgentEnd,
     AgentStart,
     ExtensionMessage,
     InputRejected,
     MessageEnd,
     MessageStart,
     MessageUpdate,
-    ModelRequest,
-    TextContent,
-    ToolContext,
+    TextDelta,
     ToolExecutionEnd,
     ToolExecutionStart,
-    ToolResultMessage,
     TurnEnd,
     TurnStart,
-    Usage,
-    UserMessage,
-    tool,
 )
-from treadle.testing import ScriptedProvider
-from treadle.types import TextDelta
 
 pytestmark = pytest.mark.anyio
 

@@ -17,23 +17,16 @@ from treadle import (
     CancellationToken,
     ExecutionLimits,
     Hooks,
-    InputFilter,
-    Pass,
-    Reject,
     RunEnding,
     RunHandle,
-    ToolExecution,
-    ToolExecutionEnd,
     ToolResult,
     ToolResultMessage,
-    TurnStart,
     UserMessage,
-    Warn,
     tool,
 )
-from treadle.loop import FilterResult
+from treadle.loop import FilterResult, InputFilter, Pass, Reject, ToolExecution, Warn
 from treadle.testing import ScriptedProvider
-from treadle.types import message_from_json
+from treadle.types import ToolExecutionEnd, TurnStart, message_from_json
 
 pytestmark = pytest.mark.anyio
 

@@ -12,18 +12,10 @@ from typing import Any
 import pytest
 from harness import call, calls_message, check, run_recorded
 
-from treadle import (
-    AgentContext,
-    AgentLoopConfig,
-    CustomEvent,
-    Hooks,
-    ModelRequest,
-    RunEnding,
-    RunHandle,
-    tool,
-)
+from treadle import AgentContext, AgentLoopConfig, Hooks, ModelRequest, RunEnding, RunHandle, tool
 from treadle.loop import emit_custom_event
 from treadle.testing import ScriptedProvider
+from treadle.types import CustomEvent
 
 pytestmark = pytest.mark.anyio
 

@@ -10,29 +10,24 @@ import anyio
 import pytest
 from harness import Recorded, call, calls_message, check, run_recorded
 
-import treadle.loop.ending
+import treadle.loop._ending
 from treadle import (
     AgentContext,
-    AgentEnd,
     AgentEvent,
     AgentLoopConfig,
     Ask,
     CancellationToken,
-    CustomEvent,
     ExecutionLimits,
     Hooks,
-    InputFilter,
     ProviderError,
-    Reject,
     RunEnding,
     RunHandle,
-    ToolExecutionStart,
-    TurnEnd,
-    TurnStart,
     agent_loop,
     tool,
 )
+from treadle.loop import InputFilter, Reject
 from treadle.testing import ScriptedProvider
+from treadle.types import AgentEnd, CustomEvent, ToolExecutionStart, TurnEnd, TurnStart
 
 pytestmark = pytest.mark.anyio
 
@@ -148,7 +143,7 @@ async def test_cancelled_by_the_token() -> None:
 
 
 async def test_cancelled_from_outside_still_runs_both_bounded(monkeypatch: Any) -> None:
-    monkeypatch.setattr(treadle.loop.ending, "CANCEL_GRACE_S", 0.2)
+    monkeypatch.setattr(treadle.loop._ending, "CANCEL_GRACE_S", 0.2)
     waited: list[bool] = []
 
     class Slow(Ending):

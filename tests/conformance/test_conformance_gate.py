@@ -22,12 +22,12 @@ from treadle import (
     Deny,
     Hooks,
     ToolCall,
-    ToolExecutionStart,
     UsageError,
     tool,
 )
 from treadle.sessions import JsonlStore
 from treadle.testing import ScriptedProvider
+from treadle.types import ToolExecutionStart
 
 pytestmark = pytest.mark.anyio
 

@@ -11,38 +11,36 @@ from harness import Recorded, call, calls_message, check, results_of, run_record
 
 from treadle import (
     AgentContext,
-    AgentEnd,
     AgentLoopConfig,
-    AgentStart,
     Allow,
     Ask,
     AssistantMessage,
     Deny,
     Hooks,
-    InputFilter,
-    InputRejected,
-    MessageEnd,
     ModelRequest,
-    Pass,
     ProviderError,
-    Reject,
     RunEnding,
     RunHandle,
     TextContent,
     ToolCall,
-    ToolExecution,
-    ToolExecutionEnd,
-    ToolExecutionStart,
     ToolResult,
-    TurnEnd,
-    TurnStart,
-    TurnTrigger,
     UserMessage,
-    Warn,
     agent_loop,
     tool,
 )
+from treadle.loop import InputFilter, Pass, Reject, ToolExecution, Warn
 from treadle.testing import ScriptedProvider
+from treadle.types import (
+    AgentEnd,
+    AgentStart,
+    InputRejected,
+    MessageEnd,
+    ToolExecutionEnd,
+    ToolExecutionStart,
+    TurnEnd,
+    TurnStart,
+    TurnTrigger,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -133,7 +131,9 @@ async def test_the_turn_s_request_has_every_field_and_validates() -> None:
             seen.append(request)
 
     config = AgentLoopConfig(
-        provider=ScriptedProvider(["hi"]), hooks=[Look()], stop="END", temperature=0.5
+        provider=ScriptedProvider(["hi"]),
+        hooks=[Look()],
+        model_settings={"stop": "END", "temperature": 0.5},
     )
     await agent_loop(["go"], AgentContext(system_prompt="be brief"), config)
     (request,) = seen
@@ -267,7 +267,7 @@ async def test_before_model_request_edits_the_request() -> None:
             )
 
     provider = ScriptedProvider([ProviderError("server", "hiccup"), "fine"])
-    from treadle import RetryPolicy
+    from treadle.loop import RetryPolicy
 
     context = AgentContext(system_prompt="Base.", tools=[make_add([])])
     config = AgentLoopConfig(
@@ -667,7 +667,8 @@ async def test_transform_and_convert_run_before_the_request_hook() -> None:
 
 
 async def test_request_is_repaired_before_it_reaches_the_provider() -> None:
-    from treadle import ToolResultMessage, validate_transcript
+    from treadle import ToolResultMessage
+    from treadle.context import validate_transcript
 
     broken = [
         UserMessage.of("earlier"),

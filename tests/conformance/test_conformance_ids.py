@@ -13,32 +13,31 @@ from harness import call, calls_message, check, check_invariants, run_recorded
 
 from treadle import (
     AgentContext,
-    AgentEnd,
     AgentEvent,
     AgentLoopConfig,
-    AgentStart,
     AssistantMessage,
-    ContinuationKind,
-    ExtensionMessage,
     Hooks,
-    InputFilter,
-    Reject,
     RunHandle,
     ToolContext,
-    ToolExecution,
-    ToolExecutionEnd,
-    ToolExecutionStart,
-    ToolExecutionUpdate,
     ToolResult,
-    TurnStart,
-    TurnTrigger,
     UserMessage,
     agent_loop,
     agent_loop_continue,
     tool,
 )
-from treadle.loop import EventChannel
+from treadle.loop import EventChannel, InputFilter, Reject, ToolExecution
 from treadle.testing import ScriptedProvider
+from treadle.types import (
+    AgentEnd,
+    AgentStart,
+    ContinuationKind,
+    ExtensionMessage,
+    ToolExecutionEnd,
+    ToolExecutionStart,
+    ToolExecutionUpdate,
+    TurnStart,
+    TurnTrigger,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -384,7 +383,7 @@ async def test_config_snapshot_has_no_secrets_or_callables() -> None:
     config = AgentLoopConfig(
         provider=provider,
         hooks=[Hooks()],
-        thinking_level="low",
+        model_settings={"thinking_level": "low"},
         limits=ExecutionLimits(max_turns=7),
         transform_context=lambda messages: messages,
     )

@@ -13,25 +13,27 @@ from treadle import (
     AssistantMessage,
     CancellationToken,
     ExecutionLimits,
-    MessageStart,
-    MessageUpdate,
     ModelRequest,
     ProviderError,
-    ProviderRetry,
-    RetryPolicy,
     RunHandle,
     TextContent,
-    ToolExecutionEnd,
     ToolResultMessage,
-    TurnEnd,
-    TurnStart,
     Usage,
     UserMessage,
     tool,
-    validate_transcript,
 )
+from treadle.context import validate_transcript
+from treadle.loop import RetryPolicy
 from treadle.testing import ScriptedProvider
-from treadle.types import TextDelta
+from treadle.types import (
+    MessageStart,
+    MessageUpdate,
+    ProviderRetry,
+    TextDelta,
+    ToolExecutionEnd,
+    TurnEnd,
+    TurnStart,
+)
 
 pytestmark = pytest.mark.anyio
 

@@ -13,24 +13,26 @@ from treadle import (
     AgentContext,
     AgentLoopConfig,
     AssistantMessage,
-    MessageEnd,
-    MessageStart,
-    MessageUpdate,
     RunHandle,
     TextContent,
     ToolContext,
-    ToolExecution,
-    ToolExecutionEnd,
-    ToolExecutionStart,
-    ToolExecutionUpdate,
     ToolResultMessage,
-    TurnEnd,
-    TurnStart,
-    TurnTrigger,
     UserMessage,
     tool,
 )
+from treadle.loop import ToolExecution
 from treadle.testing import ScriptedProvider
+from treadle.types import (
+    MessageEnd,
+    MessageStart,
+    MessageUpdate,
+    ToolExecutionEnd,
+    ToolExecutionStart,
+    ToolExecutionUpdate,
+    TurnEnd,
+    TurnStart,
+    TurnTrigger,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -365,7 +367,7 @@ async def test_batched_runs_batches_in_turn_with_out_of_order_completion() -> No
 
 
 async def test_thinking_streams_live_and_keeps_its_signature() -> None:
-    from treadle import ThinkingContent
+    from treadle.types import ThinkingContent
 
     message = AssistantMessage(
         content=[
@@ -393,7 +395,8 @@ async def test_thinking_streams_live_and_keeps_its_signature() -> None:
 
 
 async def test_run_loop_without_framing() -> None:
-    from treadle import AgentEnd, AgentStart, run_loop
+    from treadle import run_loop
+    from treadle.types import AgentEnd, AgentStart
 
     @tool
     async def add(a: int, b: int) -> int:
@@ -426,7 +429,8 @@ async def test_run_loop_without_framing() -> None:
 
 
 async def test_run_loop_hook_failure_is_a_result_not_an_exception() -> None:
-    from treadle import Hooks, run_loop, validate_transcript
+    from treadle import Hooks, run_loop
+    from treadle.context import validate_transcript
 
     class Broken(Hooks):
         async def after_turn(self, run: RunHandle, event: Any) -> None:

@@ -17,7 +17,6 @@ from treadle import (
     AgentContext,
     AgentEvent,
     AgentLoopConfig,
-    CustomEvent,
     Hooks,
     RunEnding,
     RunHandle,
@@ -29,6 +28,7 @@ from treadle.ext import engine
 from treadle.ext.workers import SessionEnd, SessionEndInfo
 from treadle.sessions import MemoryStore
 from treadle.testing import ScriptedProvider
+from treadle.types import CustomEvent
 
 pytestmark = pytest.mark.anyio
 

@@ -9,16 +9,9 @@ import anyio
 import pytest
 from tests.conformance.harness import check, run_recorded
 
-from treadle import (
-    AgentContext,
-    AgentLoopConfig,
-    AssistantMessage,
-    TextContent,
-    ThinkingContent,
-    ToolCall,
-    tool,
-)
+from treadle import AgentContext, AgentLoopConfig, AssistantMessage, TextContent, ToolCall, tool
 from treadle.testing import ScriptedProvider
+from treadle.types import ThinkingContent
 
 pytestmark = pytest.mark.anyio
 ANSWER = "The answer, streamed in many small pieces: " + "lorem ipsum dolor sit amet " * 40

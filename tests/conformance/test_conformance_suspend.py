@@ -10,21 +10,17 @@ from harness import Recorded, call, calls_message, check, results_of, run_record
 from treadle import (
     AgentContext,
     AgentLoopConfig,
-    AgentStart,
     Ask,
-    ContinuationKind,
     Hooks,
     RunHandle,
     ToolCall,
-    ToolExecution,
-    ToolExecutionStart,
-    TurnStart,
-    TurnTrigger,
     UserMessage,
     tool,
-    validate_transcript,
 )
+from treadle.context import validate_transcript
+from treadle.loop import ToolExecution
 from treadle.testing import ScriptedProvider
+from treadle.types import AgentStart, ContinuationKind, ToolExecutionStart, TurnStart, TurnTrigger
 
 pytestmark = pytest.mark.anyio
 

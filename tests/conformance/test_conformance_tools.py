@@ -12,20 +12,22 @@ from treadle import (
     AgentContext,
     AgentLoopConfig,
     AssistantMessage,
-    TaskComplete,
     ToolCall,
     ToolContext,
-    ToolExecution,
+    ToolResult,
+    ToolResultMessage,
+    tool,
+)
+from treadle.loop import ToolExecution
+from treadle.testing import ScriptedProvider
+from treadle.tools import TaskComplete
+from treadle.types import (
     ToolExecutionEnd,
     ToolExecutionStart,
     ToolExecutionUpdate,
-    ToolResult,
-    ToolResultMessage,
     TurnEnd,
     TurnStart,
-    tool,
 )
-from treadle.testing import ScriptedProvider
 
 pytestmark = pytest.mark.anyio
 
@@ -237,7 +239,9 @@ async def test_tool_ends_the_run_after_the_batch(how: str, strategy: str) -> Non
 async def test_raise_tool_errors_reraises_after_a_clean_end(strategy: str) -> None:
     import math
 
-    from treadle import AgentEnd, AgentEvent, agent_loop, validate_transcript
+    from treadle import AgentEvent, agent_loop
+    from treadle.context import validate_transcript
+    from treadle.types import AgentEnd
 
     @tool
     async def boom() -> str:

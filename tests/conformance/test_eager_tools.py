@@ -24,23 +24,27 @@ from treadle import (
     Deny,
     ExecutionLimits,
     Hooks,
-    MessageEnd,
-    ProviderRetry,
-    RetryPolicy,
     RunHandle,
-    TaskComplete,
     TextContent,
     ToolCall,
     ToolContext,
-    ToolExecution,
-    ToolExecutionEnd,
-    ToolExecutionStart,
     Usage,
     tool,
 )
+from treadle.loop import RetryPolicy, ToolExecution
 from treadle.providers import ProviderError, StreamDone, StreamStart
 from treadle.testing import ScriptedProvider
-from treadle.types import TextDelta, ToolCallDelta, ToolCallEnd, ToolCallStart
+from treadle.tools import TaskComplete
+from treadle.types import (
+    MessageEnd,
+    ProviderRetry,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallStart,
+    ToolExecutionEnd,
+    ToolExecutionStart,
+)
 
 pytestmark = pytest.mark.anyio
 

@@ -21,8 +21,6 @@ from treadle import (
     AgentLoopConfig,
     AgentMessage,
     AssistantMessage,
-    CompactionStart,
-    ProviderRetry,
     ToolCall,
     Usage,
     agent_loop,
@@ -35,6 +33,7 @@ from treadle.context.tokens import load_encoding
 from treadle.providers import OpenAIChat
 from treadle.testing import Fail, WireFake, serve
 from treadle.testing.exchange import RecordedRequest, Reply
+from treadle.types import CompactionStart, ProviderRetry
 
 pytestmark = pytest.mark.anyio
 

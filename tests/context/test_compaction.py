@@ -14,14 +14,12 @@ from hypothesis import strategies as st
 from treadle import (
     AgentMessage,
     AssistantMessage,
-    ExtensionMessage,
     ProviderError,
     TextContent,
     ToolCall,
     ToolResultMessage,
     Usage,
     UserMessage,
-    validate_transcript,
 )
 from treadle.context import (
     CompactionPolicy,
@@ -30,9 +28,11 @@ from treadle.context import (
     TruncateOldest,
     compact,
     message_groups,
+    validate_transcript,
 )
 from treadle.context.compaction import SUMMARY_PREFIX, TRUNCATION_NOTE
 from treadle.providers.base import ModelRequest, StreamDone, StreamEvent
+from treadle.types import ExtensionMessage
 
 
 class Summariser:

@@ -13,7 +13,6 @@ from treadle import (
     AgentEvent,
     AgentLoopConfig,
     AssistantMessage,
-    CompactionEnd,
     ProviderError,
     TextContent,
     Usage,
@@ -21,6 +20,7 @@ from treadle import (
     agent_loop,
 )
 from treadle.testing import ScriptedProvider
+from treadle.types import CompactionEnd
 
 pytestmark = pytest.mark.anyio
 

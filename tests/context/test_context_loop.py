@@ -18,32 +18,33 @@ from treadle import (
     AgentMessage,
     AssistantMessage,
     CancellationToken,
-    CompactionEnd,
-    CompactionStart,
     Hooks,
-    MessageEnd,
-    MessageStart,
     ProviderError,
-    ProviderRetry,
     RunHandle,
     TextContent,
     ToolCall,
     ToolResultMessage,
-    TurnEnd,
     Usage,
     UserMessage,
     agent_loop,
     agent_loop_continue,
     tool,
-    validate_transcript,
 )
-from treadle.context import CompactionPolicy, TokenCounter, estimate_tokens
+from treadle.context import CompactionPolicy, TokenCounter, estimate_tokens, validate_transcript
 from treadle.context.compaction import SUMMARY_PREFIX
 from treadle.loop import compact_context
+from treadle.loop._streaming import OVERFLOW_RETRIES
 from treadle.loop.compaction import FLOOR_KEY
-from treadle.loop.streaming import OVERFLOW_RETRIES
 from treadle.providers.base import ModelRequest
 from treadle.testing import ScriptedProvider
+from treadle.types import (
+    CompactionEnd,
+    CompactionStart,
+    MessageEnd,
+    MessageStart,
+    ProviderRetry,
+    TurnEnd,
+)
 
 pytestmark = pytest.mark.anyio
 

@@ -9,19 +9,10 @@ import sys
 
 import pytest
 
-from treadle import (
-    AssistantMessage,
-    ExtensionMessage,
-    ImageContent,
-    TextContent,
-    ToolCall,
-    ToolResultMessage,
-    Usage,
-    UserMessage,
-)
+from treadle import AssistantMessage, TextContent, ToolCall, ToolResultMessage, Usage, UserMessage
 from treadle.context import ContextTracker, TokenCounter, count_tokens, estimate_tokens
 from treadle.context import tokens as tokens_module
-from treadle.types import ToolSpec
+from treadle.types import ExtensionMessage, ImageContent, ToolSpec
 
 TEXT = "The quick brown fox jumps over the lazy dog. " * 20
 

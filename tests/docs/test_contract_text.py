@@ -39,7 +39,7 @@ def test_the_rejected_rule_covers_steering_rejected_after_turns() -> None:
 
 
 def test_the_hook_table_gives_each_method_the_arguments_it_is_called_with() -> None:
-    from treadle.loop.dispatch import SIGNATURES
+    from treadle.loop._dispatch import SIGNATURES
 
     table = _section("## 3. Hooks")
     written = dict(re.findall(r"(?:^\| | / )([a-z_]+)\(([a-z_, ]*)\)", table, re.MULTILINE))

@@ -36,6 +36,7 @@ PUBLIC = [
     "treadle.otel",
     "treadle.providers",
     "treadle.sessions",
+    "treadle.streaming",
     "treadle.testing",
     "treadle.testing.simulation",
     "treadle.tools",
@@ -93,9 +94,40 @@ def test_the_architecture_page_names_modules_that_exist() -> None:
         assert (ROOT / "src" / "treadle" / module).exists() or (ROOT / module).exists(), module
 
 
-@pytest.mark.parametrize("name", ["AgentBusy", "AgentSnapshot", "AgentStream", "RunFailed"])
+@pytest.mark.parametrize("name", ["Agent", "RunResult", "RunFailed"])
 def test_agent_names_are_exported_from_the_top(name: str) -> None:
     import treadle
 
     assert name in treadle.__all__
     assert getattr(treadle, name).__name__ == name
+
+
+@pytest.mark.parametrize("name", ["AgentBusy", "AgentSnapshot", "AgentStream", "Profile"])
+def test_other_agent_names_live_in_treadle_agent(name: str) -> None:
+    import treadle.agent
+
+    assert name in treadle.agent.__all__
+    assert getattr(treadle.agent, name).__name__ == name
+
+
+def test_every_file_in_the_module_map_exists() -> None:
+    """Each ``.py`` and folder a row of the architecture page's module map names exists:
+    under ``src/treadle``, under the row's own folder (``loop/sink.py``'s row may name
+    ``_watcher.py``), or under a folder the row names (``web/`` ... ``_app.py``)."""
+    src = ROOT / "src" / "treadle"
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    missing = []
+    for row in (line for line in text.splitlines() if line.startswith("| `")):
+        names = re.findall(r"`([\w/]+\.py|[\w]+/)`", row)
+        folders = {src}
+        first = re.findall(r"`([^`]+)`", row.split("|")[1])
+        if first and "/" in first[0]:
+            folders.add(src / first[0].rstrip("/").rpartition("/")[0])
+            folders.add(src / first[0].rstrip("/"))
+        folders |= {f / n for f in list(folders) for n in names if n.endswith("/")}
+        for name in names:
+            if not any((folder / name).exists() for folder in folders):
+                missing.append(f"{name} (in the row of {first[0] if first else '?'})")
+    assert not missing, (
+        f"docs/architecture.md's module map names files that do not exist: {missing}"
+    )

@@ -10,16 +10,7 @@ from typing import Any
 
 import pytest
 
-from treadle import (
-    Ask,
-    AssistantMessage,
-    CustomEvent,
-    Hooks,
-    RunHandle,
-    ToolCall,
-    ToolResultMessage,
-    tool,
-)
+from treadle import Ask, AssistantMessage, Hooks, RunHandle, ToolCall, ToolResultMessage, tool
 from treadle.ext import Engine, engine
 from treadle.ext.auto_skills import AutoSkills
 from treadle.ext.mcp_curation import McpCuration
@@ -31,6 +22,7 @@ from treadle.ext.style import StyleHints
 from treadle.ext.workers import SUMMARY_EVENT, PostRunWorkers, SessionEnd
 from treadle.ext.workflow import WorkflowGate
 from treadle.testing import ScriptedProvider
+from treadle.types import CustomEvent
 
 pytestmark = pytest.mark.anyio
 

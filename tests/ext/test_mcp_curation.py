@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from treadle import Agent, AssistantMessage, FunctionTool, ToolCall, tool
+from treadle import Agent, AssistantMessage, ToolCall, tool
 from treadle.ext.mcp_curation import McpCuration, mcp_name
 from treadle.testing import ScriptedProvider
+from treadle.tools import FunctionTool
 
 
 def mcp_tool(name: str) -> FunctionTool:

@@ -14,8 +14,9 @@ import anyio
 import pytest
 
 import treadle
-from treadle import Agent, AssistantMessage, InputFilter, Reject, ToolCall, UserMessage
+from treadle import Agent, AssistantMessage, ToolCall, UserMessage
 from treadle.ext.memory import RECALL_HEADER, MemoryRecall, MemoryStore
+from treadle.loop import InputFilter, Reject
 from treadle.testing import ScriptedProvider
 
 SRC = str(Path(treadle.__file__).resolve().parents[1])

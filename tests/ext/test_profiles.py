@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from treadle import Agent, AssistantMessage, ModelRequest, Profile, ToolCall, UserMessage, tool
+from treadle import Agent, AssistantMessage, ModelRequest, ToolCall, UserMessage, tool
+from treadle.agent import Profile
 from treadle.ext.memory import USER_MEMORY_HEADER, MemoryStore, UserMemory
 from treadle.ext.profiles import PERSONA_SEPARATOR, Profiles
 from treadle.testing import ScriptedProvider

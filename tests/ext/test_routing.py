@@ -7,10 +7,11 @@ from typing import Any
 
 import pytest
 
-from treadle import Agent, AssistantMessage, CustomEvent, ToolCall, tool
+from treadle import Agent, AssistantMessage, ToolCall, tool
 from treadle.ext.routing import ROUTE_EVENT, LongCache, ShapeRouter, estimate_request_tokens
 from treadle.providers import ModelRequest
 from treadle.testing import ScriptedProvider, WireFake
+from treadle.types import CustomEvent
 
 pytestmark = pytest.mark.anyio
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from treadle import Agent, InputFilter, ProviderError, Reject
+from treadle import Agent, ProviderError
 from treadle.ext.auto_skills import AutoSkills, task_signature
 from treadle.ext.skills import (
     Skill,
@@ -18,6 +18,7 @@ from treadle.ext.skills import (
     outcome_of,
     parse_front_matter,
 )
+from treadle.loop import InputFilter, Reject
 from treadle.testing import ScriptedProvider
 
 

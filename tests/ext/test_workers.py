@@ -11,15 +11,10 @@ import pytest
 
 from treadle import (
     Agent,
-    AgentEnd,
     AssistantMessage,
-    CustomEvent,
     ExecutionLimits,
-    InputFilter,
     ModelRequest,
-    Pass,
     ProviderError,
-    Reject,
     TextContent,
     ToolCall,
     Usage,
@@ -35,8 +30,10 @@ from treadle.ext.workers import (
     SessionEndInfo,
     WorkerContext,
 )
+from treadle.loop import InputFilter, Pass, Reject
 from treadle.testing import ScriptedProvider
 from treadle.tools import ExternalTool
+from treadle.types import AgentEnd, CustomEvent
 
 pytestmark = pytest.mark.anyio
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from treadle import Agent, AgentEnd, AssistantMessage, RunHandle, ToolCall, ToolResultMessage, tool
+from treadle import Agent, AssistantMessage, RunHandle, ToolCall, ToolResultMessage, tool
 from treadle.ext.workflow import WorkflowGate
 from treadle.testing import ScriptedProvider
+from treadle.types import AgentEnd
 
 pytestmark = pytest.mark.anyio
 

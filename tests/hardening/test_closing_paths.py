@@ -24,9 +24,9 @@ from treadle import (
     UserMessage,
     agent_loop,
     tool,
-    validate_transcript,
 )
 from treadle.cancellation import CancellationToken
+from treadle.context import validate_transcript
 from treadle.loop import Ask, ToolExecution
 from treadle.testing import ScriptedProvider
 

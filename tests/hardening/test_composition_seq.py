@@ -22,7 +22,8 @@ from treadle import (
     ToolCall,
     tool,
 )
-from treadle.loop import EventLog
+from treadle.agent import AgentOptions
+from treadle.streaming import EventLog
 from treadle.testing import ScriptedProvider
 from treadle.tools import ToolTraits
 
@@ -100,7 +101,7 @@ async def test_parallel_sub_agents_on_a_lagging_stream_keep_seq_order(
             chunks=40,
         ),
         tools=[a.as_tool(), b.as_tool(), c.as_tool()],
-        event_buffer=buffer,
+        options=AgentOptions(event_buffer=buffer),
         hooks=[observed],
     )
     events = await _read(parent, lag)
@@ -133,7 +134,7 @@ async def test_eager_tool_running_a_sub_agent_keeps_seq_order(buffer: int) -> No
             chunks=40,
         ),
         tools=[sub],
-        event_buffer=buffer,
+        options=AgentOptions(event_buffer=buffer),
     )
     events = await _read(parent, 3)
     _assert_ordered(events)

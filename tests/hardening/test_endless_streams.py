@@ -8,7 +8,8 @@ import time
 import pytest
 from tests.conformance.harness import check, run_recorded
 
-from treadle import AgentContext, AgentLoopConfig, ExecutionLimits, RetryPolicy
+from treadle import AgentContext, AgentLoopConfig, ExecutionLimits
+from treadle.loop import RetryPolicy
 from treadle.testing import Slow, WireFake
 
 pytestmark = pytest.mark.anyio

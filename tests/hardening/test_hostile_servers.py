@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from tests.testing.wire_cases import FORMATS
 
-from treadle import AgentContext, AgentLoopConfig, RetryPolicy, agent_loop
+from treadle import AgentContext, AgentLoopConfig, agent_loop
+from treadle.loop import RetryPolicy
 from treadle.providers import ProviderError
 from treadle.testing import FakeTransport, StreamError
 

@@ -94,7 +94,7 @@ async def test_a_base_exception_leaves_a_valid_history_then_propagates(
     config = AgentLoopConfig(provider=ScriptedProvider(calling("explode")), hooks=[Recorder()])
     with pytest.raises(raised):
         await agent_loop("go", context, config)
-    from treadle import validate_transcript
+    from treadle.context import validate_transcript
 
     assert validate_transcript(context.messages) == []
     ends = [e for e in events if e.type == "agent_end"]

@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from treadle import AgentContext, AgentLoopConfig, RetryPolicy, agent_loop
+from treadle import AgentContext, AgentLoopConfig, agent_loop
+from treadle.loop import RetryPolicy
 from treadle.providers._sse import NDJSONDecoder, SSEDecoder, StreamLineTooLong
 from treadle.testing import Raw, WireFake
 

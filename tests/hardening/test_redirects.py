@@ -7,7 +7,8 @@ import httpx
 import pytest
 from tests.testing.wire_cases import FORMATS
 
-from treadle import AgentContext, AgentLoopConfig, RetryPolicy, agent_loop
+from treadle import AgentContext, AgentLoopConfig, agent_loop
+from treadle.loop import RetryPolicy
 from treadle.testing import FakeTransport, Raw
 
 pytestmark = pytest.mark.anyio

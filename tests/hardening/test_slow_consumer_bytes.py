@@ -7,8 +7,9 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from treadle import AgentContext, AgentEvent, AgentLoopConfig, MessageUpdate, agent_loop
+from treadle import AgentContext, AgentEvent, AgentLoopConfig, agent_loop
 from treadle.testing import ScriptedProvider
+from treadle.types import MessageUpdate
 
 pytestmark = pytest.mark.anyio
 

@@ -31,12 +31,12 @@ from treadle import (
     AgentLoopConfig,
     AssistantMessage,
     CancellationToken,
-    RetryPolicy,
     ToolCall,
     ToolResult,
     agent_loop,
     tool,
 )
+from treadle.loop import RetryPolicy
 from treadle.testing import Fail, ScriptedProvider, Slow, WireFake
 
 pytestmark = pytest.mark.anyio

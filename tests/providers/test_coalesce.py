@@ -10,19 +10,11 @@ from typing import Any
 import anyio
 import pytest
 
-from treadle import (
-    Agent,
-    AgentContext,
-    AgentEvent,
-    AgentLoopConfig,
-    Hooks,
-    MessageUpdate,
-    RunHandle,
-    agent_loop,
-)
+from treadle import Agent, AgentContext, AgentEvent, AgentLoopConfig, Hooks, RunHandle, agent_loop
+from treadle.agent import AgentOptions
 from treadle.providers import ModelRequest, TextDelta
 from treadle.testing import Raw, WireFake
-from treadle.types import UserMessage
+from treadle.types import MessageUpdate, UserMessage
 
 pytestmark = pytest.mark.anyio
 
@@ -130,7 +122,7 @@ async def test_the_agent_takes_the_opt_out() -> None:
                 )
             ]
         )
-        agent = Agent(fake.provider(), coalesce_deltas=coalesce)
+        agent = Agent(fake.provider(), options=AgentOptions(coalesce_deltas=coalesce))
         async with agent.stream("hi") as events:
             seen[coalesce] = [
                 e.delta.text

@@ -8,8 +8,9 @@ import socket
 import httpx
 import pytest
 
-from treadle import Agent, AgentContext, AgentLoopConfig, RetryPolicy, UserMessage, agent_loop
+from treadle import Agent, AgentContext, AgentLoopConfig, UserMessage, agent_loop
 from treadle.errors import ConfigurationError, UsageError
+from treadle.loop import RetryPolicy
 from treadle.providers import OpenAIChat, get_provider
 from treadle.providers._errors import transport_error
 from treadle.providers._http import MODEL_STRING_PREFIXES

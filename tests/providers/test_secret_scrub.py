@@ -7,7 +7,8 @@ import httpx
 import pytest
 import respx
 
-from treadle import AgentContext, AgentEvent, AgentLoopConfig, RetryPolicy, agent_loop
+from treadle import AgentContext, AgentEvent, AgentLoopConfig, agent_loop
+from treadle.loop import RetryPolicy
 from treadle.providers import Anthropic, OpenAIChat, OpenAIResponses
 
 pytestmark = pytest.mark.anyio

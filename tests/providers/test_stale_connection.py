@@ -7,10 +7,10 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from treadle import Agent, ProviderRetry
+from treadle import Agent
 from treadle.providers import ModelRequest, OpenAIChat, ProviderError
 from treadle.testing import WireFake, serve
-from treadle.types import UserMessage
+from treadle.types import ProviderRetry, UserMessage
 
 pytestmark = pytest.mark.anyio
 

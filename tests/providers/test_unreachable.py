@@ -7,7 +7,8 @@ import time
 
 import pytest
 
-from treadle import AgentContext, AgentLoopConfig, RetryPolicy, UserMessage, agent_loop
+from treadle import AgentContext, AgentLoopConfig, UserMessage, agent_loop
+from treadle.loop import RetryPolicy
 from treadle.providers import Ollama, OpenAIChat, ProviderError
 
 pytestmark = pytest.mark.anyio

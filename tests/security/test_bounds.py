@@ -18,6 +18,7 @@ from treadle import Agent
 from treadle.testing import ScriptedProvider
 from treadle.ui.ag_ui import ag_ui_app
 from treadle.ui.vercel_ai import vercel_ai_app
+from treadle.ui.web import web_app
 
 from .conftest import running, target_agent
 
@@ -87,7 +88,7 @@ def test_a_declared_200_mb_body_gets_413_unread(kind: str) -> None:
     apps = {
         "vercel": (vercel_ai_app, "/api/chat"),
         "ag-ui": (ag_ui_app, "/agui"),
-        "web": (lambda a, **_: a.to_web(), "/api/chat"),
+        "web": (lambda a, **_: web_app(a), "/api/chat"),
     }
     make, path = apps[kind]
     app = Counting(make(agent, path=path))
@@ -181,7 +182,7 @@ async def test_hostile_input_is_a_4xx_not_a_500() -> None:
         json.dumps({"id": "c", "messages": []})[:-1] + ', "x": ' + "[" * 500 + "]" * 500 + "}"
     )
     long_cursor = "9" * 5000
-    web = target_agent(deleted).to_web()
+    web = web_app(target_agent(deleted))
     agui = ag_ui_app(target_agent(deleted), path="/agui")
     vercel = vercel_ai_app(target_agent(deleted), path="/api/chat")
     json_headers = {"content-type": "application/json"}

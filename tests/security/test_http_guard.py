@@ -1,4 +1,4 @@
-"""Attacks on the HTTP guard every treadle surface shares — the web app (``to_web``), the
+"""Attacks on the HTTP guard every treadle surface shares — the web app (``web_app``), the
 AG-UI app and the Vercel AI app — against real uvicorn servers on 127.0.0.1 (and on this
 machine's LAN address, for a peer that is not loopback): a hostile page's cross-site
 "simple" POST, an opaque (``null``) Origin, DNS rebinding, a LAN neighbour claiming
@@ -18,6 +18,7 @@ import pytest
 
 from treadle.ui.ag_ui import ag_ui_app
 from treadle.ui.vercel_ai import vercel_ai_app
+from treadle.ui.web import web_app
 
 from .conftest import lan_address, running, target_agent
 
@@ -128,7 +129,7 @@ def test_a_json_client_without_origin_is_served(kind: str) -> None:
 def test_origin_null_is_refused(kind: str) -> None:
     deleted: list[str] = []
     if kind == "web":
-        app, path = target_agent(deleted).to_web(), "/api/chat"
+        app, path = web_app(target_agent(deleted)), "/api/chat"
         body: dict[str, Any] = APPROVED_HISTORY
     else:
         app, path, body = protocol_app(kind, deleted)
@@ -149,7 +150,7 @@ def test_dns_rebinding_gets_nothing_from_a_loopback_server(kind: str) -> None:
     browser, so it could read answers — but its requests say ``Host: evil.example``."""
     deleted: list[str] = []
     if kind == "web":
-        app, post_path, read_path = target_agent(deleted).to_web(), "/api/chat", "/api/sessions"
+        app, post_path, read_path = web_app(target_agent(deleted)), "/api/chat", "/api/sessions"
         body: dict[str, Any] = APPROVED_HISTORY
     else:
         app, post_path, body = protocol_app(kind, deleted)
@@ -170,7 +171,7 @@ async def test_a_lan_peer_claiming_localhost_is_refused_without_a_token(kind: st
     """The peer is judged by the connection's address, never by the Host header."""
     deleted: list[str] = []
     if kind == "web":
-        app, path, body = target_agent(deleted).to_web(), "/api/chat", APPROVED_HISTORY
+        app, path, body = web_app(target_agent(deleted)), "/api/chat", APPROVED_HISTORY
     else:
         app, path, body = protocol_app(kind, deleted)
     transport = httpx.ASGITransport(app, client=("192.168.1.5", 5555))
@@ -188,19 +189,19 @@ def test_a_lan_peer_on_a_real_socket_is_refused_without_a_token_served_with_one(
     if address is None:
         pytest.skip("this machine has no address beyond loopback")
     deleted: list[str] = []
-    with running(target_agent(deleted).to_web(), host=address) as url:
+    with running(web_app(target_agent(deleted)), host=address) as url:
         port = url.rsplit(":", 1)[1]
         refused = httpx.get(url + "/api/sessions", headers={"host": f"localhost:{port}"})
         assert refused.status_code == 403
         assert "token" in refused.text and "--host 0.0.0.0" in refused.text
-    with running(target_agent(deleted).to_web(token=TOKEN), host=address) as url:
+    with running(web_app(target_agent(deleted), token=TOKEN), host=address) as url:
         assert httpx.get(url + "/api/sessions").status_code == 401
         bearer = {"authorization": f"Bearer {TOKEN}"}
         assert httpx.get(url + "/api/sessions", headers=bearer).status_code == 200
 
 
 def test_a_lan_host_name_on_a_loopback_peer_says_how_to_serve_with_a_token() -> None:
-    with running(target_agent([]).to_web()) as url:
+    with running(web_app(target_agent([]))) as url:
         port = url.rsplit(":", 1)[1]
         refused = httpx.get(url + "/", headers={"host": f"192.168.1.10:{port}"})
         assert refused.status_code == 403
@@ -209,7 +210,7 @@ def test_a_lan_host_name_on_a_loopback_peer_says_how_to_serve_with_a_token() -> 
 
 def test_any_loopback_address_is_served_without_a_token() -> None:
     """127.0.0.0/8 is loopback: ``treadle ui --host 127.0.0.2`` must answer."""
-    with running(target_agent([]).to_web(), host="127.0.0.2") as url:
+    with running(web_app(target_agent([])), host="127.0.0.2") as url:
         assert httpx.get(url + "/api/info").status_code == 200
         posted = httpx.post(url + "/api/chat/c1/stop", headers={"origin": url})
         assert posted.status_code == 200
@@ -217,8 +218,11 @@ def test_any_loopback_address_is_served_without_a_token() -> None:
 
 def test_behind_an_https_proxy_the_named_origin_and_host_are_served() -> None:
     deleted: list[str] = []
-    app = target_agent(deleted).to_web(
-        token=TOKEN, origins=["https://chat.example.com"], trusted_hosts=["chat.example.com"]
+    app = web_app(
+        target_agent(deleted),
+        token=TOKEN,
+        origins=["https://chat.example.com"],
+        trusted_hosts=["chat.example.com"],
     )
     proxied = {"host": "chat.example.com", "authorization": f"Bearer {TOKEN}"}
     with running(app) as url, httpx.Client(timeout=30) as client:
@@ -236,8 +240,8 @@ def test_behind_an_https_proxy_the_named_origin_and_host_are_served() -> None:
 
 
 def test_two_servers_on_one_host_keep_their_own_cookie() -> None:
-    with running(target_agent([]).to_web(token=TOKEN)) as one:
-        with running(target_agent([]).to_web(token="tok-" + "y" * 28)) as two:
+    with running(web_app(target_agent([]), token=TOKEN)) as one:
+        with running(web_app(target_agent([]), token="tok-" + "y" * 28)) as two:
             names = []
             for url, token in ((one, TOKEN), (two, "tok-" + "y" * 28)):
                 visit = httpx.get(url + "/", params={"token": token})
@@ -253,7 +257,7 @@ def test_two_servers_on_one_host_keep_their_own_cookie() -> None:
 
 
 def test_the_token_never_reaches_uvicorns_access_log(tmp_path: Any) -> None:
-    """Served as docs/web.md shows (``uvicorn.run(agent.to_web(...))``, uvicorn's default
+    """Served as docs/web.md shows (``uvicorn.run(web_app(agent, ...))``, uvicorn's default
     logging, access log on): the ``?token=`` visit is logged without its token."""
     script = tmp_path / "serve.py"
     script.write_text(
@@ -262,9 +266,10 @@ def test_the_token_never_reaches_uvicorns_access_log(tmp_path: Any) -> None:
             import socket, sys, uvicorn
             from treadle import Agent
             from treadle.testing import ScriptedProvider
+            from treadle.ui.web import web_app
             sock = socket.socket(); sock.bind(("127.0.0.1", 0))
             print(sock.getsockname()[1], flush=True)
-            app = Agent(ScriptedProvider(["hi"])).to_web(token={TOKEN!r})
+            app = web_app(Agent(ScriptedProvider(["hi"])), token={TOKEN!r})
             server = uvicorn.Server(uvicorn.Config(app, log_level="info"))
             server.run(sockets=[sock])
             """

@@ -16,18 +16,18 @@ from treadle import (
     Ask,
     AssistantMessage,
     Hooks,
-    InputFilter,
     ModelRequest,
     ProviderError,
     RunHandle,
     ToolCall,
     ToolResultMessage,
     UserMessage,
-    Warn,
     agent_loop,
     tool,
 )
+from treadle.agent import AgentOptions
 from treadle.context import validate_transcript
+from treadle.loop import InputFilter, Warn
 from treadle.sessions import (
     CANCELLED_TEXT,
     MemoryStore,
@@ -77,7 +77,9 @@ async def test_every_message_is_stored_before_anyone_hears_of_it(
         return AssistantMessage(content="all done")
 
     provider = ScriptedProvider([calls("a", "b"), answer])
-    agent: Agent[Any] = Agent(provider, tools=[slow], store=store, event_buffer=0)
+    agent: Agent[Any] = Agent(
+        provider, tools=[slow], store=store, options=AgentOptions(event_buffer=0)
+    )
     ends = 0
     async with agent.stream("go") as events:
         async for event in events:

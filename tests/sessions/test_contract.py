@@ -7,17 +7,7 @@ from collections.abc import Callable
 
 import pytest
 
-from treadle import (
-    AssistantMessage,
-    ExtensionMessage,
-    ImageContent,
-    TextContent,
-    ThinkingContent,
-    ToolCall,
-    ToolResultMessage,
-    Usage,
-    UserMessage,
-)
+from treadle import AssistantMessage, TextContent, ToolCall, ToolResultMessage, Usage, UserMessage
 from treadle.context import validate_transcript
 from treadle.sessions import (
     CANCELLED_TEXT,
@@ -27,7 +17,7 @@ from treadle.sessions import (
     SessionStore,
     SessionWriter,
 )
-from treadle.types import ErrorInfo
+from treadle.types import ErrorInfo, ExtensionMessage, ImageContent, ThinkingContent
 
 StoreFactory = Callable[[], SessionStore]
 

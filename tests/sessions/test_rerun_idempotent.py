@@ -19,6 +19,7 @@ from treadle import (
     UserMessage,
     tool,
 )
+from treadle.agent import AgentOptions
 from treadle.sessions import CANCELLED_TEXT, JsonlStore, SqliteStore
 from treadle.testing import ScriptedProvider
 
@@ -87,7 +88,7 @@ async def test_opt_in_reruns_only_idempotent_calls(store: JsonlStore | SqliteSto
         tools=[read_file, send_email],
         store=store,
         session_id=sid,
-        resume_tool_calls="rerun_idempotent",
+        options=AgentOptions(resume_tool_calls="rerun_idempotent"),
     )
     assert results(agent) == {"e1": CANCELLED_TEXT}  # r1 waits to run again
     result = await agent.continue_()
@@ -121,7 +122,7 @@ async def test_a_rerun_passes_the_hooks(store: JsonlStore | SqliteStore) -> None
         hooks=[hook],
         store=store,
         session_id=sid,
-        resume_tool_calls="rerun_idempotent",
+        options=AgentOptions(resume_tool_calls="rerun_idempotent"),
     )
     assert agent.context.approvals == {} and agent.context.waiting_tool_calls == []
     result = await agent.continue_()

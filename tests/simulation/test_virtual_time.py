@@ -19,11 +19,11 @@ from treadle import (
     AgentLoopConfig,
     AssistantMessage,
     ExecutionLimits,
-    RetryPolicy,
     ToolCall,
     agent_loop,
     tool,
 )
+from treadle.loop import RetryPolicy
 from treadle.providers import ProviderError
 from treadle.testing import ScriptedProvider
 from treadle.testing.simulation._clock import asyncio_loop_factory

@@ -16,28 +16,30 @@ from tests.testing.wire_cases import FORMATS, full_usage, thinking_blocks
 
 from treadle import (
     AgentContext,
-    AgentEnd,
     AgentLoopConfig,
     AssistantMessage,
     CancellationToken,
+    TextContent,
+    ToolCall,
+    ToolResultMessage,
+    UserMessage,
+    tool,
+)
+from treadle.context import validate_transcript
+from treadle.loop import RetryPolicy
+from treadle.testing import Fail, FakeTransport, Slow, StreamError, Truncate
+from treadle.types import (
+    AgentEnd,
     MessageEnd,
     MessageStart,
     MessageUpdate,
     ProviderRetry,
-    RetryPolicy,
-    TextContent,
     ThinkingContent,
-    ToolCall,
     ToolExecutionEnd,
     ToolExecutionStart,
-    ToolResultMessage,
     TurnEnd,
     TurnStart,
-    UserMessage,
-    tool,
-    validate_transcript,
 )
-from treadle.testing import Fail, FakeTransport, Slow, StreamError, Truncate
 
 pytestmark = pytest.mark.anyio
 

@@ -10,13 +10,14 @@ import pytest
 from tests.conformance.harness import check, run_recorded
 from tests.testing.wire_cases import CALLS, collect, rich_message, same_message
 
-from treadle import AgentContext, AgentLoopConfig, ProviderRetry, RetryPolicy, tool
+from treadle import AgentContext, AgentLoopConfig, tool
+from treadle.loop import RetryPolicy
 from treadle.providers import ModelRequest, ProviderError
 from treadle.providers.anthropic import Anthropic
 from treadle.providers.gemini import Gemini
 from treadle.providers.openai_chat import OpenAIChat
 from treadle.testing import Fail, Slow, Truncate, WireFake, serve
-from treadle.types import AssistantMessage, TextContent, UserMessage
+from treadle.types import AssistantMessage, ProviderRetry, TextContent, UserMessage
 
 pytestmark = pytest.mark.anyio
 

@@ -8,20 +8,10 @@ from typing import Any
 
 import pytest
 
-from treadle import (
-    Agent,
-    AssistantMessage,
-    Hooks,
-    RunHandle,
-    ToolCall,
-    ToolCategory,
-    ToolExecutionEnd,
-    ToolExecutionStart,
-    ToolResult,
-    tool,
-)
+from treadle import Agent, AssistantMessage, Hooks, RunHandle, ToolCall, ToolResult, tool
 from treadle.testing import ScriptedProvider
-from treadle.tools import ToolTraits
+from treadle.tools import ToolCategory, ToolTraits
+from treadle.types import ToolExecutionEnd, ToolExecutionStart
 
 pytestmark = pytest.mark.anyio
 

@@ -17,23 +17,26 @@ from treadle import (
     AgentEvent,
     AgentLoopConfig,
     AssistantMessage,
-    FunctionTool,
-    ImageContent,
-    TaskComplete,
     TextContent,
     Tool,
     ToolCall,
-    ToolCategory,
     ToolContext,
-    ToolExecutionUpdate,
-    ToolRegistry,
     ToolResult,
     ToolResultMessage,
     agent_loop,
     tool,
 )
 from treadle.testing import ScriptedProvider
-from treadle.tools import ToolArgumentsError, parse_docstring, to_tool_result
+from treadle.tools import (
+    FunctionTool,
+    TaskComplete,
+    ToolArgumentsError,
+    ToolCategory,
+    ToolRegistry,
+    parse_docstring,
+    to_tool_result,
+)
+from treadle.types import ImageContent, ToolExecutionUpdate
 
 # ---------------------------------------------------------------- types the tools use
 

@@ -16,13 +16,12 @@ from treadle import (
     AssistantMessage,
     ConfigurationError,
     ToolCall,
-    ToolCategory,
     agent_loop,
     tool,
 )
 from treadle.durable._steps import DurableTool
 from treadle.testing import ScriptedProvider
-from treadle.tools import ToolRegistry, ToolTraits, traits_of
+from treadle.tools import ToolCategory, ToolRegistry, ToolTraits, traits_of
 
 pytestmark = pytest.mark.anyio
 

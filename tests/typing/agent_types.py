@@ -5,7 +5,8 @@ from __future__ import annotations
 from pydantic import BaseModel
 from typing_extensions import assert_type
 
-from treadle import Agent, AgentStream, RunResult
+from treadle import Agent, RunResult
+from treadle.agent import AgentStream
 
 
 class Trip(BaseModel):

@@ -14,20 +14,17 @@ from treadle import (
     Allow,
     Ask,
     AssistantMessage,
-    CustomEvent,
     Deny,
     Hooks,
     ModelRequest,
     RunEnding,
     RunHandle,
     ToolCall,
-    ToolDecision,
     ToolResult,
-    TurnEnd,
     Usage,
 )
-from treadle.loop import ApprovalHandler
-from treadle.types import AgentEndReason
+from treadle.loop import ApprovalHandler, ToolDecision
+from treadle.types import AgentEndReason, CustomEvent, TurnEnd
 
 
 class Audit(Hooks):

@@ -17,13 +17,13 @@ from treadle import (
     Hooks,
     RunHandle,
     TextContent,
-    ThinkingContent,
     ToolCall,
     agent_loop,
 )
 from treadle.loop import RunEnding
 from treadle.providers import ModelRequest, StreamDone, StreamStart
 from treadle.testing import ScriptedProvider
+from treadle.types import ThinkingContent
 from treadle.ui.ag_ui import AGUITranslator
 from treadle.ui.vercel_ai import VercelAITranslator
 

@@ -10,8 +10,9 @@ from typing import Any
 import httpx
 import pytest
 
-from treadle import AssistantMessage, ThinkingContent, ToolCall, ToolResultMessage, UserMessage
+from treadle import AssistantMessage, ToolCall, ToolResultMessage, UserMessage
 from treadle.loop import Allow, Deny
+from treadle.types import ThinkingContent
 from treadle.ui.vercel_ai import messages_from_ui
 
 from .conftest import sse_frames

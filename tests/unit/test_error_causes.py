@@ -17,21 +17,14 @@ from typing import Any
 import anyio
 import pytest
 
-from treadle import (
-    Agent,
-    AgentContext,
-    AgentEnd,
-    AgentEvent,
-    AgentLoopConfig,
-    Hooks,
-    MissingExtra,
-    agent_loop,
-)
+from treadle import Agent, AgentContext, AgentEvent, AgentLoopConfig, Hooks, agent_loop
 from treadle._signals import HookFailed, RunLimitHit, ToolRaised
 from treadle.agent import RunResult
+from treadle.errors import MissingExtra
 from treadle.providers import ModelRequest, ProviderError, StreamEvent
 from treadle.providers.base import RETRYABLE_KINDS
 from treadle.testing import ScriptedProvider
+from treadle.types import AgentEnd
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -13,10 +13,11 @@ from pathlib import Path
 import pytest
 
 import treadle
-from treadle import ConfigurationError, MissingExtra, StateError, TreadleError, UsageError
+from treadle import ConfigurationError, TreadleError, UsageError
 from treadle._signals import Signal
 from treadle.cancellation import CancellationToken
-from treadle.errors import OutOfRange, UnknownName
+from treadle.errors import MissingExtra, OutOfRange, StateError, UnknownName
+from treadle.streaming import EventLog
 from treadle.testing import ScriptedProvider
 
 
@@ -228,7 +229,7 @@ def _unknown_profile() -> None:
 
 
 def _closed_log() -> None:
-    from treadle.loop import KeyedLog
+    from treadle.streaming import KeyedLog
 
     log: KeyedLog[int, int] = KeyedLog(key=lambda item: item)
     log.close()
@@ -238,8 +239,8 @@ def _closed_log() -> None:
 @pytest.mark.parametrize(
     ("mistake", "cls", "builtin"),
     [
-        (lambda: treadle.ToolExecution.batched(0), ConfigurationError, ValueError),
-        (lambda: treadle.EventLog(max_events=0), ConfigurationError, ValueError),
+        (lambda: treadle.loop.ToolExecution.batched(0), ConfigurationError, ValueError),
+        (lambda: EventLog(max_events=0), ConfigurationError, ValueError),
         (lambda: CancellationToken().cancel("later"), ConfigurationError, ValueError),  # type: ignore[arg-type]
         (lambda: treadle.Agent(ScriptedProvider("hi"), api_key="k"), UsageError, TypeError),
         (_branch_too_far, OutOfRange, IndexError),

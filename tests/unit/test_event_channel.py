@@ -163,7 +163,7 @@ async def test_a_reader_that_breaks_off_stops_delivery_and_the_run_goes_on() -> 
 async def test_a_sub_agent_on_a_custom_stream_counts_seq_with_its_parent() -> None:
     """The sub-agent's loop is given its parent's channel (``ToolContext.events``), so one
     ``seq`` runs across both on a stream that is not anyio's."""
-    child = Agent(ScriptedProvider(["child answer"]), name="helper", description="helps")
+    child = Agent(ScriptedProvider(["child answer"]), name="helper")
     parent_script: list[Any] = [
         AssistantMessage(
             content=[ToolCall(id="c1", name="helper", arguments={"task": "help"})],
@@ -173,7 +173,7 @@ async def test_a_sub_agent_on_a_custom_stream_counts_seq_with_its_parent() -> No
     ]
     stream = Recorder()
     config = AgentLoopConfig(provider=ScriptedProvider(parent_script))
-    await agent_loop("go", AgentContext(tools=[child.as_tool()]), config, stream)
+    await agent_loop("go", AgentContext(tools=[child.as_tool(description="helps")]), config, stream)
     depths = {e.depth for e in stream.events}
     assert depths == {0, 1}
     assert [e.seq for e in stream.events] == list(range(len(stream.events)))

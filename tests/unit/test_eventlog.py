@@ -8,7 +8,8 @@ from typing import Any
 import anyio
 import pytest
 
-from treadle import AgentContext, AgentEvent, AgentLoopConfig, EventLog, EventLogGap, agent_loop
+from treadle import AgentContext, AgentEvent, AgentLoopConfig, agent_loop
+from treadle.streaming import EventLog, EventLogGap
 from treadle.testing import ScriptedProvider
 from treadle.types import TurnStart
 
@@ -132,7 +133,7 @@ async def test_a_log_reopened_on_its_file_continues_it(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("value", ["²", "١٢", "9" * 5000, "1" * 19, "-1", "1.5", "", " ", None])
 def test_a_cursor_that_is_no_seq_is_none_never_an_error(value: str | None) -> None:
-    from treadle.loop import last_event_id
+    from treadle.streaming import last_event_id
 
     assert last_event_id(value) is None
     assert last_event_id(" 42 ") == 42 and last_event_id("9" * 18) == int("9" * 18)
@@ -141,7 +142,7 @@ def test_a_cursor_that_is_no_seq_is_none_never_an_error(value: str | None) -> No
 async def test_a_lone_surrogate_in_an_event_is_written_and_framed_as_u_fffd(tmp_path: Path) -> None:
     import json
 
-    from treadle.loop import sse_frame
+    from treadle.streaming import sse_frame
     from treadle.types import CustomEvent
 
     odd = CustomEvent(seq=1, loop_id="l", timestamp=0.0, name="x", value={"t": "a\udc80b"})

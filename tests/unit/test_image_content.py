@@ -6,8 +6,9 @@ import base64
 
 import pytest
 
-from treadle import Agent, ImageContent, UserMessage
+from treadle import Agent, UserMessage
 from treadle.testing import WireFake
+from treadle.types import ImageContent
 
 pytestmark = pytest.mark.anyio
 

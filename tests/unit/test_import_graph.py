@@ -1,12 +1,17 @@
 """The house rules, checked on the source: one-way imports, no cycles, small modules.
 
 Imports are read with ``ast``: module level, inside functions, and under ``if
-TYPE_CHECKING:`` too (a type-only import back up is still a tangle for the reader).
+TYPE_CHECKING:`` too (a type-only import back up is still a tangle for the reader). Imports
+by string count as well: ``importlib.import_module("treadle.x")``, ``__import__(...)``
+(relative ones resolved against ``__package__`` / ``__name__``, an f-string by its fixed
+prefix), and the ``"treadle.x"`` module names of a lazy-import table in a module that
+calls ``import_module`` — reaching a module by name is still depending on it.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "treadle"
@@ -18,6 +23,70 @@ def module_name(path: Path) -> str:
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
+
+
+_IMPORTERS = {"import_module", "__import__"}
+_MODULE_NAME = re.compile(r"treadle(\.\w+)+")
+
+
+def _resolve(spec: str, anchor: str) -> str:
+    """A module name given to ``import_module``, absolute (``".x"`` against ``anchor``)."""
+    if not spec.startswith("."):
+        return spec
+    dots = len(spec) - len(spec.lstrip("."))
+    base = anchor.split(".")
+    base = base[: len(base) - (dots - 1)]
+    rest = spec[dots:]
+    return ".".join([*base, rest] if rest else base)
+
+
+def string_imports(tree: ast.Module, name: str, package: str) -> set[str]:
+    """The treadle modules a module reaches by name (see the module docstring)."""
+    known = {"__name__": name, "__package__": package}
+    found: set[str] = set()
+
+    def text(node: ast.expr) -> str | None:
+        """The fixed part of a module-name argument: a string, ``__name__``, or an
+        f-string's pieces up to the first one only known at run time."""
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return node.value
+        if isinstance(node, ast.Name):
+            return known.get(node.id)
+        if isinstance(node, ast.JoinedStr):
+            fixed = ""
+            for piece in node.values:
+                value = piece.value if isinstance(piece, ast.FormattedValue) else piece
+                part = text(value)
+                if part is None:
+                    return fixed.rpartition(".")[0] if "." in fixed.lstrip(".") else None
+                fixed += part
+            return fixed
+        return None
+
+    calls = False
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call) or not node.args:
+            continue
+        func = node.func
+        called = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
+        if called not in _IMPORTERS:
+            continue
+        calls = True
+        spec = text(node.args[0])
+        if spec is None:
+            continue
+        anchor = package
+        if len(node.args) > 1 and (given := text(node.args[1])) is not None:
+            anchor = given
+        target = _resolve(spec, anchor)
+        if target.startswith("treadle"):
+            found.add(target)
+    if calls:  # a lazy table: {"Agent": "treadle.agent", ...} looked up, then imported
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                if _MODULE_NAME.fullmatch(node.value):
+                    found.add(node.value)
+    return found
 
 
 def imports_of(path: Path) -> set[str]:
@@ -44,7 +113,9 @@ def imports_of(path: Path) -> set[str]:
                     for alias in child.names:  # `from . import x` may import a submodule
                         found.add(f"{target}.{alias.name}")
 
-    visit(ast.parse(path.read_text(encoding="utf-8")).body)
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    visit(tree.body)
+    found |= string_imports(tree, name, package)
     return found
 
 
@@ -116,7 +187,9 @@ def test_layers_point_down() -> None:
         bad = {
             t
             for t in targets
-            if t.startswith(("treadle.agent", "treadle.cli", "treadle.sessions"))
+            if t.startswith(
+                ("treadle.agent", "treadle.cli", "treadle.sessions", "treadle.streaming")
+            )
             or (t.startswith("treadle.providers.") and t not in {"treadle.providers.base"})
         }
         assert not bad, f"{module} imports {bad}: the loop knows providers by their protocol"
@@ -147,3 +220,37 @@ def test_extensions_use_only_public_api() -> None:
                 f"{module} imports {target}: extensions use the public packages only"
             )
             assert target not in EXTENSIONS, f"{module} imports another extension, {target}"
+
+
+def test_imports_by_string_are_edges() -> None:
+    """``importlib.import_module("treadle.ui.web")`` in the agent was the one import
+    circle (agent <-> ui): read as an edge, a new one fails here."""
+    source = (
+        "import importlib\n"
+        "from importlib import import_module\n"
+        "_LAZY = {'Thing': 'treadle.sessions'}\n"
+        "def a(): return importlib.import_module('treadle.ui.web')\n"
+        "def b(): return import_module('.compaction', __package__)\n"
+        "def c(): return __import__('treadle.mcp')\n"
+        "def d(m): return import_module(f'{__name__}.{m}')\n"
+        "def e(m): return import_module(m)\n"
+    )
+    found = string_imports(ast.parse(source), "treadle.loop.run", "treadle.loop")
+    assert found == {
+        "treadle.ui.web",
+        "treadle.loop.compaction",
+        "treadle.mcp",
+        "treadle.loop.run",
+        "treadle.sessions",
+    }
+
+
+def test_the_agent_reaches_no_surface_by_name() -> None:
+    edges = graph()
+    reached = {
+        t
+        for module, targets in edges.items()
+        if module.startswith("treadle.agent")
+        for t in targets
+    }
+    assert not {t for t in reached if t.startswith("treadle.ui")}, "the web UI takes an agent"

@@ -23,8 +23,6 @@ from treadle import (
     AgentLoopConfig,
     AssistantMessage,
     ConfigurationError,
-    ProviderRetry,
-    RetryPolicy,
     TextContent,
     ToolCall,
     ToolResultMessage,
@@ -34,11 +32,12 @@ from treadle import (
     agent_loop,
     tool,
 )
-from treadle.loop import EventChannel, _watcher
+from treadle.loop import EventChannel, RetryPolicy, _watcher
 from treadle.loop.channel import SeqCounter
 from treadle.providers import Anthropic, Gemini, Ollama, OpenAIChat, OpenAIResponses, get_provider
 from treadle.testing import ScriptedProvider
 from treadle.tools import ToolContext
+from treadle.types import ProviderRetry
 
 # ---------------------------------------------------------------- a dict as the prompt
 
@@ -223,7 +222,7 @@ def test_importing_an_extension_without_its_extra_names_the_extra() -> None:
     script = textwrap.dedent(
         """
         import sys
-        from treadle import MissingExtra
+        from treadle.errors import MissingExtra
         for module, dependency, extra in [
             ("treadle.durable", "dbos", "dbos"),
             ("treadle.mcp", "mcp", "mcp"),
@@ -432,7 +431,7 @@ def test_the_simulations_trio_backend_without_trio_says_how_to_get_it() -> None:
         """
         import sys
         sys.modules["trio"] = None  # as if not installed
-        from treadle import MissingExtra
+        from treadle.errors import MissingExtra
         from treadle.testing.simulation._clock import trio_clock
         try:
             trio_clock()

@@ -9,17 +9,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from treadle import (
-    AssistantMessage,
-    ExtensionMessage,
-    ToolCall,
-    ToolResultMessage,
-    UserMessage,
-    repair_transcript,
-)
+from treadle import AssistantMessage, ToolCall, ToolResultMessage, UserMessage
+from treadle.context import repair_transcript
 from treadle.context.transcript import MISSING_RESULT_TEXT
 from treadle.loop.context import RequestView as _RequestView
-from treadle.types import AgentMessage
+from treadle.types import AgentMessage, ExtensionMessage
 
 
 def make(kind: int, i: int) -> AgentMessage:

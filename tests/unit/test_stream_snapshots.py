@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from treadle import AgentContext, AgentLoopConfig, UserMessage, agent_loop
-from treadle.loop.streaming import StreamState
+from treadle.loop._streaming import StreamState
 from treadle.providers.base import (
     ModelRequest,
     StreamStart,

@@ -5,7 +5,8 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from treadle import AgentContext, AgentEvent, AgentLoopConfig, agent_loop, validate_transcript
+from treadle import AgentContext, AgentEvent, AgentLoopConfig, agent_loop
+from treadle.context import validate_transcript
 from treadle.loop import sink
 from treadle.testing import ScriptedProvider
 

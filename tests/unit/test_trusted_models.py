@@ -52,7 +52,7 @@ def test_fast_zero_usage_and_sums_equal_validated_ones() -> None:
 
 
 def test_the_fast_empty_reply_equals_a_validated_one() -> None:
-    from treadle.loop.streaming import _empty_reply
+    from treadle.loop._streaming import _empty_reply
 
     fast, slow = _empty_reply("m", "p"), AssistantMessage(model="m", provider="p")
     assert fast.model_dump(exclude={"timestamp"}) == slow.model_dump(exclude={"timestamp"})

@@ -20,7 +20,6 @@ from treadle import (
     AgentLoopConfig,
     AssistantMessage,
     Hooks,
-    MessageUpdate,
     RunHandle,
     ToolCall,
     UserMessage,
@@ -28,11 +27,11 @@ from treadle import (
     tool,
 )
 from treadle.loop import EventChannel
+from treadle.loop._streaming import StreamState
 from treadle.loop.sink import EventSink
-from treadle.loop.streaming import StreamState
 from treadle.providers.base import ModelRequest
 from treadle.testing import ScriptedProvider
-from treadle.types import TextDelta, ToolCallDelta
+from treadle.types import MessageUpdate, TextDelta, ToolCallDelta
 
 pytestmark = pytest.mark.anyio
 

@@ -16,7 +16,8 @@ from typing import Any
 
 import anyio
 
-from treadle import Agent, Ask, Hooks, RetryPolicy, RunHandle, ToolCall, tool
+from treadle import Agent, Ask, Hooks, RunHandle, ToolCall, tool
+from treadle.loop import RetryPolicy
 from treadle.providers import ModelRequest, ProviderError, StreamEvent
 from treadle.testing import ScriptedProvider
 from treadle.testing.scripted import ScriptItem
@@ -70,7 +71,6 @@ MARKDOWN = (
 helper = Agent(
     ScriptedProvider(["Helper says hi."] * 50, name="scripted", model="helper"),
     name="helper",
-    description="A helper agent.",
 )
 
 
@@ -164,7 +164,13 @@ def make_agent() -> Agent[None]:
         store = SqliteStore(os.environ["WEB_TEST_STORE"])
     return Agent(
         WebTestModel(float(os.environ.get("WEB_TEST_DELAY", "0.04"))),
-        tools=[weather, delete_file, slow_lookup, read_log, helper.as_tool()],
+        tools=[
+            weather,
+            delete_file,
+            slow_lookup,
+            read_log,
+            helper.as_tool(description="A helper agent."),
+        ],
         hooks=[ApproveDeletes()],
         retry=RetryPolicy(initial_delay_s=0.2, jitter=0),
         name="web-test",

@@ -1,4 +1,4 @@
-"""The pieces under the web app: ``Agent.to_web``, a stored history as UI messages, and
+"""The pieces under the web app: ``web_app(agent)``, a stored history as UI messages, and
 runs that keep their raw events for the inspector."""
 
 from __future__ import annotations
@@ -18,17 +18,18 @@ from treadle.types import (
 )
 from treadle.ui import UIRuns
 from treadle.ui.vercel_ai import start_run
+from treadle.ui.web import web_app
 from treadle.ui.web._history import event_json, messages_to_ui
 
 pytest.importorskip("starlette", reason="the web extra is not installed")
 
 
-def test_to_web_uses_the_agents_store_or_memory() -> None:
+def test_web_app_uses_the_agents_store_or_memory() -> None:
     plain = Agent(ScriptedProvider(["hi"]))
-    assert isinstance(plain.to_web().state.web.store, MemoryStore)
+    assert isinstance(web_app(plain).state.web.store, MemoryStore)
     store = MemoryStore()
     stored = Agent(ScriptedProvider(["hi"]), store=store)
-    app = stored.to_web(title="Mine")
+    app = web_app(stored, title="Mine")
     assert app.state.web.store is store and app.state.web.title == "Mine"
     # the agent's own session is served by the agent itself
     assert app.state.web.runs.agent_for(stored.session_id) is stored

@@ -3,6 +3,7 @@
 from .agent import Agent, SteerMode
 from .profile import Profile
 from .result import AgentBusy, AgentSnapshot, RunFailed, RunResult
+from .settings import AgentOptions
 from .stream import AgentStream
 from .subagent import TASK_PARAMETERS, SubAgentTool
 
@@ -10,6 +11,7 @@ __all__ = [
     "TASK_PARAMETERS",
     "Agent",
     "AgentBusy",
+    "AgentOptions",
     "AgentSnapshot",
     "AgentStream",
     "Profile",

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import importlib
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from functools import partial
-from typing import TYPE_CHECKING, Any, Generic, Literal
+from typing import TYPE_CHECKING, Any, Generic, Literal, NoReturn
 
 from anyio.abc import ObjectSendStream
 from anyio.streams.memory import MemoryObjectSendStream
@@ -17,45 +16,38 @@ from ..errors import ConfigurationError
 from ..loop import (
     AgentContext,
     AgentLoopConfig,
+    ApprovalHandler,
     ExecutionLimits,
     Hooks,
     InputFilter,
     ModelSettings,
     RetryPolicy,
     ToolExecution,
-    agent_loop,
-    agent_loop_continue,
 )
-from ..loop.channel import EventChannel
+from ..loop._state import _as_message
 from ..loop.settings import validated_settings
-from ..loop.state import _as_message
-from ..providers.base import Provider, ThinkingLevel
+from ..providers.base import Provider
 from ..tools import Tool, open_toolsets
 from ..types import (
     AgentEvent,
     AgentMessage,
     AssistantMessage,
     ContinuationKind,
-    TurnTrigger,
     Usage,
     UserMessage,
 )
 from .forks import branch_agent, clone_agent, fork_agent
-from .planning import make_plan, screen_prompts
 from .profile import Profile, run_ephemeral
 from .result import AgentBusy, AgentSnapshot, RunResult
 from .result import AgentOutputT as OutputT
+from .runs import run_agent
 from .runstate import (
     OUTPUT_TOOL,
     AgentHooks,
-    OutputTool,
     RunState,
-    prompts_of,
-    run_result,
-    take_child_usage,
     usage_of,
 )
-from .settings import checked_settings, resolve_model
+from .settings import AgentOptions, removed_keyword_error, resolve_model
 from .stream import AgentStream
 from .sync import run_blocking
 
@@ -67,13 +59,7 @@ SteerMode = Literal["after_batch", "next_tool", "interrupt"]
 
 
 class Agent(Generic[OutputT]):
-    """A conversation with a model and tools, kept between runs.
-
-    ``model`` is a model string (``"openai:gpt-4o-mini"``, ``"anthropic:claude-sonnet-4-5"``,
-    ``"ollama:llama3.2"`` …) or a :class:`~treadle.providers.Provider`. ``system_prompt`` may
-    be a callable, rebuilt on every model call. ``output_type`` (a pydantic model or any type)
-    makes runs produce a validated ``RunResult.output``. ``deps`` reaches tools as
-    ``ctx.deps``. ``planning=True`` adds a tool-free planning call before each run.
+    """A conversation with a model and tools, kept between runs (arguments: :meth:`__init__`).
 
     ``store`` (a :class:`~treadle.sessions.SessionStore`) makes the conversation durable:
     every message is written before its ``message_end`` is sent. With ``session_id`` of a
@@ -95,66 +81,77 @@ class Agent(Generic[OutputT]):
         hooks: Sequence[Hooks] = (),
         input_filters: Sequence[InputFilter] = (),
         output_type: type[OutputT] | None = None,
-        output_retries: int = 2,
+        model_settings: ModelSettings | None = None,
+        deps: Any = None,
         limits: ExecutionLimits | None = None,
         retry: RetryPolicy | None = None,
-        tool_execution: ToolExecution | None = None,
-        tool_timeout: float | None = None,
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-        top_p: float | None = None,
-        seed: int | None = None,
-        stop: str | Sequence[str] | None = None,
-        presence_penalty: float | None = None,
-        frequency_penalty: float | None = None,
-        extra_body: Mapping[str, Any] | None = None,
-        thinking_level: ThinkingLevel = "off",
-        deps: Any = None,
-        approval_handler: Any = None,
+        approval_handler: ApprovalHandler | None = None,
         compaction: Any = None,
         planning: bool = False,
         name: str = "agent",
-        description: str = "",
-        max_depth: int = 3,
-        event_buffer: int = 256,
-        coalesce_deltas: bool = True,
         store: SessionStore | None = None,
         session_id: str | None = None,
-        resume_tool_calls: Literal["cancel", "rerun_idempotent"] = "cancel",
         api_key: str | None = None,
         base_url: str | None = None,
+        options: AgentOptions | None = None,
+        **removed: NoReturn,
     ) -> None:
+        """Make an agent; nothing is sent to the model until a run.
+
+        Args:
+            model: A model string (``"openai:gpt-4o-mini"``) or a
+                :class:`~treadle.Provider` object.
+            tools: Tools (``@tool`` functions, :class:`~treadle.Tool` objects, toolsets).
+            system_prompt: The system prompt, or a callable rebuilt on every model call.
+            hooks: :class:`~treadle.Hooks` objects, called in order.
+            input_filters: :class:`~treadle.loop.InputFilter` objects that screen prompts.
+            output_type: A pydantic model or any type: runs produce a validated
+                ``RunResult.output``.
+            model_settings: Sampling settings for every run
+                (:class:`~treadle.ModelSettings`: ``{"temperature": 0.2}``).
+            deps: Handed to tools as ``ctx.deps`` (a run's own ``deps`` wins).
+            limits: Runaway guards (:class:`~treadle.loop.ExecutionLimits`).
+            retry: Retries of failed model calls (:class:`~treadle.loop.RetryPolicy`).
+            approval_handler: Answers a hook's :class:`~treadle.Ask` in process; without
+                one the run suspends for approval.
+            compaction: A ``CompactionPolicy`` (``True``: the defaults).
+            planning: Add a tool-free planning call before each run.
+            name: The agent's name (its tool name as a sub-agent).
+            store: A :class:`~treadle.sessions.SessionStore`: the conversation is durable.
+            session_id: The stored session to resume, or the id of a new one.
+            api_key: With a model string: the key to use instead of the environment's.
+            base_url: With a model string: the server to talk to.
+            options: Rarely changed knobs (:class:`~treadle.agent.AgentOptions`).
+
+        Raises:
+            UsageError: a keyword ``Agent()`` no longer takes (``temperature=``: use
+                ``model_settings=``), or a model it cannot use.
+            ConfigurationError: a bad setting value (``{"top_p": 2}``).
+            SessionLocked: another Agent holds ``session_id``'s write lock.
+        """
+        if removed:
+            raise removed_keyword_error(removed)
+        options = options or AgentOptions()
         self.provider: Provider = resolve_model(model, api_key=api_key, base_url=base_url)
         self._owns_provider = isinstance(model, str)
         self.name = name
-        self.description = description
+        self.description = ""
         self.output_type = output_type
-        self.output_retries = output_retries
+        self.output_retries = options.output_retries
         self.planning = planning
-        self.max_depth = max_depth
-        self.event_buffer = event_buffer
-        self.coalesce_deltas = coalesce_deltas
+        self.max_depth = options.max_depth
+        self.event_buffer = options.event_buffer
+        self.coalesce_deltas = options.coalesce_deltas
         self.deps = deps
         self._user_hooks = list(hooks)
         self._settings: dict[str, Any] = {
             "input_filters": list(input_filters),
             "limits": limits or ExecutionLimits(),
             "retry": retry or RetryPolicy(),
-            "tool_execution": tool_execution or ToolExecution(),
-            "tool_timeout": tool_timeout,
-            **validated_settings(
-                {
-                    "max_tokens": max_tokens,
-                    "temperature": temperature,
-                    "top_p": top_p,
-                    "seed": seed,
-                    "stop": stop,
-                    "presence_penalty": presence_penalty,
-                    "frequency_penalty": frequency_penalty,
-                    "extra_body": dict(extra_body or {}),
-                    "thinking_level": thinking_level,
-                },
-                where="Agent(...) settings",
+            "tool_execution": options.tool_execution or ToolExecution(),
+            "tool_timeout": options.tool_timeout,
+            "model_settings": validated_settings(
+                model_settings or {}, where="Agent(model_settings=...)"
             ),
             "approval_handler": approval_handler,
             "compaction": compaction,
@@ -172,7 +169,7 @@ class Agent(Generic[OutputT]):
         self._follow_ups: list[AgentMessage] = []
         self._toolsets: AbstractAsyncContextManager[None] | None = None
         self.store = store
-        self.resume_tool_calls = resume_tool_calls
+        self.resume_tool_calls = options.resume_tool_calls
         self._recorder: SessionRecorder | None = None
         if session_id is not None:
             self.context.session_id = session_id
@@ -242,11 +239,6 @@ class Agent(Generic[OutputT]):
         own (one per user or chat, in a server): with a store (``store``, else this agent's)
         the session ``session_id``, resumed or created; without one, an empty history."""
         return fork_agent(self, session_id, store)
-
-    def to_web(self, **options: Any) -> Any:
-        """This agent as a local web app (an ASGI app; extra ``web``): options as for
-        :func:`treadle.ui.web.web_app`. The extension is reached by name, lazily."""
-        return importlib.import_module("treadle.ui.web").web_app(self, **options)
 
     def close(self) -> None:
         """Release the stored session's write lock (another Agent may then resume it). Runs
@@ -341,9 +333,22 @@ class Agent(Generic[OutputT]):
         deps: Any = None,
         model_settings: ModelSettings | None = None,
     ) -> RunResult[OutputT]:
-        """Run to the end and return the result. Never raises for runtime failures: look at
-        ``result.reason`` / ``result.error`` (or call ``result.raise_for_error()``).
-        ``model_settings`` overrides the agent's sampling settings for this run only."""
+        """Run to the end and return the result.
+
+        Args:
+            prompt: A str (one user message), a message, or a list of messages.
+            deps: This run's ``ctx.deps`` (default: the agent's).
+            model_settings: Overrides the agent's model settings for this run only.
+
+        Returns:
+            The run's :class:`~treadle.RunResult`. Runtime failures do not raise: look at
+            ``result.reason`` / ``result.error`` (or call ``result.raise_for_error()``).
+
+        Raises:
+            AgentBusy: a run of this agent is already in progress.
+            UsageError: a prompt of a type it cannot take (a dict ...), unknown settings.
+            ConfigurationError: a bad setting value.
+        """
         self._claim()
         try:
             return await self._run(prompt, deps=deps, events=None, settings=model_settings)
@@ -358,9 +363,23 @@ class Agent(Generic[OutputT]):
         model_settings: ModelSettings | None = None,
         hooks: Sequence[Hooks] = (),
     ) -> AgentStream[OutputT]:
-        """``async with agent.stream(prompt) as events: async for event in events: ...``;
-        ``events.result`` holds the RunResult afterwards. Leaving the block early aborts the
-        run (and waits for it to close cleanly). ``hooks``: this run's, after the agent's."""
+        """``async with agent.stream(prompt) as events: async for event in events: ...``.
+
+        Leaving the block early aborts the run (and still waits for it to close cleanly).
+
+        Args:
+            prompt: As for :meth:`run`.
+            deps: As for :meth:`run`.
+            model_settings: As for :meth:`run`.
+            hooks: Hooks for this run only, after the agent's own.
+
+        Returns:
+            An :class:`~treadle.agent.AgentStream`: an async context manager whose value
+            iterates the run's events; ``events.result`` holds the RunResult afterwards.
+
+        Raises:
+            AgentBusy: on entering the block, when a run is already in progress.
+        """
 
         async def run(events: MemoryObjectSendStream[AgentEvent]) -> RunResult[OutputT]:
             return await self._run(
@@ -382,8 +401,21 @@ class Agent(Generic[OutputT]):
         deps: Any = None,
         model_settings: ModelSettings | None = None,
     ) -> RunResult[OutputT]:
-        """Blocking run, for scripts and notebooks. Inside a running event loop (a Jupyter
-        cell) the run gets its own loop in a worker thread, so no nest_asyncio is needed."""
+        """Blocking :meth:`run`, for scripts and notebooks. Inside a running event loop (a
+        Jupyter cell) the run gets its own loop in a worker thread, so no nest_asyncio is
+        needed.
+
+        Args:
+            prompt: As for :meth:`run`.
+            deps: As for :meth:`run`.
+            model_settings: As for :meth:`run`.
+
+        Returns:
+            The run's :class:`~treadle.RunResult`.
+
+        Raises:
+            AgentBusy: a run of this agent is already in progress.
+        """
 
         call = partial(self.run, prompt, deps=deps, model_settings=model_settings)
         closer = getattr(self.provider, "aclose", None) if self._owns_provider else None
@@ -398,7 +430,18 @@ class Agent(Generic[OutputT]):
 
     async def continue_(self, *, deps: Any = None) -> RunResult[OutputT]:
         """Carry on after an error or abort (the failed assistant message is dropped and the
-        last turn tried again), or after a suspension once approvals are given."""
+        last turn tried again), or after a suspension once approvals are given.
+
+        Args:
+            deps: This run's ``ctx.deps`` (default: the agent's).
+
+        Returns:
+            The run's :class:`~treadle.RunResult`.
+
+        Raises:
+            AgentBusy: a run of this agent is already in progress.
+            ConfigurationError: nothing to continue (an empty or answered history).
+        """
         self._claim()
         try:
             last = self.messages[-1] if self.messages else None
@@ -427,7 +470,7 @@ class Agent(Generic[OutputT]):
         self._claim()
         try:
             state = RunState(self.output_retries)
-            config = self.config(state, None)
+            config = self._config(state, None)
             if self._recorder is not None:
                 config = config.model_copy(update={"hooks": [self._recorder, *config.hooks]})
             result = await compact_context(self.context, config, target_tokens=target_tokens)
@@ -486,7 +529,7 @@ class Agent(Generic[OutputT]):
         self._running = False
         self._token = None
 
-    def config(self, state: RunState, deps: Any, extra: Sequence[Hooks] = ()) -> AgentLoopConfig:
+    def _config(self, state: RunState, deps: Any, extra: Sequence[Hooks] = ()) -> AgentLoopConfig:
         hooks: list[Hooks] = [AgentHooks(state), *self._user_hooks, *extra]
         return AgentLoopConfig(
             provider=self.provider,
@@ -526,75 +569,7 @@ class Agent(Generic[OutputT]):
         settings: ModelSettings | None = None,
         hooks: Sequence[Hooks] = (),
     ) -> RunResult[OutputT]:
-        recorder = self._recorder
-        if recorder is not None and recorder.closed:
-            from ..sessions import SessionError
-
-            raise SessionError(f"this Agent closed its session {self.session_id!r}")
-        state = RunState(self.output_retries)
-        self._aborted = False
-        token = self._token = CancellationToken()
-        prompts = prompts_of(prompt)
-        prompts = [*self._interrupts, *self._steer_after, *self._steer_next, *prompts]
-        self._interrupts.clear()
-        self._steer_after.clear()
-        self._steer_next.clear()
-        self.context.loop_id = str(uuid.uuid4())
-        if events is not None:  # the loops of this run (an interrupt starts another) share it
-            events = EventChannel.of(events)
-        tools_before = self.context.tools
-        if self.output_type is not None:
-            self.context.tools = [*tools_before, OutputTool(self.output_type, state)]
-        config = self.config(state, deps, hooks)
-        if settings:
-            config = config.model_copy(update=checked_settings(settings))
-        branching = self.context.continuation_kind == ContinuationKind.BRANCH
-        if branching and prompts:
-            config = config.model_copy(update={"first_turn_trigger": TurnTrigger.BRANCH})
-        if recorder is not None:  # first, so a message is durable before others hear of it
-            config = config.model_copy(update={"hooks": [recorder, *config.hooks]})
-        new: list[AgentMessage] = []
-        try:
-            if recorder is not None:
-                await recorder.sync()  # edits since the last run (continue_, restore ...)
-            plan = False
-            if self.planning and prompts and not token.cancelled:
-                # filtered first: a rejected prompt is never sent to the planner nor stored
-                plan, config = await screen_prompts(config, prompts)
-            if plan and recorder is not None:
-                await recorder.write_ahead(prompts)  # durable before the planning call
-            if plan and not token.cancelled:
-                prompts = await make_plan(
-                    self.provider,
-                    self._token,
-                    self.context.resolve_system_prompt(),
-                    self.messages,
-                    prompts,
-                    state,
-                    config,
-                    self.context,
-                )
-            if prompts:
-                new += await agent_loop(prompts, self.context, config, events, token)
-            else:
-                new += await agent_loop_continue(self.context, config, events, token)
-            while self._interrupts and state.reason == "cancelled" and not self._aborted:
-                token = self._token = CancellationToken()
-                again, self._interrupts[:] = list(self._interrupts), []
-                self.context.loop_id = str(uuid.uuid4())
-                new += await agent_loop(again, self.context, config, events, token)
-        finally:
-            self.context.tools = tools_before
-            if branching:
-                self.context.continuation_kind = ContinuationKind.INITIAL
-                self.context.parent_loop_id = None
-            if recorder is not None and not recorder.closed:
-                try:
-                    await recorder.sync()
-                except Exception as exc:  # the run's result says so; runs do not raise
-                    state.store_error = f"{type(exc).__name__}: {exc}"
-        usage = state.usage + state.planning_usage + take_child_usage(self.context)
-        self.usage = self.usage + usage
-        return run_result(
-            new, usage, state, self.context, expects_output=self.output_type is not None
+        result: RunResult[OutputT] = await run_agent(
+            self, prompt, deps=deps, events=events, settings=settings, hooks=hooks
         )
+        return result

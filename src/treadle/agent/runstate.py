@@ -13,9 +13,9 @@ from typing import Any
 from pydantic import BaseModel, ValidationError, create_model
 
 from ..loop import AgentContext, Hooks, RunEnding, RunHandle
-from ..loop.ending import LAST_ERROR_KEY
+from ..loop._ending import LAST_ERROR_KEY
+from ..loop._state import dict_prompt_error
 from ..loop.sink import CURRENT_SINK
-from ..loop.state import dict_prompt_error
 from ..tools import TaskComplete, ToolCategory, ToolContext, ToolTraits
 from ..tools.function_tool import strip_titles
 from ..types import (

@@ -32,7 +32,7 @@ class SubAgentSource(Protocol):
     output_type: Any
     context: AgentContext
 
-    def config(self, state: RunState, deps: Any) -> AgentLoopConfig: ...
+    def _config(self, state: RunState, deps: Any) -> AgentLoopConfig: ...
 
 
 class SubAgentTool:
@@ -62,7 +62,7 @@ class SubAgentTool:
                 f"limit of {self.agent.max_depth}."
             )
         state = RunState(self.agent.output_retries)
-        config = self.agent.config(state, ctx.deps).model_copy(
+        config = self.agent._config(state, ctx.deps).model_copy(
             update={"first_turn_trigger": TurnTrigger.SUB_AGENT}
         )
         tools = list(self.agent.context.tools)

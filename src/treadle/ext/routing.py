@@ -1,7 +1,7 @@
 """Request-shape optimisations: a cheap model for short tool-free turns, and the 1-hour
 Anthropic prompt-cache tier for requests large enough to be worth caching.
 
-Each routed request sends a :class:`~treadle.CustomEvent` named :data:`ROUTE_EVENT` on the
+Each routed request sends a :class:`~treadle.types.CustomEvent` named :data:`ROUTE_EVENT` on the
 run's stream (before that answer's ``message_start``) with the shape the router saw and
 where it went: ``{"route", "model", "tools", "tokens", "tool_history",
 "response_format"}``.
@@ -28,7 +28,7 @@ from ..types import AssistantMessage
 __all__ = ["ROUTE_EVENT", "LongCache", "RequestShape", "ShapeRouter", "estimate_request_tokens"]
 
 ROUTE_EVENT = "treadle.ext.route"
-"""The name of the :class:`~treadle.CustomEvent` a :class:`ShapeRouter` sends per request."""
+"""The name of the :class:`~treadle.types.CustomEvent` a :class:`ShapeRouter` sends per request."""
 
 
 def estimate_request_tokens(request: ModelRequest) -> int:

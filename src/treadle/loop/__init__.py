@@ -21,8 +21,6 @@ from .config import (
 )
 from .context import AgentContext
 from .decisions import Allow, Ask, Deny, Suspension, ToolDecision
-from .eventlog import EventLog, EventLogGap, last_event_id, sse_frame
-from .keyedlog import KeyedLog
 from .run import LoopResult, agent_loop, agent_loop_continue, run_loop
 from .settings import ModelSettings
 from .sidecall import call_model, side_request
@@ -39,13 +37,10 @@ __all__ = [
     "ContinuationKind",
     "Deny",
     "EventChannel",
-    "EventLog",
-    "EventLogGap",
     "ExecutionLimits",
     "FilterResult",
     "Hooks",
     "InputFilter",
-    "KeyedLog",
     "LoopResult",
     "ModelSettings",
     "Pass",
@@ -64,8 +59,6 @@ __all__ = [
     "compact_context",
     "emit_custom_event",
     "iter_events",
-    "last_event_id",
     "run_loop",
     "side_request",
-    "sse_frame",
 ]

@@ -40,11 +40,11 @@ from ..types import (
     ErrorInfo,
     Usage,
 )
+from ._dispatch import hook_dispatch
+from ._streaming import OVERFLOW_RETRIES, StreamState, close_message
 from .config import RunHandle
-from .dispatch import hook_dispatch
 from .sidecall import call_model, side_request
 from .sink import EventSink
-from .streaming import OVERFLOW_RETRIES, StreamState, close_message
 
 if TYPE_CHECKING:
     from anyio.abc import ObjectSendStream
@@ -56,9 +56,9 @@ if TYPE_CHECKING:
     from ..context.compaction import CompactionPolicy, SummaryCall
     from ..context.tokens import ContextEstimate, ContextTracker, TokenCounter
     from ..types import AgentEvent
+    from ._state import RunState
     from .config import AgentLoopConfig
     from .context import AgentContext
-    from .state import RunState
 
 logger = logging.getLogger("treadle.context")
 

@@ -12,6 +12,7 @@ from pydantic import (
     Field,
     PrivateAttr,
     field_validator,
+    model_validator,
 )
 
 from .._redact import redact_url
@@ -20,8 +21,6 @@ from ..providers.base import (
     RETRYABLE_KINDS,
     ModelRequest,
     Provider,
-    StopSequences,
-    ThinkingLevel,
 )
 from ..types import (
     AgentEndReason,
@@ -38,6 +37,7 @@ from ..types import (
 )
 from .context import AgentContext
 from .decisions import Allow, Ask, Deny, ToolDecision
+from .settings import ModelSettings, flat_settings_error, validated_settings
 
 # ---- input filters ----
 
@@ -412,10 +412,9 @@ class AgentLoopConfig(BaseModel):
 
     Model: ``provider`` (required; a :class:`~treadle.providers.Provider` object — build one
     from a model string with ``get_provider("openai:gpt-4o-mini")``), ``model`` (defaults to
-    the provider's), ``max_tokens``, ``temperature``, ``top_p``, ``seed``, ``stop``,
-    ``presence_penalty``, ``frequency_penalty``, ``extra_body`` (provider-specific fields
-    merged into every request body), ``thinking_level``, ``tool_choice``,
-    ``response_format``. A ``before_model_request`` hook may change any of them per turn.
+    the provider's), ``model_settings`` (a :class:`~treadle.loop.ModelSettings` dict:
+    ``{"temperature": 0.2, "max_tokens": 1024}``), ``tool_choice``, ``response_format``. A
+    ``before_model_request`` hook may change any of them per turn.
     Control: ``hooks``, ``input_filters``, ``tool_execution``, ``tool_timeout``, ``limits``,
     ``retry``, ``compaction``, ``transform_context``, ``convert_to_llm``,
     ``get_steering_messages``, ``get_follow_up_messages``, ``steering_mode``,
@@ -428,16 +427,8 @@ class AgentLoopConfig(BaseModel):
 
     provider: Provider
     model: str | None = None
-    max_tokens: int | None = Field(default=None, gt=0)
-    temperature: float | None = Field(default=None, ge=0)
-    top_p: float | None = Field(default=None, ge=0, le=1)
-    seed: int | None = None
-    stop: StopSequences = None
-    """Stop sequences. A string is one sequence (``stop="END"`` is ``["END"]``)."""
-    presence_penalty: float | None = None
-    frequency_penalty: float | None = None
-    extra_body: dict[str, Any] = Field(default_factory=dict)
-    thinking_level: ThinkingLevel = "off"
+    model_settings: ModelSettings = Field(default_factory=lambda: ModelSettings())
+    """Sampling settings every request carries (:class:`~treadle.loop.ModelSettings`)."""
     tool_choice: str | dict[str, Any] | None = None
     response_format: dict[str, Any] | None = None
     prompt_cache: Literal["off", "short", "long"] = "short"
@@ -486,6 +477,20 @@ class AgentLoopConfig(BaseModel):
     _hook_dispatch: Any = PrivateAttr(default=None)
     """Which hooks implement which method (``dispatch.hook_dispatch``), made once."""
 
+    @model_validator(mode="before")
+    @classmethod
+    def _no_flat_settings(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            error = flat_settings_error(data, where="AgentLoopConfig(...)")
+            if error is not None:
+                raise error
+        return data
+
+    @field_validator("model_settings", mode="before")
+    @classmethod
+    def _checked_settings(cls, value: Any) -> Any:
+        return validated_settings(value, where="AgentLoopConfig(model_settings=...)")
+
     @field_validator("provider", mode="before")
     @classmethod
     def _provider_object(cls, value: Any) -> Any:
@@ -526,11 +531,11 @@ class AgentLoopConfig(BaseModel):
             "provider": getattr(self.provider, "name", type(self.provider).__name__),
             "model": self.model_name,
             "base_url": redact_url(str(base_url)) if base_url else None,
-            "max_tokens": self.max_tokens,
-            "temperature": self.temperature,
-            "top_p": self.top_p,
-            "seed": self.seed,
-            "thinking_level": self.thinking_level,
+            "max_tokens": self.model_settings.get("max_tokens"),
+            "temperature": self.model_settings.get("temperature"),
+            "top_p": self.model_settings.get("top_p"),
+            "seed": self.model_settings.get("seed"),
+            "thinking_level": self.model_settings.get("thinking_level", "off"),
             "tool_execution": self.tool_execution.mode,
             "limits": self.limits.model_dump(
                 exclude={"final_answer_instruction", "final_answer_fallback"}

@@ -124,7 +124,7 @@ class AgentContext(BaseModel):
     def request_history(self) -> list[AgentMessage]:
         """``messages`` as a model request carries them: extension messages left out, a call
         without a result answered with an error result and a result without a call dropped
-        (:func:`~treadle.repair_transcript`). Kept between calls, so while the history only
+        (:func:`~treadle.context.repair_transcript`). Kept between calls, so while the history only
         grows, each call checks only the new messages."""
         private = self.__pydantic_private__  # direct: pydantic's __getattr__ costs more
         view = private.get("_view") if private is not None else None

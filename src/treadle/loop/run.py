@@ -24,13 +24,13 @@ from ..types import (
     InputRejected,
     Usage,
 )
-from .arguments import _check_call, _prompts
+from ._arguments import _check_call, _prompts
+from ._ending import after_loop, end_run, ending_of
+from ._state import EventStream
+from ._turns import LoopResult, Run
 from .config import AgentLoopConfig, RunHandle
 from .context import AgentContext
-from .ending import after_loop, end_run, ending_of
 from .sink import CURRENT_SINK, OBSERVED_SEQ
-from .state import EventStream
-from .turns import LoopResult, Run
 
 __all__ = ["LoopResult", "agent_loop", "agent_loop_continue", "run_loop"]
 
@@ -216,12 +216,29 @@ async def agent_loop(
 ) -> list[AgentMessage]:
     """Start a run from new prompts; return the messages it added to ``context.messages``.
 
-    ``prompts`` is a str (one user message), a message, or a list of them. Emits
-    ``agent_start`` … ``agent_end`` on ``events`` (never closing it). Runtime failures end the
-    run with a reason; only a caller's mistake (no prompts, wrong types, a hook method
-    that cannot take its arguments) raises, before any event. ``parent``: for a sub-agent
-    started by a tool, the calling run (``ToolContext.run``): the parent's ``on_event``
-    observers then see this run's events, and the hooks see it as ``run.parent``.
+    Runtime failures (a provider error, a limit, cancellation) end the run with a reason on
+    ``agent_end`` and never raise; only a caller's mistake raises, before any event.
+
+    Args:
+        prompts: A str (one user message), a message, or a list of them.
+        context: The conversation: history, system prompt, tools. The run appends to
+            ``context.messages``; one loop at a time per context.
+        config: The model, its settings, hooks, limits, retries.
+        events: Where ``agent_start`` … ``agent_end`` are sent (any
+            ``ObjectSendStream[AgentEvent]`` or an ``EventChannel``); never closed here.
+            None: no events.
+        cancel: Stops the run (``immediate`` or ``after_turn``) from any task or thread.
+        parent: For a sub-agent started by a tool, the calling run (``ToolContext.run``):
+            the parent's ``on_event`` observers then see this run's events, and the hooks
+            see it as ``run.parent``.
+
+    Returns:
+        The messages the run added to ``context.messages``, in order.
+
+    Raises:
+        ConfigurationError: no prompts (use :func:`agent_loop_continue` to resume).
+        UsageError: arguments of the wrong type or order, a hook method that cannot take
+            its arguments, or ``context`` already in a running loop.
     """
     messages = _prompts(prompts)
     if not messages:
@@ -245,11 +262,28 @@ async def agent_loop_continue(
     parent: RunHandle | None = None,
 ) -> list[AgentMessage]:
     """Carry on from the existing history (after an error, a tool-result message, a
-    suspension whose approvals were given). The last message must not be an assistant
-    message, unless it has tool calls waiting for approval, or it is a failed or aborted
-    answer without tool calls: that one is dropped from the history and the turn is tried
-    again (``continuation_kind="rerun"``), as ``Agent.continue_()`` does. ``parent`` as for
-    :func:`agent_loop`."""
+    suspension whose approvals were given).
+
+    The last message must not be an assistant message, unless it has tool calls waiting
+    for approval, or it is a failed or aborted answer without tool calls: that one is
+    dropped from the history and the turn is tried again (``continuation_kind="rerun"``),
+    as ``Agent.continue_()`` does.
+
+    Args:
+        context: The conversation to carry on; the run appends to ``context.messages``.
+        config: As for :func:`agent_loop`.
+        events: As for :func:`agent_loop`.
+        cancel: As for :func:`agent_loop`.
+        parent: As for :func:`agent_loop`.
+
+    Returns:
+        The messages the run added to ``context.messages``, in order.
+
+    Raises:
+        ConfigurationError: the history cannot be continued (empty, or ending in an
+            answered assistant message).
+        UsageError: as for :func:`agent_loop`.
+    """
     _check_call("agent_loop_continue", context, config, events, cancel, first=1)
     if not context.messages:
         raise ConfigurationError(
@@ -294,9 +328,24 @@ async def run_loop(
     events: EventStream | None = None,
     cancel: CancellationToken | None = None,
 ) -> LoopResult:
-    """The turn loop alone, without agent_start/agent_end or input filtering of prompts:
-    for callers that manage a run's framing themselves. Messages it adds are appended to both
-    ``context.messages`` and ``new_messages``."""
+    """The turn loop alone, without ``agent_start`` / ``agent_end`` or input filtering of
+    prompts: for callers that manage a run's framing themselves.
+
+    Args:
+        context: The conversation; the messages the turns add are appended to
+            ``context.messages``.
+        new_messages: Also receives each message the turns add (the caller's list of this
+            run's messages, prompts included if it put them there).
+        config: The model, its settings, hooks, limits, retries.
+        events: Where the turns' events are sent; None: no events.
+        cancel: Stops the turns from any task or thread.
+
+    Returns:
+        How the turns ended (:class:`LoopResult`: reason, usage, error).
+
+    Raises:
+        UsageError: ``context`` is already in a running loop.
+    """
     with _exclusive(context, "run_loop"):
         return await _turns_only(context, new_messages, config, events, cancel)
 

@@ -1,82 +1,138 @@
-"""The model settings of a run: the names ``Agent(...)`` and ``run(..., model_settings=...)``
-take, checked by the rules of the :class:`AgentLoopConfig` fields they set, and the settings
-every request of a config carries."""
+"""The model settings: the one place their names, types and rules are declared.
+
+``Agent(model_settings=...)``, ``Agent.run(..., model_settings=...)`` and
+``AgentLoopConfig(model_settings=...)`` all take a :class:`ModelSettings` dict; every model
+request of a config carries them (:func:`settings_of`), as the flat fields of
+:class:`~treadle.providers.ModelRequest` the adapters read.
+"""
 
 from __future__ import annotations
 
-from typing import Any, TypedDict
+from functools import cache
+from typing import Annotated, Any, Protocol, Union
 
-from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+from pydantic import AfterValidator, Field, TypeAdapter, ValidationError
+from typing_extensions import TypedDict  # pydantic validates it on Python 3.10 and 3.11
 
 from ..errors import ConfigurationError, UsageError
-from ..providers.base import ThinkingLevel
-from .config import AgentLoopConfig
+from ..providers.base import ModelRequest, ThinkingLevel
+
+
+def _one_sequence(value: Union[str, list[str]]) -> list[str]:
+    return [value] if isinstance(value, str) else value
 
 
 class ModelSettings(TypedDict, total=False):
-    """Sampling settings for one run (``Agent.run(..., model_settings={...})``): the same
-    names as the :class:`AgentLoopConfig` fields they override."""
+    """Sampling settings sent with every model request of a run. Each is optional; one
+    left out (or ``None``) leaves it to the provider.
 
-    max_tokens: int
-    temperature: float
-    top_p: float
+    Attributes:
+        max_tokens: The most tokens an answer may have (at least 1).
+        temperature: Sampling temperature (0 or more).
+        top_p: Nucleus sampling mass, between 0 and 1.
+        seed: For reproducible sampling, where the provider supports it.
+        stop: Stop sequences; a string is one sequence (``"END"`` is ``["END"]``).
+        presence_penalty: OpenAI-style presence penalty.
+        frequency_penalty: OpenAI-style frequency penalty.
+        extra_body: Provider-specific fields merged into every request body of the
+            config's own provider (never sent to another provider's side calls).
+        thinking_level: How much the model reasons before answering, where it can
+            (``"off"``, ``"minimal"``, ``"low"``, ``"medium"``, ``"high"``).
+    """
+
+    max_tokens: Annotated[int, Field(gt=0)]
+    temperature: Annotated[float, Field(ge=0)]
+    top_p: Annotated[float, Field(ge=0, le=1)]
     seed: int
-    stop: str | list[str]
-    """Stop sequences; a string is one sequence."""
+    stop: Annotated[Union[str, list[str]], AfterValidator(_one_sequence)]
     presence_penalty: float
     frequency_penalty: float
     extra_body: dict[str, Any]
     thinking_level: ThinkingLevel
 
 
-def settings_of(config: AgentLoopConfig, *, same_provider: bool = True) -> dict[str, Any]:
-    """The model settings every request of ``config`` carries, turns and side calls alike.
-    ``extra_body`` is provider-specific: it goes only to the config's own provider."""
-    settings: dict[str, Any] = {
-        "max_tokens": config.max_tokens,
-        "temperature": config.temperature,
-        "top_p": config.top_p,
-        "seed": config.seed,
-        "stop": config.stop,
-        "presence_penalty": config.presence_penalty,
-        "frequency_penalty": config.frequency_penalty,
-        "thinking_level": config.thinking_level,
-        "prompt_cache": config.prompt_cache,
-        "extra_body": dict(config.extra_body) if same_provider else {},
+MODEL_SETTING_NAMES: tuple[str, ...] = tuple(ModelSettings.__annotations__)
+"""The names of the model settings, in declaration order."""
+
+
+@cache
+def _adapter() -> TypeAdapter[ModelSettings]:
+    return TypeAdapter(ModelSettings)
+
+
+@cache
+def _defaults() -> dict[str, Any]:
+    """What a request carries for a setting nobody gave: the request's own defaults."""
+    fields = ModelRequest.model_fields
+    return {
+        name: fields[name].get_default(call_default_factory=True) for name in MODEL_SETTING_NAMES
     }
-    return settings
 
 
-_SETTING_NAMES = tuple(ModelSettings.__annotations__)
-_settings_model: type[BaseModel] | None = None
+def validated_settings(settings: Any, *, where: str = "model_settings") -> ModelSettings:
+    """``settings`` checked by the rules of :class:`ModelSettings`, all at once.
 
+    Args:
+        settings: A mapping of model setting names to values; a value of ``None`` is
+            dropped (the provider's default).
+        where: What the settings were given to, for the error messages.
 
-def validated_settings(settings: Any, *, where: str = "model_settings") -> dict[str, Any]:
-    """``settings`` (model setting names to values, as ``Agent(...)`` or
-    ``run(..., model_settings=...)`` take them) checked by the same rules as the
-    :class:`AgentLoopConfig` fields they set, at once: an unknown name is a ``TypeError``, a
-    bad value (``top_p=2``, ``max_tokens=0``) a ``ValueError`` naming it. Returns the
-    values as the config holds them (``stop="END"`` becomes ``["END"]``)."""
-    global _settings_model
-    unknown = sorted(set(settings) - set(_SETTING_NAMES))
+    Returns:
+        The settings as requests carry them (``stop="END"`` becomes ``["END"]``).
+
+    Raises:
+        UsageError: ``settings`` is not a mapping, or names a setting that does not exist.
+        ConfigurationError: a value breaks its rule (``top_p=2``, ``max_tokens=0``).
+    """
+    if not hasattr(settings, "items"):
+        raise UsageError(
+            f"{where} takes a dict of model settings such as {{'temperature': 0.2}}, "
+            f"not {type(settings).__name__}"
+        )
+    given = {name: value for name, value in settings.items() if value is not None}
+    unknown = sorted(set(given) - set(MODEL_SETTING_NAMES))
     if unknown:
         raise UsageError(
-            f"unknown model setting(s) {', '.join(unknown)}; "
-            f"{where} takes: {', '.join(sorted(_SETTING_NAMES))}"
-        )
-    if _settings_model is None:
-        fields = AgentLoopConfig.model_fields
-        _settings_model = create_model(  # type: ignore[call-overload]
-            "ModelSettings",
-            __config__=ConfigDict(extra="forbid"),
-            **{name: (fields[name].annotation, fields[name]) for name in _SETTING_NAMES},
+            f"unknown model setting(s) {', '.join(map(str, unknown))}; "
+            f"{where} takes: {', '.join(sorted(MODEL_SETTING_NAMES))}"
         )
     try:
-        checked = _settings_model.model_validate(dict(settings))
+        return _adapter().validate_python(given)
     except ValidationError as exc:
         problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc'])}={repr(e['input'])[:60]}: {e['msg']}"
+            f"{'.'.join(str(p) for p in e['loc'][:1])}={repr(e['input'])[:60]}: {e['msg']}"
             for e in exc.errors(include_url=False)
         )
         raise ConfigurationError(f"invalid {where}: {problems}") from None
-    return {name: getattr(checked, name) for name in settings}
+
+
+def flat_settings_error(names: Any, *, where: str) -> UsageError | None:
+    """The error for model settings given as flat keywords (``temperature=0.2``), which
+    ``where`` takes as one ``model_settings`` dict; None when ``names`` has none of them."""
+    flat = [name for name in names if name in MODEL_SETTING_NAMES]
+    if not flat:
+        return None
+    example = ", ".join(f"{name!r}: ..." for name in flat)
+    return UsageError(
+        f"{where} takes model settings as one dict: model_settings={{{example}}} "
+        f"(for example model_settings={{'temperature': 0.2}}), not {', '.join(flat)}=..."
+    )
+
+
+class _Configured(Protocol):
+    """What :func:`settings_of` reads of an ``AgentLoopConfig`` (which imports this)."""
+
+    @property
+    def model_settings(self) -> ModelSettings: ...
+    @property
+    def prompt_cache(self) -> str: ...
+
+
+def settings_of(config: _Configured, *, same_provider: bool = True) -> dict[str, Any]:
+    """Every model setting a request of ``config`` carries (each one, defaults included),
+    and its ``prompt_cache``. ``extra_body`` is provider-specific: it goes only to the
+    config's own provider."""
+    settings = {**_defaults(), **config.model_settings}
+    settings["extra_body"] = dict(settings["extra_body"]) if same_provider else {}
+    settings["prompt_cache"] = config.prompt_cache
+    return settings

@@ -21,12 +21,12 @@ from .._signals import HookFailed
 from ..cancellation import CancelBridge, CancellationToken
 from ..providers.base import ModelRequest, Provider
 from ..types import AgentMessage, AssistantMessage, ProviderRetry
+from ._dispatch import hook_dispatch, hook_name
+from ._streaming import StreamState, stream_message
 from .config import AgentLoopConfig, RunHandle
 from .context import AgentContext
-from .dispatch import hook_dispatch, hook_name
 from .settings import settings_of
 from .sink import EventSink
-from .streaming import StreamState, stream_message
 
 logger = logging.getLogger("treadle.loop")
 

@@ -537,12 +537,18 @@ async def iter_events(
 ) -> AsyncIterator[AgentEvent]:
     """Iterate a receive stream of events, taking what is already buffered without a
     checkpoint per event (anyio's ``receive()`` makes one each time, which dominates the
-    cost of consuming a fast stream). Waits only when the buffer is empty; ends when every
-    sender has closed. Cancellation is still delivered at each wait.
+    cost of consuming a fast stream). Waits only when the buffer is empty; cancellation is
+    still delivered at each wait.
 
         async with receive:
             async for event in iter_events(receive):
                 ...
+
+    Args:
+        receive: The receive end of the memory stream a run sends its events on.
+
+    Yields:
+        Each event, in the order sent; the iteration ends when every sender has closed.
     """
     while True:
         try:

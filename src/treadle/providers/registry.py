@@ -40,8 +40,22 @@ _AT_URL = re.compile(r"@(?=https?://)")
 
 
 def get_provider(spec: str, **options: Any) -> Provider:
-    """The adapter a ``"provider:model"`` (or ``provider:model@base_url``) string names, built
-    with ``options`` (docs/providers.md#choosing-a-model)."""
+    """The adapter a ``"provider:model"`` (or ``provider:model@base_url``) string names
+    (docs/providers.md#choosing-a-model).
+
+    Args:
+        spec: ``"openai:gpt-4o-mini"``, ``"anthropic:claude-sonnet-4-5"``,
+            ``"ollama:llama3.2"``, ``"vllm:MODEL@http://host:8000/v1"`` …
+        **options: Passed to the adapter's constructor (``api_key``, ``base_url``,
+            ``client`` …).
+
+    Returns:
+        A :class:`~treadle.providers.Provider` ready to use (nothing is sent until a run).
+
+    Raises:
+        ConfigurationError: a malformed spec, an unknown provider, a server-less spec, or
+            a missing API key (the message names the environment variable).
+    """
     prefix, colon, rest = spec.partition(":")
     prefix = prefix.strip().lower()
     if not colon or not prefix or not rest.strip():

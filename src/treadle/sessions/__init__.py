@@ -14,8 +14,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from ..types.messages import CANCELLED_TEXT
 from .base import (
-    CANCELLED_TEXT,
     SessionCorrupt,
     SessionError,
     SessionExists,

@@ -28,9 +28,7 @@ from ..types import (
     message_from_json,
 )
 from ..types._base import Model
-
-CANCELLED_TEXT = "Cancelled"
-"""The result text given to tool calls that never got a result (a crash, a torn write)."""
+from ..types.messages import CANCELLED_TEXT  # one definition, the loop's own
 
 TITLE_LENGTH = 200
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")

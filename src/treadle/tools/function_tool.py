@@ -400,8 +400,28 @@ def tool(
     still streaming the rest of its answer (under the parallel strategy; see docs/loop.md).
     ``requires_approval=True`` makes each call wait for a person (an ``Ask``) unless a
     ``before_tool_call`` hook decides first. These become the tool's ``traits``
-    (:class:`~treadle.tools.ToolTraits`, where each is described); a bad value raises
-    :class:`~treadle.ConfigurationError` here.
+    (:class:`~treadle.tools.ToolTraits`, where each is described).
+
+    Args:
+        func: The function (sync or async), when used as a bare ``@tool``.
+        name: The tool's name (default: the function's).
+        description: What the model reads (default: the docstring's summary).
+        category: ``info``, ``exec``, ``edit`` … (sets the default timeout).
+        timeout: Seconds a call may take (None: the config's, else the category's).
+        sequential: Never run alongside other calls of the turn.
+        accepts_raw_arguments: Take the model's arguments unvalidated.
+        idempotent: Running it twice is safe.
+        retries: More attempts after a raised exception (idempotent tools only).
+        eager: Start a call while the answer still streams (implies ``idempotent``).
+        requires_approval: Each call waits for a person unless a hook decides.
+
+    Returns:
+        A :class:`~treadle.tools.FunctionTool` (or, with keywords only, the decorator
+        that makes one).
+
+    Raises:
+        ConfigurationError: a bad trait value (``timeout=0``, ``retries`` without
+            ``idempotent``, an unknown category).
     """
 
     def wrap(f: Callable[..., Any]) -> FunctionTool:

@@ -105,7 +105,8 @@ class AssistantMessage(_Message):
 
 
 CANCELLED_TEXT = "Cancelled"
-"""The text of a cancelled call's result (what the model reads)."""
+"""The text of a cancelled call's result (what the model reads), and of the result a stored
+session gives a call that never got one (a crash, a torn write)."""
 
 
 def marked_if_cancelled(data: Any) -> Any:

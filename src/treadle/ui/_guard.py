@@ -46,7 +46,7 @@ SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 _NO_TOKEN = (
     "this server has no token, so it answers this machine only; to serve other machines, "
     "give it one: `treadle ui --host 0.0.0.0` prints an address with a new token, "
-    "`to_web(token=...)` / `token=` on the app sets your own (clients then send "
+    "`web_app(agent, token=...)` / `token=` on the app sets your own (clients then send "
     "`Authorization: Bearer <token>`)"
 )
 

@@ -21,7 +21,8 @@ from anyio.abc import TaskGroup
 
 from ..agent import Agent, AgentBusy, RunResult
 from ..errors import ConfigurationError, StateError, TreadleError
-from ..loop import EventLog, EventLogGap, Hooks, KeyedLog, Suspension
+from ..loop import Hooks, Suspension
+from ..streaming import EventLog, EventLogGap, KeyedLog
 from ..tools import ExternalTool
 from ..types import AgentEnd, AgentEvent, AgentMessage
 
@@ -83,7 +84,7 @@ class Frame:
 
 class FrameLog(KeyedLog[Frame, Cursor]):
     """A run's frames in cursor order, for any number of readers (bounded: a reader whose
-    cursor fell out gets :class:`~treadle.EventLogGap`); :attr:`nbytes` is the size of
+    cursor fell out gets :class:`~treadle.streaming.EventLogGap`); :attr:`nbytes` is the size of
     their SSE bytes."""
 
     def __init__(self, *, max_frames: int = 50_000) -> None:

@@ -107,7 +107,7 @@ def serve(
     request_timeout: float = DEFAULT_BODY_TIMEOUT,
     log_level: str = "warning",
 ) -> None:
-    """Serve ``app`` (any treadle ASGI app: ``to_web()``, ``ag_ui_app``,
+    """Serve ``app`` (any treadle ASGI app: ``web_app(agent)``, ``ag_ui_app``,
     ``vercel_ai_app``) with uvicorn until interrupted: a request must arrive whole
     (headers and body) within ``request_timeout`` seconds, an idle kept-alive connection
     is closed after 5 s."""

@@ -16,7 +16,6 @@ from ...cancellation import CancellationToken
 from ...loop import (
     AgentContext,
     AgentLoopConfig,
-    EventLog,
     ExecutionLimits,
     Hooks,
     RetryPolicy,
@@ -24,6 +23,7 @@ from ...loop import (
     agent_loop,
     agent_loop_continue,
 )
+from ...streaming import EventLog
 from ...types import AgentEvent, AgentMessage, MessageEnd, MessageUpdate, UserMessage
 from ._invariants import (
     InvariantViolation,

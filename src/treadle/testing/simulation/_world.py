@@ -194,10 +194,9 @@ def make_subagent(move: Move, ledger: Ledger, retry: Any) -> Any:
         grand = Agent(
             ScriptedProvider(["grandchild done"] * 40, delay=move["delay"]),
             name=f"{name}_grand",
-            description="A grandchild agent.",
             retry=retry,
         )
-        tools.append(grand.as_tool())
+        tools.append(grand.as_tool(description="A grandchild agent."))
 
     def reply(request: ModelRequest) -> AssistantMessage:
         turn = sum(1 for m in request.messages if m.role == "assistant")
@@ -214,10 +213,9 @@ def make_subagent(move: Move, ledger: Ledger, retry: Any) -> Any:
         ScriptedProvider([reply] * 60, delay=move["delay"]),
         tools=tools,
         name=name,
-        description=f"Sub-agent {name}.",
         retry=retry,
     )
-    sub_tool = child.as_tool()
+    sub_tool = child.as_tool(description=f"Sub-agent {name}.")
     if move.get("eager"):
         sub_tool.traits = replace(sub_tool.traits, eager=True)  # type: ignore[attr-defined]
     return sub_tool

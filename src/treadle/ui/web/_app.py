@@ -1,4 +1,4 @@
-"""The Starlette app behind ``Agent.to_web()`` / ``treadle ui`` (extra ``web``)."""
+"""The Starlette app behind ``web_app(agent)`` / ``treadle ui`` (extra ``web``)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from typing import Any
 
 from ...agent import Agent
 from ...errors import MissingExtra, install_hint
-from ...loop import EventLogGap, last_event_id
 from ...sessions import MemoryStore, SessionError, SessionNotFound, SessionStore
+from ...streaming import EventLogGap, last_event_id
 from ...types import AgentEnd, AgentEvent, AgentMessage, CustomEvent, UserMessage
 from .._guard import load_json
 from .._mask import MASKED_HEADER, Secrets

@@ -1,6 +1,6 @@
 """KeyedLog: items in increasing key order, for any number of readers who come late or back.
 
-The mechanism under :class:`~treadle.EventLog` (keyed by ``seq``) and the UI adapters'
+The mechanism under :class:`~treadle.streaming.EventLog` (keyed by ``seq``) and the UI adapters'
 frame logs (keyed by ``(seq, n)``): ``add`` never blocks; ``subscribe(after)`` yields every
 kept item with a key above ``after`` and then the live ones until :meth:`close`; the log is
 bounded, and a reader whose cursor fell out of it gets :class:`EventLogGap`, never a silent

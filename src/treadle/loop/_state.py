@@ -38,12 +38,12 @@ from ..types import (
     UserMessage,
 )
 from ..types._base import replaced, trusted
+from ._dispatch import HookFn, hook_dispatch, hook_name
+from ._streaming import StreamState
 from .config import AgentLoopConfig, Pass, Reject, RunHandle, Warn
 from .context import AgentContext
-from .dispatch import HookFn, hook_dispatch, hook_name
 from .settings import settings_of
 from .sink import EventSink, Observer
-from .streaming import StreamState
 
 _REQUEST_FIELDS = frozenset(ModelRequest.model_fields)
 

@@ -19,9 +19,9 @@ import anyio
 from anyio.abc import TaskGroup
 
 from ..types import AssistantMessage, ToolCall
+from ._state import RunState, _unique_call_ids
+from ._tool_exec import CallState, ToolBatch
 from .decisions import Deny
-from .state import RunState, _unique_call_ids
-from .tool_exec import CallState, ToolBatch
 
 
 class EagerCalls:

@@ -9,10 +9,10 @@ from typing import Any
 import anyio
 
 from ..types import AgentEnd, AgentEndReason, ErrorInfo
+from ._dispatch import hook_name
+from ._state import RunState, _maybe_await
 from .config import RunEnding
-from .dispatch import hook_name
 from .sink import CANCEL_GRACE_S, CURRENT_SINK
-from .state import RunState, _maybe_await
 
 logger = logging.getLogger("treadle.loop")
 

@@ -24,13 +24,13 @@ from ..types import (
     UserMessage,
     now_ms,
 )
+from ._eager import EagerCalls, eager_turn
+from ._state import EventStream, RunState
+from ._streaming import StreamBounds, StreamState, close_message, stream_message
+from ._tool_exec import ToolBatch
 from .compaction import ContextGuard
 from .config import AgentLoopConfig, Reject, RunHandle
 from .context import AgentContext
-from .eager import EagerCalls, eager_turn
-from .state import EventStream, RunState
-from .streaming import StreamBounds, StreamState, close_message, stream_message
-from .tool_exec import ToolBatch
 
 
 @dataclass

@@ -17,9 +17,9 @@ from ..types import (
     ToolResultMessage,
     UserMessage,
 )
+from ._state import _as_message, dict_prompt_error
 from .config import AgentLoopConfig
 from .context import AgentContext
-from .state import _as_message, dict_prompt_error
 
 
 def _check_call(

@@ -21,9 +21,8 @@ from ..types import (
     ToolResult,
     ToolResultMessage,
 )
-from .decisions import Allow, Ask, Deny, Suspension
-from .dispatch import hook_name
-from .tool_values import (
+from ._dispatch import hook_name
+from ._tool_values import (
     bounded,
     cancelled,
     converted,
@@ -31,9 +30,10 @@ from .tool_values import (
     json_error,
     shape_problem,
 )
+from .decisions import Allow, Ask, Deny, Suspension
 
 if TYPE_CHECKING:
-    from .state import RunState
+    from ._state import RunState
 
 
 SKIPPED_TEXT = "Skipped: a user message arrived"

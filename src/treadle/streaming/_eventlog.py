@@ -22,7 +22,7 @@ from pydantic_core import PydanticSerializationError
 from ..errors import ConfigurationError
 from ..types import AgentEvent, event_from_json
 from ..types.text import clean_text
-from .keyedlog import EventLogGap, KeyedLog
+from ._keyedlog import EventLogGap, KeyedLog
 
 __all__ = ["EventLog", "EventLogGap", "last_event_id", "sse_frame"]
 
