@@ -47,7 +47,7 @@ from .runstate import (
     RunState,
     usage_of,
 )
-from .settings import AgentOptions, removed_keyword_error, resolve_model
+from .settings import AgentOptions, checked_parts, removed_keyword_error, resolve_model
 from .stream import AgentStream
 from .sync import run_blocking
 
@@ -143,9 +143,9 @@ class Agent(Generic[OutputT]):
         self.event_buffer = options.event_buffer
         self.coalesce_deltas = options.coalesce_deltas
         self.deps = deps
-        self._user_hooks = list(hooks)
+        tools, self._user_hooks, filters = checked_parts(tools, system_prompt, hooks, input_filters)
         self._settings: dict[str, Any] = {
-            "input_filters": list(input_filters),
+            "input_filters": filters,
             "limits": limits or ExecutionLimits(),
             "retry": retry or RetryPolicy(),
             "tool_execution": options.tool_execution or ToolExecution(),

@@ -8,7 +8,7 @@ from dataclasses import dataclass, fields
 from typing import Any, Literal
 
 from ..errors import ConfigurationError, UsageError
-from ..loop import ToolExecution
+from ..loop import ExecutionLimits, ToolExecution
 from ..loop.settings import flat_settings_error
 from ..providers.base import Provider
 
@@ -104,4 +104,57 @@ def removed_keyword_error(names: Mapping[str, Any]) -> UsageError:
         return UsageError(
             "Agent() takes no description: give it where it is used, agent.as_tool(description=...)"
         )
+    limits = sorted(set(names) & set(ExecutionLimits.model_fields))
+    if limits:
+        example = ", ".join(f"{name}=..." for name in limits)
+        return UsageError(
+            f"Agent() takes {', '.join(limits)} in its limits: "
+            f"Agent(model, limits=ExecutionLimits({example})) "
+            "(from treadle import ExecutionLimits)"
+        )
     return UsageError(f"Agent() got unexpected keyword argument(s): {', '.join(sorted(names))}")
+
+
+_HOOK_METHODS = (
+    "before_loop", "after_loop", "before_end", "before_turn", "after_turn", "on_message",
+    "on_error", "before_model_request", "before_tool_call", "after_tool_call",
+    "before_compaction", "after_compaction", "on_event",
+)  # fmt: skip
+
+
+def checked_parts(
+    tools: Any, system_prompt: Any, hooks: Any, input_filters: Any
+) -> tuple[list[Any], list[Any], list[Any]]:
+    """``Agent(tools=, system_prompt=, hooks=, input_filters=)`` as lists, or a
+    :class:`~treadle.errors.UsageError` that says what each takes (a newcomer's
+    ``tools=add``, ``hooks=[fn]`` or ``system_prompt=[...]`` otherwise fails deep inside)."""
+
+    def listed(value: Any, name: str, example: str) -> list[Any]:
+        if isinstance(value, (str, bytes, Mapping)) or not hasattr(value, "__iter__"):
+            raise UsageError(f"Agent({name}=...) takes a list, e.g. {name}={example}")
+        return list(value)
+
+    if system_prompt is not None and not (
+        isinstance(system_prompt, str) or callable(system_prompt)
+    ):
+        raise UsageError(
+            "Agent(system_prompt=...) takes one string, or a function that returns one; "
+            "to join several parts: system_prompt='\\n\\n'.join(parts)"
+        )
+    found_hooks = listed(hooks, "hooks", "[MyHooks()]")
+    for hook in found_hooks:
+        if isinstance(hook, type) or not any(hasattr(hook, m) for m in _HOOK_METHODS):
+            what = f"the class {hook.__name__}" if isinstance(hook, type) else repr(hook)
+            raise UsageError(
+                f"Agent(hooks=[...]) takes Hooks objects, not {what}: subclass treadle.Hooks, "
+                "override the methods you need (each takes the run first, e.g. "
+                "on_event(self, run, event)) and pass an instance"
+            )
+    filters = listed(input_filters, "input_filters", "[MyFilter()]")
+    for item in filters:
+        if isinstance(item, type) or not callable(getattr(item, "filter", None)):
+            raise UsageError(
+                f"Agent(input_filters=[...]) takes InputFilter objects with a filter(text) "
+                f"method, not {item!r}"
+            )
+    return listed(tools, "tools", "[add]"), found_hooks, filters
