@@ -45,6 +45,7 @@ from .runstate import (
     OUTPUT_TOOL,
     AgentHooks,
     RunState,
+    output_adapter,
     usage_of,
 )
 from .settings import AgentOptions, checked_parts, removed_keyword_error, resolve_model
@@ -137,6 +138,8 @@ class Agent(Generic[OutputT]):
         self.name = name
         self.description = ""
         self.output_type = output_type
+        if output_type is not None:
+            output_adapter(output_type)  # a type pydantic cannot take fails here, not mid-run
         self.output_retries = options.output_retries
         self.planning = planning
         self.max_depth = options.max_depth

@@ -8,10 +8,13 @@ sub-agents' usage), so neither reaches into the other.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import is_dataclass
 from typing import Any
 
-from pydantic import BaseModel, ValidationError, create_model
+from pydantic import BaseModel, PydanticUserError, TypeAdapter, ValidationError, create_model
+from typing_extensions import is_typeddict
 
+from ..errors import UsageError
 from ..loop import AgentContext, Hooks, RunEnding, RunHandle
 from ..loop._ending import LAST_ERROR_KEY
 from ..loop._state import dict_prompt_error
@@ -53,6 +56,23 @@ class RunState:
         self.store_error: str | None = None
 
 
+def output_adapter(output_type: Any) -> tuple[TypeAdapter[Any], bool]:
+    """How the final-result tool takes ``output_type``: its own JSON object for a model, a
+    dataclass or a TypedDict; anything else (``int``, ``list[str]``, a union) wrapped as
+    ``{"value": ...}`` (a tool's arguments are an object). Whether it was wrapped. A type
+    pydantic cannot take is a :class:`~treadle.errors.UsageError` naming the fix."""
+    is_object = isinstance(output_type, type) and (
+        issubclass(output_type, BaseModel) or is_dataclass(output_type) or is_typeddict(output_type)
+    )
+    try:
+        target = output_type if is_object else create_model("FinalResult", value=(output_type, ...))
+        adapter: TypeAdapter[Any] = TypeAdapter(target)
+        adapter.json_schema()
+    except PydanticUserError as exc:
+        raise UsageError(f"output_type={output_type!r} cannot be used: {exc}") from None
+    return adapter, not is_object
+
+
 class OutputTool:
     """The final-result tool that carries structured output; validation errors go back to
     the model, a bounded number of times."""
@@ -63,18 +83,13 @@ class OutputTool:
     def __init__(self, output_type: Any, run_state: RunState) -> None:
         self.name = OUTPUT_TOOL
         self.description = "Give your final answer. Call this exactly once, when you are done."
-        if isinstance(output_type, type) and issubclass(output_type, BaseModel):
-            self._model: type[BaseModel] = output_type
-            self._wrapped = False
-        else:
-            self._model = create_model("FinalResult", value=(output_type, ...))
-            self._wrapped = True
-        self.parameters: dict[str, Any] = strip_titles(self._model.model_json_schema())
+        self._adapter, self._wrapped = output_adapter(output_type)
+        self.parameters: dict[str, Any] = strip_titles(self._adapter.json_schema())
         self._state = run_state
 
     async def run(self, arguments: dict[str, Any], ctx: ToolContext[Any]) -> ToolResult:
         try:
-            value: Any = self._model.model_validate(arguments)
+            value: Any = self._adapter.validate_python(arguments)
         except ValidationError as exc:
             self._state.output_failures += 1
             problems = "; ".join(
