@@ -16,8 +16,8 @@ $(STAMP): $(BIN)/python pyproject.toml
 
 # The suite runs on pytest-xdist workers, one more than the cores (much of it waits on
 # processes, paced streams and a browser); tests sharing a module fixture (a server, a DBOS
-# launch) stay on one worker, long ones start first (tests/scheduling.py). About 4 minutes
-# on two quiet cores. `make test PYTEST_WORKERS=0` runs it in one process.
+# launch) stay on one worker, long ones start first (tests/scheduling.py). About 9 minutes
+# on two cores (2026-11-28; the target is 4). `make test PYTEST_WORKERS=0` runs it in one process.
 PYTEST_WORKERS ?= auto
 test: $(STAMP)
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup
