@@ -115,6 +115,11 @@ GATE_FROM = 14_000_000
 pending; a crash's resumed run under a hook that denies every call); lower seeds keep
 their scenarios."""
 
+CHANNEL_FROM = 16_000_000
+"""Seeds from here may hand the loop a stream of the user's own (an ``ObjectSendStream``
+that forwards to the memory stream: no buffer to look into, so every event is sent and
+awaited); lower seeds keep their scenarios."""
+
 OVERFLOW_FROM = 15_000_000
 """Seeds from here may draw the ``overflow`` move (a provider that counts more tokens than
 the loop's estimate and refuses, as llama.cpp does, any request over its context) and an
@@ -297,4 +302,7 @@ def generate(seed: int) -> Scenario:
         subagent = any(m["move"] == "subagent" for m in moves)
         if subagent and not any(m["move"] == "cancel" for m in moves) and late.random() < 0.4:
             moves.append({"move": "cancel", "how": "after_turn", "in_child": True})
+    channel = random.Random(f"{seed}:channel")
+    if seed >= CHANNEL_FROM and channel.random() < 0.3:
+        moves.append({"move": "channel"})
     return Scenario(seed, moves)

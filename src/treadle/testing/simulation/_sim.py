@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+from anyio.abc import ObjectSendStream
 
 from ...cancellation import CancellationToken
 from ...loop import (
@@ -373,6 +374,8 @@ class _Sim:
                     math.inf if buffer is None else buffer
                 )
                 tg.start_soon(consume, receive)
+                if self.sc.first("channel") is not None:
+                    send = Forwarding(send)  # the user's own stream: every event awaited
                 for n, move in enumerate(subscribers):
                     tg.start_soon(subscribe, n, move)
             cancel_move = self.cancel_move
@@ -406,3 +409,17 @@ class _Sim:
             timer.cancel()
         self.scope = None
         return call, returned, before, raised
+
+
+class Forwarding(ObjectSendStream[AgentEvent]):
+    """A stream of the user's own: forwards each event to ``inner`` (the loop cannot look
+    into its buffer, so it sends every event and awaits each send)."""
+
+    def __init__(self, inner: ObjectSendStream[AgentEvent]) -> None:
+        self.inner = inner
+
+    async def send(self, item: AgentEvent) -> None:
+        await self.inner.send(item)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
