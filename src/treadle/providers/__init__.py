@@ -25,6 +25,7 @@ from .base import (
 )
 
 if TYPE_CHECKING:
+    from ._auth import BearerToken, TokenProvider
     from .anthropic import Anthropic
     from .gemini import Gemini
     from .ollama import Ollama
@@ -33,6 +34,8 @@ if TYPE_CHECKING:
     from .registry import get_provider
 
 _LAZY = {
+    "BearerToken": "._auth",
+    "TokenProvider": "._auth",
     "OpenAIChat": ".openai_chat",
     "OpenAIResponses": ".openai_responses",
     "Anthropic": ".anthropic",
@@ -54,6 +57,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "RETRYABLE_KINDS",
     "Anthropic",
+    "BearerToken",
     "ErrorKind",
     "Gemini",
     "ModelRequest",
@@ -72,6 +76,7 @@ __all__ = [
     "ThinkingEnd",
     "ThinkingLevel",
     "ThinkingStart",
+    "TokenProvider",
     "ToolCallDelta",
     "ToolCallEnd",
     "ToolCallStart",

@@ -19,6 +19,7 @@ from .._signals import Signal
 from ..cancellation import CancellationToken
 from ..errors import UsageError
 from ._assemble import Assembler, _cancelled, check_cancel, coalesce
+from ._auth import Credentials, as_auth, auth_secrets
 from ._errors import _STALE_CONNECTION, check_base_url, classify, transport_error
 from ._sse import MAX_LINE_CHARS
 from .base import ProviderError, StreamEvent
@@ -60,6 +61,7 @@ class HTTPOptions(TypedDict, total=False):
     timeout: float | httpx.Timeout | None
     headers: Mapping[str, str] | None
     stream: bool
+    auth: Credentials | None
 
 
 def _scrubbing(stream: Any) -> Any:
@@ -140,6 +142,7 @@ class HTTPAdapter:
         timeout: float | httpx.Timeout | None = None,
         headers: Mapping[str, str] | None = None,
         stream: bool = True,
+        auth: Credentials | None = None,
     ) -> None:
         vendor, colon, rest = model.partition(":")
         if colon and rest and vendor.strip().lower() in MODEL_STRING_PREFIXES:
@@ -151,7 +154,15 @@ class HTTPAdapter:
         self.model = model
         self.base_url = (base_url or self.default_base_url).rstrip("/")
         check_base_url(self.base_url)
-        self._api_key = api_key or env_key(*self.key_variables)  # never in a repr or error
+        if api_key and auth is not None:
+            raise UsageError(
+                f"{type(self).__name__} got both api_key= and auth=: pass one (auth= for "
+                "refreshable credentials, api_key= for a fixed key)"
+            )
+        self._auth = as_auth(auth)  # asked by httpx on each request (providers/_auth.py)
+        # With auth= no key is read from the environment: the two would fight over a header.
+        from_env = None if self._auth is not None else env_key(*self.key_variables)
+        self._api_key = api_key or from_env  # never in a repr or error
         self._read_key = ""  # a key read from the environment for a request
         self.streaming = stream
         self._extra_headers = dict(headers or {})
@@ -161,6 +172,14 @@ class HTTPAdapter:
         self._slots: anyio.Semaphore | None = None
         self._loop: object = None  # the event loop the queue (and an owned client) belong to
         self._timeout = timeout if timeout is not None else DEFAULT_TIMEOUT
+
+    @property
+    def _send_options(self) -> dict[str, Any]:
+        """``client.send`` options: no redirects (they would carry the credentials), and
+        ``auth=`` when given (else the client's own, for a client the user made)."""
+        if self._auth is None:
+            return {"follow_redirects": False}
+        return {"follow_redirects": False, "auth": self._auth}
 
     @property
     def client(self) -> httpx.AsyncClient:
@@ -197,7 +216,10 @@ class HTTPAdapter:
         return f"{type(self).__name__}(model={self.model!r}, base_url={where!r})"
 
     def _required_key(self, variable: str, label: str) -> str:
-        """The key given, else the one in ``variable`` (read now); ``auth`` error without one."""
+        """The key given, else the one in ``variable`` (read now); ``auth`` error without one
+        (``""`` when ``auth=`` supplies the credentials: see :meth:`_key_header`)."""
+        if self._auth is not None:
+            return ""
         key = self._api_key or env_key(variable)
         if not key:
             raise self._no_key(f"no {label} API key", variable)
@@ -214,6 +236,15 @@ class HTTPAdapter:
         if self.key_header is not None and self._api_key:
             headers[self.key_header[0]] = self.key_header[1] + self._api_key
         return headers
+
+    def _key_header(self, name: str, value: str) -> dict[str, str]:
+        """``{name: value}`` for a key's header, or nothing when ``auth=`` sets its own."""
+        return {} if self._auth is not None else {name: value}
+
+    @property
+    def has_credentials(self) -> bool:
+        """Whether a key or ``auth=`` was given (or a key found in the environment)."""
+        return bool(self._api_key) or self._auth is not None
 
     def _headers_with(self, auth: Mapping[str, str]) -> dict[str, str]:
         """The JSON content type, ``auth`` (the adapter's scheme), then the caller's headers."""
@@ -236,9 +267,9 @@ class HTTPAdapter:
                 merged = {**self._headers(), **(headers or {})}
                 request = client.build_request("POST", _parsed(url), **content, headers=merged)
                 try:
-                    response = await client.send(request, stream=True, follow_redirects=False)
+                    response = await client.send(request, stream=True, **self._send_options)
                 except _STALE_CONNECTION:
-                    response = await client.send(request, stream=True, follow_redirects=False)
+                    response = await client.send(request, stream=True, **self._send_options)
                 try:
                     if 300 <= response.status_code < 400:
                         raise self._redirected(response)
@@ -328,7 +359,12 @@ class HTTPAdapter:
     def scrub(self, error: ProviderError) -> ProviderError:
         """``error`` with this adapter's key and custom header values blanked out: a server
         that echoes the key in its error body must not put it into events or the history."""
-        secrets = [self._api_key or "", self._read_key, *self._extra_headers.values()]
+        secrets = [
+            self._api_key or "",
+            self._read_key,
+            *self._extra_headers.values(),
+            *auth_secrets(self._auth),
+        ]
         message = error.message
         for secret in secrets:
             if len(secret) >= 8 and secret in message:

@@ -56,7 +56,8 @@ class Anthropic(HTTPAdapter):
         return self._required_key("ANTHROPIC_API_KEY", "Anthropic")
 
     def _headers(self) -> dict[str, str]:
-        return self._headers_with({"anthropic-version": API_VERSION, "x-api-key": self._key()})
+        key = self._key_header("x-api-key", self._key())
+        return self._headers_with({"anthropic-version": API_VERSION, **key})
 
     def stream(
         self, request: ModelRequest, *, cancel: CancellationToken | None = None

@@ -100,7 +100,7 @@ class Gemini(HTTPAdapter):
     def stream(
         self, request: ModelRequest, *, cancel: CancellationToken | None = None
     ) -> AsyncIterator[StreamEvent]:
-        if not self._api_key:
+        if not self.has_credentials:
             raise self._no_key("no Gemini API key", "GEMINI_API_KEY (or GOOGLE_API_KEY)")
         model = request.model or self.model
         url = self.url(model, stream=self.streaming)

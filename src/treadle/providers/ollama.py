@@ -108,7 +108,7 @@ class Ollama(HTTPAdapter):
         self, request: ModelRequest, *, cancel: CancellationToken | None = None
     ) -> AsyncIterator[StreamEvent]:
         host = httpx.URL(self.base_url).host
-        if not self._api_key and (host == "ollama.com" or host.endswith(".ollama.com")):
+        if not self.has_credentials and (host == "ollama.com" or host.endswith(".ollama.com")):
             raise self._no_key("ollama.com needs an API key", "OLLAMA_API_KEY")
         body = self.build_body(request)
         url = f"{self.base_url}/api/chat"

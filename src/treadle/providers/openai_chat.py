@@ -203,7 +203,7 @@ class OpenAIChat(HTTPAdapter):
     def stream(
         self, request: ModelRequest, *, cancel: CancellationToken | None = None
     ) -> AsyncIterator[StreamEvent]:
-        if self._require_key and not self._api_key:
+        if self._require_key and not self.has_credentials:
             raise self._no_key(f"no API key for {self.name}", self._key_env)
         state = ChatStream(self.name, request.model or self.model)
         url = f"{self.base_url}/chat/completions"

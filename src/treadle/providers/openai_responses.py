@@ -53,7 +53,7 @@ class OpenAIResponses(HTTPAdapter):
         return self._required_key("OPENAI_API_KEY", "OpenAI")
 
     def _headers(self) -> dict[str, str]:
-        return self._headers_with({"authorization": f"Bearer {self._key()}"})
+        return self._headers_with(self._key_header("authorization", f"Bearer {self._key()}"))
 
     def stream(
         self, request: ModelRequest, *, cancel: CancellationToken | None = None

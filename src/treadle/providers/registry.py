@@ -94,9 +94,10 @@ def get_provider(spec: str, **options: Any) -> Provider:
             from_env = os.environ.get("OPENAI_BASE_URL", "").strip()
             if from_env:
                 options["base_url"] = from_env
-    if variables and not options.get("api_key") and env_key(*variables) is None:
+    given = options.get("api_key") or options.get("auth") is not None
+    if variables and not given and env_key(*variables) is None:
         noun = "variable" if len(variables) == 1 else "variables"
-        message = f"set the {' or '.join(variables)} environment {noun} or pass api_key="
+        message = f"set the {' or '.join(variables)} environment {noun}, or pass api_key= or auth="
         raise ProviderError("auth", f"no API key for {prefix!r}: {message}", provider=prefix)
     adapter: Callable[..., Provider] = getattr(import_module(f".{module}", __package__), name)
     return adapter(model, **options)
