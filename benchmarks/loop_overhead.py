@@ -46,7 +46,7 @@ def run_driver(
     path: str, extra: list[str], base_url: str, opts: argparse.Namespace
 ) -> dict[str, object]:
     cmd = [sys.executable, path, "--base-url", base_url, "--runs", str(opts.runs)]
-    cmd += ["--warmup", "10", "--scenario", opts.scenario, *extra]
+    cmd += ["--warmup", str(opts.warmup), "--scenario", opts.scenario, *extra]
     if not opts.stream:
         cmd.append("--no-stream")
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
@@ -94,6 +94,7 @@ def main() -> int:
     parser.add_argument("--reps", type=int, default=5, help="interleaved repetitions")
     parser.add_argument("--runs", type=int, default=200, help="timed runs per repetition")
     parser.add_argument("--rounds", type=int, default=1, help="whole measurements, for ranges")
+    parser.add_argument("--warmup", type=int, default=10, help="untimed runs per driver first")
     parser.add_argument("--scenario", default="sequential", choices=["sequential", "parallel"])
     parser.add_argument("--no-stream", dest="stream", action="store_false")
     opts = parser.parse_args()

@@ -13,7 +13,10 @@ import pytest
 BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
 
 CASES = {
-    "loop_overhead.py": (["--reps", "1", "--runs", "2", "--rounds", "2"], "range over 2 rounds"),
+    "loop_overhead.py": (
+        ["--reps", "1", "--runs", "1", "--warmup", "1"],
+        "treadle_quiet_async / raw httpx",
+    ),
     "loop_cost.py": (["--reps", "1", "--runs", "3"], "per delta +"),
     "loop_parts.py": (["--reps", "1", "--runs", "3"], "where they meet"),
     "long_session.py": (["--turns", "12"], "OK"),

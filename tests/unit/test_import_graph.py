@@ -11,8 +11,14 @@ calls ``import_module`` — reaching a module by name is still depending on it.
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from pathlib import Path
+
+import pytest
+
+# the tests share one parse of the source (imports_of is cached): one worker runs them all
+pytestmark = pytest.mark.xdist_group("import_graph")
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "treadle"
 MAX_LINES = 600
@@ -89,8 +95,10 @@ def string_imports(tree: ast.Module, name: str, package: str) -> set[str]:
     return found
 
 
-def imports_of(path: Path) -> set[str]:
-    """The treadle modules ``path`` imports at run time (resolved to module names)."""
+@functools.cache
+def imports_of(path: Path) -> frozenset[str]:
+    """The treadle modules ``path`` imports at run time (resolved to module names); each
+    file parsed once for the module's tests (one worker runs them all: ``pytestmark``)."""
     name = module_name(path)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found: set[str] = set()
@@ -116,7 +124,7 @@ def imports_of(path: Path) -> set[str]:
     tree = ast.parse(path.read_text(encoding="utf-8"))
     visit(tree.body)
     found |= string_imports(tree, name, package)
-    return found
+    return frozenset(found)
 
 
 def graph() -> dict[str, set[str]]:

@@ -52,7 +52,7 @@ def shape(messages: list[AgentMessage]) -> list[tuple[str, str, str]]:
     return [(m.role, getattr(m, "text", ""), getattr(m, "tool_call_id", "")) for m in messages]
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(st.lists(st.lists(st.integers(0, 4), max_size=6), max_size=8), st.sampled_from([0, 8]))
 def test_view_matches_a_full_repair_after_every_growth(
     batches: list[list[int]], short: int

@@ -69,7 +69,7 @@ def _stream(draw: Any) -> list[Any]:
     return events
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(_stream())
 def test_a_snapshot_read_late_is_the_message_as_it_stood(events: list[Any]) -> None:
     state = StreamState(_request(), "p")

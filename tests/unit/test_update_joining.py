@@ -189,7 +189,7 @@ _moves = st.lists(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(_moves)
 def test_any_mix_of_reads_and_deltas_keeps_every_view_whole(moves: list[Any]) -> None:
     """Whatever a reader does, and whenever: every delta is in exactly one update, in
