@@ -104,8 +104,15 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     the Host check holds with the token too)."""
     log = tmp_path_factory.mktemp("serve") / "runs.jsonl"
     process, url = start(
-        "--openai", "--mcp", "--token", TOKEN, "--trusted-host", TRUSTED,
-        "--request-timeout", "2", log=log,
+        "--openai",
+        "--mcp",
+        "--token",
+        TOKEN,
+        "--trusted-host",
+        TRUSTED,
+        "--request-timeout",
+        "2",
+        log=log,
     )
     try:
         yield Served(url, log, process)

@@ -4,8 +4,8 @@ path of the protocols shows (``treadle serve tests.serve.served_agent:agent ...`
 - "weather in X": the agent's own tool ``weather`` runs, then the answer.
 - "colour": calls the client's tool ``pick_colour`` when the client offers it.
 - "delete X": ``delete_file``, which a hook asks a person about (``Ask``).
-- "slow": ``slow_task``, which sleeps ``SERVE_TEST_SLOW`` seconds (default 30): long enough
-  to cancel or drop the connection while it runs.
+- "slow" (or "slow N"): ``slow_task``, which sleeps 30 (or N) seconds: long enough to cancel
+  or drop the connection while it runs.
 - "long": a long answer streamed in paced pieces.
 - "fail": the model fails (a provider error).
 - anything else: "Hello! You said: ...".
@@ -62,11 +62,11 @@ def delete_file(path: str) -> str:
 
 
 @tool(category="info")
-async def slow_task(topic: str) -> str:
+async def slow_task(topic: str, seconds: float = 30) -> str:
     """Work on a topic for a long time."""
     note({"slow": "started"})
     try:
-        await anyio.sleep(float(os.environ.get("SERVE_TEST_SLOW", "30")))
+        await anyio.sleep(seconds)
     except BaseException:
         note({"slow": "cancelled"})
         raise
@@ -92,8 +92,10 @@ def _reply(request: ModelRequest) -> AssistantMessage | ProviderError | str:
         call = ToolCall(id="call_delete", name="delete_file", arguments={"path": path[0]})
         return AssistantMessage(content=[call])
     if "slow" in text:
+        seconds = re.findall(r"slow (\d+)", text)
+        arguments = {"topic": "it", "seconds": float(seconds[0]) if seconds else 30}
         return AssistantMessage(
-            content=[ToolCall(id="call_slow", name="slow_task", arguments={"topic": "it"})]
+            content=[ToolCall(id="call_slow", name="slow_task", arguments=arguments)]
         )
     if "fail" in text:
         return ProviderError("bad_request", "the scripted model refuses", provider="scripted")

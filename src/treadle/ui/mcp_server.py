@@ -28,7 +28,7 @@ from typing import Annotated, Any
 from ..agent import Agent, RunResult
 from ..errors import MissingExtra, install_hint
 from ..types import AgentEvent, ToolExecutionEnd, ToolExecutionStart, TurnStart, UserMessage
-from ._drive import DEFAULT_GRACE, drive
+from ._drive import drive
 from ._guard import DEFAULT_BODY_TIMEOUT, DEFAULT_MAX_BODY_BYTES, HTTPGuard
 from .openai_api import agents_by_name
 
@@ -118,7 +118,7 @@ async def _decide(agent: Agent[Any], ctx: Any) -> bool:
     return bool(waiting)
 
 
-def _tool_for(template: Agent[Any], grace: float) -> Any:
+def _tool_for(template: Agent[Any]) -> Any:
     from mcp.server.mcpserver import Context
     from mcp.server.mcpserver.exceptions import ToolError
     from pydantic import Field
@@ -128,7 +128,7 @@ def _tool_for(template: Agent[Any], grace: float) -> Any:
         progress = _Progress(ctx)
         messages: list[Any] = [UserMessage.of(prompt)]
         for _ in range(MAX_ROUNDS):
-            result = await drive(agent, messages, progress, grace=grace)
+            result = await drive(agent, messages, progress)
             if result.reason != "suspended" or not await _decide(agent, ctx):
                 break
             messages = []
@@ -153,16 +153,15 @@ def mcp_server(
     *,
     name: str = "treadle",
     instructions: str | None = None,
-    grace: float = DEFAULT_GRACE,
 ) -> Any:
     """An ``mcp.server.mcpserver.MCPServer`` offering each agent (an Agent, a list, or
     ``{name: agent}``) as a tool named after it, whose description is the agent's
-    ``description``. ``grace``: seconds a cancelled run has to end cleanly."""
+    ``description``."""
     MCPServer = _sdk()
     server = MCPServer(name, instructions=instructions, log_level="WARNING")
     for tool_name, template in agents_by_name(agents).items():
         description = template.description or f"Ask the agent {tool_name!r}; it answers in text."
-        server.add_tool(_tool_for(template, grace), name=tool_name, description=description)
+        server.add_tool(_tool_for(template), name=tool_name, description=description)
     return server
 
 

@@ -30,7 +30,7 @@ from ..errors import MissingExtra, install_hint
 from ..tools import Tool, traits_of
 from ..types import AgentEvent, AgentMessage, ContinuationKind, Usage, UserMessage
 from ._asgi_io import read_json, send_json, stream_sse, while_connected
-from ._drive import DEFAULT_GRACE, OnEvent, drive
+from ._drive import OnEvent, drive
 from ._gate import Decision, admit_client_history, apply_decisions
 from ._guard import DEFAULT_BODY_TIMEOUT, DEFAULT_MAX_BODY_BYTES, HTTPGuard, Receive, Scope, Send
 from ._openai_chat import ChatTranslator, sse_data
@@ -99,12 +99,9 @@ class OpenAIEndpoint:
     :class:`~treadle.ui._guard.HTTPGuard`, as :func:`openai_app` does). Approval requests it
     made wait, at most ``max_approvals`` of them, for a response naming them."""
 
-    def __init__(
-        self, agents: Any, *, max_approvals: int = 1000, grace: float = DEFAULT_GRACE
-    ) -> None:
+    def __init__(self, agents: Any, *, max_approvals: int = 1000) -> None:
         self.agents = agents_by_name(agents)
         self.max_approvals = max_approvals
-        self.grace = grace
         self.approvals: OrderedDict[str, ApprovalRecord] = OrderedDict()
 
     # ---- shared ----
@@ -167,7 +164,7 @@ class OpenAIEndpoint:
         that reason and the run goes on (Chat Completions)."""
         results: list[RunResult[Any]] = []
         while True:
-            result = await drive(agent, prompt, on_event, model_settings=settings, grace=self.grace)
+            result = await drive(agent, prompt, on_event, model_settings=settings)
             results.append(result)
             context = agent.context
             asks = [c for c in context.waiting_tool_calls if not context.suspended[c].external]
