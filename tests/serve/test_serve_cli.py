@@ -20,11 +20,11 @@ from treadle.testing import ScriptedProvider
 
 pytest.importorskip("starlette", reason="the web extra is not installed")
 
-from starlette.applications import Starlette  # noqa: E402
-from starlette.responses import JSONResponse  # noqa: E402
-from starlette.routing import Route  # noqa: E402
+from starlette.applications import Starlette
+from starlette.responses import JSONResponse
+from starlette.routing import Route
 
-from treadle.ui.agent_server import agent_server_app, app_lifespan  # noqa: E402
+from treadle.ui.agent_server import agent_server_app, app_lifespan
 
 TOKEN = "cli-test-token-0123"
 
@@ -144,5 +144,8 @@ def test_serve_needs_a_surface(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_serve_names_a_target_that_is_no_agent() -> None:
-    with pytest.raises(SystemExit, match="treadle serve 'tests.serve.served_agent:weather'"):
+    with pytest.raises(SystemExit) as raised:
         main(["serve", "tests.serve.served_agent:weather", "--openai"])
+    assert "treadle serve 'tests.serve.served_agent:weather': weather is a tool" in str(
+        raised.value
+    )
