@@ -52,6 +52,9 @@ PUBLIC = [
     "treadle.types",
     "treadle.ui",
     "treadle.ui.ag_ui",
+    "treadle.ui.agent_server",
+    "treadle.ui.mcp_server",
+    "treadle.ui.openai_api",
     "treadle.ui.vercel_ai",
 ]
 NOT_INSTALLED = "(not installed here: its extra is missing)"

@@ -1,5 +1,6 @@
 """The ``treadle`` command: ``treadle run "prompt"``, ``treadle chat`` (stored sessions,
-``--resume ID``), ``treadle sessions list|show|delete`` and ``treadle ui`` (a web app)."""
+``--resume ID``), ``treadle sessions list|show|delete``, ``treadle ui`` (a web app) and
+``treadle serve`` (agents served over the OpenAI API, MCP and A2A)."""
 
 from __future__ import annotations
 
@@ -126,6 +127,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .ui import add_parser as add_ui
 
     add_ui(sub, common)
+    from .serve import add_parser as add_serve
+
+    add_serve(sub)
     return parser
 
 
@@ -142,6 +146,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from .ui import cmd_ui
 
             return cmd_ui(args)
+        if args.command == "serve":
+            from .serve import cmd_serve
+
+            return cmd_serve(args)
         return anyio.run(cmd_run, args)
     except KeyboardInterrupt:
         print("\ntreadle: interrupted", file=sys.stderr)

@@ -12,14 +12,15 @@ from typing import Any
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 
 
-def load_agent(target: str) -> Any:
+def load_agent(target: str, command: str = "treadle ui") -> Any:
     """``module:attribute`` (dots for nested attributes), found as uvicorn finds apps: the
-    current directory is importable. A callable that is not an Agent is called (a factory)."""
+    current directory is importable. A callable that is not an Agent is called (a factory).
+    ``command`` names the command in the errors."""
     from ..agent import Agent
 
     module_name, _, attr = target.partition(":")
     if not module_name or not attr:
-        raise SystemExit(f"treadle ui {target!r}: use the form module:agent (e.g. app:agent)")
+        raise SystemExit(f"{command} {target!r}: use the form module:agent (e.g. app:agent)")
     if os.getcwd() not in sys.path and "" not in sys.path:
         sys.path.insert(0, os.getcwd())
     try:
@@ -27,25 +28,25 @@ def load_agent(target: str) -> Any:
         for name in attr.split("."):
             value = getattr(value, name)
     except (ImportError, AttributeError) as exc:
-        raise SystemExit(f"treadle ui {target!r}: {exc}") from None
+        raise SystemExit(f"{command} {target!r}: {exc}") from None
     from ..tools import Tool
 
     if isinstance(value, Tool):
         raise SystemExit(
-            f"treadle ui {target!r}: {attr} is a tool, not an agent; give an Agent that has "
-            f"it, e.g. agent = Agent(model, tools=[{attr}]), then treadle ui {module_name}:agent"
+            f"{command} {target!r}: {attr} is a tool, not an agent; give an Agent that has "
+            f"it, e.g. agent = Agent(model, tools=[{attr}]), then {command} {module_name}:agent"
         )
     if not isinstance(value, Agent) and callable(value):
         try:
             value = value()
         except Exception as exc:  # a factory that needs arguments, or fails
             raise SystemExit(
-                f"treadle ui {target!r}: calling {attr}() to make the agent failed: "
+                f"{command} {target!r}: calling {attr}() to make the agent failed: "
                 f"{type(exc).__name__}: {exc} (give an Agent, or a function taking no "
                 "arguments that returns one)"
             ) from None
     if not isinstance(value, Agent):
-        raise SystemExit(f"treadle ui {target!r}: expected an Agent, got {type(value).__name__}")
+        raise SystemExit(f"{command} {target!r}: expected an Agent, got {type(value).__name__}")
     return value
 
 

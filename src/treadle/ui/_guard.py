@@ -10,9 +10,9 @@ apps — as pure ASGI (streamed answers pass through untouched). Checked in this
    sets (named after the server's port), or ``?token=`` itself — which never stays in the
    URL, nor in the server's access log.
 4. **Origin** on every state-changing request: a foreign or ``null`` Origin is refused;
-   a request without one must be ``application/json`` (what a browser cannot send to
+   a POST without one must be ``application/json`` (what a browser cannot send to
    another site without a CORS preflight, which is never granted) or carry the Bearer
-   token.
+   token; other methods (``DELETE``, ``PUT``) always need a preflight, so they pass.
 5. **Body**: at most ``max_body_bytes`` (413 past it, never read further) and all of it
    within ``body_timeout`` seconds (408), read before the app runs.
 """
@@ -42,6 +42,8 @@ DEFAULT_MAX_BODY_BYTES = 10_000_000
 DEFAULT_BODY_TIMEOUT = 60.0
 MAX_JSON_DEPTH = 100
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+SIMPLE_METHODS = frozenset({"GET", "HEAD", "POST"})
+"""What a page may send to another site without a CORS preflight (which is never granted)."""
 
 _NO_TOKEN = (
     "this server has no token, so it answers this machine only; to serve other machines, "
@@ -203,6 +205,8 @@ class HTTPGuard:
             media = headers.get("content-type", "").partition(";")[0].strip().lower()
             if media == "application/json" or self._bearer(headers):
                 return None
+            if scope["method"] not in SIMPLE_METHODS:
+                return None  # a browser sends DELETE, PUT ... elsewhere only after a preflight
             return (
                 "a request without an Origin header must be application/json "
                 "(or carry Authorization: Bearer <token>)"
