@@ -75,7 +75,7 @@ def start(
         stderr=subprocess.PIPE,
     )
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 60  # a loaded machine takes long to import; never the test
     while True:
         try:
             httpx.get(url + "/", timeout=1)
@@ -84,7 +84,8 @@ def start(
             if process.poll() is not None or time.monotonic() > deadline:
                 process.kill()
                 err = process.stderr.read() if process.stderr else b""
-                raise RuntimeError(f"treadle serve did not start: {err.decode()}") from None
+                said = f"exit {process.poll()}: {err.decode()}"
+                raise RuntimeError(f"treadle serve did not start ({said})") from None
             time.sleep(0.1)
 
 
