@@ -12,6 +12,7 @@ Every app is guarded the same way (``Host``, ``Origin``, an optional token, body
 see docs/security.md); :func:`serve` runs one with uvicorn and a request deadline.
 """
 
+from ._guard import DEFAULT_BODY_TIMEOUT, DEFAULT_MAX_BODY_BYTES, HTTPGuard
 from ._runs import (
     EncodedEvent,
     EncodedEventLog,
@@ -27,11 +28,14 @@ from ._runs import (
 from ._serve import serve
 
 __all__ = [
+    "DEFAULT_BODY_TIMEOUT",
+    "DEFAULT_MAX_BODY_BYTES",
     "EncodedEvent",
     "EncodedEventLog",
     "EventEncoder",
     "Frame",
     "FrameLog",
+    "HTTPGuard",
     "LiveRun",
     "RequestError",
     "UIRuns",
