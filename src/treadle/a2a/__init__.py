@@ -23,11 +23,15 @@ except ImportError as exc:  # pragma: no cover - the extra is not installed
     raise MissingExtra(f"treadle.a2a needs the A2A SDK: {install_hint('a2a')}") from exc
 
 from ._card import build_card
+from ._client import A2AAgent, A2AError, A2ATool
 from ._executor import TreadleExecutor
 from ._server import A2AServer, a2a_app
 
 __all__ = [
+    "A2AAgent",
+    "A2AError",
     "A2AServer",
+    "A2ATool",
     "TreadleExecutor",
     "a2a_app",
     "build_card",
