@@ -12,7 +12,7 @@ Every app is guarded the same way (``Host``, ``Origin``, an optional token, body
 see docs/security.md); :func:`serve` runs one with uvicorn and a request deadline.
 """
 
-from ._guard import DEFAULT_BODY_TIMEOUT, DEFAULT_MAX_BODY_BYTES, HTTPGuard
+from ._guard import DEFAULT_BODY_TIMEOUT, DEFAULT_MAX_BODY_BYTES, HTTPGuard, load_json
 from ._runs import (
     EncodedEvent,
     EncodedEventLog,
@@ -40,6 +40,7 @@ __all__ = [
     "RequestError",
     "UIRuns",
     "format_cursor",
+    "load_json",
     "parse_cursor",
     "serve",
 ]
