@@ -1,4 +1,4 @@
-"""One A2A server per test module, in a process of its own (tests/a2a/sut.py under
+"""One A2A server per test worker, in a process of its own (tests/a2a/sut.py under
 uvicorn on 127.0.0.1), driven by the official a2a-sdk client from the tests."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from tests.servers import example_server
 SUT = Path(__file__).with_name("sut.py")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def a2a_url() -> Iterator[str]:
     """The served agent's base URL (its token: :data:`TOKEN`)."""
     with example_server(
