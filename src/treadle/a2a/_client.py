@@ -37,7 +37,7 @@ from ..cancellation import CancellationToken
 from ..errors import ConfigurationError, TreadleError
 from ..loop import AgentContext, AgentLoopConfig, Allow, Ask, Deny, agent_loop
 from ..providers import ModelRequest, StreamDone, StreamEvent, StreamStart, TextEnd, TextStart
-from ..tools import ToolContext, ToolTraits
+from ..tools import ToolCategory, ToolContext, ToolTraits
 from ..types import AssistantMessage, TextContent, TextDelta, ToolCall, ToolResult, UserMessage
 from ._parts import data_of, data_part
 
@@ -195,7 +195,7 @@ class A2AAgent:
 class A2ATool:
     """One call: a child loop whose model is the remote task (see the module docstring)."""
 
-    traits = ToolTraits(category="mcp")
+    traits = ToolTraits(category=ToolCategory.MCP)  # a network endpoint: 120 s by default
 
     def __init__(self, remote: A2AAgent, name: str, description: str) -> None:
         self.remote = remote
@@ -277,7 +277,7 @@ class RemoteTask:
     ) -> AsyncIterator[StreamEvent]:
         prompt = next((m for m in reversed(request.messages) if isinstance(m, UserMessage)), None)
         yield StreamStart(model=self.model)
-        message = self._message([Part(text=prompt.text if prompt is not None else "")])
+        message: Message | None = self._message([Part(text=prompt.text if prompt else "")])
         finished = False
         try:
             while message is not None:

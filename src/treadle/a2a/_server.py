@@ -131,7 +131,7 @@ def a2a_app(
         raise ConfigurationError(f"rpc_path must start with '/', not {rpc_path!r}")
     if max_contexts < 1:
         raise ConfigurationError("max_contexts must be at least 1")
-    guard = {
+    guard: dict[str, Any] = {
         "token": token,
         "origins": origins,
         "trusted_hosts": trusted_hosts,
