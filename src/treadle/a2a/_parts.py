@@ -17,7 +17,7 @@ from typing import Any
 from a2a.types import Message, Part, Role
 from google.protobuf import json_format, struct_pb2
 
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, TreadleError
 from ..loop import Suspension
 from ..types import ImageContent, UserMessage
 
@@ -123,7 +123,7 @@ class Answer:
         return bool(self.approve or self.deny or self.answers)
 
 
-class AnswerRefused(ValueError):
+class AnswerRefused(TreadleError, ValueError):
     """A message that decides a call the server is not waiting on, or nothing at all."""
 
 
