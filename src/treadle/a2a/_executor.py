@@ -113,6 +113,7 @@ class TreadleExecutor(AgentExecutor):
         message = context.message
         if message is None:
             raise InvalidParamsError(message="a message is needed")
+        conv = self.conversation(context_id)  # an unusable context id fails here, first
         updater = TaskUpdater(event_queue, task_id, context_id)
         current = context.current_task
         if current is None:
@@ -124,7 +125,6 @@ class TreadleExecutor(AgentExecutor):
                     history=[message],
                 )
             )
-        conv = self.conversation(context_id)
         live = self.live[task_id] = LiveTask(conv)
         try:
             async with conv.lock:
