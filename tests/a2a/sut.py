@@ -1,7 +1,7 @@
 """A treadle agent served over A2A for conformance runs (the A2A TCK, the a2a-sdk client
 in another process): ``python tests/a2a/sut.py PORT [TOKEN]``.
 
-Its model answers by the prompt: ``slow`` streams 200 pieces over two seconds (cancels,
+Its model answers by the prompt: ``slow`` streams 100 pieces over a second (cancels,
 dropped connections), ``delete <name>`` calls a tool that needs approval, ``wait`` a tool
 that waits a minute, ``ask`` the client's own tool (a question), ``last result`` says what
 the history's last tool result was; anything else gets a short answer.
@@ -94,13 +94,13 @@ class Echo:
             elif text == "deleted?":
                 pieces = [f"deleted: {DELETED}"]
             elif text.startswith("slow"):
-                pieces = [f"piece {i} " for i in range(200)]
+                pieces = [f"piece {i} " for i in range(100)]
             else:
                 pieces = ["Hello! ", f"You said: {text}"]
         yield TextStart(index=0)
         for piece in pieces:
             if len(pieces) > 2:
-                await anyio.sleep(0.01)  # "slow": two seconds in all
+                await anyio.sleep(0.01)  # "slow": a second in all
             yield TextDelta(index=0, text=piece)
         yield TextEnd(index=0)
         message = AssistantMessage(content=[TextContent(text="".join(pieces))], model="echo")

@@ -21,7 +21,7 @@ from treadle.a2a import A2AAgent, A2AError
 from treadle.testing import ScriptedProvider
 from treadle.types import AgentStart, AssistantMessage, ToolCall, ToolExecutionEnd
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]  # a server process (tests/a2a/sut.py)
 
 
 def calling(task: str, *then: Any, task_id: str | None = None) -> ScriptedProvider:
