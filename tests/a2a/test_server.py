@@ -240,3 +240,29 @@ def test_the_0_3_method_names_are_served(a2a_url: str) -> None:
     answer = httpx.post(a2a_url + "/", json=body, headers=auth(), timeout=30).json()
     assert answer["result"]["kind"] == "task"
     assert answer["result"]["status"]["state"] == "completed"
+
+
+async def test_cancelling_a_task_queued_behind_another_leaves_that_one_running(
+    a2a_client: Client,
+) -> None:
+    """Two tasks in one context run one after the other; cancelling the waiting one stops
+    it before its run, and the running one (the same conversation's agent) goes on."""
+    async with aclosing(a2a_client.send_message(user_message(text="slow"))) as stream:
+        async for event in stream:
+            if event.HasField("artifact_update"):
+                running, context_id = (
+                    event.artifact_update.task_id,
+                    event.artifact_update.context_id,
+                )
+                break
+    queued = user_message(text="hello", context_id=context_id)
+    async with aclosing(a2a_client.send_message(queued)) as stream:
+        async for event in stream:
+            waiting_id, _ = ids([event])  # submitted, waiting for the conversation
+            break
+    canceled = await a2a_client.cancel_task(CancelTaskRequest(id=waiting_id))
+    assert canceled.status.state == CANCELED
+    rest = [e async for e in a2a_client.subscribe(SubscribeToTaskRequest(id=running))]
+    assert states(rest)[-1] == COMPLETED
+    final = await a2a_client.get_task(GetTaskRequest(id=running))
+    assert final.artifacts[0].parts[0].text == "".join(f"piece {i} " for i in range(100))

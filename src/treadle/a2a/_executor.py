@@ -58,6 +58,7 @@ class LiveTask:
     conversation: Conversation
     done: anyio.Event = field(default_factory=anyio.Event)
     cancel_requested: bool = False
+    running: bool = False  # it holds the conversation: a cancel aborts its run
 
 
 class TreadleExecutor(AgentExecutor):
@@ -131,6 +132,7 @@ class TreadleExecutor(AgentExecutor):
                 if live.cancel_requested:
                     await updater.cancel(self._note(updater, "The task was canceled."))
                     return
+                live.running = True  # from here a cancel stops this task's run
                 prompt = await self._prompt(conv, task_id, current, message, updater)
                 if prompt is None:
                     return
@@ -259,6 +261,8 @@ class TreadleExecutor(AgentExecutor):
         live = self.live.get(task_id)
         if live is not None:
             live.cancel_requested = True
+            if not live.running:
+                return  # waiting its turn: the sdk cancels it there, before any run
             while not live.done.is_set():  # also a run whose token is not made yet
                 live.conversation.agent.abort()
                 with anyio.move_on_after(0.05):
