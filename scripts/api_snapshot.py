@@ -27,6 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SNAPSHOT = ROOT / "tests" / "api" / "public_api.txt"
 PUBLIC = [
     "treadle",
+    "treadle.a2a",
     "treadle.agent",
     "treadle.context",
     "treadle.durable",

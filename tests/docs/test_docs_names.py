@@ -16,6 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 PUBLIC = [
     "treadle",
+    "treadle.a2a",
     "treadle.agent",
     "treadle.context",
     "treadle.durable",
@@ -45,8 +46,8 @@ PUBLIC = [
     "treadle.ui.ag_ui",
     "treadle.ui.vercel_ai",
 ]
-# Python's own names, values that providers send on the wire (finish reasons, enums), and
-# HTTP's (methods, headers, cookie attributes).
+# Python's own names, values that providers send on the wire (finish reasons, enums), HTTP's
+# (methods, headers, cookie attributes) and A2A's (methods, errors).
 NOT_OURS = {
     "RuntimeWarning",
     "ANY", "AUTO", "BLOCKLIST", "Cancelled", "DIRECT", "End", "False", "LANGUAGE", "NONE",
@@ -55,6 +56,9 @@ NOT_OURS = {
     "KeyboardInterrupt", "SystemExit", "BaseException", "OSError", "Exception", "RuntimeError",
     "EventSource", "HttpAgent", "DefaultChatTransport", "PENDING", "ENQUEUED", "SUCCESS", "CUSTOM",
     "ERROR", "CANCELLED", "GET", "HEAD", "OPTIONS", "Host", "Origin", "HttpOnly", "Secure",
+    # A2A's methods and errors, and the a2a-sdk's interface an executor implements
+    "SendMessage", "SendStreamingMessage", "GetTask", "ListTasks", "CancelTask",
+    "SubscribeToTask", "TaskNotCancelable", "AgentExecutor",
 }  # fmt: skip
 NAME = re.compile(r"`([A-Z][A-Za-z0-9]+)(?:[.(\[][^`]*)?`")
 

@@ -11,8 +11,8 @@ def test_import_treadle_stays_light() -> None:
     code = (
         "import sys, treadle, treadle.agent, treadle.loop, treadle.tools, treadle.providers\n"
         "heavy = ('treadle.ext', 'treadle.ui', 'treadle.durable', 'treadle.mcp', 'treadle.otel',"
-        " 'dbos', 'sqlalchemy', 'mcp', 'opentelemetry', 'starlette', 'uvicorn', 'ag_ui',"
-        " 'asyncio', 'trio')\n"
+        " 'treadle.a2a', 'dbos', 'sqlalchemy', 'mcp', 'opentelemetry', 'starlette', 'uvicorn',"
+        " 'ag_ui', 'a2a', 'google', 'asyncio', 'trio')\n"
         "print(sorted({m.split('.')[0] if not m.startswith('treadle') else m"
         " for m in sys.modules if m.startswith(heavy)}))"
     )

@@ -12,6 +12,7 @@ Every app is guarded the same way (``Host``, ``Origin``, an optional token, body
 see docs/security.md); :func:`serve` runs one with uvicorn and a request deadline.
 """
 
+from ._guard import DEFAULT_BODY_TIMEOUT, DEFAULT_MAX_BODY_BYTES, HTTPGuard, load_json
 from ._runs import (
     EncodedEvent,
     EncodedEventLog,
@@ -27,15 +28,19 @@ from ._runs import (
 from ._serve import serve
 
 __all__ = [
+    "DEFAULT_BODY_TIMEOUT",
+    "DEFAULT_MAX_BODY_BYTES",
     "EncodedEvent",
     "EncodedEventLog",
     "EventEncoder",
     "Frame",
     "FrameLog",
+    "HTTPGuard",
     "LiveRun",
     "RequestError",
     "UIRuns",
     "format_cursor",
+    "load_json",
     "parse_cursor",
     "serve",
 ]
