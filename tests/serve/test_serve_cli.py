@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import sys
-import types
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -55,13 +54,22 @@ def test_a2a_without_the_extra_says_what_to_install(monkeypatch: pytest.MonkeyPa
     assert "pip install 'treadle[a2a]'" in A2A_MISSING
 
 
-def test_the_a2a_factory_gets_the_options_it_takes(monkeypatch: pytest.MonkeyPatch) -> None:
-    module = types.ModuleType("treadle.a2a")
-    module.a2a_app = fake_a2a([])  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "treadle.a2a", module)
+@pytest.mark.anyio
+async def test_a2a_serves_the_real_card_at_the_root_behind_the_token() -> None:
+    pytest.importorskip("a2a", reason="the a2a extra is not installed")
     guard = {"token": TOKEN, "origins": [], "trusted_hosts": [], "body_timeout": 60.0}
-    app = a2a_root(Agent(ScriptedProvider("hi")), url="http://127.0.0.1:8000/", guard=guard)
-    assert isinstance(app, Starlette)  # origins, trusted_hosts, body_timeout left out
+    agent = Agent(ScriptedProvider("hi"), name="assistant")
+    root = a2a_root(agent, url="http://127.0.0.1:8000/", guard=guard)
+    app = agent_server_app(agent, root=root, token=TOKEN)
+    transport = httpx.ASGITransport(app)
+    async with (
+        app_lifespan(app),
+        httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8000") as client,
+    ):
+        assert (await client.get("/.well-known/agent-card.json")).status_code == 401
+        auth = {"authorization": f"Bearer {TOKEN}"}
+        card = (await client.get("/.well-known/agent-card.json", headers=auth)).json()
+        assert card["name"] == "assistant"
 
 
 @pytest.mark.anyio

@@ -17,8 +17,9 @@ from __future__ import annotations
 from ..errors import MissingExtra, install_hint
 
 try:
-    import a2a as _a2a  # noqa: F401
     import starlette as _starlette  # noqa: F401
+
+    import a2a as _a2a  # noqa: F401
 except ImportError as exc:  # pragma: no cover - the extra is not installed
     raise MissingExtra(f"treadle.a2a needs the A2A SDK: {install_hint('a2a')}") from exc
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import inspect
 import os
 import sys
 from typing import Any
@@ -28,11 +27,7 @@ def a2a_root(agent: Any, *, url: str, guard: dict[str, Any]) -> Any:
         factory = importlib.import_module("treadle.a2a").a2a_app
     except (ImportError, AttributeError):
         raise SystemExit(A2A_MISSING) from None
-    accepted = inspect.signature(factory).parameters
-    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in accepted.values())
-    options = {"url": url, **guard}
-    given = {k: v for k, v in options.items() if takes_any or k in accepted}
-    return factory(agent, **given)
+    return factory(agent, url=url, **guard)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:

@@ -13,6 +13,7 @@ from typing import Any
 
 import anyio
 
+from ..errors import ConfigurationError, UsageError
 from ._guard import (
     DEFAULT_BODY_TIMEOUT,
     DEFAULT_MAX_BODY_BYTES,
@@ -64,7 +65,7 @@ async def app_lifespan(app: ASGIApp, state: dict[str, Any] | None = None) -> Asy
         await started.wait()
         if failed:
             tg.cancel_scope.cancel()
-            raise RuntimeError(f"a served app failed to start: {failed[0]}")
+            raise ConfigurationError(f"a served app failed to start: {failed[0]}")
         try:
             yield
         finally:
@@ -146,5 +147,5 @@ def agent_server_app(
 
         mounts.append(("/mcp", mcp_app(agents, **guard)))
     if not mounts and root is None:
-        raise ValueError("serve at least one surface: openai, mcp, or a root app (A2A)")
+        raise UsageError("serve at least one surface: openai=True, mcp=True, or a root app (A2A)")
     return AgentServer(mounts, HTTPGuard(root, **guard) if root is not None else None)

@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ..agent import Agent, AgentSnapshot, RunResult
-from ..errors import MissingExtra, install_hint
+from ..errors import MissingExtra, UsageError, install_hint
 from ..tools import Tool, traits_of
 from ..types import AgentEvent, AgentMessage, ContinuationKind, Usage, UserMessage
 from ._asgi_io import read_json, send_json, stream_sse, while_connected
@@ -66,15 +66,17 @@ def agents_by_name(agents: Any) -> dict[str, Agent[Any]]:
         found = {}
         for agent in agents:
             if not isinstance(agent, Agent):
-                raise TypeError(f"expected Agents, got {type(agent).__name__}")
+                raise UsageError(
+                    f"serve Agents (or a mapping of names to Agents), got {type(agent).__name__}"
+                )
             if agent.name in found:
-                raise ValueError(
+                raise UsageError(
                     f"two agents are named {agent.name!r}: give each its own name "
                     "(Agent(..., name=...)), the name clients ask for"
                 )
             found[agent.name] = agent
     if not found:
-        raise ValueError("serve at least one agent")
+        raise UsageError("serve at least one agent: openai_app(agent) or openai_app([a, b])")
     return found
 
 
