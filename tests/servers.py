@@ -17,7 +17,7 @@ import httpx
 
 @contextmanager
 def example_server(
-    app: Path, *, env: dict[str, str], probe: str = "/", timeout: float = 30
+    app: Path, *, env: dict[str, str], probe: str = "/", timeout: float = 60
 ) -> Iterator[str]:
     """Run ``app`` offline (no TREADLE_MODEL) with ``env`` added; yield its base URL once
     ``GET probe`` gets any answer."""
