@@ -1,5 +1,6 @@
 """The ``treadle`` command: ``treadle run "prompt"``, ``treadle chat`` (stored sessions,
-``--resume ID``), ``treadle sessions list|show|delete`` and ``treadle ui`` (a web app)."""
+``--resume ID``), ``treadle sessions list|show|delete``, ``treadle ui`` (a web app) and
+``treadle eval`` (a dataset scored, ``treadle.evals``)."""
 
 from __future__ import annotations
 
@@ -123,9 +124,11 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("id", help="a session id or an unambiguous prefix")
     delete = actions.add_parser("delete", parents=[where], help="remove a conversation")
     delete.add_argument("id", help="a session id or an unambiguous prefix")
+    from .evals import add_parser as add_eval
     from .ui import add_parser as add_ui
 
     add_ui(sub, common)
+    add_eval(sub)
     return parser
 
 
@@ -142,6 +145,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from .ui import cmd_ui
 
             return cmd_ui(args)
+        if args.command == "eval":
+            from .evals import cmd_eval
+
+            return cmd_eval(args)
         return anyio.run(cmd_run, args)
     except KeyboardInterrupt:
         print("\ntreadle: interrupted", file=sys.stderr)
