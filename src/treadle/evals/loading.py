@@ -47,6 +47,7 @@ def load_file(path: Path, evaluators: Sequence[Evaluator] = ()) -> Dataset:
         raise FileNotFoundError(f"no dataset file at {path}")
     text = path.read_text(encoding="utf-8")
     suffix = path.suffix.lower()
+    places: list[str] | None = None  # where each case is, for messages
     if suffix in (".yaml", ".yml"):
         try:
             import yaml
@@ -62,11 +63,9 @@ def load_file(path: Path, evaluators: Sequence[Evaluator] = ()) -> Dataset:
     elif suffix == ".json":
         data = _json(text, str(path))
     elif suffix == ".jsonl":
-        data = [
-            _json(line, f"{path}, line {n}")
-            for n, line in enumerate(text.splitlines(), start=1)
-            if line.strip()
-        ]
+        lines = [(n, line) for n, line in enumerate(text.splitlines(), start=1) if line.strip()]
+        data = [_json(line, f"{path}, line {n}") for n, line in lines]
+        places = [f"line {n}" for n, _ in lines]
     else:
         raise ValueError(f"{path}: a dataset file is .yaml, .yml, .json or .jsonl")
     if isinstance(data, list):
@@ -74,7 +73,7 @@ def load_file(path: Path, evaluators: Sequence[Evaluator] = ()) -> Dataset:
     if not isinstance(data, dict):
         raise ValueError(f"{path}: expected a mapping with 'cases' or a list of cases")
     data.setdefault("name", path.stem)
-    dataset = from_data(data, source=str(path))
+    dataset = from_data(data, source=str(path), places=places)
     if evaluators:
         dataset = Dataset(
             dataset.cases, name=dataset.name, evaluators=[*evaluators, *dataset.evaluators]
@@ -89,7 +88,9 @@ def _json(text: str, where: str) -> Any:
         raise ValueError(f"{where} is not valid JSON: {exc}") from None
 
 
-def from_data(data: Mapping[str, Any], source: str = "dataset") -> Dataset:
+def from_data(
+    data: Mapping[str, Any], source: str = "dataset", places: list[str] | None = None
+) -> Dataset:
     where = _Where(source)
     unknown = set(data) - DATASET_KEYS
     if unknown:
@@ -100,11 +101,15 @@ def from_data(data: Mapping[str, Any], source: str = "dataset") -> Dataset:
         raise where.fail("'cases' must be a non-empty list of cases")
     shared = [evaluator_from(s, _Where(f"{source}, evaluators"), judge_model) for s in
               data.get("evaluators") or []]  # fmt: skip
+    places = places or [f"case {i}" for i in range(1, len(cases_data) + 1)]
     cases = [
-        case_from(c, _Where(f"{source}, case {i}"), judge_model)
-        for i, c in enumerate(cases_data, start=1)
+        case_from(c, _Where(f"{source}, {place}"), judge_model)
+        for c, place in zip(cases_data, places, strict=True)
     ]
-    return Dataset(cases, name=str(data.get("name") or "dataset"), evaluators=shared)
+    try:
+        return Dataset(cases, name=str(data.get("name") or "dataset"), evaluators=shared)
+    except (TypeError, ValueError) as exc:
+        raise where.fail(str(exc)) from None
 
 
 def case_from(data: Any, where: _Where, judge_model: Any) -> Case:

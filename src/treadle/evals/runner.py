@@ -42,6 +42,7 @@ class Models:
     def __init__(self, cassette: Cassette | None) -> None:
         self.cassette = cassette
         self.made: dict[str, Provider] = {}
+        self.clients: list[Any] = []  # the cassette's clients: the adapters do not own them
 
     def resolve(self, spec: str | Provider) -> Provider:
         if not isinstance(spec, str):
@@ -51,19 +52,16 @@ class Models:
         if spec == "offline":
             provider: Provider = OfflineProvider()
         else:
-            from ..errors import ConfigurationError
             from ..providers import get_provider
 
             options: dict[str, Any] = {}
             if self.cassette is not None:
                 options["client"] = self.cassette.client()
-            try:
-                provider = get_provider(spec, **options)
-            except ConfigurationError:
-                if self.cassette is None or self.cassette.recording:
-                    raise
-                # replaying: no request leaves the machine, so no key is needed
-                provider = get_provider(spec, api_key="cassette-replay", **options)
+                self.clients.append(options["client"])
+                if not self.cassette.recording:
+                    # replaying: no request leaves the machine, so no key is needed (nor read)
+                    options["api_key"] = "cassette-replay"
+            provider = get_provider(spec, **options)
         self.made[spec] = provider
         return provider
 
@@ -73,6 +71,9 @@ class Models:
             if closer is not None:
                 await closer()
         self.made.clear()
+        for client in self.clients:
+            await client.aclose()
+        self.clients.clear()
 
 
 def _label(spec: Any) -> str:
@@ -226,16 +227,15 @@ class EvalRun:
     async def run(self) -> EvalReport:
         self._started_at = datetime.datetime.now(datetime.timezone.utc).isoformat()
         self._started = anyio.current_time()
-        limiter = anyio.CapacityLimiter(self.concurrency)
         self.progress.start(self.total)
         try:
             with anyio.CancelScope() as self._scope:
                 if self.tracing is None:
-                    await self._all(limiter)
+                    await self._all()
                 else:
                     labels = [label for label, _ in self.models]
                     with self.tracing.run_span(self.dataset.name, labels, self.repeat):
-                        await self._all(limiter)
+                        await self._all()
         finally:
             self._duration = anyio.current_time() - self._started
             self.progress.stop()
@@ -243,21 +243,28 @@ class EvalRun:
                 await self._models.aclose()
         return self.report()
 
-    async def _all(self, limiter: anyio.CapacityLimiter) -> None:
-        async with anyio.create_task_group() as tg:
-            for spec in self.specs:
-                tg.start_soon(self._one, spec, limiter)
+    async def _all(self) -> None:
+        """``concurrency`` workers taking the samples in order (the first repeat of every
+        case first): with one worker the order is the same on every run."""
+        queue = iter(self.specs)
 
-    async def _one(self, spec: SampleSpec, limiter: anyio.CapacityLimiter) -> None:
-        async with limiter:
-            evaluators = self.dataset.evaluators_for(spec.case)
-            hooks = [self.tracing.hook] if self.tracing is not None else []
-            if self.tracing is None:
+        async def worker() -> None:
+            for spec in queue:  # shared: each worker takes the next sample
+                await self._one(spec)
+
+        async with anyio.create_task_group() as tg:
+            for _ in range(min(self.concurrency, len(self.specs))):
+                tg.start_soon(worker)
+
+    async def _one(self, spec: SampleSpec) -> None:
+        evaluators = self.dataset.evaluators_for(spec.case)
+        hooks = [self.tracing.hook] if self.tracing is not None else []
+        if self.tracing is None:
+            result, _ = await self._sample(spec, evaluators, hooks)
+        else:
+            with self.tracing.case_span(spec.case.name, spec.model, spec.repeat) as span:
                 result, _ = await self._sample(spec, evaluators, hooks)
-            else:
-                with self.tracing.case_span(spec.case.name, spec.model, spec.repeat) as span:
-                    result, _ = await self._sample(spec, evaluators, hooks)
-                    self.tracing.finish(span, result)
+                self.tracing.finish(span, result)
         self._done[spec.index] = result
         self.progress.advance(len(self._done), self.total, result)
 
