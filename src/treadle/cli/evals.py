@@ -56,6 +56,8 @@ def _pick(module: Any, name: str | None, kind: type, what: str, defaults: tuple[
 def _target(module: Any, name: str | None) -> Any:
     from ..agent import Agent
 
+    if name and not hasattr(module, name):
+        raise _Bad(f"{module.__file__} has no {name!r}")
     for attr in [name] if name else ["agent", "target", "make_agent"]:
         if attr and hasattr(module, attr):
             value = getattr(module, attr)

@@ -149,7 +149,8 @@ class EvalReport(BaseModel):
         return plain_table(self, width=width)
 
     def print(self, file: Any = None) -> None:
-        """Print the table: with ``rich`` when it is installed, plain text otherwise."""
+        """Print the table: with ``rich`` on a terminal when it is installed, plain text
+        otherwise (a pipe, a CI log)."""
         from .terminal import print_report
 
         print_report(self, file=file)

@@ -116,6 +116,9 @@ def plain_table(report: EvalReport, *, width: int | None = None) -> str:
 
 def print_report(report: EvalReport, file: Any = None) -> None:
     out = file or sys.stdout
+    if not (hasattr(out, "isatty") and out.isatty()):  # a log, a pipe: plain lines
+        print(report.table(), file=out)
+        return
     try:
         from rich.console import Console
         from rich.table import Table
@@ -139,4 +142,4 @@ def print_report(report: EvalReport, file: Any = None) -> None:
         table.add_row(*styled)
     console.print(table)
     for line in footer(report):
-        console.print(line, markup=False, highlight=False)
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
