@@ -212,7 +212,9 @@ def test_a_failing_evaluator_or_target_is_reported_not_raised() -> None:
 
     report = anyio.run(lambda: dataset.evaluate(lambda m: "not an agent"))  # type: ignore[arg-type, return-value]
     assert report.samples[0].error is not None
-    assert report.samples[0].error.startswith("TypeError: the target function must return an Agent")
+    assert report.samples[0].error.startswith(
+        "UsageError: the target function must return an Agent"
+    )
 
 
 def test_mistakes_in_the_run_are_named_before_anything_runs() -> None:

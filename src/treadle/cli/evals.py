@@ -12,10 +12,12 @@ import sys
 from pathlib import Path
 from typing import Any, Literal
 
+from .._signals import Signal
+
 DATA_FILES = (".yaml", ".yml", ".json", ".jsonl")
 
 
-class _Bad(Exception):
+class _Bad(Signal):
     """A configuration mistake: one line on standard error, exit status 2."""
 
 

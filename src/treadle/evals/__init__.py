@@ -21,15 +21,25 @@ tests (``treadle.evals.pytest_plugin``). YAML and JSON Schema dicts need the ``e
 extra; nothing else does.
 """
 
-from .checks import EXPECTED, Bounds, Contains, Equals, MatchesSchema, OutputEquals, Regex
-from .compare import CaseChange, Comparison, EvalRegression, ModelChange
-from .dataset import Case, Dataset, User
+from .checks import (
+    EXPECTED,
+    Bounds,
+    Check,
+    Contains,
+    Equals,
+    MatchesSchema,
+    OutputEquals,
+    Regex,
+    evaluator,
+)
+from .comparison import CaseChange, Comparison, EvalRegression, ModelChange
+from .core import Case, EvalContext, Evaluator, Score, User
+from .dataset import Dataset
 from .judge import Judge
 from .recorded import ToolAnswer
 from .report import EvalReport
 from .results import CaseResult, EvaluatorStats, ModelSummary, SampleResult, pass_at_k
 from .runner import EvalRun, ModelSpec, Target, evaluate, evaluate_sync
-from .scoring import Check, EvalContext, Evaluator, Score, evaluator
 from .trajectory import Call, Trajectory
 
 __all__ = [

@@ -1,18 +1,75 @@
-"""Deterministic evaluators: the answer's text (exact, contains, regex), the structured
-output (equality, a JSON Schema) and bounds on what a sample cost."""
+"""Deterministic evaluators: any Python function, the answer's text (exact, contains,
+regex), the structured output (equality, a JSON Schema) and bounds on what a sample cost."""
 
 from __future__ import annotations
 
+import inspect
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from pydantic import BaseModel, TypeAdapter, ValidationError
-from pydantic_core import to_jsonable_python
+from pydantic import TypeAdapter, ValidationError
 
-from ..errors import MissingExtra, install_hint
-from .scoring import EvalContext, Evaluator, Score
+from ..errors import ConfigurationError, MissingExtra, UsageError, install_hint
+from .core import EvalContext, Evaluator, Score
+from .jsonish import as_json, clip, first_difference
+
+CheckResult = bool | float | Score | tuple[float | bool, str] | None
+
+
+class Check(Evaluator):
+    """Any Python function as an evaluator: ``fn(ctx)`` (sync or async) returns a bool
+    (passed or not), a number from 0 to 1 (passed at ``threshold``), a ``(value, reason)``
+    pair, or a whole :class:`Score`."""
+
+    def __init__(
+        self,
+        fn: Callable[[EvalContext], CheckResult | Awaitable[CheckResult]],
+        *,
+        name: str | None = None,
+        threshold: float = 1.0,
+    ) -> None:
+        if not callable(fn):
+            raise UsageError(f"Check needs a function of the sample's EvalContext, got {fn!r}")
+        self.fn = fn
+        self.name = name or str(getattr(fn, "__name__", "check"))
+        self.threshold = threshold
+
+    def __repr__(self) -> str:
+        return f"Check({self.name})"
+
+    async def evaluate(self, ctx: EvalContext) -> Score:
+        got: Any = self.fn(ctx)
+        if inspect.isawaitable(got):
+            got = await got
+        if isinstance(got, Score):
+            return got
+        reason = ""
+        if isinstance(got, tuple) and len(got) == 2:
+            got, reason = got
+        if isinstance(got, bool):
+            return self.score(1.0 if got else 0.0, str(reason))
+        if isinstance(got, (int, float)):
+            value = float(got)
+            return self.score(value, str(reason), passed=value >= self.threshold)
+        raise UsageError(
+            f"check {self.name!r} returned {got!r}: return a bool, a number from 0 to 1, "
+            "a (value, reason) pair or a Score"
+        )
+
+
+def evaluator(
+    fn: Callable[[EvalContext], Any] | None = None,
+    *,
+    name: str | None = None,
+    threshold: float = 1.0,
+) -> Any:
+    """``@evaluator`` makes a function a :class:`Check` (``@evaluator(threshold=0.5)``
+    too)."""
+    if fn is None:
+        return lambda f: Check(f, name=name, threshold=threshold)
+    return Check(fn, name=name, threshold=threshold)
 
 
 class _Missing:
@@ -28,15 +85,11 @@ def _expected(ctx: EvalContext, given: Any, who: str) -> Any:
     if given is not EXPECTED:
         return given
     if ctx.case.expected_output is None:
-        raise ValueError(
+        raise ConfigurationError(
             f"{who} compares with the case's expected_output, and case {ctx.case.name!r} "
             "has none: give the case expected_output=... or the evaluator a value"
         )
     return ctx.case.expected_output
-
-
-def _clip(text: str, n: int = 80) -> str:
-    return text if len(text) <= n else text[: n - 1] + "…"
 
 
 class Equals(Evaluator):
@@ -64,8 +117,8 @@ class Equals(Evaluator):
     async def evaluate(self, ctx: EvalContext) -> Score:
         expected = str(_expected(ctx, self.expected, "Equals"))
         if self._norm(ctx.text) == self._norm(expected):
-            return self.score(1.0, f"the answer is {_clip(expected)!r}")
-        return self.score(0.0, f"expected {_clip(expected)!r}, got {_clip(ctx.text)!r}")
+            return self.score(1.0, f"the answer is {clip(expected)!r}")
+        return self.score(0.0, f"expected {clip(expected)!r}, got {clip(ctx.text)!r}")
 
 
 class Contains(Evaluator):
@@ -90,7 +143,7 @@ class Contains(Evaluator):
         given = _expected(ctx, self.texts, "Contains")
         wanted = [given] if isinstance(given, str) else [str(t) for t in given]
         if not wanted:
-            raise ValueError("Contains needs at least one text to look for")
+            raise ConfigurationError("Contains needs at least one text to look for")
         text = ctx.text.casefold() if self.ignore_case else ctx.text
         found = [w for w in wanted if (w.casefold() if self.ignore_case else w) in text]
         missing = [w for w in wanted if w not in found]
@@ -117,7 +170,7 @@ class Regex(Evaluator):
         try:
             self.pattern = re.compile(pattern, re.IGNORECASE if ignore_case else 0)
         except re.error as exc:
-            raise ValueError(f"Regex: {pattern!r} is not a valid pattern: {exc}") from None
+            raise ConfigurationError(f"Regex: {pattern!r} is not a valid pattern: {exc}") from None
         self.full = full
         self.name = name or "regex"
 
@@ -125,42 +178,8 @@ class Regex(Evaluator):
         text = ctx.text
         match = self.pattern.fullmatch(text) if self.full else self.pattern.search(text)
         if match is not None:
-            return self.score(1.0, f"matched {_clip(match.group(0))!r}")
-        return self.score(0.0, f"no match for /{self.pattern.pattern}/ in {_clip(text)!r}")
-
-
-def as_json(value: Any) -> Any:
-    """A value as plain JSON data (a pydantic model as its dump, a dataclass as a dict)."""
-    if isinstance(value, BaseModel):
-        return value.model_dump(mode="json")
-    return to_jsonable_python(value, fallback=str)
-
-
-def first_difference(expected: Any, got: Any, path: str = "$") -> str | None:
-    """Where two JSON values first differ, as ``$.a[1]: 3 expected, 4 got``."""
-    if isinstance(expected, dict) and isinstance(got, dict):
-        for key in expected:
-            if key not in got:
-                return f"{path}.{key}: missing"
-            found = first_difference(expected[key], got[key], f"{path}.{key}")
-            if found:
-                return found
-        extra = [k for k in got if k not in expected]
-        return f"{path}.{extra[0]}: not expected" if extra else None
-    if isinstance(expected, list) and isinstance(got, list):
-        for i, (e, g) in enumerate(zip(expected, got, strict=False)):
-            found = first_difference(e, g, f"{path}[{i}]")
-            if found:
-                return found
-        if len(expected) != len(got):
-            return f"{path}: {len(expected)} items expected, {len(got)} got"
-        return None
-    if expected == got and type(expected) is type(got):
-        return None
-    if isinstance(expected, (int, float)) and isinstance(got, (int, float)):
-        if expected == got and not isinstance(expected, bool) and not isinstance(got, bool):
-            return None
-    return f"{path}: {_clip(json.dumps(expected))} expected, {_clip(json.dumps(got))} got"
+            return self.score(1.0, f"matched {clip(match.group(0))!r}")
+        return self.score(0.0, f"no match for /{self.pattern.pattern}/ in {clip(text)!r}")
 
 
 class OutputEquals(Evaluator):
@@ -200,7 +219,7 @@ class MatchesSchema(Evaluator):
             try:
                 value = json.loads(value)
             except ValueError:
-                return self.score(0.0, f"the answer is not JSON: {_clip(value)!r}")
+                return self.score(0.0, f"the answer is not JSON: {clip(value)!r}")
         data = as_json(value)
         if isinstance(self.schema, dict):
             errors = sorted(self._validator.iter_errors(data), key=lambda e: list(e.path))
@@ -232,7 +251,7 @@ def _json_schema_validator(schema: dict[str, Any]) -> Any:
     try:
         cls.check_schema(schema)
     except jsonschema.SchemaError as exc:
-        raise ValueError(f"MatchesSchema: the schema is not valid: {exc.message}") from None
+        raise ConfigurationError(f"MatchesSchema: the schema is not valid: {exc.message}") from None
     return cls(schema)
 
 
@@ -260,13 +279,15 @@ class Bounds(Evaluator):
             "duration": max_duration_s,
         }
         if all(v is None for v in self.limits.values()):
-            raise ValueError(
+            raise ConfigurationError(
                 "Bounds needs at least one of max_cost_usd, max_tokens, max_turns, "
                 "max_tool_calls, max_duration_s"
             )
         for what, limit in self.limits.items():
             if limit is not None and (not isinstance(limit, (int, float)) or limit < 0):
-                raise ValueError(f"Bounds: the {what} bound must be a number >= 0, got {limit!r}")
+                raise ConfigurationError(
+                    f"Bounds: the {what} bound must be a number >= 0, got {limit!r}"
+                )
         self.name = name or "bounds"
 
     async def evaluate(self, ctx: EvalContext) -> Score:

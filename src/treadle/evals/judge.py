@@ -7,11 +7,12 @@ import json
 import re
 from typing import Any
 
+from ..errors import ConfigurationError
 from ..loop import ModelSettings
 from ..providers import Provider
 from ..types import AssistantMessage, Usage
-from .checks import as_json
-from .scoring import EvalContext, Evaluator, Score
+from .core import EvalContext, Evaluator, Score
+from .jsonish import as_json
 
 INSTRUCTIONS = """You grade an AI assistant's answer against a rubric.
 Read the rubric, the conversation's input, the reference answer if one is given, and the
@@ -44,9 +45,9 @@ class Judge(Evaluator):
         name: str | None = None,
     ) -> None:
         if not isinstance(rubric, str) or not rubric.strip():
-            raise ValueError("Judge needs a rubric: what a good answer does, in words")
+            raise ConfigurationError("Judge needs a rubric: what a good answer does, in words")
         if not 0.0 <= threshold <= 1.0:
-            raise ValueError(f"Judge threshold must be from 0 to 1, got {threshold!r}")
+            raise ConfigurationError(f"Judge threshold must be from 0 to 1, got {threshold!r}")
         self.rubric = rubric
         self.model = model
         self.threshold = threshold

@@ -5,17 +5,19 @@ from __future__ import annotations
 
 import importlib
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ..errors import MissingExtra, install_hint
+from ..errors import ConfigurationError, MissingExtra, install_hint
 from ..types import AssistantMessage
-from .checks import Bounds, Contains, Equals, MatchesSchema, OutputEquals, Regex
-from .dataset import Case, Dataset
+from .checks import Bounds, Check, Contains, Equals, MatchesSchema, OutputEquals, Regex
+from .core import Case, Evaluator, unique_names
 from .judge import Judge
-from .scoring import Check, Evaluator
 from .trajectory import Trajectory
+
+Loaded = tuple[str, list[Case], list[Evaluator]]
+"""A dataset read from data: its name, its cases and the evaluators every case gets."""
 
 CASE_KEYS = {
     "name",
@@ -42,7 +44,7 @@ class _Where:
         return ValueError(f"{self.source}: {message}")
 
 
-def load_file(path: Path, evaluators: Sequence[Evaluator] = ()) -> Dataset:
+def load_file(path: Path) -> Loaded:
     if not path.is_file():
         raise FileNotFoundError(f"no dataset file at {path}")
     text = path.read_text(encoding="utf-8")
@@ -59,7 +61,7 @@ def load_file(path: Path, evaluators: Sequence[Evaluator] = ()) -> Dataset:
         try:
             data = yaml.safe_load(text)
         except yaml.YAMLError as exc:
-            raise ValueError(f"{path} is not valid YAML: {exc}") from None
+            raise ConfigurationError(f"{path} is not valid YAML: {exc}") from None
     elif suffix == ".json":
         data = _json(text, str(path))
     elif suffix == ".jsonl":
@@ -67,30 +69,25 @@ def load_file(path: Path, evaluators: Sequence[Evaluator] = ()) -> Dataset:
         data = [_json(line, f"{path}, line {n}") for n, line in lines]
         places = [f"line {n}" for n, _ in lines]
     else:
-        raise ValueError(f"{path}: a dataset file is .yaml, .yml, .json or .jsonl")
+        raise ConfigurationError(f"{path}: a dataset file is .yaml, .yml, .json or .jsonl")
     if isinstance(data, list):
         data = {"cases": data}
     if not isinstance(data, dict):
-        raise ValueError(f"{path}: expected a mapping with 'cases' or a list of cases")
+        raise ConfigurationError(f"{path}: expected a mapping with 'cases' or a list of cases")
     data.setdefault("name", path.stem)
-    dataset = from_data(data, source=str(path), places=places)
-    if evaluators:
-        dataset = Dataset(
-            dataset.cases, name=dataset.name, evaluators=[*evaluators, *dataset.evaluators]
-        )
-    return dataset
+    return from_data(data, source=str(path), places=places)
 
 
 def _json(text: str, where: str) -> Any:
     try:
         return json.loads(text)
     except ValueError as exc:
-        raise ValueError(f"{where} is not valid JSON: {exc}") from None
+        raise ConfigurationError(f"{where} is not valid JSON: {exc}") from None
 
 
 def from_data(
     data: Mapping[str, Any], source: str = "dataset", places: list[str] | None = None
-) -> Dataset:
+) -> Loaded:
     where = _Where(source)
     unknown = set(data) - DATASET_KEYS
     if unknown:
@@ -106,10 +103,16 @@ def from_data(
         case_from(c, _Where(f"{source}, {place}"), judge_model)
         for c, place in zip(cases_data, places, strict=True)
     ]
-    try:
-        return Dataset(cases, name=str(data.get("name") or "dataset"), evaluators=shared)
-    except (TypeError, ValueError) as exc:
-        raise where.fail(str(exc)) from None
+    seen: dict[str, str] = {}
+    for case, place in zip(cases, places, strict=True):
+        if case.name in seen:
+            raise where.fail(f"{place} and {seen[case.name]}: two cases named {case.name!r}")
+        seen[case.name] = place
+        try:
+            unique_names([*shared, *case.evaluators], f"case {case.name!r}")
+        except ValueError as exc:
+            raise where.fail(str(exc)) from None
+    return str(data.get("name") or "dataset"), cases, shared
 
 
 def case_from(data: Any, where: _Where, judge_model: Any) -> Case:
@@ -214,7 +217,9 @@ def _regex(value: Any, where: _Where, _: Any) -> Evaluator:
 def _output_equals(value: Any, where: _Where, _: Any) -> Evaluator:
     if isinstance(value, Mapping):
         if "value" not in value or not set(value) <= {"value", "name"}:
-            raise ValueError("write the expected output as {value: ...} (or leave it empty)")
+            raise ConfigurationError(
+                "write the expected output as {value: ...} (or leave it empty)"
+            )
         return OutputEquals(value["value"], name=value.get("name"))
     return OutputEquals() if value is None else OutputEquals(value)
 
@@ -223,7 +228,7 @@ def _schema(value: Any, where: _Where, _: Any) -> Evaluator:
     if isinstance(value, Mapping) and "schema" in value and set(value) <= {"schema", "name"}:
         return MatchesSchema(dict(value["schema"]), name=value.get("name"))
     if not isinstance(value, Mapping):
-        raise ValueError("the schema is a JSON Schema mapping")
+        raise ConfigurationError("the schema is a JSON Schema mapping")
     return MatchesSchema(dict(value))
 
 
@@ -235,7 +240,7 @@ def _trajectory(value: Any, where: _Where, _: Any) -> Evaluator:
 
 def _bounds(value: Any, where: _Where, _: Any) -> Evaluator:
     if not isinstance(value, Mapping):
-        raise ValueError("bounds is a mapping: {max_turns: 3, max_cost_usd: 0.01, ...}")
+        raise ConfigurationError("bounds is a mapping: {max_turns: 3, max_cost_usd: 0.01, ...}")
     return Bounds(**dict(value))
 
 
@@ -243,7 +248,9 @@ def _judge(value: Any, where: _Where, judge_model: Any) -> Evaluator:
     options = _options(value, "rubric", {"model", "threshold", "reference"}, where, "judge")
     options.setdefault("model", judge_model)
     if not options["model"]:
-        raise ValueError("the judge needs a model: judge: {rubric: ..., model: ...} or judge_model")
+        raise ConfigurationError(
+            "the judge needs a model: judge: {rubric: ..., model: ...} or judge_model"
+        )
     return Judge(**options)
 
 

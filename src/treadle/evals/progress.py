@@ -7,6 +7,7 @@ import sys
 from collections.abc import Callable
 from typing import Any, Protocol, TextIO
 
+from ..errors import UsageError
 from .results import SampleResult
 
 
@@ -103,4 +104,4 @@ def make_progress(value: Any) -> Progress:
         return progress
     if callable(value):
         return CallbackProgress(value)
-    raise TypeError(f"progress is True, a function (done, total, sample) or None, not {value!r}")
+    raise UsageError(f"progress is True, a function (done, total, sample) or None, not {value!r}")

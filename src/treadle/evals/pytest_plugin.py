@@ -27,8 +27,8 @@ from typing import Any
 
 import pytest
 
-from .compare import EvalRegression
-from .dataset import Dataset
+from .comparison import EvalRegression
+from .core import Cases
 from .report import EvalReport
 from .runner import Target, evaluate, evaluate_sync
 
@@ -71,10 +71,10 @@ class EvalFixture:
         self.update = update
         self.reports: list[EvalReport] = []
 
-    def __call__(self, dataset: Dataset, target: Target, **options: Any) -> EvalReport:
+    def __call__(self, dataset: Cases, target: Target, **options: Any) -> EvalReport:
         return self.check(evaluate_sync(dataset, target, **options))
 
-    async def arun(self, dataset: Dataset, target: Target, **options: Any) -> EvalReport:
+    async def arun(self, dataset: Cases, target: Target, **options: Any) -> EvalReport:
         return self.check(await evaluate(dataset, target, **options))
 
     def check(self, report: EvalReport) -> EvalReport:

@@ -8,9 +8,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import ConfigurationError
 from ..tools import Tool, ToolContext, Toolset, as_tool, to_tool_result
 from ..types import TextContent, ToolResult
-from .checks import as_json
+from .jsonish import as_json
 
 _KEYS = {"answer", "arguments", "error"}
 
@@ -46,7 +47,7 @@ def tool_answers(value: Any) -> list[ToolAnswer]:
         else:
             out.append(ToolAnswer(item))
     if not out:
-        raise ValueError("a tool's recorded answers must hold at least one answer")
+        raise ConfigurationError("a tool's recorded answers must hold at least one answer")
     return out
 
 
@@ -134,7 +135,7 @@ def with_recorded(tools: Sequence[Any], answers: Mapping[str, Any], case: str) -
         out.append(RecordedTool(tool, player) if tool.name in player.answers else item)
     unknown = sorted(set(player.answers) - names)
     if unknown and not toolsets:
-        raise ValueError(
+        raise ConfigurationError(
             f"case {case!r} records answers for {unknown}, which the agent has no tool "
             f"named (its tools: {sorted(names)})"
         )

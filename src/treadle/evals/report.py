@@ -7,77 +7,21 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
-from .compare import Comparison, EvalRegression, compare
-from .results import CaseResult, ModelSummary, SampleResult, mean
-
-FORMAT = 1
-
-
-class Unfinished(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    case: str
-    model: str
-    repeat: int
+from ..errors import ConfigurationError
+from .compare import compare
+from .comparison import Comparison, EvalRegression
+from .html import report_html
+from .results import FORMAT, ReportData
+from .terminal import plain_table, print_report
 
 
-class EvalReport(BaseModel):
+class EvalReport(ReportData):
     """An eval run: every case per model (``cases``), every model in aggregate
     (``summaries``), and, when it was compared with a baseline, the ``comparison``.
 
     ``cancelled`` says the run was stopped: the samples that finished are here, those
     that had not are in ``unfinished``. Save it with :meth:`save` (JSON: the next run's
     baseline) or :meth:`write_html`; print :meth:`table`."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    treadle_eval: int = FORMAT
-    name: str = "dataset"
-    models: list[str] = Field(default_factory=list)
-    repeat: int = 1
-    started_at: str = ""
-    duration_s: float = 0.0
-    cancelled: bool = False
-    unfinished: list[Unfinished] = Field(default_factory=list)
-    cases: list[CaseResult] = Field(default_factory=list)
-    summaries: list[ModelSummary] = Field(default_factory=list)
-    comparison: Comparison | None = None
-
-    # ---- reading ----
-
-    def case(self, name: str, model: str | None = None) -> CaseResult:
-        """The result of case ``name`` (on ``model``, needed when several ran)."""
-        found = [c for c in self.cases if c.case == name and (model is None or c.model == model)]
-        if len(found) == 1:
-            return found[0]
-        if not found:
-            raise KeyError(f"no case {name!r}{f' on {model!r}' if model else ''} in the report")
-        raise KeyError(f"case {name!r} ran on {[c.model for c in found]}: give model=...")
-
-    def summary(self, model: str | None = None) -> ModelSummary:
-        if model is None and len(self.summaries) == 1:
-            return self.summaries[0]
-        for s in self.summaries:
-            if s.model == model:
-                return s
-        raise KeyError(f"no model {model!r} in the report (models: {self.models})")
-
-    @property
-    def samples(self) -> list[SampleResult]:
-        return [s for c in self.cases for s in c.samples]
-
-    @property
-    def pass_rate(self) -> float:
-        """The share of every sample, on every model, that passed."""
-        samples = self.samples
-        return sum(s.passed for s in samples) / len(samples) if samples else 0.0
-
-    @property
-    def score(self) -> float:
-        """The mean of the cases' scores, over every model."""
-        return mean([c.score for c in self.cases])
 
     # ---- comparing ----
 
@@ -106,7 +50,9 @@ class EvalReport(BaseModel):
         comparison = self.comparison if baseline is None else None
         if comparison is None:
             if baseline is None:
-                raise ValueError("assert_no_regression needs a baseline (none was compared)")
+                raise ConfigurationError(
+                    "assert_no_regression needs a baseline (none was compared)"
+                )
             comparison = self.compare(baseline, threshold=threshold)
         if comparison.regressed:
             raise EvalRegression(comparison)
@@ -134,9 +80,9 @@ class EvalReport(BaseModel):
         except FileNotFoundError:
             raise FileNotFoundError(f"no eval report at {path}") from None
         except ValueError as exc:
-            raise ValueError(f"{path} is not an eval report (not JSON: {exc})") from None
+            raise ConfigurationError(f"{path} is not an eval report (not JSON: {exc})") from None
         if not isinstance(data, dict) or data.get("treadle_eval") != FORMAT:
-            raise ValueError(
+            raise ConfigurationError(
                 f"{path} is not a treadle eval report (a report saved by report.save() or "
                 "`treadle eval --json`)"
             )
@@ -144,22 +90,16 @@ class EvalReport(BaseModel):
 
     def table(self, *, width: int | None = None) -> str:
         """The report as a plain-text table (what ``treadle eval`` prints without rich)."""
-        from .terminal import plain_table
-
         return plain_table(self, width=width)
 
     def print(self, file: Any = None) -> None:
         """Print the table: with ``rich`` on a terminal when it is installed, plain text
         otherwise (a pipe, a CI log)."""
-        from .terminal import print_report
-
         print_report(self, file=file)
 
     def to_html(self) -> str:
         """One self-contained HTML page: summary, cases, and per case each sample's
         scores, conversation and inspector timeline (the web UI's). Nothing is fetched."""
-        from .html import report_html
-
         return report_html(self)
 
     def write_html(self, path: str | Path) -> Path:

@@ -11,8 +11,12 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..errors import ConfigurationError, UnknownName
 from ..types import Usage
-from .scoring import Score
+from .comparison import Comparison
+from .core import Score
+
+FORMAT = 1
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -20,7 +24,7 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     passing) passes: ``1 - C(n-c, k) / C(n, k)``, the unbiased estimator of Chen et al.
     (2021)."""
     if not 0 <= c <= n or not 1 <= k <= n:
-        raise ValueError(f"pass@k needs 0 <= c <= n and 1 <= k <= n (n={n}, c={c}, k={k})")
+        raise ConfigurationError(f"pass@k needs 0 <= c <= n and 1 <= k <= n (n={n}, c={c}, k={k})")
     if n - c < k:
         return 1.0
     return float(1 - Fraction(math.comb(n - c, k), math.comb(n, k)))
@@ -173,3 +177,68 @@ class ModelSummary(_Data):
             errors=sum(c.errors for c in cases),
             duration_s=math.fsum(s.duration_s for s in samples),
         )
+
+
+class Unfinished(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    case: str
+    model: str
+    repeat: int
+
+
+class ReportData(BaseModel):
+    """An eval run's findings, as data (:class:`~treadle.evals.EvalReport` adds saving,
+    comparing and printing): every case per model (``cases``), every model in aggregate
+    (``summaries``), and, when it was compared with a baseline, the ``comparison``.
+
+    ``cancelled`` says the run was stopped: the samples that finished are here, those
+    that had not are in ``unfinished``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    treadle_eval: int = FORMAT
+    name: str = "dataset"
+    models: list[str] = Field(default_factory=list)
+    repeat: int = 1
+    started_at: str = ""
+    duration_s: float = 0.0
+    cancelled: bool = False
+    unfinished: list[Unfinished] = Field(default_factory=list)
+    cases: list[CaseResult] = Field(default_factory=list)
+    summaries: list[ModelSummary] = Field(default_factory=list)
+    comparison: Comparison | None = None
+
+    # ---- reading ----
+
+    def case(self, name: str, model: str | None = None) -> CaseResult:
+        """The result of case ``name`` (on ``model``, needed when several ran)."""
+        found = [c for c in self.cases if c.case == name and (model is None or c.model == model)]
+        if len(found) == 1:
+            return found[0]
+        if not found:
+            raise UnknownName(f"no case {name!r}{f' on {model!r}' if model else ''} in the report")
+        raise UnknownName(f"case {name!r} ran on {[c.model for c in found]}: give model=...")
+
+    def summary(self, model: str | None = None) -> ModelSummary:
+        if model is None and len(self.summaries) == 1:
+            return self.summaries[0]
+        for s in self.summaries:
+            if s.model == model:
+                return s
+        raise UnknownName(f"no model {model!r} in the report (models: {self.models})")
+
+    @property
+    def samples(self) -> list[SampleResult]:
+        return [s for c in self.cases for s in c.samples]
+
+    @property
+    def pass_rate(self) -> float:
+        """The share of every sample, on every model, that passed."""
+        samples = self.samples
+        return sum(s.passed for s in samples) / len(samples) if samples else 0.0
+
+    @property
+    def score(self) -> float:
+        """The mean of the cases' scores, over every model."""
+        return mean([c.score for c in self.cases])

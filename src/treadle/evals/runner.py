@@ -10,12 +10,14 @@ from typing import TYPE_CHECKING, Any, Literal, Union
 
 import anyio
 
+from ..errors import ConfigurationError, UsageError
 from ..providers import Provider
 from ..testing import Cassette, OfflineProvider
-from .dataset import Case, Dataset
+from .core import Case, Cases
+from .jsonish import as_json
 from .progress import Progress, make_progress
-from .report import EvalReport, Unfinished
-from .results import CaseResult, ModelSummary, SampleResult
+from .report import EvalReport
+from .results import CaseResult, ModelSummary, SampleResult, Unfinished
 from .sample import SampleSpec, run_sample
 from .tracing import EvalTracing, tracing_available
 
@@ -82,7 +84,9 @@ def _label(spec: Any) -> str:
     name, model = getattr(spec, "name", None), getattr(spec, "model", None)
     if isinstance(name, str) and isinstance(model, str):
         return f"{name}:{model}"
-    raise ValueError(f"model {spec!r} needs a label: give models as a mapping, {{'label': model}}")
+    raise ConfigurationError(
+        f"model {spec!r} needs a label: give models as a mapping, {{'label': model}}"
+    )
 
 
 class EvalRun:
@@ -113,7 +117,7 @@ class EvalRun:
 
     def __init__(
         self,
-        dataset: Dataset,
+        dataset: Cases,
         target: Target,
         *,
         models: Sequence[str | Provider] | Mapping[str, ModelSpec] | None = None,
@@ -127,25 +131,25 @@ class EvalRun:
         tracing: bool | None = None,
         tracer_provider: Any = None,
     ) -> None:
-        if not isinstance(dataset, Dataset):
-            raise TypeError(f"EvalRun needs a Dataset, got {type(dataset).__name__}")
+        if not isinstance(dataset, Cases):
+            raise UsageError(f"EvalRun needs a Dataset, got {type(dataset).__name__}")
         if not dataset.cases:
-            raise ValueError(f"dataset {dataset.name!r} has no cases")
+            raise ConfigurationError(f"dataset {dataset.name!r} has no cases")
         if not callable(target):
             from ..agent import Agent
 
             if not isinstance(target, Agent):
-                raise TypeError(
+                raise UsageError(
                     f"the target is an Agent or a function of the model returning one, "
                     f"not {type(target).__name__}"
                 )
         if repeat < 1 or concurrency < 1:
-            raise ValueError("repeat and concurrency must be at least 1")
+            raise ConfigurationError("repeat and concurrency must be at least 1")
         if timeout_s is not None and timeout_s <= 0:
-            raise ValueError("timeout_s must be positive")
+            raise ConfigurationError("timeout_s must be positive")
         for case in dataset.cases:
             if not dataset.evaluators_for(case):
-                raise ValueError(
+                raise ConfigurationError(
                     f"case {case.name!r} has no evaluators (neither its own nor the "
                     "dataset's): give Case(evaluators=[...]) or Dataset(evaluators=[...])"
                 )
@@ -185,20 +189,22 @@ class EvalRun:
                 return [(_label(self.target.provider), lambda case, repeat: None)]
             if all(c.script for c in self.dataset.cases):
                 return [("scripted", lambda case, repeat: None)]
-            raise ValueError(
+            raise ConfigurationError(
                 "the target is a function of the model and no model was given: pass "
                 "models=[...] (or --model), or give every case a script"
             )
         if isinstance(models, (str, Provider)) or callable(models):
-            raise TypeError("models is a list (or a mapping of labels to models)")
+            raise UsageError("models is a list (or a mapping of labels to models)")
         pairs = list(models.items()) if isinstance(models, Mapping) else [
             (_label(m), m) for m in models
         ]  # fmt: skip
         if not pairs:
-            raise ValueError("models is empty: give at least one model")
+            raise ConfigurationError("models is empty: give at least one model")
         labels = [label for label, _ in pairs]
         if len(set(labels)) != len(labels):
-            raise ValueError(f"two models have one label in {labels}: give a mapping of labels")
+            raise ConfigurationError(
+                f"two models have one label in {labels}: give a mapping of labels"
+            )
         return [(label, self._provider_of(spec)) for label, spec in pairs]
 
     def _provider_of(self, spec: ModelSpec) -> Callable[[Case, int], Provider | None]:
@@ -209,7 +215,7 @@ class EvalRun:
             return lambda case, repeat: provider
         if callable(spec):
             return spec
-        raise TypeError(
+        raise UsageError(
             f"a model is a model string, a provider or a function (case, repeat) -> provider, "
             f"not {spec!r}"
         )
@@ -329,13 +335,12 @@ class EvalRun:
 
 
 def _jsonable(value: Any) -> Any:
-    from .checks import as_json
 
     return as_json(value)
 
 
 async def evaluate(
-    dataset: Dataset,
+    dataset: Cases,
     target: Target,
     *,
     baseline: EvalReport | str | Path | None = None,
@@ -350,7 +355,7 @@ async def evaluate(
     return report
 
 
-def evaluate_sync(dataset: Dataset, target: Target, **options: Any) -> EvalReport:
+def evaluate_sync(dataset: Cases, target: Target, **options: Any) -> EvalReport:
     """:func:`evaluate` from code that is not async; inside a running event loop (a
     notebook cell) it runs on a fresh loop in a worker thread."""
     from ..agent.sync import run_blocking

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from ..errors import ConfigurationError, UsageError
 from ..loop import Hooks, RunHandle
 from ..providers import ModelRequest, Provider
 from ..testing import ScriptedProvider
@@ -23,11 +24,10 @@ from ..types import (
     Usage,
     UserMessage,
 )
-from .checks import as_json
-from .dataset import Case, Prompt
+from .core import Case, EvalContext, Evaluator, Prompt, Score, failed_score
+from .jsonish import as_json
 from .recorded import with_recorded
 from .results import SampleResult
-from .scoring import EvalContext, Evaluator, Score, failed_score
 
 if TYPE_CHECKING:
     from ..agent import Agent, RunResult
@@ -110,13 +110,13 @@ def make_agent(target: Any, provider: Provider | None) -> Agent[Any]:
             agent.provider = provider
         return agent
     if provider is None:
-        raise ValueError(
+        raise ConfigurationError(
             "the target is a function of the model: give models=[...] (or --model), or give "
             "every case a script"
         )
     made = target(provider)
     if not isinstance(made, Agent):
-        raise TypeError(
+        raise UsageError(
             f"the target function must return an Agent, got {type(made).__name__} "
             "(a function taking the model and returning Agent(model, tools=...))"
         )
@@ -133,7 +133,7 @@ async def _next_user_turn(case: Case, result: RunResult[Any] | None, sent: int) 
     if inspect.isawaitable(got):
         got = await got
     if got is not None and not isinstance(got, (str, UserMessage)):
-        raise TypeError(
+        raise UsageError(
             f"case {case.name!r}: the scripted user returned {got!r}; return the next "
             "message (a string) or None to end the conversation"
         )

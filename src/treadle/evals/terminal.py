@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from .results import CaseResult, ModelSummary
 
 if TYPE_CHECKING:
-    from .report import EvalReport
+    from .results import ReportData
 
 MARKS = {"regressed": "▼", "improved": "▲", "new": "new", "missing": "gone"}
 
@@ -25,7 +25,7 @@ def _passed(case: CaseResult) -> str:
     return text + (f" ({case.errors} err)" if case.errors else "")
 
 
-def _change(report: EvalReport, case: str, model: str) -> str:
+def _change(report: ReportData, case: str, model: str) -> str:
     if report.comparison is None:
         return ""
     for c in report.comparison.cases:
@@ -37,7 +37,7 @@ def _change(report: EvalReport, case: str, model: str) -> str:
 
 
 def _money(value: float | None) -> str:
-    return "?" if value is None else f"${value:.4f}"
+    return "unknown" if value is None else f"${value:.4f}"
 
 
 def summary_line(s: ModelSummary) -> str:
@@ -49,7 +49,7 @@ def summary_line(s: ModelSummary) -> str:
     )
 
 
-def table_cells(report: EvalReport) -> tuple[list[str], list[list[str]]]:
+def table_cells(report: ReportData) -> tuple[list[str], list[list[str]]]:
     several = len(report.models) > 1
     compared = report.comparison is not None
     headers = ["case"]
@@ -71,7 +71,7 @@ def table_cells(report: EvalReport) -> tuple[list[str], list[list[str]]]:
     return headers, rows
 
 
-def heading(report: EvalReport) -> str:
+def heading(report: ReportData) -> str:
     cases = len({c.case for c in report.cases})
     parts = [
         f"eval {report.name}",
@@ -86,7 +86,7 @@ def heading(report: EvalReport) -> str:
     return " · ".join(parts)
 
 
-def footer(report: EvalReport) -> list[str]:
+def footer(report: ReportData) -> list[str]:
     lines = [summary_line(s) for s in report.summaries]
     if report.comparison is not None:
         lines.append(f"against baseline {report.comparison.baseline_started_at or ''}".rstrip())
@@ -94,7 +94,7 @@ def footer(report: EvalReport) -> list[str]:
     return lines
 
 
-def plain_table(report: EvalReport, *, width: int | None = None) -> str:
+def plain_table(report: ReportData, *, width: int | None = None) -> str:
     headers, rows = table_cells(report)
     widths = [max(len(r[i]) for r in [headers, *rows]) for i in range(len(headers))]
     if width is not None and widths and sum(widths) + 2 * len(widths) > width:
@@ -114,16 +114,16 @@ def plain_table(report: EvalReport, *, width: int | None = None) -> str:
     return "\n".join(lines)
 
 
-def print_report(report: EvalReport, file: Any = None) -> None:
+def print_report(report: ReportData, file: Any = None) -> None:
     out = file or sys.stdout
     if not (hasattr(out, "isatty") and out.isatty()):  # a log, a pipe: plain lines
-        print(report.table(), file=out)
+        print(plain_table(report), file=out)
         return
     try:
         from rich.console import Console
         from rich.table import Table
     except ImportError:
-        print(report.table(), file=out)
+        print(plain_table(report), file=out)
         return
     console = Console(file=out)
     headers, rows = table_cells(report)

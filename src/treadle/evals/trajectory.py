@@ -6,9 +6,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ..errors import ConfigurationError, UsageError
 from ..types import ToolCall
-from .checks import as_json
-from .scoring import EvalContext, Evaluator, Score
+from .core import EvalContext, Evaluator, Score
+from .jsonish import as_json
 
 Mode = Literal["subset", "ordered", "exact"]
 MODES = ("subset", "ordered", "exact")
@@ -50,9 +51,9 @@ def as_call(value: str | Call | Mapping[str, Any]) -> Call:
     if isinstance(value, Mapping) and isinstance(value.get("name"), str):
         unknown = set(value) - {"name", "arguments", "exact_arguments"}
         if unknown:
-            raise ValueError(f"an expected call has unknown keys {sorted(unknown)}")
+            raise ConfigurationError(f"an expected call has unknown keys {sorted(unknown)}")
         return Call(value["name"], value.get("arguments"), bool(value.get("exact_arguments")))
-    raise TypeError(
+    raise UsageError(
         f"an expected tool call is a tool name, a Call or {{'name': ..., 'arguments': ...}}, "
         f"not {value!r}"
     )
@@ -80,12 +81,12 @@ class Trajectory(Evaluator):
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
-            raise ValueError(f"Trajectory mode {self.mode!r} is not one of {MODES}")
+            raise ConfigurationError(f"Trajectory mode {self.mode!r} is not one of {MODES}")
         if isinstance(self.calls, (str, Call)):
             self.calls = [self.calls]
         self.expected = [as_call(c) for c in self.calls]
         if not self.expected and self.mode != "exact":
-            raise ValueError(
+            raise ConfigurationError(
                 "Trajectory needs the calls to look for (mode='exact' with none: no tool "
                 "may be called)"
             )

@@ -1,22 +1,24 @@
-"""What every evaluator gets and gives: the :class:`EvalContext` of one sample (a case run
-once on one model) and the :class:`Score` it returns, and the :class:`Evaluator` base."""
+"""What a dataset is made of and what its evaluators see and give: a :class:`Case`, the
+:class:`EvalContext` of one sample (a case run once on one model), the :class:`Evaluator`
+base and the :class:`Score` it returns."""
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, Union, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..errors import ConfigurationError, UsageError
 from ..loop import Hooks
 from ..providers import Provider
+from ..testing import ScriptItem
 from ..types import AgentEvent, AgentMessage, AssistantMessage, ToolCall, Usage, UserMessage
+from .recorded import tool_answers
 
 if TYPE_CHECKING:
     from ..agent import RunResult
-    from .dataset import Case
 
 
 class Score(BaseModel):
@@ -36,6 +38,92 @@ class Score(BaseModel):
     error: bool = False
 
 
+Prompt = Union[str, UserMessage]
+User = Callable[
+    [Union["RunResult[Any]", None], int], Union[Prompt, Awaitable[Union[Prompt, None]], None]
+]
+"""A scripted user: given the run that just ended (None before the first) and how many user
+turns were sent, the next message, or None to end the conversation (sync or async)."""
+
+
+@dataclass
+class Case:
+    """One thing to measure: what the user says, what should come out, and how to judge it.
+
+    Attributes:
+        name: Unique in its dataset; reports and baselines match cases by it.
+        input: The user's prompt, or a list of them: one turn each, in order, each sent
+            when the agent's answer to the one before has ended (a multi-turn case).
+        expected_output: The answer or structured output expected (what ``Equals``,
+            ``Contains``, ``OutputEquals`` and a judge's reference compare with).
+        evaluators: This case's evaluators, run after the dataset's.
+        tools: Recorded tool answers, by tool name: the agent's calls of these tools are
+            answered from here and the real tools never run (see ``ToolAnswer``).
+        script: A scripted model for this case (``ScriptedProvider`` items, played anew in
+            each sample), used instead of the run's model: a case that needs no model.
+        user: After the turns in ``input``, a scripted user that writes the next message
+            from the last run (``None`` ends the conversation), at most ``max_user_turns``
+            turns in all.
+        metadata: Anything, shown in reports.
+        tags: Labels to select cases by (``Dataset.filter(tags=...)``, ``--tag``).
+        timeout_s: This case's time limit (default: the run's ``timeout_s``).
+    """
+
+    name: str
+    input: Prompt | Sequence[Prompt] = ""
+    expected_output: Any = None
+    evaluators: Sequence[Evaluator] = ()
+    tools: Mapping[str, Any] = field(default_factory=dict)
+    script: Sequence[ScriptItem] | None = None
+    user: User | None = None
+    max_user_turns: int = 10
+    metadata: dict[str, Any] = field(default_factory=dict)
+    tags: Sequence[str] = ()
+    timeout_s: float | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name.strip():
+            raise ConfigurationError(f"a case needs a name (a non-empty string), got {self.name!r}")
+        where = f"case {self.name!r}"
+        if not self.turns and self.user is None:
+            raise ConfigurationError(f"{where} has no input: give input='...' (or a list of turns)")
+        for turn in self.turns:
+            if not isinstance(turn, (str, UserMessage)):
+                raise UsageError(
+                    f"{where}: an input turn is a string or a UserMessage (UserMessage.of(text, "
+                    f"image) for images), not {type(turn).__name__}"
+                )
+        self.evaluators = list(self.evaluators)
+        unique_names(self.evaluators, where)
+        if not isinstance(self.tools, Mapping):
+            raise UsageError(f"{where}: tools maps tool names to recorded answers")
+        for name, answers in self.tools.items():
+            try:
+                tool_answers(answers)
+            except ValueError as exc:
+                raise ConfigurationError(f"{where}, tool {name!r}: {exc}") from None
+        if isinstance(self.script, str):
+            self.script = [self.script]
+        if self.script is not None and not self.script:
+            raise ConfigurationError(f"{where}: an empty script answers nothing; leave script out")
+        if isinstance(self.tags, str):
+            self.tags = [self.tags]
+        self.tags = [str(t) for t in self.tags]
+        if self.max_user_turns < 1:
+            raise ConfigurationError(f"{where}: max_user_turns must be at least 1")
+        if self.timeout_s is not None and self.timeout_s <= 0:
+            raise ConfigurationError(f"{where}: timeout_s must be positive")
+
+    @property
+    def turns(self) -> list[Prompt]:
+        """The user's scripted turns (``input`` as a list)."""
+        if isinstance(self.input, str):
+            return [self.input] if self.input else []
+        if isinstance(self.input, Sequence):
+            return list(self.input)
+        return [self.input]
+
+
 @dataclass
 class EvalContext:
     """What an evaluator sees of one sample: the case, every run of it (one per user turn)
@@ -51,7 +139,7 @@ class EvalContext:
     case: Case
     model: str
     repeat: int
-    inputs: list[str | UserMessage]
+    inputs: list[Prompt]
     results: list[RunResult[Any]]
     events: list[AgentEvent]
     duration_s: float
@@ -148,63 +236,6 @@ class Evaluator:
         )
 
 
-CheckResult = bool | float | Score | tuple[float | bool, str] | None
-
-
-class Check(Evaluator):
-    """Any Python function as an evaluator: ``fn(ctx)`` (sync or async) returns a bool
-    (passed or not), a number from 0 to 1 (passed at ``threshold``), a ``(value, reason)``
-    pair, or a whole :class:`Score`."""
-
-    def __init__(
-        self,
-        fn: Callable[[EvalContext], CheckResult | Awaitable[CheckResult]],
-        *,
-        name: str | None = None,
-        threshold: float = 1.0,
-    ) -> None:
-        if not callable(fn):
-            raise TypeError(f"Check needs a function of the sample's EvalContext, got {fn!r}")
-        self.fn = fn
-        self.name = name or str(getattr(fn, "__name__", "check"))
-        self.threshold = threshold
-
-    def __repr__(self) -> str:
-        return f"Check({self.name})"
-
-    async def evaluate(self, ctx: EvalContext) -> Score:
-        got: Any = self.fn(ctx)
-        if inspect.isawaitable(got):
-            got = await got
-        if isinstance(got, Score):
-            return got
-        reason = ""
-        if isinstance(got, tuple) and len(got) == 2:
-            got, reason = got
-        if isinstance(got, bool):
-            return self.score(1.0 if got else 0.0, str(reason))
-        if isinstance(got, (int, float)):
-            value = float(got)
-            return self.score(value, str(reason), passed=value >= self.threshold)
-        raise TypeError(
-            f"check {self.name!r} returned {got!r}: return a bool, a number from 0 to 1, "
-            "a (value, reason) pair or a Score"
-        )
-
-
-def evaluator(
-    fn: Callable[[EvalContext], Any] | None = None,
-    *,
-    name: str | None = None,
-    threshold: float = 1.0,
-) -> Any:
-    """``@evaluator`` makes a function a :class:`Check` (``@evaluator(threshold=0.5)``
-    too)."""
-    if fn is None:
-        return lambda f: Check(f, name=name, threshold=threshold)
-    return Check(fn, name=name, threshold=threshold)
-
-
 def failed_score(name: str, exc: BaseException) -> Score:
     """The score of an evaluator that raised: failed, with the exception as its reason."""
     return Score(
@@ -216,11 +247,23 @@ def unique_names(evaluators: Sequence[Evaluator], where: str) -> None:
     seen: set[str] = set()
     for ev in evaluators:
         if not isinstance(ev, Evaluator):
-            raise TypeError(
+            raise UsageError(
                 f"{where}: {ev!r} is not an Evaluator (use Equals, Contains, Trajectory, "
                 "Judge ..., or wrap a function in Check)"
             )
         label = ev.label()
         if label in seen:
-            raise ValueError(f"{where}: two evaluators are named {label!r}; give one name=...")
+            raise ConfigurationError(
+                f"{where}: two evaluators are named {label!r}; give one name=..."
+            )
         seen.add(label)
+
+
+@runtime_checkable
+class Cases(Protocol):
+    """What a run needs of a dataset (:class:`~treadle.evals.Dataset` is one)."""
+
+    name: str
+    cases: list[Case]
+
+    def evaluators_for(self, case: Case) -> list[Evaluator]: ...
