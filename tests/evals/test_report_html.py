@@ -176,6 +176,15 @@ def test_text_from_a_run_stays_text_and_nothing_is_fetched(page: Any) -> None:
     )
 
 
+def test_the_reports_own_assets_write_no_markup_and_fetch_nothing() -> None:
+    from treadle.evals.html import HERE
+
+    for asset in HERE.iterdir():
+        text = asset.read_text(encoding="utf-8")
+        assert "innerHTML" not in text and "insertAdjacentHTML" not in text, asset.name
+        assert "http://" not in text and "https://" not in text, asset.name
+
+
 def test_data_in_the_page_cannot_close_its_script_element() -> None:
     text = json_for_script({"a": "</script><!-- \u2028 & >"})
     assert "<" not in text and ">" not in text and "&" not in text and "\u2028" not in text

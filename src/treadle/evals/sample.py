@@ -203,8 +203,12 @@ async def run_sample(
             agent = make_agent(target, provider)
             if case.tools:
                 agent.context.tools = with_recorded(agent.context.tools, case.tools, case.name)
-            async with agent:
+            await agent.__aenter__()  # its toolsets (MCP servers ...) start
+            try:
                 await converse(agent, case, [RequestRecorder(), *hooks], inputs, results, events)
+            finally:
+                with anyio.CancelScope(shield=True):  # closed even past the time limit
+                    await agent.aclose()
     except TimeoutError:
         error = f"timed out after {timeout:g} s"
     except Exception as exc:
