@@ -32,6 +32,7 @@ PUBLIC = [
     "treadle.context",
     "treadle.durable",
     "treadle.errors",
+    "treadle.evals",
     "treadle.ext.auto_skills",
     "treadle.ext.mcp_curation",
     "treadle.ext.memory",

@@ -21,6 +21,7 @@ PUBLIC = [
     "treadle.context",
     "treadle.durable",
     "treadle.errors",
+    "treadle.evals",
     "treadle.ext",
     "treadle.ext.auto_skills",
     "treadle.ext.mcp_curation",

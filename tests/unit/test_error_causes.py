@@ -67,7 +67,23 @@ EXAMPLES: dict[str, Callable[[Any], BaseException]] = {
     ),
     "RequestError": lambda cls: cls("bad frame", status=422),
     "UnknownName": lambda cls: cls("no profile 'x'"),
+    "EvalRegression": lambda cls: cls(_comparison()),
 }
+
+
+def _comparison() -> Any:
+    from treadle.evals import CaseChange, Comparison
+
+    change = CaseChange(
+        case="a",
+        model="m",
+        before=1.0,
+        after=0.5,
+        pass_rate_before=1.0,
+        pass_rate_after=0.5,
+        status="regressed",
+    )
+    return Comparison(threshold=0.1, baseline="last", cases=[change])
 
 
 def example(cls: type[BaseException]) -> BaseException:

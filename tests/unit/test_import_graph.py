@@ -241,6 +241,27 @@ def test_extensions_use_only_public_api() -> None:
             assert target not in EXTENSIONS, f"{module} imports another extension, {target}"
 
 
+def test_evals_use_only_public_api() -> None:
+    """``treadle.evals`` sits above the agent and the extensions and uses what an
+    application would: public packages (``treadle.otel`` included), no private module, no
+    CLI; ``treadle.agent.sync`` for running to the end from sync code. Nothing below it
+    imports it."""
+    allowed = {"treadle.agent.sync"}
+    for module, targets in graph().items():
+        if module.startswith("treadle.evals"):
+            for target in targets:
+                if target.startswith("treadle.evals") or target in allowed:
+                    continue
+                assert target.count(".") <= 1 and "._" not in target, (
+                    f"{module} imports {target}: evals use the public packages only"
+                )
+                assert not target.startswith("treadle.cli"), f"{module} imports the CLI"
+        elif not module.startswith("treadle.cli"):
+            assert not any(t.startswith("treadle.evals") for t in targets), (
+                f"{module} imports treadle.evals: only the CLI may"
+            )
+
+
 def test_imports_by_string_are_edges() -> None:
     """``importlib.import_module("treadle.ui.web")`` in the agent was the one import
     circle (agent <-> ui): read as an edge, a new one fails here."""

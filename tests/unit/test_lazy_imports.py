@@ -11,10 +11,22 @@ def test_import_treadle_stays_light() -> None:
     code = (
         "import sys, treadle, treadle.agent, treadle.loop, treadle.tools, treadle.providers\n"
         "heavy = ('treadle.ext', 'treadle.ui', 'treadle.durable', 'treadle.mcp', 'treadle.otel',"
-        " 'treadle.a2a', 'dbos', 'sqlalchemy', 'mcp', 'opentelemetry', 'starlette', 'uvicorn',"
-        " 'ag_ui', 'a2a', 'google', 'asyncio', 'trio')\n"
+        " 'treadle.a2a', 'treadle.evals', 'dbos', 'sqlalchemy', 'mcp', 'opentelemetry', 'starlette', 'uvicorn',"
+        " 'ag_ui', 'a2a', 'google', 'yaml', 'jsonschema', 'asyncio', 'trio')\n"
         "print(sorted({m.split('.')[0] if not m.startswith('treadle') else m"
         " for m in sys.modules if m.startswith(heavy)}))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
+
+
+def test_import_treadle_evals_leaves_its_extras_for_later() -> None:
+    """``import treadle.evals`` (and the CLI) imports neither PyYAML nor jsonschema (a
+    YAML dataset and a JSON Schema dict import them when used), nor OpenTelemetry (a run
+    does, when it is installed)."""
+    code = (
+        "import sys, treadle.evals, treadle.cli\n"
+        "print(sorted(m for m in ('yaml', 'jsonschema', 'opentelemetry') if m in sys.modules))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"

@@ -134,6 +134,7 @@ def test_the_page_is_served_byte_for_byte_even_holding_a_secrets_text(served: st
     assert b"disabled" in script
     with httpx.Client(base_url=served, timeout=30) as c:
         assert c.get("/static/app.js").content == script
+        assert c.get("/static/inspector.js").content == (STATIC / "inspector.js").read_bytes()
         assert c.get("/static/app.css").content == (STATIC / "app.css").read_bytes()
         assert c.get("/").content == (STATIC / "index.html").read_bytes()
         # a data response is still masked for it

@@ -224,8 +224,8 @@ def test_a_dropped_connection_resumes_with_no_gap_and_no_duplicate(
             assert page.last_text() == full_answer("a connection that drops")
             assert [m["role"] for m in page.messages()] == ["user", "assistant"]
             # the inspector's event stream (an EventSource) came back after its last seq too
-            seqs = "[...state.runs.values()][0].events.map(e => e.seq)"
-            page.wait(lambda: page.js("[...state.runs.values()][0].done"), "the events' end")
+            seqs = "[...inspector.runs.values()][0].events.map(e => e.seq)"
+            page.wait(lambda: page.js("[...inspector.runs.values()][0].done"), "the events' end")
             got = page.js(seqs)
             assert got == sorted(set(got)) and got[0] == 0
 

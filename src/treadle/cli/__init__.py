@@ -1,6 +1,7 @@
 """The ``treadle`` command: ``treadle run "prompt"``, ``treadle chat`` (stored sessions,
 ``--resume ID``), ``treadle sessions list|show|delete``, ``treadle ui`` (a web app) and
-``treadle serve`` (agents served over the OpenAI API, MCP and A2A)."""
+``treadle serve`` (agents served over the OpenAI API, MCP and A2A), ``treadle eval`` (a
+dataset scored, ``treadle.evals``)."""
 
 from __future__ import annotations
 
@@ -124,12 +125,14 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("id", help="a session id or an unambiguous prefix")
     delete = actions.add_parser("delete", parents=[where], help="remove a conversation")
     delete.add_argument("id", help="a session id or an unambiguous prefix")
+    from .evals import add_parser as add_eval
     from .ui import add_parser as add_ui
 
     add_ui(sub, common)
     from .serve import add_parser as add_serve
 
     add_serve(sub)
+    add_eval(sub)
     return parser
 
 
@@ -150,6 +153,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from .serve import cmd_serve
 
             return cmd_serve(args)
+        if args.command == "eval":
+            from .evals import cmd_eval
+
+            return cmd_eval(args)
         return anyio.run(cmd_run, args)
     except KeyboardInterrupt:
         print("\ntreadle: interrupted", file=sys.stderr)

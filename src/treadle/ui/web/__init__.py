@@ -1,7 +1,8 @@
 """A local web app for any agent: chat, a live run inspector, sessions (extra ``web``).
 
 ``web_app(agent)`` is an ASGI app; ``treadle ui module:agent``
-serves one. The page ships in this package (``static/``: one HTML, one JS and one CSS file,
+serves one. The page ships in this package (``static/``: one HTML, two JS (the run inspector,
+``inspector.js``, is shared with the eval report) and one CSS file,
 no build step, nothing fetched from the network) and speaks treadle's own Vercel AI UI
 message stream endpoint, so a reload or a dropped connection resumes the answer in flight.
 See docs/web.md.

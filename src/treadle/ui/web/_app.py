@@ -24,7 +24,11 @@ from ._masked import InspectorEncoder, MaskedTranslator
 from ._requests import REQUEST_EVENT, RequestView
 
 STATIC = Path(__file__).with_name("static")
-ASSETS = {"app.js": "text/javascript", "app.css": "text/css"}
+ASSETS = {
+    "app.js": "text/javascript",
+    "inspector.js": "text/javascript",
+    "app.css": "text/css",
+}
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 
