@@ -483,7 +483,9 @@ class AgentLoopConfig(BaseModel):
     @classmethod
     def _no_flat_settings(cls, data: Any) -> Any:
         if isinstance(data, dict):
-            error = flat_settings_error(data, where="AgentLoopConfig(...)")
+            # prompt_cache is still a field of its own here (deprecated): not a flat setting
+            names = [name for name in data if name != "prompt_cache"]
+            error = flat_settings_error(names, where="AgentLoopConfig(...)")
             if error is not None:
                 raise error
         return data
