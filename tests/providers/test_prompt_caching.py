@@ -141,7 +141,11 @@ async def test_openai_gets_the_key_and_24_hours_for_long(api: str) -> None:
 async def test_other_openai_compatible_servers_get_the_fields_only_when_asked() -> None:
     fake = WireFake.openai(["a", "b"])
     settings: Any = {"prompt_cache": "long", "prompt_cache_key": "k1"}
-    where = {"base_url": "https://api.mistral.ai/v1", "api_key": "k", "client": fake.client()}
+    where: dict[str, Any] = {
+        "base_url": "https://api.mistral.ai/v1",
+        "api_key": "k",
+        "client": fake.client(),
+    }
     elsewhere = OpenAIChat("m", **where)
     await Agent(elsewhere, model_settings=settings).run("hi")
     asked = OpenAIChat("m", **where, prompt_cache_fields=True)
@@ -170,4 +174,4 @@ def test_a_bad_retention_is_refused_with_the_choices() -> None:
     from treadle import ConfigurationError
 
     with pytest.raises(ConfigurationError, match="prompt_cache"):
-        Agent(WireFake.anthropic().provider(), model_settings={"prompt_cache": "forever"})  # type: ignore[typeddict-item]
+        Agent(WireFake.anthropic().provider(), model_settings={"prompt_cache": "forever"})  # type: ignore[arg-type]

@@ -215,9 +215,12 @@ class OpenAIChat(HTTPAdapter):
         if self._require_key and not self.has_credentials:
             raise self._no_key(f"no API key for {self.name}", self._key_env)
         state = ChatStream(self.name, request.model or self.model)
-        url = f"{self.base_url}/chat/completions"
         state.merge = request.coalesce_deltas
-        return self._events(state, url, self.encode_body(request), cancel)
+        return self._events(state, self.endpoint(request), self.encode_body(request), cancel)
+
+    def endpoint(self, request: ModelRequest) -> str:
+        """The URL ``request`` is posted to."""
+        return f"{self.base_url}/chat/completions"
 
 
 def _tool(name: str, description: str, parameters: dict[str, Any]) -> dict[str, Any]:

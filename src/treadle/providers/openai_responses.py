@@ -69,7 +69,11 @@ class OpenAIResponses(HTTPAdapter):
         self._key()  # fail before any I/O when no key is configured
         state = StreamState(self.name, body["model"])
         state.merge = request.coalesce_deltas
-        return self._events(state, f"{self.base_url}/responses", body, cancel)
+        return self._events(state, self.endpoint(request), body, cancel)
+
+    def endpoint(self, request: ModelRequest) -> str:
+        """The URL ``request`` is posted to."""
+        return f"{self.base_url}/responses"
 
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
         """The Responses API request body for ``request`` (pure: no I/O)."""
