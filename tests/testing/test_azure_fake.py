@@ -65,6 +65,33 @@ async def test_azure_openai_with_a_token_provider_reads_the_responses_api() -> N
     assert fake.requests[0].headers["authorization"].startswith("Bearer ")
 
 
+async def test_async_azure_openai_streams_with_an_async_token_provider() -> None:
+    entra = EntraID()
+
+    async def token() -> str:
+        return entra.token(AZURE_SCOPE)
+
+    fake = AzureFake.chat(["Async, SDK."], deployments=["prod"], entra=entra, api_key=None)
+    async with serve(fake) as url:
+        client = openai.AsyncAzureOpenAI(
+            azure_endpoint=url,
+            api_version="2024-10-21",
+            azure_ad_token_provider=token,
+            max_retries=0,
+        )
+        stream = await client.chat.completions.create(
+            model="prod", messages=[{"role": "user", "content": "hi"}], stream=True
+        )
+        text = "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
+        await client.close()
+    assert text == "Async, SDK."
+    assert (fake.requests[0].path, fake.requests[0].query) == (
+        "/openai/deployments/prod/chat/completions",
+        "api-version=2024-10-21",
+    )
+    assert fake.requests[0].headers["authorization"].startswith("Bearer ")
+
+
 async def test_the_sdk_is_refused_as_azure_refuses_it() -> None:
     fake = AzureFake.chat(["never"], deployments=["prod"])
     async with serve(fake) as url:
