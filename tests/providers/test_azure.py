@@ -170,6 +170,15 @@ async def test_the_ad_token_variable_goes_before_the_key_as_in_the_openai_sdk(
     assert "api-key" not in fake.requests[0].headers
 
 
+async def test_answers_name_the_model_the_deployment_runs_and_are_priced_by_it() -> None:
+    fake = AzureFake.chat(["Priced."], deployments={"prod": "gpt-4o-2024-11-20"})
+    result = await Agent(fake.provider("prod")).run("hi")
+    answer = result.messages[-1]
+    assert isinstance(answer, AssistantMessage) and answer.model == "gpt-4o-2024-11-20"
+    assert fake.requests[0].json["model"] == "prod"
+    assert answer.usage.cost_usd is not None and answer.usage.cost_usd > 0
+
+
 async def test_a_wrong_key_is_an_auth_error_without_the_key() -> None:
     fake = AzureFake.chat(["never"])
     provider = fake.provider(api_key="wrong-key-0123456789")

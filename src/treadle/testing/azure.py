@@ -16,15 +16,19 @@ missing or unsupported ``api-version``) and takes no script item; ``refused`` li
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, unquote
 
 from ..errors import ConfigurationError
 from .entra import EntraID
 from .exchange import RecordedRequest, Reply
-from .formats import get_format
-from .formats.azure import AzureChatFormat, azure_error, content_filter_error
+from .formats.azure import (
+    AzureChatFormat,
+    AzureResponsesFormat,
+    azure_error,
+    content_filter_error,
+)
 from .wire import Fail, FakeTransport, ScriptEntry
 
 if TYPE_CHECKING:
@@ -73,17 +77,18 @@ class AzureFake(FakeTransport):
     """Azure OpenAI in front of a scripted API (``api`` ``"chat"`` or ``"responses"``).
 
     ``deployments`` are the deployments that exist (a request naming another gets 404
-    ``DeploymentNotFound``; ``None``: any). ``api_key`` is the resource's key (``None``:
-    keys refused); ``entra`` the tenant whose tokens are accepted (``None``: tokens
-    refused). ``flagged`` are the categories a filtered streamed answer (``stop_reason=
-    "error"``) names. Other options are :class:`FakeTransport`'s."""
+    ``DeploymentNotFound``; ``None``: any); a mapping names the model each one runs, which
+    the answers carry as Azure's do (else the deployment's name). ``api_key`` is the
+    resource's key (``None``: keys refused); ``entra`` the tenant whose tokens are accepted
+    (``None``: tokens refused). ``flagged`` are the categories a filtered answer
+    (``stop_reason="error"``) names. Other options are :class:`FakeTransport`'s."""
 
     def __init__(
         self,
         api: str = "chat",
         script: Iterable[ScriptEntry] | str = (),
         *,
-        deployments: Sequence[str] | None = ("gpt-4o-mini",),
+        deployments: Sequence[str] | Mapping[str, str] | None = ("gpt-4o-mini",),
         api_key: str | None = DEFAULT_KEY,
         entra: EntraID | None = None,
         flagged: Iterable[str] = ("violence",),
@@ -92,7 +97,10 @@ class AzureFake(FakeTransport):
         if api not in ("chat", "responses"):
             raise ConfigurationError(f"AzureFake api is 'chat' or 'responses', not {api!r}")
         super().__init__("openai" if api == "chat" else "responses", script, **options)
-        self.format = AzureChatFormat(flagged) if api == "chat" else get_format("responses")
+        models = dict(deployments) if isinstance(deployments, Mapping) else {}
+        self.format = (
+            AzureChatFormat(flagged, models) if api == "chat" else AzureResponsesFormat(models)
+        )
         self.api = api
         self.deployments = None if deployments is None else list(deployments)
         self.api_key = api_key

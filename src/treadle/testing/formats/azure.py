@@ -5,12 +5,13 @@ its chunks) and its error bodies (a refused prompt, keys, tokens, deployments)."
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ...types import AssistantMessage
-from .base import Context, Encoded, dumps, sse
+from .base import Context, Encoded, Format, dumps, sse
 from .openai import OpenAIChatFormat
+from .responses import ResponsesFormat
 
 CATEGORIES = ("hate", "jailbreak", "self_harm", "sexual", "violence")
 
@@ -57,15 +58,38 @@ def azure_error(status: int, code: str, message: str) -> dict[str, Any]:
     return {"error": {"code": code, "message": message}}
 
 
-class AzureChatFormat(OpenAIChatFormat):
+class Deployed(Format):
+    """Azure answers with the model a deployment runs (``gpt-4o-2024-11-20``), not the
+    deployment's name: ``models`` maps one to the other."""
+
+    models: dict[str, str]
+
+    def model_of(self, url_path: str, body: Any) -> str:
+        name = super().model_of(url_path, body)
+        return self.models.get(name, name)
+
+
+class AzureResponsesFormat(Deployed, ResponsesFormat):
+    """The Responses API as Azure OpenAI serves it."""
+
+    label = "Azure OpenAI Responses"
+
+    def __init__(self, models: Mapping[str, str] | None = None) -> None:
+        self.models = dict(models or {})
+
+
+class AzureChatFormat(Deployed, OpenAIChatFormat):
     """Chat Completions as Azure OpenAI streams it. A message with ``stop_reason="error"``
     ends with ``finish_reason: "content_filter"``, the categories in ``flagged`` marked."""
 
     label = "Azure OpenAI Chat Completions"
 
-    def __init__(self, flagged: Iterable[str] = ("violence",)) -> None:
-        super().__init__()
+    def __init__(
+        self, flagged: Iterable[str] = ("violence",), models: Mapping[str, str] | None = None
+    ) -> None:
+        OpenAIChatFormat.__init__(self)
         self.flagged = tuple(flagged)
+        self.models = dict(models or {})
 
     def extra_headers(self, ctx: Context) -> dict[str, str]:
         return {"apim-request-id": f"wirefake-{ctx.serial:06d}", "x-ms-region": "Sweden Central"}
