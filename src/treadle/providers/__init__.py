@@ -27,6 +27,7 @@ from .base import (
 if TYPE_CHECKING:
     from ._auth import BearerToken, TokenProvider
     from .anthropic import Anthropic
+    from .azure import AzureOpenAIChat, AzureOpenAIResponses
     from .gemini import Gemini
     from .ollama import Ollama
     from .openai_chat import OpenAIChat
@@ -39,6 +40,8 @@ _LAZY = {
     "OpenAIChat": ".openai_chat",
     "OpenAIResponses": ".openai_responses",
     "Anthropic": ".anthropic",
+    "AzureOpenAIChat": ".azure",
+    "AzureOpenAIResponses": ".azure",
     "Gemini": ".gemini",
     "Ollama": ".ollama",
     "get_provider": ".registry",
@@ -57,6 +60,8 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "RETRYABLE_KINDS",
     "Anthropic",
+    "AzureOpenAIChat",
+    "AzureOpenAIResponses",
     "BearerToken",
     "ErrorKind",
     "Gemini",

@@ -105,6 +105,7 @@ MODEL_STRING_PREFIXES = frozenset(
         "openai", "openai-responses", "anthropic", "gemini", "google", "ollama", "groq",
         "deepseek", "openrouter", "together", "mistral", "vllm", "lmstudio",
         "openai-compatible",
+        "azure", "azure-responses",
     }
 )  # fmt: skip
 
