@@ -34,6 +34,7 @@ _NATIVE: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "gemini": ("gemini", "Gemini", ("GEMINI_API_KEY", "GOOGLE_API_KEY")),
     "google": ("gemini", "Gemini", ("GEMINI_API_KEY", "GOOGLE_API_KEY")),
     "ollama": ("ollama", "Ollama", ()),
+    "bedrock": ("bedrock", "Bedrock", ()),  # credentials: its own chain (docs/cloud.md)
 }
 KNOWN_PROVIDERS: tuple[str, ...] = (*_NATIVE, *_COMPATIBLE)
 _AT_URL = re.compile(r"@(?=https?://)")
