@@ -1,5 +1,6 @@
 """Test doubles for applications' own tests: a scripted provider (and wire-level fakes)."""
 
+from .aws import SigV4Check
 from .cassette import Cassette, CassetteError, NoMatchingExchange
 from .offline import OfflineProvider
 from .scripted import ScriptedProvider, ScriptItem
@@ -27,6 +28,7 @@ __all__ = [
     "RecordedRequest",
     "ScriptItem",
     "ScriptedProvider",
+    "SigV4Check",
     "Slow",
     "StreamError",
     "Truncate",

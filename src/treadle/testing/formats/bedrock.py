@@ -33,7 +33,7 @@ ERRORS: dict[int, tuple[str, str]] = {
 _EVENTS: dict[StreamErrorKind, int] = {"overloaded": 503, "rate_limit": 429, "server": 500}
 _STOP = {"stop": "end_turn", "length": "max_tokens", "tool_use": "tool_use"}
 _PADDING = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
-_MODEL = re.compile(r"/model/([^/]+)/converse(?:-stream)?$")
+_MODEL = re.compile(r"/model/(.+)/converse(?:-stream)?$")  # an ARN's "/" arrives decoded
 ERROR_NAMESPACE = ":http://internal.amazon.com/coral/com.amazon.bedrock/"
 
 
