@@ -288,6 +288,8 @@ def test_region_and_endpoint_come_from_the_environment_as_boto3_reads_them(
     assert Bedrock(MODEL).base_url == "http://127.0.0.1:9/bedrock"  # the service's own first
     at = get_provider(f"bedrock:{MODEL}@http://127.0.0.1:9/given")
     assert isinstance(at, Bedrock) and at.base_url == "http://127.0.0.1:9/given"
+    with pytest.raises(ConfigurationError, match="only over HTTPS"):  # as botocore: TLS only
+        Bedrock(MODEL, base_url="http://bedrock.internal.example")
     monkeypatch.setenv("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS", "true")
     assert Bedrock(MODEL).base_url == "https://bedrock-runtime.ap-south-1.amazonaws.com"
     for name in ("AWS_REGION", "AWS_DEFAULT_REGION"):

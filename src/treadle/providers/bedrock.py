@@ -10,6 +10,7 @@ from urllib.parse import quote
 import httpx
 from pydantic_core import from_json, to_json
 
+from .._redact import redact_url
 from ..cancellation import CancellationToken
 from ..errors import ConfigurationError
 from ..types.content import ImageContent, ThinkingContent, ToolCall
@@ -87,6 +88,11 @@ class Bedrock(HTTPAdapter):
                     f"region=, or give the endpoint ('bedrock:{model}@https://…' or base_url=)"
                 )
             base_url = bedrock_endpoint(region)
+        if key and not _private(base_url):
+            raise ConfigurationError(
+                f"a Bedrock API key travels only over HTTPS (or to this machine), not to "
+                f"{redact_url(base_url)!r}: use an https:// endpoint"
+            )
         super().__init__(model, api_key=key, base_url=base_url, auth=auth, **settings)
         self.region = region
         self.max_tokens = max_tokens
@@ -162,6 +168,13 @@ class Bedrock(HTTPAdapter):
             name, payload, status=status, provider=self.name, headers=response.headers,
             fallback=fallback,
         )  # fmt: skip
+
+
+def _private(url: str) -> bool:
+    """Whether a bearer key may go to ``url``: HTTPS, or plain HTTP to this machine (a local
+    proxy, a test server), as botocore sends one only over TLS."""
+    parsed = httpx.URL(url)
+    return parsed.scheme == "https" or parsed.host in ("localhost", "127.0.0.1", "::1")
 
 
 def _put(target: dict[str, Any], name: str, value: Any) -> None:
