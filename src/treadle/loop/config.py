@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, Union
@@ -432,6 +433,7 @@ class AgentLoopConfig(BaseModel):
     tool_choice: str | dict[str, Any] | None = None
     response_format: dict[str, Any] | None = None
     prompt_cache: Literal["off", "short", "long"] = "short"
+    """Deprecated: ``model_settings={"prompt_cache": ...}``, which wins when both are set."""
 
     hooks: list[Hooks] = Field(default_factory=list)
     input_filters: list[InputFilter] = Field(default_factory=list)
@@ -485,6 +487,17 @@ class AgentLoopConfig(BaseModel):
             if error is not None:
                 raise error
         return data
+
+    @field_validator("prompt_cache")
+    @classmethod
+    def _deprecated_prompt_cache(cls, value: str) -> str:
+        warnings.warn(
+            "AgentLoopConfig(prompt_cache=...) is deprecated: pass "
+            f"model_settings={{'prompt_cache': {value!r}}} (also on Agent and per run)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return value
 
     @field_validator("model_settings", mode="before")
     @classmethod
