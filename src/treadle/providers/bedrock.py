@@ -27,6 +27,7 @@ from ._convert import (
 from ._http import HTTPAdapter, HTTPOptions, env_key
 from .anthropic import DEFAULT_THINKING_BUDGETS
 from .base import ModelRequest, StreamEvent
+from .bedrock_cache import cache_block, place
 from .bedrock_stream import BedrockResponse, bedrock_error, error_type
 
 if TYPE_CHECKING:
@@ -117,11 +118,12 @@ class Bedrock(HTTPAdapter):
         """The Converse request body for ``request`` (pure: no I/O). The model goes in the URL."""
         model = request.model or self.model
         family = self.family or model_family(model)
-        messages = _convert_messages(request.messages, self.name)
+        point = cache_block(request, family)
+        messages = _convert_messages(request.messages, self.name, point)
         body: dict[str, Any] = {"messages": messages}
         if request.system_prompt:
             body["system"] = [{"text": request.system_prompt}]
-        tools = _tool_config(request, messages)
+        tools = _tool_config(request, messages, point)
         if tools:
             body["toolConfig"] = tools
         inference: dict[str, Any] = {}
@@ -152,6 +154,7 @@ class Bedrock(HTTPAdapter):
             body["additionalModelRequestFields"] = extra
         if request.response_format is not None:
             body["outputConfig"] = {"textFormat": _text_format(request.response_format)}
+        place(body, request, family)
         return merge_extra(body, request.extra_body)
 
     def _http_error(self, response: httpx.Response, raw: bytes) -> Any:
@@ -192,11 +195,17 @@ def _text_format(response_format: dict[str, Any]) -> dict[str, Any]:
     return {"type": "json_schema", "structure": {"jsonSchema": definition}}
 
 
-def _tool_config(request: ModelRequest, messages: list[dict[str, Any]]) -> dict[str, Any]:
+def _tool_config(
+    request: ModelRequest, messages: list[dict[str, Any]], point: dict[str, Any] | None
+) -> dict[str, Any]:
     """``toolConfig``: the tools, and the choice ("none" has no Converse form: the tools stay
     offered). Bedrock refuses tool blocks in a history without a toolConfig, so tools the
     history used and the request no longer offers are declared with an open schema."""
-    specs = [_tool(spec.name, spec.description, spec.parameters) for spec in request.tools]
+    specs: list[dict[str, Any]] = []
+    for spec in request.tools:
+        specs.append(_tool(spec.name, spec.description, spec.parameters))
+        if spec.cache_point and point is not None:
+            specs.append(dict(point))
     offered = {spec.name for spec in request.tools}
     used = [
         block["toolUse"]["name"]
@@ -271,14 +280,21 @@ def _assistant(message: AssistantMessage, provider: str) -> list[dict[str, Any]]
     return assistant_parts(message, provider, text=_text, thinking=_reasoning, call=_tool_use)
 
 
-def _convert_messages(messages: list[AgentMessage], provider: str) -> list[dict[str, Any]]:
-    """The history as alternating turns, merged by role, tool results first in a turn."""
+def _convert_messages(
+    messages: list[AgentMessage], provider: str, point: dict[str, Any] | None = None
+) -> list[dict[str, Any]]:
+    """The history as alternating turns, merged by role, tool results first in a turn; a
+    message's explicit cache point (with caching on) follows its last block."""
+
+    def marked(message: Any, blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [*blocks, dict(point)] if blocks and point and message.cache_point else blocks
+
     wire: list[dict[str, Any]] = []
     turns = each_message(
         messages,
-        user=lambda message: ("user", user_parts(message.content, _text, _image)),
-        assistant=lambda message: ("assistant", _assistant(message, provider)),
-        tool=lambda message: ("user", _tool_result(message)),
+        user=lambda m: ("user", marked(m, user_parts(m.content, _text, _image))),
+        assistant=lambda m: ("assistant", marked(m, _assistant(m, provider))),
+        tool=lambda m: ("user", marked(m, _tool_result(m))),
     )
     for role, blocks in turns:
         if not blocks:
@@ -287,19 +303,27 @@ def _convert_messages(messages: list[AgentMessage], provider: str) -> list[dict[
             wire.append({"role": role, "content": blocks})
             continue
         content: list[dict[str, Any]] = wire[-1]["content"]
+        at = len(content)
         for block in blocks:
-            at = len(content)
             if "toolResult" in block:  # ahead of the turn's other content
-                at = next((i for i, b in enumerate(content) if "toolResult" not in b), at)
+                at = next((i for i, b in enumerate(content) if _not_result(b)), len(content))
+            elif "cachePoint" not in block:  # a point stays right after what it marks
+                at = len(content)
             content.insert(at, block)
+            at += 1
     return wire
+
+
+def _not_result(block: dict[str, Any]) -> bool:
+    """A block a tool result goes before: not a result, nor the cache point after one."""
+    return "toolResult" not in block and "cachePoint" not in block
 
 
 def _thinking_allowed(wire: list[dict[str, Any]]) -> bool:
     """False when the turn in progress, a tool-use turn answered only by tool results, does not
     open with reasoning (Claude refuses thinking then, as on Anthropic's own API)."""
     if wire and wire[-1]["role"] == "user":
-        if not all("toolResult" in block for block in wire[-1]["content"]):
+        if not all("toolResult" in b or "cachePoint" in b for b in wire[-1]["content"]):
             return True
         wire = wire[:-1]
     blocks = wire[-1]["content"] if wire else []

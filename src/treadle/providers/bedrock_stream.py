@@ -128,9 +128,11 @@ class BedrockResponse(Assembler):
             raw = event.get("usage")
             read, write = count(raw, "cacheReadInputTokens"), count(raw, "cacheWriteInputTokens")
             prompt = count(raw, "inputTokens") + read + write  # inputTokens leaves the cache out
-            total = count(raw, "totalTokens")
+            details = raw.get("cacheDetails") if isinstance(raw, dict) else None
+            long = sum(count(d, "inputTokens") for d in details or () if _ttl(d) == "1h")
             self.totals = usage(prompt, count(raw, "outputTokens"), cache_read=read,
-                                cache_write=write, total=total)  # fmt: skip
+                                cache_write=write, cache_write_long=long,
+                                total=count(raw, "totalTokens"))  # fmt: skip
         return self.take()
 
     def _delta(self, index: int, delta: dict[str, Any]) -> None:
@@ -174,6 +176,10 @@ class BedrockResponse(Assembler):
         kind = "content_filter" if self.reason in _FILTERED else "model_error"
         error = ErrorInfo(kind=kind, message=f"Bedrock stopped with {self.reason}")
         return self.closing("error", self.totals, error)
+
+
+def _ttl(detail: Any) -> Any:
+    return detail.get("ttl") if isinstance(detail, dict) else None
 
 
 def _unframe(frame: Frame, provider: str) -> tuple[str, dict[str, Any]]:

@@ -499,7 +499,8 @@ class FakeTransport(httpx.AsyncBaseTransport):
             body = item.body.encode()
         else:
             body = json.dumps(item.body).encode()
-        headers.extend(fmt.error_headers(item.status).items())
+        given = {name.lower() for name in item.headers or {}}  # the item's own win
+        headers.extend((k, v) for k, v in fmt.error_headers(item.status).items() if k not in given)
         if item.retry_after is not None:
             headers.append(("retry-after", number(item.retry_after)))
         if item.headers:

@@ -58,14 +58,23 @@ def exception_frame(name: str, message: str) -> bytes:
     return encode(headers, dumps({"message": message}).encode())
 
 
-def _usage(usage: Usage) -> dict[str, int]:
-    out = {"inputTokens": usage.input, "outputTokens": usage.output}
+def _usage(usage: Usage) -> dict[str, Any]:
+    out: dict[str, Any] = {"inputTokens": usage.input, "outputTokens": usage.output}
     if usage.cache_read:
         out["cacheReadInputTokens"] = usage.cache_read
     if usage.cache_write:
         out["cacheWriteInputTokens"] = usage.cache_write
     out["totalTokens"] = usage.total_tokens
+    if usage.cache_write_long:
+        out["cacheDetails"] = _cache_details(usage)
     return out
+
+
+def _cache_details(usage: Usage) -> list[dict[str, Any]]:
+    """The cache writes by retention, as Bedrock details them (none without writes)."""
+    short = usage.cache_write - usage.cache_write_long
+    spans = (("5m", short), ("1h", usage.cache_write_long))
+    return [{"ttl": ttl, "inputTokens": n} for ttl, n in spans if n]
 
 
 class BedrockFormat(Format):
