@@ -70,6 +70,7 @@ def docs_router(router: respx.MockRouter) -> None:
     fakes = {
         "api.openai.com": WireFake.openai(default=respond),
         "api.anthropic.com": WireFake.anthropic(default=respond),
+        "bedrock-runtime.us-east-1.amazonaws.com": WireFake.bedrock(default=respond),
     }
     for host, fake in fakes.items():
 
@@ -78,3 +79,4 @@ def docs_router(router: respx.MockRouter) -> None:
             return response
 
         router.route(host=host).mock(side_effect=answer)
+    router.route(host="127.0.0.1").pass_through()  # a page's own local server (serve())

@@ -55,6 +55,12 @@ NOT_OURS = {
     "KeyboardInterrupt", "SystemExit", "BaseException", "OSError", "Exception", "RuntimeError",
     "EventSource", "HttpAgent", "DefaultChatTransport", "PENDING", "ENQUEUED", "SUCCESS", "CUSTOM",
     "ERROR", "CANCELLED", "GET", "HEAD", "OPTIONS", "Host", "Origin", "HttpOnly", "Secure",
+    # AWS Bedrock's exceptions, as its API names them (docs/cloud.md)
+    "AccessDeniedException", "ExpiredTokenException", "InternalServerException",
+    "InvalidSignatureException", "MissingAuthenticationTokenException", "ModelErrorException",
+    "ModelNotReadyException", "ModelStreamErrorException", "ModelTimeoutException",
+    "ResourceNotFoundException", "ServiceQuotaExceededException", "ServiceUnavailableException",
+    "ThrottlingException", "UnrecognizedClientException", "ValidationException",
 }  # fmt: skip
 NAME = re.compile(r"`([A-Z][A-Za-z0-9]+)(?:[.(\[][^`]*)?`")
 
