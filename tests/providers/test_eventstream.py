@@ -72,21 +72,21 @@ def test_every_header_type_reads_as_botocore_reads_it() -> None:
     assert empty == ({}, b"")
 
 
-names = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=8)
+names = st.text(":-_aBé✓", min_size=1, max_size=6)
 values = st.one_of(
     st.booleans(),
     st.integers(-(2**31), 2**31 - 1),
-    st.text(max_size=40),
-    st.binary(max_size=40),
+    st.text('ab é✓{}"', max_size=12),
+    st.binary(max_size=12),
 )
 frames = st.lists(
-    st.tuples(st.dictionaries(names, values, max_size=5), st.binary(max_size=300)),
+    st.tuples(st.dictionaries(names, values, max_size=4), st.binary(max_size=120)),
     min_size=1,
-    max_size=5,
+    max_size=4,
 )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=25, deadline=None)
 @given(frames, st.integers(1, 64))
 def test_encoded_frames_read_the_same_as_botocore_reads_them_at_any_split(
     made: list[tuple[dict[str, object], bytes]], split: int
