@@ -70,6 +70,7 @@ def docs_router(router: respx.MockRouter) -> None:
     fakes = {
         "api.openai.com": WireFake.openai(default=respond),
         "api.anthropic.com": WireFake.anthropic(default=respond),
+        "bedrock-runtime.us-east-1.amazonaws.com": WireFake.bedrock(default=respond),
     }
     # Azure OpenAI (docs/cloud.md): its addresses and the key the docs' environment sets
     azure = {"deployments": None, "api_key": "docs-test-key", "default": respond}

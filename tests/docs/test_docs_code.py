@@ -17,6 +17,7 @@ from __future__ import annotations
 import ast
 import builtins
 import inspect
+import os
 import re
 import sys
 import types
@@ -131,6 +132,10 @@ def test_page_code_runs(
     monkeypatch.setenv("AZURE_OPENAI_API_KEY", "docs-test-key")
     for name in ("OPENAI_API_VERSION", "AZURE_OPENAI_AD_TOKEN"):
         monkeypatch.delenv(name, raising=False)
+    for name in [n for n in os.environ if n.startswith("AWS_")]:  # no developer's AWS setup
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("AWS_BEARER_TOKEN_BEDROCK", "docs-test-key")  # docs/cloud.md
+    monkeypatch.setenv("AWS_REGION", "us-east-1")
     monkeypatch.delenv("TREADLE_MODEL", raising=False)
     module = types.ModuleType(f"docs_{page.stem}")  # dataclasses look their module up
     monkeypatch.setitem(sys.modules, module.__name__, module)

@@ -26,8 +26,10 @@ from .base import (
 
 if TYPE_CHECKING:
     from ._auth import BearerToken, TokenProvider
+    from ._aws import AWSSigV4
     from .anthropic import Anthropic
     from .azure import AzureOpenAIChat, AzureOpenAIResponses
+    from .bedrock import Bedrock
     from .gemini import Gemini
     from .ollama import Ollama
     from .openai_chat import OpenAIChat
@@ -37,6 +39,8 @@ if TYPE_CHECKING:
 _LAZY = {
     "BearerToken": "._auth",
     "TokenProvider": "._auth",
+    "AWSSigV4": "._aws",
+    "Bedrock": ".bedrock",
     "OpenAIChat": ".openai_chat",
     "OpenAIResponses": ".openai_responses",
     "Anthropic": ".anthropic",
@@ -59,10 +63,12 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "RETRYABLE_KINDS",
+    "AWSSigV4",
     "Anthropic",
     "AzureOpenAIChat",
     "AzureOpenAIResponses",
     "BearerToken",
+    "Bedrock",
     "ErrorKind",
     "Gemini",
     "ModelRequest",

@@ -17,14 +17,15 @@ from ..errors import ConfigurationError
 from .base import ErrorKind, ProviderError
 
 # A request larger than the model's context, as OpenAI, Anthropic, Gemini, llama.cpp, vLLM,
-# Ollama and LM Studio word it in their documented error bodies.
+# Ollama, LM Studio and Bedrock (its Claude and Nova models) word it in their error bodies.
 _CONTEXT_OVERFLOW = re.compile(
     r"context[ _-]?(length|window)|maximum context|prompt is too long|too many tokens"
     r"|context_length_exceeded|exceed\w* (the )?(available |maximum |max )?(context|token)"
     r"|input is too long|reduce the length|token count .* exceeds|request too large for model"
     r"|longer than the maximum model length|greater than the context length"
     r"|context (the )?overflows|context size has been exceeded"
-    r"|exceed_context_size|context_exceeded",
+    r"|exceed_context_size|context_exceeded"
+    r"|too many total text bytes|input tokens exceeded",
     re.IGNORECASE,
 )
 _TRY_AGAIN = re.compile(r"(?:try again|retry) in (\d+(?:\.\d+)?)\s*(ms|s|sec|seconds?)\b", re.I)

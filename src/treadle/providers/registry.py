@@ -40,6 +40,7 @@ _NATIVE: dict[str, tuple[str, str, tuple[str, ...]]] = {
         "AzureOpenAIResponses",
         ("AZURE_OPENAI_API_KEY", "AZURE_OPENAI_AD_TOKEN"),
     ),
+    "bedrock": ("bedrock", "Bedrock", ()),  # credentials: its own chain (docs/cloud.md)
 }
 KNOWN_PROVIDERS: tuple[str, ...] = (*_NATIVE, *_COMPATIBLE)
 _AT_URL = re.compile(r"@(?=https?://)")

@@ -22,11 +22,17 @@ from .wire import (
 )
 
 if TYPE_CHECKING:
+    from .aws import SigV4Check
     from .azure import AzureFake, content_filtered
     from .entra import EntraID
 
 # Cloud fakes, imported on first use (their servers need modules the others do not).
-_LAZY = {"AzureFake": ".azure", "content_filtered": ".azure", "EntraID": ".entra"}
+_LAZY = {
+    "AzureFake": ".azure",
+    "content_filtered": ".azure",
+    "EntraID": ".entra",
+    "SigV4Check": ".aws",
+}
 
 
 def __getattr__(name: str) -> Any:
@@ -51,6 +57,7 @@ __all__ = [
     "RecordedRequest",
     "ScriptItem",
     "ScriptedProvider",
+    "SigV4Check",
     "Slow",
     "StreamError",
     "Truncate",
