@@ -26,11 +26,13 @@ from treadle import (
     AgentLoopConfig,
     AgentMessage,
     CancellationToken,
+    UserMessage,
     agent_loop,
+    run_loop,
     tool,
 )
 from treadle.context import validate_transcript
-from treadle.loop import sink
+from treadle.loop import compact_context, sink
 from treadle.testing import ScriptedProvider
 from treadle.types import AgentEnd
 
@@ -68,14 +70,16 @@ class Stuck(ObjectSendStream[AgentEvent]):
     from outside when the loop shields it) keeps a broken loop from hanging the suite:
     ``gave_up`` then says the loop never let go of the send."""
 
-    def __init__(self, before_stuck: int) -> None:
+    def __init__(self, before_stuck: int, cancel: Callable[[], None]) -> None:
         self.before_stuck = before_stuck
+        self.cancel = cancel  # called as it gets stuck: the run is cancelled mid-send
         self.delivered: list[AgentEvent] = []
         self.gave_up = False
 
     async def send(self, item: AgentEvent) -> None:
         await anyio.lowlevel.checkpoint()
         if len(self.delivered) >= self.before_stuck:
+            self.cancel()
             with anyio.move_on_after(10):
                 await anyio.sleep_forever()
             self.gave_up = True
@@ -142,18 +146,46 @@ async def test_a_send_cancelled_anywhere_delivers_each_event_once_in_order(
         assert validate_transcript(context.messages) == [], where
 
 
+@pytest.mark.parametrize("call", ["agent_loop", "run_loop", "compact_context"])
 async def test_a_stuck_stream_cancelled_from_outside_returns_and_sends_nothing_twice(
-    monkeypatch: pytest.MonkeyPatch,
+    call: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The send in flight is never cancelled by the run's cancellation itself; only the
-    grace after an outside cancellation bounds it, and then nothing more is sent."""
+    grace after an outside cancellation bounds it, and then nothing more is sent. The same
+    for ``run_loop`` and for a compaction outside a run."""
     monkeypatch.setattr(sink, "CANCEL_GRACE_S", 0.05)
-    stream = Stuck(before_stuck=4)
+    stuck_at = 4 if call == "agent_loop" else 0
+    scope = anyio.CancelScope()
+    stream = Stuck(stuck_at, scope.cancel)
     context = AgentContext(tools=[look])
-    with anyio.move_on_after(0.05) as scope:
-        await agent_loop("tea?", context, _config(), stream)
-    assert scope.cancelled_caught
+    with scope:
+        if call == "agent_loop":
+            await agent_loop("tea?", context, _config(), stream)
+        elif call == "run_loop":
+            context.messages.append(UserMessage.of("tea?"))
+            await run_loop(context, [], _config(), stream)
+        else:
+            context.messages.extend([UserMessage.of("tea?"), *[UserMessage.of("more")] * 3])
+            await compact_context(context, _config(), events=stream)
     assert not stream.gave_up, "the loop held on to a send after an outside cancellation"
-    seqs = [e.seq for e in stream.delivered]
-    assert seqs == [0, 1, 2, 3]
+    if call != "compact_context":  # it may finish without another checkpoint
+        assert scope.cancelled_caught
+    assert [e.seq for e in stream.delivered] == list(range(stuck_at))
     assert validate_transcript(context.messages) == []
+
+
+async def test_a_tool_error_raised_through_a_run_on_a_stream_of_ones_own_is_not_grouped() -> None:
+    """The watcher task beside such a run changes nothing in what the run raises."""
+
+    @tool
+    async def boom() -> str:
+        raise ValueError("tool bug")
+
+    script: list[Any] = [calls_message(call("c1", "boom"))]
+    config = AgentLoopConfig(provider=ScriptedProvider(script), raise_tool_errors=True)
+    stream = Handoff(0, "before", lambda: None)
+    context = AgentContext(tools=[boom])
+    with pytest.raises(ValueError, match="tool bug"):
+        await agent_loop("go", context, config, stream)
+    ends = [e for e in stream.delivered if isinstance(e, AgentEnd)]
+    assert len(ends) == 1 and ends[0].reason == "error"
