@@ -216,13 +216,12 @@ for _seed in (208, 1540, 225800, 228879, 687740, 688972):  # broke on asyncio on
     REGRESSIONS[_seed] = ("INV-INPUT-KEPT", BUG_3, False, ("asyncio",))
 for _seed in (15000066, 15000076, 15000099):  # checked on asyncio before the fix
     REGRESSIONS[_seed] = ("INV-STOPPED-EARLY", BUG_35_12, False, ("asyncio",))
-OPEN_CHANNEL = (
-    "open: a stream of the user's own (not anyio's memory stream) cancelled from outside "
-    "mid-send may have delivered the event, and the loop sends it again (seq twice); not "
-    "sending it again loses events instead (INV-DELTAS, INV-MESSAGE-PAIRS). The fix needs a "
-    "send that is atomic under cancellation for any stream"
+FOUND_CHANNEL = (
+    "#33: a stream of the user's own (not anyio's memory stream) cancelled from outside "
+    "mid-send: the forwarded anyio memory stream raised from a send that had delivered, and "
+    "the loop sent the event again (seq twice); the loop now never cancels a send"
 )
-REGRESSIONS[16000927] = ("INV-SEQ", OPEN_CHANNEL, True, ("asyncio",))  # the channel move
+REGRESSIONS[16000927] = ("INV-SEQ", FOUND_CHANNEL, False, ("asyncio",))  # the channel move
 OPEN = {seed for seed, (_, _, still_open, _) in REGRESSIONS.items() if still_open}
 
 

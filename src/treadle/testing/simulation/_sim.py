@@ -413,7 +413,9 @@ class _Sim:
 
 class Forwarding(ObjectSendStream[AgentEvent]):
     """A stream of the user's own: forwards each event to ``inner`` (the loop cannot look
-    into its buffer, so it sends every event and awaits each send)."""
+    into its buffer, so it sends every event and awaits each send). Its ``send`` is
+    anyio's memory stream's, which, cancelled as its reader takes the item, raises
+    although it delivered: the loop must never cancel it (seed 16000927)."""
 
     def __init__(self, inner: ObjectSendStream[AgentEvent]) -> None:
         self.inner = inner
