@@ -26,12 +26,14 @@ from .base import (
 
 if TYPE_CHECKING:
     from ._auth import BearerToken, TokenProvider
+    from ._google import GoogleAuth
     from .anthropic import Anthropic
     from .gemini import Gemini
     from .ollama import Ollama
     from .openai_chat import OpenAIChat
     from .openai_responses import OpenAIResponses
     from .registry import get_provider
+    from .vertex import VertexAnthropic, VertexGemini
 
 _LAZY = {
     "BearerToken": "._auth",
@@ -42,6 +44,9 @@ _LAZY = {
     "Gemini": ".gemini",
     "Ollama": ".ollama",
     "get_provider": ".registry",
+    "GoogleAuth": "._google",
+    "VertexGemini": ".vertex",
+    "VertexAnthropic": ".vertex",
 }
 
 
@@ -60,6 +65,7 @@ __all__ = [
     "BearerToken",
     "ErrorKind",
     "Gemini",
+    "GoogleAuth",
     "ModelRequest",
     "Ollama",
     "OpenAIChat",
@@ -80,6 +86,8 @@ __all__ = [
     "ToolCallDelta",
     "ToolCallEnd",
     "ToolCallStart",
+    "VertexAnthropic",
+    "VertexGemini",
     "get_provider",
     "redact_url",
 ]

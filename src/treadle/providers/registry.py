@@ -34,6 +34,8 @@ _NATIVE: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "gemini": ("gemini", "Gemini", ("GEMINI_API_KEY", "GOOGLE_API_KEY")),
     "google": ("gemini", "Gemini", ("GEMINI_API_KEY", "GOOGLE_API_KEY")),
     "ollama": ("ollama", "Ollama", ()),
+    # Google Cloud credentials (ADC), not a key: claude-* to VertexAnthropic, else VertexGemini
+    "vertex": ("vertex", "vertex_model", ()),
 }
 KNOWN_PROVIDERS: tuple[str, ...] = (*_NATIVE, *_COMPATIBLE)
 _AT_URL = re.compile(r"@(?=https?://)")

@@ -1,6 +1,7 @@
 """Test doubles for applications' own tests: a scripted provider (and wire-level fakes)."""
 
 from .cassette import Cassette, CassetteError, NoMatchingExchange
+from .google import GoogleOAuthFake
 from .offline import OfflineProvider
 from .scripted import ScriptedProvider, ScriptItem
 from .server import serve
@@ -21,6 +22,7 @@ __all__ = [
     "CassetteError",
     "Fail",
     "FakeTransport",
+    "GoogleOAuthFake",
     "NoMatchingExchange",
     "OfflineProvider",
     "Raw",

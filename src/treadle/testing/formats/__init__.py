@@ -19,6 +19,7 @@ from .gemini import GeminiFormat
 from .ollama import OllamaFormat
 from .openai import OpenAIChatFormat, openai_usage
 from .responses import ResponsesFormat
+from .vertex import VertexAnthropicFormat, VertexGeminiFormat
 
 FORMATS: dict[str, Callable[[], Format]] = {
     "openai": OpenAIChatFormat,
@@ -26,6 +27,8 @@ FORMATS: dict[str, Callable[[], Format]] = {
     "responses": ResponsesFormat,
     "gemini": GeminiFormat,
     "ollama": OllamaFormat,
+    "vertex": VertexGeminiFormat,
+    "vertex-anthropic": VertexAnthropicFormat,
 }
 ALIASES = {
     "openai_chat": "openai",
@@ -34,6 +37,8 @@ ALIASES = {
     "openai_responses": "responses",
     "openai-responses": "responses",
     "google": "gemini",
+    "vertex-gemini": "vertex",
+    "vertex_anthropic": "vertex-anthropic",
 }
 
 
@@ -59,6 +64,8 @@ __all__ = [
     "OpenAIChatFormat",
     "ResponsesFormat",
     "StreamErrorKind",
+    "VertexAnthropicFormat",
+    "VertexGeminiFormat",
     "get_format",
     "number",
     "openai_usage",
