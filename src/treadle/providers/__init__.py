@@ -16,6 +16,7 @@ from .base import (
     ProviderError,
     StreamDone,
     StreamEvent,
+    StreamFallback,
     StreamStart,
     TextEnd,
     TextStart,
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
     from ._auth import BearerToken, TokenProvider
     from ._google import GoogleAuth
     from .anthropic import Anthropic
+    from .fallback import FallbackModel
     from .gemini import Gemini
     from .ollama import Ollama
     from .openai_chat import OpenAIChat
@@ -41,6 +43,7 @@ _LAZY = {
     "OpenAIChat": ".openai_chat",
     "OpenAIResponses": ".openai_responses",
     "Anthropic": ".anthropic",
+    "FallbackModel": ".fallback",
     "Gemini": ".gemini",
     "Ollama": ".ollama",
     "get_provider": ".registry",
@@ -64,6 +67,7 @@ __all__ = [
     "Anthropic",
     "BearerToken",
     "ErrorKind",
+    "FallbackModel",
     "Gemini",
     "GoogleAuth",
     "ModelRequest",
@@ -74,6 +78,7 @@ __all__ = [
     "ProviderError",
     "StreamDone",
     "StreamEvent",
+    "StreamFallback",
     "StreamStart",
     "TextDelta",
     "TextEnd",

@@ -26,6 +26,7 @@ from ...types import (
     MessageEnd,
     MessageStart,
     MessageUpdate,
+    ProviderFallback,
     ProviderRetry,
     ToolCall,
     ToolExecutionEnd,
@@ -386,13 +387,17 @@ def _check_loop(evs: list[Any]) -> None:
             require(open_msg is not None, "INV-MESSAGE-PAIRS", f"message_end unopened ({lid})")
             require(e.message.role == open_msg.role, "INV-MESSAGE-PAIRS", f"role changed ({lid})")
             open_msg = None
-        elif isinstance(e, ProviderRetry):
+        elif isinstance(e, (ProviderRetry, ProviderFallback)):
             if e.discard_partial:
                 require(
                     open_msg is not None, "INV-MESSAGE-PAIRS", f"discard_partial unopened ({lid})"
                 )
             else:
-                require(open_msg is None, "INV-MESSAGE-PAIRS", f"provider_retry in a pair ({lid})")
+                require(
+                    open_msg is None,
+                    "INV-MESSAGE-PAIRS",
+                    f"{e.type} without discard_partial in a pair ({lid})",
+                )
             open_msg = None
         elif isinstance(
             e, (ToolExecutionStart, ToolExecutionUpdate, ToolExecutionEnd, CustomEvent)
@@ -414,7 +419,7 @@ def _check_loop(evs: list[Any]) -> None:
     for e in evs:
         if isinstance(e, MessageStart) and e.message.role == "assistant":
             in_assistant, eager = True, set()
-        elif in_assistant and isinstance(e, (MessageEnd, ProviderRetry)):
+        elif in_assistant and isinstance(e, (MessageEnd, ProviderRetry, ProviderFallback)):
             in_assistant = False
             kept = (
                 {c.id for c in e.message.tool_calls}
