@@ -55,6 +55,7 @@ NOT_OURS = {
     "KeyboardInterrupt", "SystemExit", "BaseException", "OSError", "Exception", "RuntimeError",
     "EventSource", "HttpAgent", "DefaultChatTransport", "PENDING", "ENQUEUED", "SUCCESS", "CUSTOM",
     "ERROR", "CANCELLED", "GET", "HEAD", "OPTIONS", "Host", "Origin", "HttpOnly", "Secure",
+    "AnthropicVertex", "Credentials", "RESOURCE_EXHAUSTED",  # anthropic's and google-auth's
 }  # fmt: skip
 NAME = re.compile(r"`([A-Z][A-Za-z0-9]+)(?:[.(\[][^`]*)?`")
 

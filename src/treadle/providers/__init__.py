@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from ._auth import BearerToken, TokenProvider
     from ._google import GoogleAuth
     from .anthropic import Anthropic
-    from .fallback import FallbackModel
+    from .fallback import FALLBACK_ON, FallbackModel
     from .gemini import Gemini
     from .ollama import Ollama
     from .openai_chat import OpenAIChat
@@ -44,6 +44,7 @@ _LAZY = {
     "OpenAIResponses": ".openai_responses",
     "Anthropic": ".anthropic",
     "FallbackModel": ".fallback",
+    "FALLBACK_ON": ".fallback",
     "Gemini": ".gemini",
     "Ollama": ".ollama",
     "get_provider": ".registry",
@@ -63,6 +64,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "FALLBACK_ON",
     "RETRYABLE_KINDS",
     "Anthropic",
     "BearerToken",

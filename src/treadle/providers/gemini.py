@@ -37,7 +37,8 @@ from .base import ModelRequest, ProviderError, StreamEvent, ThinkingLevel
 from .gemini_stream import Response
 
 DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com"
-KEY_VARIABLES = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
+KEY_VARIABLES: tuple[str, ...] = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
+_KEY_HEADER: tuple[str, str] | None = ("x-goog-api-key", "")  # (None on Vertex: no key)
 # The request's settings under generationConfig's names.
 _CONFIG = wire_names(PENALTIES, max_tokens="maxOutputTokens", top_p="topP", stop="stopSequences")
 _CONFIG.update(presence_penalty="presencePenalty", frequency_penalty="frequencyPenalty")
@@ -66,8 +67,8 @@ class Gemini(HTTPAdapter):
 
     name = "gemini"
     default_base_url = DEFAULT_BASE_URL
-    key_variables: tuple[str, ...] = KEY_VARIABLES
-    key_header: tuple[str, str] | None = ("x-goog-api-key", "")
+    key_variables = KEY_VARIABLES
+    key_header = _KEY_HEADER
 
     def url(self, model: str, *, stream: bool) -> str:
         """The endpoint for ``model``; ``models/`` is added unless the name has a collection."""
