@@ -7,7 +7,9 @@ refreshed in a worker thread before they expire (docs/cloud.md#vertex-ai)."""
 from __future__ import annotations
 
 import json
+import os
 import ssl
+import sys
 import threading
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
@@ -301,6 +303,44 @@ async def test_the_refresh_runs_in_a_worker_thread_once_for_concurrent_requests(
             tg.start_soon(answer, model)
     assert len(credentials.threads) == 1 and credentials.threads[0] != loop_thread
     assert len(fake.requests) == 5 and len({bearer(r) for r in fake.requests}) == 1
+
+
+CHILD = """
+import sys, anyio
+from treadle.providers import ModelRequest, VertexGemini
+from treadle.types import UserMessage
+
+async def main():
+    model = VertexGemini("gemini-2.5-flash", base_url=sys.argv[1], location="us-central1")
+    events = [e async for e in model.stream(ModelRequest(messages=[UserMessage.of("hi")]))]
+    print(events[-1].message.text, model.project)
+
+anyio.run(main)
+"""
+
+
+@pytest.mark.slow  # a process of its own: google-auth reads the metadata host at import
+@pytest.mark.one_backend
+async def test_on_google_cloud_adc_takes_the_metadata_servers_token_and_project(
+    servers: Servers, tmp_path: Path
+) -> None:
+    """GKE workload identity, Cloud Run and Compute Engine: no key file, no gcloud; Google
+    Cloud's metadata server gives the token and the project."""
+    fake = servers.fake(WireFake.vertex(["From the cluster."]))
+    host = servers.token_uri.removeprefix("http://").removesuffix("/token")
+    env = {**os.environ, "GCE_METADATA_HOST": host, "GCE_METADATA_IP": host}
+    env["CLOUDSDK_CONFIG"] = str(tmp_path)  # no gcloud credentials either
+    for name in ("GOOGLE_APPLICATION_CREDENTIALS", "GOOGLE_CLOUD_PROJECT"):
+        env.pop(name, None)
+    script = tmp_path / "child.py"
+    script.write_text(CHILD)
+    done = await anyio.run_process([sys.executable, str(script), servers.url], env=env, check=False)
+    assert done.returncode == 0, done.stderr.decode()
+    assert done.stdout.decode().split() == ["From", "the", "cluster.", "wirefake-project"]
+    (sent,) = fake.requests
+    assert "/projects/wirefake-project/locations/us-central1/" in sent.path
+    assert servers.oauth.issued[-1].grant == "metadata"
+    assert bearer(sent) == servers.oauth.issued[-1].token
 
 
 @tool

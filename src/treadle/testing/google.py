@@ -1,5 +1,6 @@
-"""``GoogleOAuthFake``: Google's OAuth token endpoint on your machine, checking what it is
-sent the way Google does, and the check a Google API makes of each request's token.
+"""``GoogleOAuthFake``: Google's OAuth token endpoint (and the metadata server that serves
+tokens on Google Cloud) on your machine, checking what it is sent the way Google does, and
+the check a Google API makes of each request's token.
 
 It signs in a service account of its own (an RSA key made for it) and a gcloud user: give
 google-auth the credentials it hands out, with ``token_uri`` pointing at it, and every
@@ -29,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs
 
+from .._signals import Signal
 from ..errors import ConfigurationError
 from .exchange import RecordedRequest, Reply
 from .wire import Fail
@@ -76,7 +78,9 @@ class IssuedToken:
     expires_at: float
 
 
-class _Refused(Exception):
+class _Refused(Signal):
+    """A grant the token endpoint refuses: answered as a 400, never raised to a caller."""
+
     def __init__(self, error: str, description: str) -> None:
         super().__init__(description)
         self.error = error
@@ -160,7 +164,10 @@ class GoogleOAuthFake:
     # ---- the token endpoint ----
 
     async def respond(self, request: RecordedRequest) -> Reply:
-        """Answer ``POST …/token`` (what :func:`~treadle.testing.serve` calls)."""
+        """Answer ``POST …/token``, and the metadata server's ``GET /computeMetadata/v1/…``
+        (what :func:`~treadle.testing.serve` calls)."""
+        if request.method == "GET":
+            return self._metadata(request)
         if request.method != "POST" or not request.path.endswith("/token"):
             return _json(404, {"error": "not_found", "error_description": "POST /token"})
         form = {k: v[-1] for k, v in parse_qs(request.body.decode("utf-8", "replace")).items()}
@@ -244,6 +251,36 @@ class GoogleOAuthFake:
                 "reasonable timeframe. Check your iat and exp values in the JWT claim.",
             )
 
+    # ---- the metadata server (GKE workload identity, Cloud Run, Compute Engine) ----
+
+    def _metadata(self, request: RecordedRequest) -> Reply:
+        """What google-auth reads on Google Cloud (``GCE_METADATA_HOST`` and
+        ``GCE_METADATA_IP`` point it here): only with ``Metadata-Flavor: Google``."""
+        flavor = [("metadata-flavor", "Google")]
+        if request.headers.get("metadata-flavor") != "Google":
+            return Reply(403, flavor, [b"Missing required header: Metadata-Flavor"])
+        path = request.path.removeprefix("/computeMetadata/v1")
+        if path in ("", "/"):
+            return Reply(200, [*flavor, ("content-type", "application/text")], [b"ok"])
+        if path == "/project/project-id":
+            return Reply(
+                200, [*flavor, ("content-type", "application/text")], [self.project.encode()]
+            )
+        account = path.removeprefix("/instance/service-accounts/").split("/", 1)
+        if len(account) == 2 and account[0] in ("default", self.client_email):
+            if account[1] == "token":
+                issued = self.issue("metadata")
+                body = {
+                    "access_token": issued.token,
+                    "expires_in": round(self.lifetime_s),
+                    "token_type": "Bearer",
+                }
+                return _json(200, body, flavor)
+            if account[1] == "":
+                info = {"email": self.client_email, "aliases": ["default"], "scopes": []}
+                return _json(200, info, flavor)
+        return Reply(404, flavor, [b"Not Found"])
+
     # ---- the API's side ----
 
     def live(self, token: str) -> bool:
@@ -271,7 +308,7 @@ class GoogleOAuthFake:
         )
 
 
-def _json(status: int, payload: Any) -> Reply:
+def _json(status: int, payload: Any, extra: list[tuple[str, str]] | None = None) -> Reply:
     body = json.dumps(payload).encode()
-    headers = [("content-type", "application/json; charset=utf-8"), ("cache-control", "no-store")]
-    return Reply(status, headers, [body])
+    headers = [("content-type", "application/json"), ("cache-control", "no-store")]
+    return Reply(status, [*headers, *(extra or [])], [body])
