@@ -29,6 +29,7 @@ from treadle.testing.simulation.__main__ import main, replay_command, report_fai
 from treadle.testing.simulation._invariants import check_call
 from treadle.testing.simulation._scenario import (
     APPROVAL_FROM,
+    FALLBACK_FROM,
     GATE_FROM,
     HISTORY_FROM,
     OVERFLOW_FROM,
@@ -45,6 +46,8 @@ APPROVAL_SEEDS = range(APPROVAL_FROM, APPROVAL_FROM + 60)
 GATE_SEEDS = range(GATE_FROM, GATE_FROM + 60)
 # seeds that may draw a provider overflowing its context and an after_turn stop in a child
 OVERFLOW_SEEDS = range(OVERFLOW_FROM, OVERFLOW_FROM + 60)
+# seeds that may draw the fallback move (a FallbackModel; failures after a tool call)
+FALLBACK_SEEDS = range(FALLBACK_FROM, FALLBACK_FROM + 60)
 
 # ---------------------------------------------------------------- seeds that once failed
 
@@ -251,6 +254,7 @@ def _fixed_blocks() -> list[object]:
         *APPROVAL_SEEDS[::BLOCK],
         *GATE_SEEDS[::BLOCK],
         *OVERFLOW_SEEDS[::BLOCK],
+        *FALLBACK_SEEDS[::BLOCK],
     ]
     return [
         pytest.param(BACKENDS[n % len(BACKENDS)], start, id=f"{start}-{BACKENDS[n % 2]}")
@@ -410,6 +414,49 @@ def test_the_checker_names_the_invariant_that_broke() -> None:
     with pytest.raises(InvariantViolation) as info:
         _check(list(events), after[:-1])
     assert info.value.invariant == "INV-END-MESSAGES"
+
+
+def test_the_fallback_check_names_a_move_after_a_tool_started() -> None:
+    from treadle.testing.simulation._invariants import check_fallback
+    from treadle.types import (
+        AssistantMessage,
+        MessageEnd,
+        MessageStart,
+        ProviderFallback,
+        ToolExecutionStart,
+        TurnStart,
+    )
+
+    answer = AssistantMessage(provider="scripted", model="backup")
+    moved = ProviderFallback(
+        from_provider="openai",
+        from_model="gpt-4o-mini",
+        to_provider="scripted",
+        to_model="backup",
+        error_kind="overloaded",
+        discard_partial=True,
+        loop_id="L",
+    )
+    events = [
+        TurnStart(turn_index=0, loop_id="L"),
+        MessageStart(message=AssistantMessage(), loop_id="L"),
+        ToolExecutionStart(tool_call_id="c1", tool_name="t", loop_id="L"),
+        moved,
+        MessageStart(message=answer, loop_id="L"),
+        MessageEnd(message=answer, loop_id="L"),
+    ]
+    check_fallback(events, "L", after_tool_call=True)
+    with pytest.raises(InvariantViolation) as info:
+        check_fallback(events, "L", after_tool_call=False)
+    assert info.value.invariant == "INV-FALLBACK"
+    other = answer.model_copy(update={"model": "gpt-4o-mini", "provider": "openai"})
+    wrong = [
+        *events[:4],
+        MessageStart(message=other, loop_id="L"),
+        MessageEnd(message=other, loop_id="L"),
+    ]
+    with pytest.raises(InvariantViolation, match="came from"):
+        check_fallback(wrong, "L", after_tool_call=True)
 
 
 def test_every_invariant_is_named_in_the_contract() -> None:

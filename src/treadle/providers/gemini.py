@@ -37,7 +37,8 @@ from .base import ModelRequest, ProviderError, StreamEvent, ThinkingLevel
 from .gemini_stream import Response
 
 DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com"
-KEY_VARIABLES = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
+KEY_VARIABLES: tuple[str, ...] = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
+_KEY_HEADER: tuple[str, str] | None = ("x-goog-api-key", "")  # (None on Vertex: no key)
 # The request's settings under generationConfig's names.
 _CONFIG = wire_names(PENALTIES, max_tokens="maxOutputTokens", top_p="topP", stop="stopSequences")
 _CONFIG.update(presence_penalty="presencePenalty", frequency_penalty="frequencyPenalty")
@@ -67,7 +68,7 @@ class Gemini(HTTPAdapter):
     name = "gemini"
     default_base_url = DEFAULT_BASE_URL
     key_variables = KEY_VARIABLES
-    key_header = ("x-goog-api-key", "")
+    key_header = _KEY_HEADER
 
     def url(self, model: str, *, stream: bool) -> str:
         """The endpoint for ``model``; ``models/`` is added unless the name has a collection."""
@@ -78,7 +79,7 @@ class Gemini(HTTPAdapter):
 
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
         model = request.model or self.model
-        body: dict[str, Any] = {"contents": _contents(request.messages, model)}
+        body: dict[str, Any] = {"contents": _contents(request.messages, model, self.name)}
         if request.system_prompt:
             body["systemInstruction"] = {"parts": [{"text": request.system_prompt}]}
         if request.tools:
@@ -233,7 +234,9 @@ def _clean(
     return out
 
 
-def _contents(messages: Iterable[AgentMessage], model: str) -> list[dict[str, Any]]:
+def _contents(
+    messages: Iterable[AgentMessage], model: str, provider: str = "gemini"
+) -> list[dict[str, Any]]:
     def entry(message: AgentMessage) -> tuple[_Turn | None, list[dict[str, Any]], bool]:
         if isinstance(message, ToolResultMessage):
             images = [_image_part(b) for b in message.content if isinstance(b, ImageContent)]
@@ -248,7 +251,7 @@ def _contents(messages: Iterable[AgentMessage], model: str) -> list[dict[str, An
             parts = user_parts(message.content, lambda text: {"text": text}, _image_part)
             return ("user", parts), [], False
         if isinstance(message, AssistantMessage):
-            return ("model", _model_parts(message, model)), [], False
+            return ("model", _model_parts(message, model, provider)), [], False
         return None, [], False
 
     # Tool-result images are sent in a user turn after the function responses.
@@ -266,9 +269,9 @@ def _image_part(image: ImageContent) -> dict[str, Any]:
     return {"inlineData": {"mimeType": image.mime_type, "data": image.data}}
 
 
-def _model_parts(message: AssistantMessage, model: str) -> list[dict[str, Any]]:
+def _model_parts(message: AssistantMessage, model: str, provider: str) -> list[dict[str, Any]]:
     """A model turn's parts, thought signatures placed as docs/providers.md#gemini says."""
-    native = message.provider == "gemini"
+    native = message.provider == provider  # signatures go back only where they came from
     unsigned = _generation(model) >= (3, 0)  # the first call still needs a signature
     parts: list[dict[str, Any]] = []
     pending: str | None = None  # a carrier's signature, waiting for its part
