@@ -22,6 +22,7 @@ from ._events import Replay
 from ._run import DurableRun, dump_result
 from ._runtime import AGENTS, workflow
 from ._steps import DurableProvider, DurableTool, RunSteps
+from ._store import EventStore
 
 if TYPE_CHECKING:
     from dbos import Queue
@@ -128,8 +129,16 @@ class DurableAgent:
     # ---- inside the workflow ----
 
     async def _execute(self, workflow_id: str, prompt: str) -> dict[str, Any]:
+        store: EventStore = require("events")
+        store.wakes.began(workflow_id)  # this process's readers wait for its writes
+        try:
+            return await self._execute_here(store, workflow_id, prompt)
+        finally:
+            store.wakes.ended(workflow_id)
 
-        store = require("events")
+    async def _execute_here(
+        self, store: EventStore, workflow_id: str, prompt: str
+    ) -> dict[str, Any]:
         steps = RunSteps(workflow_id, require("client"))
         # a conversation of its own, started fresh: the run's first loop is "initial"
         agent = self.agent.fork(workflow_id)

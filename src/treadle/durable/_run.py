@@ -12,10 +12,16 @@ from ..agent import RunResult
 from ..errors import ConfigurationError, UsageError
 from ..types import AgentEnd, AgentEvent, AgentStart
 from ._connection import require
-from ._events import EventStore
+from ._store import EventStore, Rebuild
 
 TERMINAL = {"SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"}
 POLL_S = 0.01  # how often a handle on a run started elsewhere reads whether it ended
+
+
+def _last(event: AgentEvent) -> bool:
+    """The run's last event: the main loop's ``agent_end`` of a stretch that did not stop to
+    wait for a decision."""
+    return isinstance(event, AgentEnd) and event.depth == 0 and event.reason != "suspended"
 
 
 def dump_result(result: RunResult[Any], output_type: Any) -> dict[str, Any]:
@@ -91,28 +97,40 @@ class DurableRun:
         neither is given), then new ones as they are stored, until the run ends — across
         crashes and workers, each once, in order. A run that waited for approvals has one
         ``agent_start`` … ``agent_end`` pair per stretch (see docs/durable.md, "Events
-        across crashes and waits")."""
+        across crashes and waits").
+
+        While the run executes in this process the reader wakes when its events are
+        written; otherwise it reads again every ``poll_s``."""
         if after is not None and from_seq is not None:
             raise ConfigurationError(
                 "give after= (the last seq seen) or from_seq= (the first wanted)"
             )
         store: EventStore = require("events")
+        wakes = store.wakes
+        rebuild = Rebuild(self.run_id)
         cursor = from_seq - 1 if from_seq is not None else -1 if after is None else after
         while True:
-            batch = await store.read(self.run_id, cursor)
+            written = wakes.waiter(self.run_id)  # before the read: a write after it wakes us
+            batch = await store.read(self.run_id, cursor, rebuild=rebuild)
             for event in batch:
                 yield event
                 cursor = event.seq
+                if _last(event):  # nothing comes after the run's last agent_end
+                    return
             if batch:
+                continue
+            if wakes.live(self.run_id):  # written here: wait for the write (or the end)
+                await written.wait()
                 continue
             status = await self.status()
             if status == "UNKNOWN":
                 raise LookupError(f"there is no durable run {self.run_id!r} in this database")
             if status in TERMINAL:
-                for event in await store.read(self.run_id, cursor, None):
+                for event in await store.read(self.run_id, cursor, None, rebuild):
                     yield event
                 return
-            await anyio.sleep(poll_s)
+            with anyio.move_on_after(poll_s):  # written elsewhere, or not started yet
+                await written.wait()
 
     async def waiting(self) -> list[str]:
         """The tool calls the run waits on for a decision (empty when it is not waiting)."""

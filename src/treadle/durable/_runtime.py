@@ -15,7 +15,7 @@ import anyio.to_thread
 
 from ._connection import STATE, require
 from ._database import DurableError, open_engine, redact, resolve
-from ._events import EventStore
+from ._store import EventStore
 
 if TYPE_CHECKING:
     from ._run import DurableRun
