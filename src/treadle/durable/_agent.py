@@ -62,6 +62,7 @@ class DurableAgent:
         self.store = store
         self.queue_concurrency = queue_concurrency
         self.queue: Queue | None = None  # registered by launch()
+        self._fresh: set[str] = set()  # runs start() is starting: nothing recorded yet
         if previous is not None and previous.queue_concurrency == queue_concurrency:
             self.queue = previous.queue
         AGENTS[name] = self
@@ -86,9 +87,16 @@ class DurableAgent:
         from dbos import DBOS, SetWorkflowID
 
         require("configured")
+        fresh = run_id is None  # a new id: the run has no checkpoints or events to read
         run_id = run_id or uuid.uuid4().hex
-        with SetWorkflowID(run_id):
-            handle = await DBOS.start_workflow_async(workflow(), self.name, prompt)
+        if fresh:
+            self._fresh.add(run_id)
+        try:
+            with SetWorkflowID(run_id):
+                handle = await DBOS.start_workflow_async(workflow(), self.name, prompt)
+        except BaseException:
+            self._fresh.discard(run_id)  # else its execution, which starts here, takes it
+            raise
         return DurableRun._started(handle, self.agent.output_type)
 
     async def enqueue(self, prompt: str, *, run_id: str | None = None) -> DurableRun:
@@ -139,7 +147,9 @@ class DurableAgent:
     async def _execute_here(
         self, store: EventStore, workflow_id: str, prompt: str
     ) -> dict[str, Any]:
-        steps = RunSteps(workflow_id, require("client"))
+        fresh = workflow_id in self._fresh  # started by start() here, with a new id
+        self._fresh.discard(workflow_id)
+        steps = RunSteps(workflow_id, require("client"), fresh=fresh)
         # a conversation of its own, started fresh: the run's first loop is "initial"
         agent = self.agent.fork(workflow_id)
         # One update per provider event: a replayed answer then cuts its deltas as the stored
@@ -147,7 +157,8 @@ class DurableAgent:
         agent.coalesce_deltas = False
         agent.provider = DurableProvider(agent.provider, steps)
         agent.context.tools = [_durable(t, steps) for t in agent.context.tools]
-        replay = Replay(store, workflow_id, await store.read(workflow_id, -1, None))
+        stored = [] if fresh else await store.read(workflow_id, -1, None)
+        replay = Replay(store, workflow_id, stored)
         result = await self._stream(agent, [prompt], replay)
         usage = result.usage
         await self._save(workflow_id, agent)

@@ -22,13 +22,15 @@ checkpointed before its ``message_end`` is sent, and a tool result before its
 Each event is stored in the form :mod:`._store` describes (an update without the message
 so far, when it follows). Events are written by a background flusher: ``gather_s`` (10 ms)
 after a lifecycle event (anything but ``message_update`` / ``tool_execution_update``) with
-what follows it at once, and every ``batch_s`` (50 ms) while only deltas arrive — readers in
-other processes see a tool start as it happens, without a write per streamed token.
+what follows it at once, ``batch_s`` (50 ms) after a delta, and at most once every
+``gap_s`` (50 ms) — readers in other processes see a tool start as it happens, without a
+write per streamed token.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -154,11 +156,13 @@ class Replay:
         stored: list[AgentEvent],
         batch_s: float = 0.05,
         gather_s: float = 0.01,
+        gap_s: float = 0.05,
     ) -> None:
         self.store = store
         self.workflow_id = workflow_id
         self.batch_s = batch_s
         self.gather_s = gather_s
+        self.gap_s = gap_s
         self.next_seq = (stored[-1].seq + 1) if stored else 0
         self.known: set[tuple[Any, ...]] = set()
         self.answers: dict[int, _Answer] = {}
@@ -269,12 +273,18 @@ class Replay:
             await self.store.write(self.workflow_id, rows)
 
     async def flusher(self) -> None:
-        """Write the queued events: soon after a lifecycle event, every ``batch_s`` while
-        only deltas come (run it in a task group; :meth:`flush` once more after it)."""
+        """Write the queued events: ``gather_s`` after a lifecycle event (with the events
+        that follow it at once), ``batch_s`` after the first of a run of deltas, and never
+        sooner than ``gap_s`` after the previous write began (on SQLite every write waits
+        for the database's one writer, a step's checkpoint included). Run it in a task
+        group; :meth:`flush` once more after it."""
+        last = -math.inf
         while True:
             await self._any.wait()
             with anyio.move_on_after(self.batch_s):
                 await self._urgent.wait()
-                await anyio.sleep(self.gather_s)  # the events that follow at once go along
+                await anyio.sleep(self.gather_s)
+            await anyio.sleep(max(0.0, last + self.gap_s - anyio.current_time()))
+            last = anyio.current_time()
             self._any, self._urgent = anyio.Event(), anyio.Event()
             await self.flush()

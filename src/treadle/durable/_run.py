@@ -109,28 +109,38 @@ class DurableRun:
         wakes = store.wakes
         rebuild = Rebuild(self.run_id)
         cursor = from_seq - 1 if from_seq is not None else -1 if after is None else after
-        while True:
+        ended = False
+        while not ended:
             written = wakes.waiter(self.run_id)  # before the read: a write after it wakes us
-            batch = await store.read(self.run_id, cursor, rebuild=rebuild)
+            try:
+                batch = await store.read(self.run_id, cursor, rebuild=rebuild)
+                if not batch:
+                    ended = await self._wait(written, poll_s)
+                    if ended:  # what was written before it ended
+                        batch = await store.read(self.run_id, cursor, None, rebuild)
+            finally:
+                wakes.drop(self.run_id, written)
             for event in batch:
                 yield event
                 cursor = event.seq
                 if _last(event):  # nothing comes after the run's last agent_end
                     return
-            if batch:
-                continue
-            if wakes.live(self.run_id):  # written here: wait for the write (or the end)
-                await written.wait()
-                continue
-            status = await self.status()
-            if status == "UNKNOWN":
-                raise LookupError(f"there is no durable run {self.run_id!r} in this database")
-            if status in TERMINAL:
-                for event in await store.read(self.run_id, cursor, None, rebuild):
-                    yield event
-                return
-            with anyio.move_on_after(poll_s):  # written elsewhere, or not started yet
-                await written.wait()
+
+    async def _wait(self, written: anyio.Event, poll_s: float) -> bool:
+        """Wait for the run's next events (True: it ended). A run executing here wakes us
+        when it writes or stops; one executing elsewhere is looked at every ``poll_s``."""
+        store: EventStore = require("events")
+        if store.wakes.live(self.run_id):
+            await written.wait()
+            return False
+        status = await self.status()
+        if status == "UNKNOWN":
+            raise LookupError(f"there is no durable run {self.run_id!r} in this database")
+        if status in TERMINAL:
+            return True
+        with anyio.move_on_after(poll_s):  # written elsewhere, or not started yet
+            await written.wait()
+        return False
 
     async def waiting(self) -> list[str]:
         """The tool calls the run waits on for a decision (empty when it is not waiting)."""

@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import json
 import threading
-from operator import attrgetter
 from collections import Counter
 from collections.abc import Sequence
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -251,7 +251,12 @@ class Rebuild:
                 known.add(item.loop_id)
         return start
 
-    def events(self, items: Sequence[AgentEvent | _Compact]) -> list[AgentEvent]:
+    def events(
+        self, items: Sequence[AgentEvent | _Compact], *, before: bool = False
+    ) -> list[AgentEvent]:
+        """The events of ``items``; ``before``: rows ahead of the reader's cursor, read only
+        to fold the answers that go on past it (an answer that began even earlier and
+        ended before the cursor is skipped)."""
         out: list[AgentEvent] = []
         for item in items:
             if not isinstance(item, _Compact):
@@ -260,16 +265,18 @@ class Rebuild:
                     self.latest[item.loop_id] = message
                 out.append(item)
                 continue
-            before = self.latest.get(item.loop_id)
-            if before is None:
+            last = self.latest.get(item.loop_id)
+            if last is None:
+                if before:
+                    continue
                 raise DurableError(
                     f"the event log of durable run {self.run_id!r} is damaged: the update "
                     f"at seq {item.seq} continues an answer that is not stored"
                 )
             message = (
-                folded(before, item.delta)
+                folded(last, item.delta)
                 if item.how == FOLDED
-                else before.model_copy(update={"content": list(before.content)})
+                else last.model_copy(update={"content": list(last.content)})
             )
             self.latest[item.loop_id] = message
             out.append(
@@ -319,6 +326,15 @@ class Wakes:
         with self._lock:
             self._waiting.setdefault(run_id, []).append(entry)
         return event
+
+    def drop(self, run_id: str, event: anyio.Event) -> None:
+        """Forget a waiter that was not woken (its reader read something, or left)."""
+        with self._lock:
+            waiting = self._waiting.get(run_id)
+            if waiting:
+                waiting[:] = [w for w in waiting if w[0] is not event]
+                if not waiting:
+                    del self._waiting[run_id]
 
     def wrote(self, run_id: str) -> None:
         with self._lock:
@@ -395,7 +411,8 @@ class EventStore:
             items = parse(self._rows(conn, workflow_id, after, None, limit))
             start = rebuild.start_of(items)
             if start is not None:  # joined mid-answer: the answer so far, to fold from
-                rebuild.events(parse(self._rows(conn, workflow_id, start - 1, after, None)))
+                ahead = parse(self._rows(conn, workflow_id, start - 1, after, None))
+                rebuild.events(ahead, before=True)
         return rebuild.events(items)
 
     async def read(
