@@ -9,10 +9,12 @@ import anyio
 from pydantic import TypeAdapter
 
 from ..agent import RunResult
-from ..errors import ConfigurationError, UsageError
+from ..cancellation import CancelMode
+from ..errors import ConfigurationError, StateError, UsageError
 from ..types import AgentEnd, AgentEvent, AgentStart
-from ._connection import require
+from ._connection import AGENTS, require
 from ._store import EventStore, Rebuild
+from ._threads import Signal
 
 TERMINAL = {"SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"}
 POLL_S = 0.01  # how often a handle on a run started elsewhere reads whether it ended
@@ -126,7 +128,7 @@ class DurableRun:
                 if _last(event):  # nothing comes after the run's last agent_end
                     return
 
-    async def _wait(self, written: anyio.Event, poll_s: float) -> bool:
+    async def _wait(self, written: Signal, poll_s: float) -> bool:
         """Wait for the run's next events (True: it ended). A run executing here wakes us
         when it writes or stops; one executing elsewhere is looked at every ``poll_s``."""
         store: EventStore = require("events")
@@ -186,6 +188,25 @@ class DurableRun:
         # bound to this suspension: a decision sent twice is never taken by a later one
         answer = {**answer, "stretch": stretch}
         await client.send_async(self.run_id, answer, topic=f"treadle.approval:{tool_call_id}")
+
+    def abort(self, mode: CancelMode = "immediate") -> None:
+        """Stop the run as ``Agent.abort`` stops one: ``"after_turn"`` lets the current
+        turn finish (its tools included) and makes no further model call; ``"immediate"``
+        cuts the model call and tools in flight (their results read ``Cancelled``). The run
+        then ends ``cancelled`` with a result, as any run does; a durable sub-agent running
+        for it stops the same way (after its own turn: its answer so far comes back marked
+        ``stopped_early``). A run waiting for a decision has the calls it waits on denied.
+
+        Reaches the run where it executes — this process — and is not a checkpoint: a run
+        recovered after its worker died goes on. Raises :class:`~treadle.errors.StateError` when
+        the run does not execute in this process (:meth:`cancel` stops it from anywhere)."""
+        for durable in list(AGENTS.values()):
+            if durable._stop(self.run_id, mode):
+                return
+        raise StateError(
+            f"durable run {self.run_id!r} does not execute in this process: abort() reaches a "
+            "run in the process that executes it; cancel() stops a run from anywhere"
+        )
 
     async def cancel(self) -> None:
         """Stop the run (its workflow is cancelled; a step in progress is not interrupted)."""

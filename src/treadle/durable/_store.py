@@ -26,9 +26,6 @@ from collections.abc import Sequence
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
-import anyio
-import anyio.from_thread
-import anyio.lowlevel
 import anyio.to_thread
 from pydantic import TypeAdapter
 
@@ -43,6 +40,7 @@ from ..types import (
     ToolCall,
 )
 from ._database import DurableError
+from ._threads import Signal
 
 if TYPE_CHECKING:
     import sqlalchemy as sa
@@ -295,14 +293,12 @@ class Rebuild:
 class Wakes:
     """Readers in this process waiting for a run's next write. A writer here calls
     :meth:`wrote` after each commit and :meth:`ended` when its execution stops; a reader
-    registers with :meth:`waiter` *before* it reads (a write after the read then wakes it)
-    and waits on the event only while :meth:`live` says the run executes here. An event
-    is set in its reader's own thread (DBOS runs queued and recovered runs on a loop of
-    its own)."""
+    registers with :meth:`waiter` *before* it reads (a write after the read then wakes it),
+    waits on it only while :meth:`live` says the run executes here, and drops it after."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._waiting: dict[str, list[tuple[anyio.Event, Any, int]]] = {}
+        self._waiting: dict[str, list[Signal]] = {}
         self._live: Counter[str] = Counter()
 
     def live(self, run_id: str) -> bool:
@@ -319,41 +315,27 @@ class Wakes:
                 del self._live[run_id]
         self.wrote(run_id)  # its readers look again: the run may have ended
 
-    def waiter(self, run_id: str) -> anyio.Event:
-        """An event set at the run's next write here (one-shot)."""
-        event = anyio.Event()
-        entry = (event, anyio.lowlevel.current_token(), threading.get_ident())
+    def waiter(self, run_id: str) -> Signal:
+        """Set at the run's next write here (once)."""
+        signal = Signal()
         with self._lock:
-            self._waiting.setdefault(run_id, []).append(entry)
-        return event
+            self._waiting.setdefault(run_id, []).append(signal)
+        return signal
 
-    def drop(self, run_id: str, event: anyio.Event) -> None:
-        """Forget a waiter that was not woken (its reader read something, or left)."""
+    def drop(self, run_id: str, signal: Signal) -> None:
+        """Forget a waiter (its reader read something, or left)."""
         with self._lock:
             waiting = self._waiting.get(run_id)
-            if waiting:
-                waiting[:] = [w for w in waiting if w[0] is not event]
+            if waiting and signal in waiting:
+                waiting.remove(signal)
                 if not waiting:
                     del self._waiting[run_id]
 
     def wrote(self, run_id: str) -> None:
         with self._lock:
             waiting = self._waiting.pop(run_id, [])
-        here = threading.get_ident()
-        for event, token, thread in waiting:
-            if thread == here:
-                event.set()
-            else:  # handed over without waiting for the reader's loop
-                threading.Thread(
-                    target=_set_in, args=(event, token), name="treadle-wake", daemon=True
-                ).start()
-
-
-def _set_in(event: anyio.Event, token: Any) -> None:
-    try:
-        anyio.from_thread.run_sync(event.set, token=token)
-    except RuntimeError:  # the reader's loop is gone
-        pass
+        for signal in waiting:
+            signal.set()
 
 
 class EventStore:
