@@ -30,7 +30,6 @@ write per streamed token.
 from __future__ import annotations
 
 import json
-import math
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -278,7 +277,7 @@ class Replay:
         sooner than ``gap_s`` after the previous write began (on SQLite every write waits
         for the database's one writer, a step's checkpoint included). Run it in a task
         group; :meth:`flush` once more after it."""
-        last = -math.inf
+        last = anyio.current_time()  # no write in the first gap_s: a short run writes once
         while True:
             await self._any.wait()
             with anyio.move_on_after(self.batch_s):

@@ -12,7 +12,6 @@ from typing import Any
 from ..cancellation import CancelMode
 from ..errors import ConfigurationError
 from ..loop import Hooks, RunHandle
-from ..types import AgentEvent
 from ._threads import Signal
 
 STOPPED = object()  # what a wait for a decision returns when the run was stopped first
@@ -49,16 +48,17 @@ class Execution:
 
 
 class StopAtStart(Hooks):
-    """A run-only hook: a stop asked before a stretch's loop started reaches it as its
-    ``agent_start`` is sent, in the loop's task, before its first turn (a reader of the
-    stream would hear of the start only after the loop had gone on to its model call)."""
+    """A run-only hook: a stop asked before a stretch's loop started reaches it before its
+    first turn, in the loop's task (a reader of the run's stream would hear of the start
+    only after the loop had gone on to its model call)."""
 
     def __init__(self, execution: Execution) -> None:
         self.execution = execution
 
-    def on_event(self, run: RunHandle, event: AgentEvent) -> None:
-        if event.type == "agent_start" and event.depth == 0:
-            self.execution.began()  # asks the loop to stop; changes no event
+    async def before_loop(self, run: RunHandle) -> bool:
+        if run.depth == 0:
+            self.execution.began()
+        return True
 
 
 class Executions:
