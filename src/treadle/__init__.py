@@ -108,6 +108,7 @@ _MOVED = {
     "CustomEvent": "treadle.types",
     "ErrorInfo": "treadle.types",
     "ExtensionMessage": "treadle.types",
+    "FileContent": "treadle.types",
     "ImageContent": "treadle.types",
     "InputRejected": "treadle.types",
     "MessageEnd": "treadle.types",

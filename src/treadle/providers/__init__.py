@@ -27,6 +27,7 @@ from .base import (
 if TYPE_CHECKING:
     from ._auth import BearerToken, TokenProvider
     from .anthropic import Anthropic
+    from .files import FileRule, FileSupport, UnsupportedFile
     from .gemini import Gemini
     from .ollama import Ollama
     from .openai_chat import OpenAIChat
@@ -42,6 +43,9 @@ _LAZY = {
     "Gemini": ".gemini",
     "Ollama": ".ollama",
     "get_provider": ".registry",
+    "FileRule": ".files",
+    "FileSupport": ".files",
+    "UnsupportedFile": ".files",
 }
 
 
@@ -59,6 +63,8 @@ __all__ = [
     "Anthropic",
     "BearerToken",
     "ErrorKind",
+    "FileRule",
+    "FileSupport",
     "Gemini",
     "ModelRequest",
     "Ollama",
@@ -80,6 +86,7 @@ __all__ = [
     "ToolCallDelta",
     "ToolCallEnd",
     "ToolCallStart",
+    "UnsupportedFile",
     "get_provider",
     "redact_url",
 ]

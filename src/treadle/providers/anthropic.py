@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..cancellation import CancellationToken
-from ..types.content import ImageContent, ThinkingContent, ToolCall
+from ..types.content import FileContent, ImageContent, ThinkingContent, ToolCall
 from ..types.messages import AgentMessage, AssistantMessage, ToolResultMessage
 from ._convert import (
     assistant_parts,
@@ -21,6 +21,7 @@ from ._convert import (
 from ._http import HTTPAdapter, HTTPOptions
 from .anthropic_stream import StreamState
 from .base import ModelRequest, StreamEvent
+from .files import ANTHROPIC, FileSupport, check_files, files_in
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 API_VERSION = "2023-06-01"
 EXTENDED_CACHE_BETA = "extended-cache-ttl-2025-04-11"  # for prompt_cache="long" (1 hour)
+FILES_BETA = "files-api-2025-04-14"  # for a file sent by its file_id
 DEFAULT_THINKING_BUDGETS = {"minimal": 1024, "low": 2048, "medium": 8192, "high": 16384}
 _MIN_THINKING_BUDGET = 1024
 _SAMPLING = wire_names(("temperature", "top_p"))
@@ -39,6 +41,8 @@ class Anthropic(HTTPAdapter):
 
     name = "anthropic"
     default_base_url = DEFAULT_BASE_URL
+    file_support: FileSupport = ANTHROPIC
+    """The files this adapter sends (docs/files.md); replace it on an instance to widen it."""
 
     def __init__(
         self,
@@ -64,9 +68,13 @@ class Anthropic(HTTPAdapter):
     ) -> AsyncIterator[StreamEvent]:
         body = self.build_body(request)
         self._key()  # fail before any I/O when no key is configured
-        # The 1-hour cache tier needs its beta header (unless the caller sends their own).
-        beta = request.prompt_cache == "long" and "anthropic-beta" not in self._extra_headers
-        headers = {"anthropic-beta": EXTENDED_CACHE_BETA} if beta else None
+        # The 1-hour cache tier and files by id need their beta headers (unless the caller
+        # sends their own).
+        betas = [EXTENDED_CACHE_BETA] if request.prompt_cache == "long" else []
+        if any(block.file_id for block, _ in files_in(request.messages)):
+            betas.append(FILES_BETA)
+        own = "anthropic-beta" in map(str.lower, self._extra_headers)
+        headers = {"anthropic-beta": ",".join(betas)} if betas and not own else None
         state = StreamState(self.name, body["model"])
         state.merge = request.coalesce_deltas
         return self._events(state, f"{self.base_url}/v1/messages", body, cancel, headers)
@@ -74,8 +82,10 @@ class Anthropic(HTTPAdapter):
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
         """The Messages API request body for ``request`` (pure: no I/O)."""
         cache = dict(_CACHE[request.prompt_cache]) if request.prompt_cache in _CACHE else None
+        model = request.model or self.model
+        check_files(self.file_support, request.messages, self.name, model)
         messages = _convert_messages(request.messages, self.name)
-        body: dict[str, Any] = {"model": request.model or self.model}
+        body: dict[str, Any] = {"model": model}
         if request.system_prompt:
             body["system"] = [_cached({"type": "text", "text": request.system_prompt}, cache)]
         body["messages"] = messages
@@ -136,6 +146,25 @@ def _image_block(image: ImageContent) -> dict[str, Any]:
     return {"type": "image", "source": source}
 
 
+def _file_block(file: FileContent) -> dict[str, Any]:
+    """A PDF or image by its bytes, URL or file id; a text file as a plain-text document."""
+    source: dict[str, Any]
+    if file.data is not None and file.kind == "text":
+        source = {"type": "text", "media_type": "text/plain", "data": file.text()}
+    elif file.data is not None:
+        source = {"type": "base64", "media_type": file.mime_type, "data": file.data}
+    elif file.url is not None:
+        source = {"type": "url", "url": file.url}
+    else:
+        source = {"type": "file", "file_id": file.file_id}
+    if file.kind == "image":
+        return {"type": "image", "source": source}
+    block: dict[str, Any] = {"type": "document", "source": source}
+    if file.name:
+        block["title"] = file.name
+    return block
+
+
 def _signed_thinking(block: ThinkingContent) -> dict[str, Any] | None:
     """Anthropic's own thinking goes back with its signature (None: it has none)."""
     if not block.signature:
@@ -153,7 +182,7 @@ def _tool_use(call: ToolCall) -> dict[str, Any]:
 def _tool_result(message: ToolResultMessage) -> list[dict[str, Any]]:
     call_id = safe_tool_call_id(message.tool_call_id)
     block: dict[str, Any] = {"type": "tool_result", "tool_use_id": call_id}
-    content = user_parts(message.content, _text_block, _image_block)
+    content = user_parts(message.content, _text_block, _image_block, _file_block)
     if content:
         block["content"] = content
     if message.is_error:
@@ -166,7 +195,10 @@ def _convert_messages(messages: list[AgentMessage], provider: str) -> list[dict[
     wire: list[dict[str, Any]] = []
     turns = each_message(
         messages,
-        user=lambda message: ("user", user_parts(message.content, _text_block, _image_block)),
+        user=lambda message: (
+            "user",
+            user_parts(message.content, _text_block, _image_block, _file_block),
+        ),
         assistant=lambda message: ("assistant", _assistant_blocks(message, provider)),
         tool=lambda message: ("user", _tool_result(message)),
     )

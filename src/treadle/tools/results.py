@@ -22,7 +22,7 @@ from uuid import UUID
 from pydantic import BaseModel
 
 from ..errors import UsageError
-from ..types import ImageContent, TextContent, ToolResult
+from ..types import FileContent, ImageContent, TextContent, ToolResult
 
 _MAX_DEPTH = 100
 _PLAIN = frozenset({str, int, bool, type(None)})  # kept as they are, with no path built
@@ -46,12 +46,12 @@ def to_tool_result(value: Any) -> ToolResult:
         return ToolResult(content=[])
     if isinstance(value, str):
         return ToolResult(content=[TextContent(text=value)])
-    if isinstance(value, (TextContent, ImageContent)):
+    if isinstance(value, (TextContent, ImageContent, FileContent)):
         return ToolResult(content=[value])
     if (
         isinstance(value, list)
         and value
-        and all(isinstance(v, (TextContent, ImageContent)) for v in value)
+        and all(isinstance(v, (TextContent, ImageContent, FileContent)) for v in value)
     ):
         return ToolResult(content=list(value))
     if isinstance(value, BaseModel):
@@ -73,7 +73,8 @@ def jsonable(value: Any, where: str = "the result", depth: int = 0) -> Any:
     iterators lists; sets and frozensets lists, sorted when their items can be compared;
     mappings objects (keys as text); a float that is not finite its text (JSON has no NaN).
     Raises :class:`UsageError` for bytes (decode them, or return
-    :class:`~treadle.types.ImageContent`) and for any other object, naming where it sat.
+    :class:`~treadle.types.ImageContent` / :class:`~treadle.types.FileContent`) and for any
+    other object, naming where it sat.
     """
     if depth > _MAX_DEPTH:
         raise UsageError(f"the result nests more than {_MAX_DEPTH} levels deep")
@@ -99,7 +100,7 @@ def jsonable(value: Any, where: str = "the result", depth: int = 0) -> Any:
     if isinstance(value, (bytes, bytearray, memoryview)):
         raise UsageError(
             f"{where} is {type(value).__name__}, which the model cannot read: decode it to a "
-            "str, or return ImageContent for an image"
+            "str, or return ImageContent for an image or FileContent.from_bytes(...) for a file"
         )
     if isinstance(value, Mapping):
         return {
