@@ -14,7 +14,7 @@ import httpx
 import respx
 
 from treadle import AssistantMessage, TextContent, ToolCall
-from treadle.testing import RecordedRequest, WireFake
+from treadle.testing import AzureFake, RecordedRequest, WireFake
 
 _IDS = itertools.count(1)
 _SAMPLES = {"integer": 2, "number": 2.5, "boolean": True, "string": "example"}
@@ -70,11 +70,21 @@ def docs_router(router: respx.MockRouter) -> None:
     fakes = {
         "api.openai.com": WireFake.openai(default=respond),
         "api.anthropic.com": WireFake.anthropic(default=respond),
+        "bedrock-runtime.us-east-1.amazonaws.com": WireFake.bedrock(default=respond),
     }
-    for host, fake in fakes.items():
+    # Azure OpenAI (docs/cloud.md): its addresses and the key the docs' environment sets
+    azure = {"deployments": None, "api_key": "docs-test-key", "default": respond}
+    routes = [
+        ({"host": "my-resource.openai.azure.com", "path__regex": r"/responses$"},
+         AzureFake.responses(**azure)),
+        ({"host": "my-resource.openai.azure.com"}, AzureFake.chat(**azure)),
+    ]  # fmt: skip
+    routes += [({"host": host}, fake) for host, fake in fakes.items()]
+    for where, fake in routes:
 
         async def answer(request: httpx.Request, fake: Any = fake) -> httpx.Response:
             response: httpx.Response = await fake.handle_async_request(request)
             return response
 
-        router.route(host=host).mock(side_effect=answer)
+        router.route(**where).mock(side_effect=answer)
+    router.route(host="127.0.0.1").pass_through()  # a page's own server (testing.serve)

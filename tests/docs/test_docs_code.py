@@ -17,6 +17,7 @@ from __future__ import annotations
 import ast
 import builtins
 import inspect
+import os
 import re
 import sys
 import types
@@ -126,6 +127,15 @@ def test_page_code_runs(
     monkeypatch.setenv("HOME", str(tmp_path))
     for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GROQ_API_KEY"):
         monkeypatch.setenv(name, "docs-test-key")
+    # Azure OpenAI as docs/cloud.md's reader sets it up (answered by docs_fake's AzureFake)
+    monkeypatch.setenv("AZURE_OPENAI_ENDPOINT", "https://my-resource.openai.azure.com")
+    monkeypatch.setenv("AZURE_OPENAI_API_KEY", "docs-test-key")
+    for name in ("OPENAI_API_VERSION", "AZURE_OPENAI_AD_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    for name in [n for n in os.environ if n.startswith("AWS_")]:  # no developer's AWS setup
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("AWS_BEARER_TOKEN_BEDROCK", "docs-test-key")  # docs/cloud.md
+    monkeypatch.setenv("AWS_REGION", "us-east-1")
     monkeypatch.delenv("TREADLE_MODEL", raising=False)
     module = types.ModuleType(f"docs_{page.stem}")  # dataclasses look their module up
     monkeypatch.setitem(sys.modules, module.__name__, module)

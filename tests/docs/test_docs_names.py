@@ -60,6 +60,12 @@ NOT_OURS = {
     # A2A's methods and errors, and the a2a-sdk's interface an executor implements
     "SendMessage", "SendStreamingMessage", "GetTask", "ListTasks", "CancelTask",
     "SubscribeToTask", "TaskNotCancelable", "AgentExecutor",
+    # AWS Bedrock's exceptions, as its API names them (docs/cloud.md)
+    "AccessDeniedException", "ExpiredTokenException", "InternalServerException",
+    "InvalidSignatureException", "MissingAuthenticationTokenException", "ModelErrorException",
+    "ModelNotReadyException", "ModelStreamErrorException", "ModelTimeoutException",
+    "ResourceNotFoundException", "ServiceQuotaExceededException", "ServiceUnavailableException",
+    "ThrottlingException", "UnrecognizedClientException", "ValidationException",
 }  # fmt: skip
 NAME = re.compile(r"`([A-Z][A-Za-z0-9]+)(?:[.(\[][^`]*)?`")
 

@@ -320,3 +320,43 @@ async def test_an_instance_may_widen_its_support() -> None:
     ):
         pass
     assert len(fake.requests) == 1
+
+
+# ---- Bedrock ----
+
+
+async def test_bedrock_document_blocks_and_text() -> None:
+    fake = WireFake.bedrock(["ok"])
+    docx = FileContent.from_bytes(b"PK\x03\x04" + b"\0" * 20, name="Q3 plan (draft) v2.docx")
+    json_file = FileContent.from_bytes(b'{"a": 1}', name="data.json")
+    user = UserMessage.of("Read", files=[PDF_FILE, CSV, docx, json_file])
+    content = (await send(fake, "anthropic.claude-sonnet-4-5", user))["messages"][0]["content"]
+    assert content[-1] == {"cachePoint": {"type": "default"}}
+    assert content[1:-1] == [
+        {"document": {"format": "pdf", "name": "contract", "source": {"bytes": PDF64}}},
+        {"document": {"format": "csv", "name": "sales", "source": {"bytes": CSV.data}}},
+        {
+            "document": {
+                "format": "docx",
+                "name": "Q3 plan (draft) v2",
+                "source": {"bytes": docx.data},
+            }
+        },
+        {"text": '<file name="data.json" type="application/json">\n{"a": 1}\n</file>'},
+    ]
+
+
+async def test_bedrock_takes_video_for_nova_only_and_no_audio() -> None:
+    fake = WireFake.bedrock(["ok"])
+    video = FileContent.from_bytes(b"\x00\x00\x00\x18ftypisom" + b"\0" * 8, name="clip.mp4")
+    body = await send(fake, "amazon.nova-pro-v1:0", UserMessage.of("Watch", files=[video]))
+    assert body["messages"][0]["content"][1] == {
+        "video": {"format": "mp4", "source": {"bytes": video.data}}
+    }
+    claude = fake.provider("anthropic.claude-sonnet-4-5")
+    error = await refused(claude, UserMessage.of("Watch", files=[video]))
+    assert "bedrock (anthropic.claude-sonnet-4-5) cannot take the video/mp4 file 'clip.mp4'" in str(
+        error
+    )
+    error = await refused(claude, UserMessage.of("Hear", files=[AUDIO]))
+    assert "audio/wav" in str(error) and len(fake.requests) == 1

@@ -114,6 +114,21 @@ GEMINI = {
     }
 }
 
+# AWS Bedrock: a ValidationException (its name in x-amzn-ErrorType, the message in the body),
+# as Bedrock words it for Claude and as its SDK users report it.
+BEDROCK = {
+    "message": "The model returned the following errors: Input is too long for requested model."
+}
+BEDROCK_LIMIT = {
+    "message": "input length and `max_tokens` exceed context limit: 142422 + 64000 > 204658, "
+    "decrease input length or `max_tokens` and try again"
+}
+BEDROCK_BYTES = {"message": "too many total text bytes"}
+BEDROCK_NOVA = {
+    "message": "The model returned the following errors: Input Tokens Exceeded: Number of input "
+    "tokens exceeds maximum length. Please update the input to try again."
+}
+
 SUMMARISER = b"You condense the earlier part of a conversation"  # the summary call's prompt
 
 CASES = [
@@ -131,6 +146,10 @@ CASES = [
     pytest.param("anthropic", 400, ANTHROPIC, id="anthropic"),
     pytest.param("anthropic", 400, ANTHROPIC_LIMIT, id="anthropic-limit"),
     pytest.param("gemini", 400, GEMINI, id="gemini"),
+    pytest.param("bedrock", 400, BEDROCK, id="bedrock"),
+    pytest.param("bedrock", 400, BEDROCK_LIMIT, id="bedrock-limit"),
+    pytest.param("bedrock", 400, BEDROCK_BYTES, id="bedrock-bytes"),
+    pytest.param("bedrock", 400, BEDROCK_NOVA, id="bedrock-nova"),
 ]
 
 
@@ -210,6 +229,10 @@ SIZES = {
     "anthropic": (208310, 200000),
     "anthropic-limit": (197865, 200000 - 21333),
     "gemini": (1234567, 1048576),
+    "bedrock": (None, None),
+    "bedrock-limit": (142422, 204658 - 64000),
+    "bedrock-bytes": (None, None),
+    "bedrock-nova": (None, None),
 }
 
 

@@ -48,7 +48,8 @@ async def test_rich_message_round_trips(fmt: str, stream: bool) -> None:
     same_message(got, want)
     assert got.model == fake.format.default_model
     assert len(fake.requests) == 1
-    assert fake.requests[0].json["stream" if fmt != "gemini" else "contents"] is not None
+    field = {"gemini": "contents", "bedrock": "messages"}.get(fmt, "stream")  # always sent
+    assert fake.requests[0].json[field] is not None
     if stream:
         # Text streams in several deltas, and the deltas add up to the text.
         text_deltas = [e.text for e in events if isinstance(e, TextDelta)]

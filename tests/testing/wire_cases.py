@@ -14,7 +14,7 @@ from treadle.types import (
     UserMessage,
 )
 
-FORMATS = ["openai", "anthropic", "responses", "gemini", "ollama"]
+FORMATS = ["openai", "anthropic", "responses", "gemini", "ollama", "bedrock"]
 REQUEST = ModelRequest(messages=[UserMessage.of("What is 2 + 3, and the weather in Paris?")])
 RESPONSES_SIGNATURE = '{"type":"reasoning","id":"rs_abc","encrypted_content":"gAAAA-opaque=="}'
 
@@ -34,6 +34,8 @@ def full_usage(fmt: str) -> Usage:
         return Usage(
             input=100, output=45, reasoning=12, cache_read=20, cache_write=7, total_tokens=172
         )
+    if fmt == "bedrock":  # no reasoning count on Bedrock
+        return Usage(input=100, output=45, cache_read=20, cache_write=7, total_tokens=172)
     if fmt == "openai":
         return Usage(
             input=100, output=45, reasoning=12, cache_read=20, cache_write=7, total_tokens=172
@@ -43,7 +45,7 @@ def full_usage(fmt: str) -> Usage:
 
 def thinking_blocks(fmt: str) -> list[Any]:
     """Thinking in the form each adapter produces (so the round trip is exact)."""
-    if fmt == "anthropic":
+    if fmt in ("anthropic", "bedrock"):
         return [ThinkingContent(thinking=THINKING, signature="EqQBCkYIBxgCKkD-sig==")]
     if fmt == "responses":
         return [ThinkingContent(thinking=THINKING, signature=RESPONSES_SIGNATURE)]

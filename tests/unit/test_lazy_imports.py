@@ -13,7 +13,7 @@ def test_import_treadle_stays_light() -> None:
         "heavy = ('treadle.ext', 'treadle.ui', 'treadle.durable', 'treadle.mcp', 'treadle.otel',"
         " 'treadle.a2a', 'treadle.evals', 'dbos', 'sqlalchemy', 'mcp', 'opentelemetry',"
         " 'starlette', 'uvicorn', 'ag_ui', 'a2a', 'google', 'yaml', 'jsonschema', 'asyncio',"
-        " 'trio')\n"
+        " 'trio', 'botocore', 'boto3')\n"
         "print(sorted({m.split('.')[0] if not m.startswith('treadle') else m"
         " for m in sys.modules if m.startswith(heavy)}))"
     )
@@ -28,6 +28,19 @@ def test_import_treadle_evals_leaves_its_extras_for_later() -> None:
     code = (
         "import sys, treadle.evals, treadle.cli\n"
         "print(sorted(m for m in ('yaml', 'jsonschema', 'opentelemetry') if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
+
+
+def test_a_bedrock_adapter_with_an_api_key_imports_no_botocore() -> None:
+    code = (
+        "import sys\n"
+        "from treadle.providers import Bedrock\n"
+        "from treadle.testing import WireFake\n"
+        "Bedrock('anthropic.claude-3-5-sonnet-20241022-v2:0', api_key='k', region='us-east-1')\n"
+        "WireFake.bedrock(['hi'])\n"
+        "print(sorted(m for m in sys.modules if m.startswith(('botocore', 'boto3'))))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"

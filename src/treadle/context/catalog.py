@@ -49,6 +49,9 @@ class ModelInfo(Model):
     output_per_mtok: float | None = None
     cache_read_per_mtok: float | None = None
     cache_write_per_mtok: float | None = None
+    cache_write_long_per_mtok: float | None = None
+    """Cache writes at the long retention (``Usage.cache_write_long``: Anthropic's 1-hour
+    cache, twice the input price); ``None`` prices them as other cache writes."""
     long_threshold: int | None = None
     long_input_per_mtok: float | None = None
     long_output_per_mtok: float | None = None
@@ -69,7 +72,8 @@ ModelOverride = Union[ModelInfo, Mapping[str, Any]]
 # ---- the data ----
 # name, vendor, context window, max output, then USD per million tokens: input, output,
 # cache read, cache write. Cache writes: Anthropic charges 1.25x input for 5-minute cache
-# writes; OpenAI and Gemini charge nothing extra per token (Gemini bills cache storage per
+# writes (2x for 1-hour ones: ``cache_write_long_per_mtok``, set for its rows below);
+# OpenAI and Gemini charge nothing extra per token (Gemini bills cache storage per
 # hour, which is outside this model). Open-weight models list the published weights'
 # window and no price: hosts set their own.
 
@@ -261,6 +265,7 @@ def default_catalog() -> ModelCatalog:
                 output_per_mtok=out,
                 cache_read_per_mtok=read,
                 cache_write_per_mtok=write,
+                cache_write_long_per_mtok=2 * inp if vendor == "anthropic" and inp else None,
                 long_threshold=long[0] if long else None,
                 long_input_per_mtok=long[1] if long else None,
                 long_output_per_mtok=long[2] if long else None,
@@ -311,6 +316,7 @@ def lookup_model(
                 "output_per_mtok": 0.0,
                 "cache_read_per_mtok": 0.0,
                 "cache_write_per_mtok": 0.0,
+                "cache_write_long_per_mtok": 0.0,
                 "long_threshold": None,
             }
         )
@@ -342,6 +348,8 @@ def cost_usd(usage: Usage, info: ModelInfo | None) -> float | None:
     inp, out = info.input_per_mtok, info.output_per_mtok
     read = info.cache_read_per_mtok if info.cache_read_per_mtok is not None else inp
     write = info.cache_write_per_mtok if info.cache_write_per_mtok is not None else inp
+    long_write = info.cache_write_long_per_mtok
+    long_write = long_write if long_write is not None else write
     prompt = usage.input + usage.cache_read + usage.cache_write
     if info.long_threshold is not None and prompt > info.long_threshold:
         scale_in = (info.long_input_per_mtok or inp) / inp if inp else 1.0
@@ -349,8 +357,11 @@ def cost_usd(usage: Usage, info: ModelInfo | None) -> float | None:
         out = info.long_output_per_mtok or out
         read = info.long_cache_read_per_mtok or read * scale_in
         write = write * scale_in
+        long_write = long_write * scale_in
+    long_writes = min(usage.cache_write_long, usage.cache_write)
     total = usage.input * inp + usage.output * out
-    total += usage.cache_read * read + usage.cache_write * write
+    total += usage.cache_read * read + (usage.cache_write - long_writes) * write
+    total += long_writes * long_write
     return total / 1_000_000
 
 

@@ -152,6 +152,7 @@ def _empty_reply(model: Any, provider: Any) -> AssistantMessage:
         "timestamp": now_ms(),
         "response_id": None,
         "error": None,
+        "cache_point": False,
     }
     return trusted(AssistantMessage, values, {"model", "provider"})
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, Union
@@ -432,6 +433,7 @@ class AgentLoopConfig(BaseModel):
     tool_choice: str | dict[str, Any] | None = None
     response_format: dict[str, Any] | None = None
     prompt_cache: Literal["off", "short", "long"] = "short"
+    """Deprecated: ``model_settings={"prompt_cache": ...}``, which wins when both are set."""
 
     hooks: list[Hooks] = Field(default_factory=list)
     input_filters: list[InputFilter] = Field(default_factory=list)
@@ -481,10 +483,23 @@ class AgentLoopConfig(BaseModel):
     @classmethod
     def _no_flat_settings(cls, data: Any) -> Any:
         if isinstance(data, dict):
-            error = flat_settings_error(data, where="AgentLoopConfig(...)")
+            # prompt_cache is still a field of its own here (deprecated): not a flat setting
+            names = [name for name in data if name != "prompt_cache"]
+            error = flat_settings_error(names, where="AgentLoopConfig(...)")
             if error is not None:
                 raise error
         return data
+
+    @field_validator("prompt_cache")
+    @classmethod
+    def _deprecated_prompt_cache(cls, value: str) -> str:
+        warnings.warn(
+            "AgentLoopConfig(prompt_cache=...) is deprecated: pass "
+            f"model_settings={{'prompt_cache': {value!r}}} (also on Agent and per run)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return value
 
     @field_validator("model_settings", mode="before")
     @classmethod

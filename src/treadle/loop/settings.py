@@ -15,7 +15,7 @@ from pydantic import AfterValidator, Field, TypeAdapter, ValidationError
 from typing_extensions import TypedDict  # pydantic validates it on Python 3.10 and 3.11
 
 from ..errors import ConfigurationError, UsageError
-from ..providers.base import ModelRequest, ThinkingLevel
+from ..providers.base import ModelRequest, PromptCache, ThinkingLevel
 
 
 def _one_sequence(value: Union[str, list[str]]) -> list[str]:
@@ -38,6 +38,12 @@ class ModelSettings(TypedDict, total=False):
             config's own provider (never sent to another provider's side calls).
         thinking_level: How much the model reasons before answering, where it can
             (``"off"``, ``"minimal"``, ``"low"``, ``"medium"``, ``"high"``).
+        prompt_cache: How long the provider keeps the prompt's cached prefix: ``"short"``
+            (the default: Anthropic's 5 minutes, OpenAI's in-memory cache), ``"long"``
+            (Anthropic's 1 hour, OpenAI's and Azure's 24 hours) or ``"off"`` (no cache
+            points sent).
+        prompt_cache_key: Groups requests sharing a prefix where the provider routes by it
+            (OpenAI's and Azure's ``prompt_cache_key``): a conversation's or user's id.
     """
 
     max_tokens: Annotated[int, Field(gt=0)]
@@ -49,6 +55,8 @@ class ModelSettings(TypedDict, total=False):
     frequency_penalty: float
     extra_body: dict[str, Any]
     thinking_level: ThinkingLevel
+    prompt_cache: PromptCache
+    prompt_cache_key: Annotated[str, Field(min_length=1, max_length=1024)]
 
 
 MODEL_SETTING_NAMES: tuple[str, ...] = tuple(ModelSettings.__annotations__)
@@ -129,10 +137,11 @@ class _Configured(Protocol):
 
 
 def settings_of(config: _Configured, *, same_provider: bool = True) -> dict[str, Any]:
-    """Every model setting a request of ``config`` carries (each one, defaults included),
-    and its ``prompt_cache``. ``extra_body`` is provider-specific: it goes only to the
-    config's own provider."""
+    """Every model setting a request of ``config`` carries (each one, defaults included).
+    ``extra_body`` is provider-specific: it goes only to the config's own provider. The
+    config's own ``prompt_cache`` (deprecated) applies when the settings have none."""
     settings = {**_defaults(), **config.model_settings}
     settings["extra_body"] = dict(settings["extra_body"]) if same_provider else {}
-    settings["prompt_cache"] = config.prompt_cache
+    if "prompt_cache" not in config.model_settings:
+        settings["prompt_cache"] = config.prompt_cache
     return settings

@@ -26,7 +26,10 @@ from .base import (
 
 if TYPE_CHECKING:
     from ._auth import BearerToken, TokenProvider
+    from ._aws import AWSSigV4
     from .anthropic import Anthropic
+    from .azure import AzureOpenAIChat, AzureOpenAIResponses
+    from .bedrock import Bedrock
     from .files import FileRule, FileSupport, UnsupportedFile
     from .gemini import Gemini
     from .ollama import Ollama
@@ -37,9 +40,13 @@ if TYPE_CHECKING:
 _LAZY = {
     "BearerToken": "._auth",
     "TokenProvider": "._auth",
+    "AWSSigV4": "._aws",
+    "Bedrock": ".bedrock",
     "OpenAIChat": ".openai_chat",
     "OpenAIResponses": ".openai_responses",
     "Anthropic": ".anthropic",
+    "AzureOpenAIChat": ".azure",
+    "AzureOpenAIResponses": ".azure",
     "Gemini": ".gemini",
     "Ollama": ".ollama",
     "get_provider": ".registry",
@@ -60,8 +67,12 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "RETRYABLE_KINDS",
+    "AWSSigV4",
     "Anthropic",
+    "AzureOpenAIChat",
+    "AzureOpenAIResponses",
     "BearerToken",
+    "Bedrock",
     "ErrorKind",
     "FileRule",
     "FileSupport",

@@ -81,6 +81,7 @@ def usage(
     *,
     cache_read: int = 0,
     cache_write: int = 0,
+    cache_write_long: int = 0,
     reasoning: int = 0,
     total: int = 0,
     cost: Any = None,
@@ -93,6 +94,7 @@ def usage(
         reasoning=reasoning,
         cache_read=cache_read,
         cache_write=cache_write,
+        cache_write_long=min(cache_write_long, cache_write),
         total_tokens=total or prompt + output,
         cost_usd=float(cost)
         if isinstance(cost, (int, float)) and not isinstance(cost, bool)

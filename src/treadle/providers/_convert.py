@@ -178,3 +178,15 @@ def merge_extra(body: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any
         else:
             body[key] = value
     return body
+
+
+def put_prompt_cache(body: dict[str, Any], request: Any) -> None:
+    """OpenAI's prompt-cache fields (Chat Completions and Responses, OpenAI and Azure):
+    the key when one is set, and 24-hour retention for ``prompt_cache="long"``; nothing
+    for ``"short"`` (the organisation's default) or ``"off"``."""
+    if request.prompt_cache == "off":
+        return
+    if request.prompt_cache_key:
+        body["prompt_cache_key"] = request.prompt_cache_key
+    if request.prompt_cache == "long":
+        body["prompt_cache_retention"] = "24h"

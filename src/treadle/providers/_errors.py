@@ -17,14 +17,15 @@ from ..errors import ConfigurationError
 from .base import ErrorKind, ProviderError
 
 # A request larger than the model's context, as OpenAI, Anthropic, Gemini, llama.cpp, vLLM,
-# Ollama and LM Studio word it in their documented error bodies.
+# Ollama, LM Studio and Bedrock (its Claude and Nova models) word it in their error bodies.
 _CONTEXT_OVERFLOW = re.compile(
     r"context[ _-]?(length|window)|maximum context|prompt is too long|too many tokens"
     r"|context_length_exceeded|exceed\w* (the )?(available |maximum |max )?(context|token)"
     r"|input is too long|reduce the length|token count .* exceeds|request too large for model"
     r"|longer than the maximum model length|greater than the context length"
     r"|context (the )?overflows|context size has been exceeded"
-    r"|exceed_context_size|context_exceeded",
+    r"|exceed_context_size|context_exceeded"
+    r"|too many total text bytes|input tokens exceeded",
     re.IGNORECASE,
 )
 _TRY_AGAIN = re.compile(r"(?:try again|retry) in (\d+(?:\.\d+)?)\s*(ms|s|sec|seconds?)\b", re.I)
@@ -84,6 +85,33 @@ def error_message(payload: Any, fallback: str) -> tuple[str, str]:
     return str(message), " ".join(str(c) for c in codes if c not in (None, ""))
 
 
+def filtered_categories(payload: Any) -> list[str] | None:
+    """The categories a content filter flagged, from Azure OpenAI's refusal body
+    (``error.innererror.content_filter_result``) or a choice's ``content_filter_results``;
+    None when ``payload`` is no such refusal."""
+    if isinstance(payload, dict) and isinstance(payload.get("error"), dict):
+        inner = payload["error"].get("innererror")
+        payload = inner if isinstance(inner, dict) else {}
+    results = None
+    if isinstance(payload, dict):
+        results = payload.get("content_filter_result") or payload.get("content_filter_results")
+    if not isinstance(results, dict):
+        return None
+    return [
+        name
+        for name, result in results.items()
+        if isinstance(result, dict) and (result.get("filtered") or result.get("detected"))
+    ]
+
+
+def filter_message(message: str, categories: list[str] | None) -> str:
+    """``message`` naming what the filter flagged, once."""
+    if not categories:
+        return message
+    named = ", ".join(categories)
+    return message if named in message else f"{message} (flagged: {named})"
+
+
 def classify(
     status: int,
     payload: Any,
@@ -102,6 +130,9 @@ def classify(
         kind = "overloaded"
     elif status in (401, 403) or "authentication" in lowered or "permission" in lowered:
         kind = "auth"
+    elif "content_filter" in lowered or filtered_categories(payload) is not None:
+        kind = "content_filter"
+        message = filter_message(message, filtered_categories(payload))
     elif status == 408 or status == 504:
         kind = "timeout"
     elif _CONTEXT_OVERFLOW.search(message) or _CONTEXT_OVERFLOW.search(code) or status == 413:

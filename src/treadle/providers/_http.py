@@ -21,7 +21,7 @@ from ..errors import UsageError
 from ._assemble import Assembler, _cancelled, check_cancel, coalesce
 from ._auth import Credentials, as_auth, auth_secrets
 from ._errors import _STALE_CONNECTION, check_base_url, classify, transport_error
-from ._sse import MAX_LINE_CHARS
+from ._sse import MAX_LINE_CHARS, StreamCut
 from .base import ProviderError, StreamEvent
 
 # No pool timeout: a request waits in the adapter's own queue (see ``max_connections``)
@@ -104,7 +104,8 @@ MODEL_STRING_PREFIXES = frozenset(
     {
         "openai", "openai-responses", "anthropic", "gemini", "google", "ollama", "groq",
         "deepseek", "openrouter", "together", "mistral", "vllm", "lmstudio",
-        "openai-compatible",
+        "openai-compatible", "bedrock",
+        "azure", "azure-responses",
     }
 )  # fmt: skip
 
@@ -348,6 +349,8 @@ class HTTPAdapter:
             raise self.scrub(exc) from None
 
     def _undecodable(self, exc: ValueError, at_end: bool = False) -> ProviderError:
+        if isinstance(exc, StreamCut):  # a binary frame cut short: the connection dropped
+            return ProviderError("truncated_stream", str(exc), provider=self.name)
         if isinstance(exc, Signal):  # the decoder's own, said plainly (a line too long)
             return ProviderError("server", str(exc), provider=self.name)
         if at_end:  # a part of a value: the connection dropped inside it

@@ -45,6 +45,10 @@ class StreamLineTooLong(Signal, ValueError):
         )
 
 
+class StreamCut(Signal, ValueError):
+    """The body ended inside a wire event (a binary frame cut short): ``truncated_stream``."""
+
+
 class SSEDecoder:
     """Chunks of a ``text/event-stream`` body as :class:`SSEEvent` values (WHATWG rules): linear
     in a line sent in many chunks, and bounded (:class:`StreamLineTooLong`)."""

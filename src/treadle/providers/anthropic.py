@@ -81,22 +81,29 @@ class Anthropic(HTTPAdapter):
 
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
         """The Messages API request body for ``request`` (pure: no I/O)."""
-        cache = dict(_CACHE[request.prompt_cache]) if request.prompt_cache in _CACHE else None
         model = request.model or self.model
         check_files(self.file_support, request.messages, self.name, model)
-        messages = _convert_messages(request.messages, self.name)
+        marked: list[dict[str, Any]] = []  # the last block of each cache_point message
+        messages = _convert_messages(request.messages, self.name, marked)
         body: dict[str, Any] = {"model": model}
+        automatic: list[dict[str, Any]] = []  # the cache points every request gets
         if request.system_prompt:
-            body["system"] = [_cached({"type": "text", "text": request.system_prompt}, cache)]
+            body["system"] = [{"type": "text", "text": request.system_prompt}]
+            automatic.append(body["system"][-1])
         body["messages"] = messages
+        explicit: list[dict[str, Any]] = []
         if request.tools:
             body["tools"] = [_tool(spec) for spec in request.tools]
-            _cached(body["tools"][-1], cache)
+            explicit.extend(body["tools"][i] for i, s in enumerate(request.tools) if s.cache_point)
+            automatic.append(body["tools"][-1])
             if request.tool_choice is not None:
                 body["tool_choice"] = choose_tool(request.tool_choice, "tool", _mode)
         users = [turn["content"] for turn in messages if turn["role"] == "user" and turn["content"]]
         if users:  # the last user block closes the cached prefix
-            _cached(users[-1][-1], cache)
+            automatic.append(users[-1][-1])
+        if request.prompt_cache in _CACHE:
+            for block in _cache_points(automatic, explicit + marked):
+                block["cache_control"] = dict(_CACHE[request.prompt_cache])
         max_tokens = request.max_tokens or self.max_tokens
         forced = body.get("tool_choice", {}).get("type") in ("any", "tool")
         # Anthropic rejects thinking with a forced tool choice, and for a tool turn in progress
@@ -119,10 +126,21 @@ class Anthropic(HTTPAdapter):
         return body
 
 
-def _cached(block: dict[str, Any], cache: dict[str, str] | None) -> dict[str, Any]:
-    if cache is not None:
-        block["cache_control"] = cache
-    return block
+MAX_CACHE_POINTS = 4  # Anthropic refuses a request with more blocks marked
+
+
+def _cache_points(
+    automatic: list[dict[str, Any]], explicit: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The blocks to mark: the automatic points (system, last tool, last user block), then
+    the explicit ones from the end of the prompt back (the longest prefixes) while fewer
+    than Anthropic's four are marked (``explicit`` in prompt order: tools, then messages)."""
+    chosen = {id(block): block for block in automatic}
+    for block in reversed(explicit):
+        if len(chosen) >= MAX_CACHE_POINTS:
+            break
+        chosen.setdefault(id(block), block)
+    return list(chosen.values())
 
 
 def _tool(spec: Any) -> dict[str, Any]:
@@ -190,21 +208,25 @@ def _tool_result(message: ToolResultMessage) -> list[dict[str, Any]]:
     return [block]
 
 
-def _convert_messages(messages: list[AgentMessage], provider: str) -> list[dict[str, Any]]:
-    """The history as turns, merged by role, tool results first (docs/providers.md#anthropic)."""
+def _convert_messages(
+    messages: list[AgentMessage], provider: str, marked: list[dict[str, Any]] | None = None
+) -> list[dict[str, Any]]:
+    """The history as turns, merged by role, tool results first (docs/providers.md#anthropic).
+    The last block of each message with ``cache_point`` is appended to ``marked``."""
     wire: list[dict[str, Any]] = []
     turns = each_message(
         messages,
-        user=lambda message: (
-            "user",
-            user_parts(message.content, _text_block, _image_block, _file_block),
-        ),
-        assistant=lambda message: ("assistant", _assistant_blocks(message, provider)),
-        tool=lambda message: ("user", _tool_result(message)),
+        user=lambda m: ("user", _user_blocks(m.content), m.cache_point),
+        assistant=lambda m: ("assistant", _assistant_blocks(m, provider), m.cache_point),
+        tool=lambda m: ("user", _tool_result(m), m.cache_point),
     )
-    for role, blocks in turns:
+    for role, blocks, cache_point in turns:
         if not blocks:
             continue
+        if cache_point and marked is not None:  # (a thinking block takes no cache_control)
+            last = next((b for b in reversed(blocks) if "thinking" not in b["type"]), None)
+            if last is not None:
+                marked.append(last)
         if not wire or wire[-1]["role"] != role:
             wire.append({"role": role, "content": blocks})
             continue
@@ -215,6 +237,10 @@ def _convert_messages(messages: list[AgentMessage], provider: str) -> list[dict[
                 at = next((i for i, b in enumerate(content) if b["type"] != "tool_result"), at)
             content.insert(at, block)
     return wire
+
+
+def _user_blocks(content: Any) -> list[dict[str, Any]]:
+    return user_parts(content, _text_block, _image_block, _file_block)
 
 
 def _assistant_blocks(message: AssistantMessage, provider: str) -> list[dict[str, Any]]:

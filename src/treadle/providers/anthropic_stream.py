@@ -90,10 +90,20 @@ class StreamState(Assembler):
         details = raw.get("output_tokens_details")
         if isinstance(details, dict) and isinstance(details.get("thinking_tokens"), int):
             u["thinking_tokens"] = details["thinking_tokens"]
+        written = raw.get("cache_creation")  # the writes by retention: 5 minutes, 1 hour
+        if isinstance(written, dict) and isinstance(written.get("ephemeral_1h_input_tokens"), int):
+            u["long_writes"] = written["ephemeral_1h_input_tokens"]
         read, write = u.get("cache_read_input_tokens", 0), u.get("cache_creation_input_tokens", 0)
         prompt = u.get("input_tokens", 0) + read + write  # input_tokens excludes the cache
         out, thinking = u.get("output_tokens", 0), u.get("thinking_tokens", 0)
-        self.totals = usage(prompt, out, cache_read=read, cache_write=write, reasoning=thinking)
+        self.totals = usage(
+            prompt,
+            out,
+            cache_read=read,
+            cache_write=write,
+            cache_write_long=u.get("long_writes", 0),
+            reasoning=thinking,
+        )
 
     def _open(self, event: dict[str, Any]) -> None:
         block = event.get("content_block") or {}

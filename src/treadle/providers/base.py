@@ -23,6 +23,8 @@ from ..types import (
 from ..types._base import Model
 
 ThinkingLevel = Literal["off", "minimal", "low", "medium", "high"]
+PromptCache = Literal["off", "short", "long"]
+"""The prompt cache's retention (``ModelSettings(prompt_cache=...)``)."""
 ErrorKind = Literal[
     "rate_limit",
     "overloaded",
@@ -36,6 +38,7 @@ ErrorKind = Literal[
     "context_overflow",
     "cancelled",
     "provider_bug",
+    "content_filter",
 ]
 RETRYABLE_KINDS: frozenset[str] = frozenset(
     {"rate_limit", "overloaded", "server", "network", "timeout", "truncated_stream"}
@@ -69,8 +72,13 @@ class ModelRequest(Model):
     """"auto", "none", "required" or {"name": tool}; None leaves it to the provider."""
     response_format: dict[str, Any] | None = None
     """A JSON schema the answer must follow, where the provider supports it."""
-    prompt_cache: Literal["off", "short", "long"] = "short"
-    """Prompt-cache tier hint (Anthropic ``cache_control``); others ignore it."""
+    prompt_cache: PromptCache = "short"
+    """How long the provider keeps the prompt's cached prefix: ``"short"`` (its default:
+    Anthropic's 5 minutes, OpenAI's in-memory), ``"long"`` (Anthropic's 1 hour, OpenAI's
+    24 hours) or ``"off"`` (no cache points). docs/providers.md#prompt-caching."""
+    prompt_cache_key: str | None = None
+    """Groups requests that share a prefix, for the providers that route by it (OpenAI and
+    Azure ``prompt_cache_key``): a conversation's or a user's id. Never a secret."""
     extra_body: dict[str, Any] = Field(default_factory=dict)
     """Provider-specific fields merged into the request body as they are."""
     purpose: str = "turn"

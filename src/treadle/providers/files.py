@@ -51,7 +51,7 @@ class FileRule:
         if self.models:
             limits.append(f"models named *{'*, *'.join(self.models)}*")
         if self.max_bytes:
-            limits.append(f"up to {self.max_bytes // MB} MB")
+            limits.append(f"up to {self.max_bytes / MB:g} MB")
         if self.max_pages:
             limits.append(f"{self.max_pages} pages")
         return f"{', '.join(self.types)} ({'; '.join(limits)})"
@@ -81,7 +81,7 @@ class FileSupport:
         rule = sourced[0]
         size = block.size
         if rule.max_bytes is not None and size is not None and size > rule.max_bytes:
-            return f"it is {size / MB:.1f} MB, over the limit of {rule.max_bytes // MB} MB"
+            return f"it is {size / MB:.1f} MB, over the limit of {rule.max_bytes / MB:g} MB"
         if rule.max_pages is not None and block.kind == "pdf" and block.data is not None:
             pages = block.pages()
             if pages is not None and pages > rule.max_pages:
@@ -179,3 +179,29 @@ GEMINI = FileSupport(
 )
 # Ollama's /api/chat takes base64 images only (for vision models).
 OLLAMA = FileSupport((FileRule(("image/*",)), TEXT))
+
+# Bedrock's Converse API (its DocumentBlock, ImageBlock and VideoBlock): documents of these
+# formats up to 4.5 MB each, images up to 3.75 MB; video for Amazon Nova models.
+DOCUMENT_FORMATS = {
+    "application/pdf": "pdf",
+    "text/csv": "csv",
+    "application/msword": "doc",
+    "application/vnd.openxmlformats-officedocument.wordprocessingml.document": "docx",
+    "application/vnd.ms-excel": "xls",
+    "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet": "xlsx",
+    "text/html": "html",
+    "text/plain": "txt",
+    "text/markdown": "md",
+}
+BEDROCK = FileSupport(
+    (
+        FileRule(tuple(DOCUMENT_FORMATS), max_bytes=4 * MB + MB // 2),
+        FileRule(
+            ("image/png", "image/jpeg", "image/gif", "image/webp"), max_bytes=3 * MB + 3 * MB // 4
+        ),
+        FileRule(
+            ("video/mp4", "video/webm", "video/quicktime"), models=("nova",), max_bytes=25 * MB
+        ),
+        TEXT,
+    )
+)

@@ -25,6 +25,7 @@ from ._convert import (
     PENALTIES,
     after_tool_runs,
     image_data_url,
+    put_prompt_cache,
     put_settings,
     safe_tool_call_id,
     visible_thinking,
@@ -70,6 +71,7 @@ class OpenAIChat(HTTPAdapter):
         reasoning_field: str | None = None,
         api_key_env: str | None = None,
         require_key: bool | None = None,
+        prompt_cache_fields: bool | None = None,
         **options: Unpack[HTTPOptions],
     ) -> None:
         self.name = provider_name
@@ -87,6 +89,11 @@ class OpenAIChat(HTTPAdapter):
         deepseek = "reasoning_content" if provider_name == "deepseek" else None
         self.reasoning_field = deepseek if reasoning_field is None else reasoning_field
         self._require_key = require_key if require_key is not None else not _is_local(host)
+        # prompt_cache_key and prompt_cache_retention: OpenAI's own (and Azure's) fields,
+        # which a strict OpenAI-compatible server could refuse.
+        self.prompt_cache_fields = (
+            host == "api.openai.com" if prompt_cache_fields is None else prompt_cache_fields
+        )
         self._wire: WireCache[_Encoded] = WireCache()
         self._tools = ToolsJSON(
             lambda specs: [_tool(s.name, s.description, s.parameters) for s in specs]
@@ -126,6 +133,8 @@ class OpenAIChat(HTTPAdapter):
             rest["reasoning_effort"] = request.thinking_level
         if request.response_format is not None:
             rest["response_format"] = _response_format(request.response_format)
+        if self.prompt_cache_fields:
+            put_prompt_cache(rest, request)
         extra = request.extra_body
         if "tools" in extra:  # the caller's own tools replace these
             tools = b""
@@ -217,9 +226,12 @@ class OpenAIChat(HTTPAdapter):
         if self._require_key and not self.has_credentials:
             raise self._no_key(f"no API key for {self.name}", self._key_env)
         state = ChatStream(self.name, request.model or self.model)
-        url = f"{self.base_url}/chat/completions"
         state.merge = request.coalesce_deltas
-        return self._events(state, url, self.encode_body(request), cancel)
+        return self._events(state, self.endpoint(request), self.encode_body(request), cancel)
+
+    def endpoint(self, request: ModelRequest) -> str:
+        """The URL ``request`` is posted to."""
+        return f"{self.base_url}/chat/completions"
 
 
 def _tool(name: str, description: str, parameters: dict[str, Any]) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from pydantic_core import from_json
 from ..types import ErrorInfo, Usage
 from ..types.usage import StopReason
 from ._assemble import Assembler, count, text_delta, usage
-from ._errors import classify
+from ._errors import classify, filter_message, filtered_categories
 from ._sse import SSEDecoder, SSEEvent
 from .base import ProviderError, StreamEvent
 
@@ -75,6 +75,7 @@ class ChatStream(Assembler):
     def __init__(self, provider: str, model: str) -> None:
         super().__init__(provider, model)
         self._calls: dict[Any, int] = {}  # the server's index (None: the last call) -> block
+        self.flagged: list[str] | None = None  # what a content filter stopped the answer for
 
     def feed(self, value: Any) -> Sequence[StreamEvent]:
         """The stream events of one wire event: a chunk's JSON, or an SSE event to read."""
@@ -134,11 +135,15 @@ class ChatStream(Assembler):
             ]
         self.complete = True
         delta = {"index": 0, "delta": message, "finish_reason": choice.get("finish_reason")}
+        if "content_filter_results" in choice:  # Azure: what its filter flagged
+            delta["content_filter_results"] = choice["content_filter_results"]
         chunk = {key: payload.get(key) for key in ("id", "model", "usage")}
         return [{**chunk, "choices": [delta]}]
 
     def chunk(self, payload: dict[str, Any]) -> list[StreamEvent]:
         if not self.started:
+            if "prompt_filter_results" in payload and not payload.get("choices"):
+                return []  # Azure's verdict on the prompt comes first, with no id or model
             self.model = _str(payload.get("model")) or self.model
             if isinstance(payload.get("id"), str):
                 self.response_id = payload["id"]
@@ -159,6 +164,8 @@ class ChatStream(Assembler):
             reason = choice.get("finish_reason")
             if isinstance(reason, str) and reason:
                 self.reason = reason
+                if reason == "content_filter":  # Azure says which categories it flagged
+                    self.flagged = filtered_categories(choice)
                 self.complete = True
                 self.end_all()
         return self.take()
@@ -213,7 +220,11 @@ class ChatStream(Assembler):
 
     def end(self) -> list[StreamEvent]:
         stop = self.stop_for(self.reason, self.stops)
-        error = ErrorInfo(kind="content_filter", message=_FILTERED) if stop == "error" else None
+        error = None
+        if stop == "error":
+            error = ErrorInfo(
+                kind="content_filter", message=filter_message(_FILTERED, self.flagged)
+            )
         return self.closing(stop, self.totals, error)
 
 

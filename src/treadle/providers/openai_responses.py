@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
+import httpx
 from pydantic_core import from_json, to_json
 
 from ..cancellation import CancellationToken
@@ -15,6 +16,7 @@ from ._convert import (
     choose_tool,
     each_message,
     image_data_url,
+    put_prompt_cache,
     put_settings,
     safe_tool_call_id,
     user_parts,
@@ -46,11 +48,16 @@ class OpenAIResponses(HTTPAdapter):
         *,
         store: bool = False,
         reasoning_summary: str | None = "auto",
+        prompt_cache_fields: bool | None = None,
         **options: Unpack[HTTPOptions],
     ) -> None:
         super().__init__(model, **options)
         self.store = store
         self.reasoning_summary = reasoning_summary
+        host = httpx.URL(self.base_url).host  # OpenAI's (and Azure's) own fields: see OpenAIChat
+        self.prompt_cache_fields = (
+            host == "api.openai.com" if prompt_cache_fields is None else prompt_cache_fields
+        )
 
     def _key(self) -> str:
         return self._required_key("OPENAI_API_KEY", "OpenAI")
@@ -65,7 +72,11 @@ class OpenAIResponses(HTTPAdapter):
         self._key()  # fail before any I/O when no key is configured
         state = StreamState(self.name, body["model"])
         state.merge = request.coalesce_deltas
-        return self._events(state, f"{self.base_url}/responses", body, cancel)
+        return self._events(state, self.endpoint(request), body, cancel)
+
+    def endpoint(self, request: ModelRequest) -> str:
+        """The URL ``request`` is posted to."""
+        return f"{self.base_url}/responses"
 
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
         """The Responses API request body for ``request`` (pure: no I/O)."""
@@ -98,6 +109,8 @@ class OpenAIResponses(HTTPAdapter):
             body["include"] = ["reasoning.encrypted_content"]
         if request.response_format is not None:
             body["text"] = {"format": _text_format(request.response_format)}
+        if self.prompt_cache_fields:
+            put_prompt_cache(body, request)
         body["store"] = self.store
         body["stream"] = self.streaming
         body.update(request.extra_body)

@@ -6,10 +6,12 @@ from typing import Any
 
 from pydantic_core import to_json
 
-from ..types.usage import StopReason
+from ..types.usage import ErrorInfo, StopReason
 from ._assemble import Assembler, count, json_object, usage
 from ._errors import classify
 from .base import ProviderError, StreamEvent
+
+_FILTERED = "the provider's content filter stopped the response"
 
 
 def _stream_error(payload: dict[str, Any], provider: str) -> ProviderError:
@@ -26,7 +28,7 @@ def _stream_error(payload: dict[str, Any], provider: str) -> ProviderError:
 class StreamState(Assembler):
     """Responses stream events into the shared assembler's calls."""
 
-    stops: dict[str, StopReason] = {"max_output_tokens": "length"}
+    stops: dict[str, StopReason] = {"max_output_tokens": "length", "content_filter": "error"}
     unfinished = "the stream ended before response.completed"
 
     def __init__(self, provider: str, model: str) -> None:
@@ -102,6 +104,13 @@ class StreamState(Assembler):
             self.end_all()
             self.complete = True
         return self.take()
+
+    def end(self) -> list[StreamEvent]:
+        stop = self.stop_for(self.reason, self.stops)
+        error = None
+        if stop == "error":  # incomplete_details.reason "content_filter"
+            error = ErrorInfo(kind="content_filter", message=_FILTERED)
+        return self.closing(stop, self.totals, error)
 
     def _text_done(self, key: dict[str, Any], final: Any) -> None:
         at = self._text_block(key)

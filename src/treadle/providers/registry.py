@@ -34,6 +34,13 @@ _NATIVE: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "gemini": ("gemini", "Gemini", ("GEMINI_API_KEY", "GOOGLE_API_KEY")),
     "google": ("gemini", "Gemini", ("GEMINI_API_KEY", "GOOGLE_API_KEY")),
     "ollama": ("ollama", "Ollama", ()),
+    "azure": ("azure", "AzureOpenAIChat", ("AZURE_OPENAI_API_KEY", "AZURE_OPENAI_AD_TOKEN")),
+    "azure-responses": (
+        "azure",
+        "AzureOpenAIResponses",
+        ("AZURE_OPENAI_API_KEY", "AZURE_OPENAI_AD_TOKEN"),
+    ),
+    "bedrock": ("bedrock", "Bedrock", ()),  # credentials: its own chain (docs/cloud.md)
 }
 KNOWN_PROVIDERS: tuple[str, ...] = (*_NATIVE, *_COMPATIBLE)
 _AT_URL = re.compile(r"@(?=https?://)")
@@ -94,7 +101,11 @@ def get_provider(spec: str, **options: Any) -> Provider:
             from_env = os.environ.get("OPENAI_BASE_URL", "").strip()
             if from_env:
                 options["base_url"] = from_env
-    given = options.get("api_key") or options.get("auth") is not None
+    given = (
+        options.get("api_key")
+        or options.get("auth") is not None
+        or options.get("azure_ad_token_provider") is not None  # Azure's name for a provider
+    )
     if variables and not given and env_key(*variables) is None:
         noun = "variable" if len(variables) == 1 else "variables"
         message = f"set the {' or '.join(variables)} environment {noun}, or pass api_key= or auth="

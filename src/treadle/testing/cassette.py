@@ -50,7 +50,8 @@ import httpx
 
 from .._redact import REDACTED, SECRET_PARAMS
 from ..errors import ConfigurationError, TreadleError
-from .exchange import RecordedRequest, Reply, ReplyStream
+from ..providers._eventstream import EventStreamDecoder, encode
+from .exchange import RecordedRequest, Reply, ReplyStream, streamed
 
 logger = logging.getLogger("treadle.testing")
 
@@ -71,6 +72,7 @@ FORBIDDEN_HEADERS = frozenset(
         "openai-organization",
         "openai-project",
         "x-goog-user-project",
+        "x-amz-security-token",
     }
 )
 REQUEST_HEADERS = frozenset(
@@ -307,14 +309,17 @@ class Cassette:
     def _reply(self, exchange: dict[str, Any]) -> Reply:
         response = exchange.get("response") or {}
         headers = [(str(k), str(v)) for k, v in (response.get("headers") or {}).items()]
-        if "body_base64" in response:
+        if "frames" in response:  # AWS eventstream, kept readable (and scrubbed) as frames
+            data = b"".join(encode(f["headers"], f["payload"].encode()) for f in response["frames"])
+        elif "body_base64" in response:
             data = base64.b64decode(response["body_base64"])
         else:
             body = response.get("body", "")
             data = body.encode() if isinstance(body, str) else json.dumps(body).encode()
         content_type = next((v for k, v in headers if k.lower() == "content-type"), "")
-        streaming = "event-stream" in content_type or "ndjson" in content_type
-        chunks = data.splitlines(keepends=True) if streaming else [data]
+        streaming = streamed(content_type)
+        lines = streaming and "eventstream" not in content_type  # frames are binary: no lines
+        chunks = data.splitlines(keepends=True) if lines else [data]
         return Reply(int(response.get("status", 200)), headers, chunks or [b""], chunked=streaming)
 
     def _load(self) -> list[dict[str, Any]]:
@@ -378,10 +383,14 @@ class Cassette:
             if k.lower() in self._response_headers and k.lower() not in FORBIDDEN_HEADERS
         }
         response: dict[str, Any] = {"status": status, "headers": kept_response}
-        try:
-            response["body"] = body.decode("utf-8")
-        except UnicodeDecodeError:
-            response["body_base64"] = base64.b64encode(body).decode("ascii")
+        frames = _frames(body) if "eventstream" in headers.get("content-type", "") else None
+        if frames is not None:
+            response["frames"] = frames
+        else:
+            try:
+                response["body"] = body.decode("utf-8")
+            except UnicodeDecodeError:
+                response["body_base64"] = base64.b64encode(body).decode("ascii")
         exchange = {
             "request": {
                 "method": request.method,
@@ -412,6 +421,20 @@ class Cassette:
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
+
+
+def _frames(body: bytes) -> list[dict[str, Any]] | None:
+    """An eventstream body as its frames (text headers, UTF-8 payloads), so a recording is
+    readable and its secrets scrubbed as in any text; None when it is not that (a frame cut
+    short, a binary header or payload): it is kept in base64 then."""
+    decoder = EventStreamDecoder()
+    try:
+        frames = decoder.feed(body) + decoder.close()
+        if any(isinstance(v, bytes) for f in frames for v in f.headers.values()):
+            return None
+        return [{"headers": dict(f.headers), "payload": f.payload.decode("utf-8")} for f in frames]
+    except (ValueError, UnicodeDecodeError):
+        return None
 
 
 class _TeeStream(httpx.AsyncByteStream):

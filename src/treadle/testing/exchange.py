@@ -14,12 +14,13 @@ import httpx
 
 if TYPE_CHECKING:
     from ..providers.anthropic import Anthropic
+    from ..providers.bedrock import Bedrock
     from ..providers.gemini import Gemini
     from ..providers.ollama import Ollama
     from ..providers.openai_chat import OpenAIChat
     from ..providers.openai_responses import OpenAIResponses
 
-    WireAdapter = Union[OpenAIChat, OpenAIResponses, Anthropic, Gemini, Ollama]
+    WireAdapter = Union[OpenAIChat, OpenAIResponses, Anthropic, Gemini, Ollama, Bedrock]
 
 
 # ---------------------------------------------------------------- requests and replies
@@ -132,6 +133,13 @@ class ReplyStream(httpx.AsyncByteStream):
 
     async def aclose(self) -> None:
         return None
+
+
+def streamed(content_type: str) -> bool:
+    """Whether a body of ``content_type`` is a stream (sent chunked): SSE, NDJSON, AWS's
+    eventstream."""
+    lowered = content_type.lower()
+    return any(kind in lowered for kind in ("event-stream", "ndjson", "vnd.amazon.eventstream"))
 
 
 def rechunk(chunks: list[bytes], size: int | None) -> list[bytes]:

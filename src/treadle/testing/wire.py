@@ -34,17 +34,18 @@ import httpx
 
 from ..errors import UsageError
 from ..types import AssistantMessage, TextContent, Usage
-from .exchange import RecordedRequest, Reply, ReplyStream, rechunk
+from .exchange import RecordedRequest, Reply, ReplyStream, rechunk, streamed
 from .formats import Context, Format, FormatName, StreamErrorKind, get_format, number
 
 if TYPE_CHECKING:
     from ..providers.anthropic import Anthropic
+    from ..providers.bedrock import Bedrock
     from ..providers.gemini import Gemini
     from ..providers.ollama import Ollama
     from ..providers.openai_chat import OpenAIChat
     from ..providers.openai_responses import OpenAIResponses
 
-    WireAdapter = Union[OpenAIChat, OpenAIResponses, Anthropic, Gemini, Ollama]
+    WireAdapter = Union[OpenAIChat, OpenAIResponses, Anthropic, Gemini, Ollama, Bedrock]
 
 __all__ = [
     "Fail",
@@ -260,6 +261,11 @@ class FakeTransport(httpx.AsyncBaseTransport):
         """A fake Ollama server (``Ollama``)."""
         return cls("ollama", script, **options)
 
+    @classmethod
+    def bedrock(cls, script: Iterable[ScriptEntry] | str = (), **options: Any) -> FakeTransport:
+        """A fake AWS Bedrock Runtime, Converse and ConverseStream (``Bedrock``)."""
+        return cls("bedrock", script, **options)
+
     def add(self, *items: ScriptEntry) -> None:
         """Append items to the script (messages are checked against the format now)."""
         for item in items:
@@ -277,6 +283,7 @@ class FakeTransport(httpx.AsyncBaseTransport):
         Keyword arguments go to the adapter. Pass ``client=None, base_url=url`` to talk to
         the fake through :func:`serve` over a real socket instead."""
         from ..providers.anthropic import Anthropic
+        from ..providers.bedrock import Bedrock
         from ..providers.gemini import Gemini
         from ..providers.ollama import Ollama
         from ..providers.openai_chat import OpenAIChat
@@ -296,6 +303,11 @@ class FakeTransport(httpx.AsyncBaseTransport):
         if self.format.name == "gemini":
             kwargs.setdefault("api_key", "wirefake-key")
             return Gemini(name, **kwargs)
+        if self.format.name == "bedrock":  # a Bedrock API key: no AWS credentials needed
+            if kwargs.get("auth") is None:
+                kwargs.setdefault("api_key", "wirefake-key")
+            kwargs.setdefault("region", "us-east-1")
+            return Bedrock(name, **kwargs)
         kwargs.setdefault("base_url", "http://localhost:11434")
         return Ollama(name, **kwargs)
 
@@ -428,9 +440,9 @@ class FakeTransport(httpx.AsyncBaseTransport):
                 overloaded = 529 if fmt.name == "anthropic" else 503
                 status = {"overloaded": overloaded, "rate_limit": 429}.get(failure.kind, 500)
                 error = fmt.error_body(status, failure.error, ctx)
-                return Reply(
-                    status, self._headers(fmt.json_content_type, ctx), [fmt.error_bytes(error)]
-                )
+                headers = self._headers(fmt.json_content_type, ctx)
+                headers.extend(fmt.error_headers(status).items())
+                return Reply(status, headers, [fmt.error_bytes(error)])
             if cut is not None:
                 return Reply(
                     200,
@@ -487,6 +499,8 @@ class FakeTransport(httpx.AsyncBaseTransport):
             body = item.body.encode()
         else:
             body = json.dumps(item.body).encode()
+        given = {name.lower() for name in item.headers or {}}  # the item's own win
+        headers.extend((k, v) for k, v in fmt.error_headers(item.status).items() if k not in given)
         if item.retry_after is not None:
             headers.append(("retry-after", number(item.retry_after)))
         if item.headers:
@@ -500,12 +514,14 @@ class FakeTransport(httpx.AsyncBaseTransport):
         else:
             chunks = list(item.body)
         content_type = next((v for k, v in item.headers.items() if k.lower() == "content-type"), "")
-        streaming = "event-stream" in content_type or "ndjson" in content_type
-        return Reply(item.status, list(item.headers.items()), chunks, chunked=streaming)
+        return Reply(
+            item.status, list(item.headers.items()), chunks, chunked=streamed(content_type)
+        )
 
     def _error_reply(self, status: int, message: str, ctx: Context) -> Reply:
         body = self.format.error_bytes(self.format.error_body(status, message, ctx))
         headers = self._headers(self.format.json_content_type, ctx)
+        headers.extend(self.format.error_headers(status).items())
         headers.append(("x-wirefake-error", "script-exhausted" if status == 400 else "no-route"))
         return Reply(status, headers, [body])
 

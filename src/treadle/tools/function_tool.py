@@ -205,7 +205,10 @@ class FunctionTool:
 
     @property
     def spec(self) -> ToolSpec:
-        return ToolSpec(name=self.name, description=self.description, parameters=self.parameters)
+        spec = ToolSpec(name=self.name, description=self.description, parameters=self.parameters)
+        if getattr(self, "cache_point", False) is True:  # set on the tool: a cache point
+            spec.cache_point = True
+        return spec
 
     def validate(self, arguments: dict[str, Any]) -> dict[str, Any]:
         """Check ``arguments`` against the schema; returns the converted values."""

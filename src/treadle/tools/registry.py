@@ -43,13 +43,17 @@ def tool_spec(t: Tool) -> ToolSpec:
     the parameters is kept, so an edit in place is seen), so adapters can keep what they
     derive from it across runs."""
     name, description, parameters = t.name, t.description, t.parameters
+    cached = getattr(t, "cache_point", False) is True  # optional: an explicit cache point
     try:
         found = _SPECS.get(t)
     except TypeError:  # not hashable or not weak-referenceable: nothing kept
         found = None
     if found is not None and (found[0], found[1], found[2]) == (name, description, parameters):
-        return found[3]
+        if found[3].cache_point is cached:
+            return found[3]
     spec = ToolSpec(name=name, description=description, parameters=parameters)
+    if cached:  # set only when asked: the spec's JSON stays as it was for every other tool
+        spec = spec.model_copy(update={"cache_point": True})
     try:
         _SPECS[t] = (name, description, copy.deepcopy(parameters), spec)
     except TypeError:

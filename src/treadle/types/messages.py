@@ -63,6 +63,10 @@ class UserMessage(_Message):
     role: Literal["user"] = "user"
     content: list[UserContent]
     timestamp: int = Field(default_factory=now_ms)
+    cache_point: bool = False
+    """Cache the prompt up to the end of this message: an explicit cache point, where the
+    provider takes one (Anthropic ``cache_control``, Bedrock ``cachePoint``); others ignore
+    it (docs/providers.md#prompt-caching)."""
 
     _coerce = field_validator("content", mode="before")(_text_to_blocks)
 
@@ -95,6 +99,10 @@ class AssistantMessage(_Message):
     timestamp: int = Field(default_factory=now_ms)
     response_id: str | None = None
     error: ErrorInfo | None = None
+    cache_point: bool = False
+    """Cache the prompt up to the end of this message: an explicit cache point, where the
+    provider takes one (Anthropic ``cache_control``, Bedrock ``cachePoint``); others ignore
+    it (docs/providers.md#prompt-caching)."""
 
     _coerce = field_validator("content", mode="before")(_text_to_blocks)
 
@@ -157,6 +165,10 @@ class ToolResultMessage(_Message):
     unanswered and answered ``Cancelled`` when a session was resumed or branched).
     ``is_error`` is true as well. Tell a cancellation by this field, never by the text."""
     timestamp: int = Field(default_factory=now_ms)
+    cache_point: bool = False
+    """Cache the prompt up to the end of this message: an explicit cache point, where the
+    provider takes one (Anthropic ``cache_control``, Bedrock ``cachePoint``); others ignore
+    it (docs/providers.md#prompt-caching)."""
 
     _coerce = field_validator("content", mode="before")(_text_to_blocks)
 

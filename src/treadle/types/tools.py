@@ -15,3 +15,7 @@ class ToolSpec(Model):
     name: str
     description: str = ""
     parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
+    cache_point: bool = False
+    """Cache the prompt up to and including this tool's definition, where the provider takes
+    explicit cache points (Anthropic, Bedrock); a tool's ``cache_point`` attribute sets it
+    (docs/providers.md#prompt-caching)."""

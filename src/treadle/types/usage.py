@@ -9,7 +9,15 @@ from pydantic import model_validator
 
 from ._base import Model, trusted
 
-_COUNTS = ("input", "output", "reasoning", "cache_read", "cache_write", "total_tokens")
+_COUNTS = (
+    "input",
+    "output",
+    "reasoning",
+    "cache_read",
+    "cache_write",
+    "cache_write_long",
+    "total_tokens",
+)
 
 _ZERO = {name: 0 for name in _COUNTS} | {"cost_usd": None}
 
@@ -22,7 +30,9 @@ class Usage(Model):
 
     ``input`` counts prompt tokens not read from or written to the provider's cache;
     ``cache_read`` and ``cache_write`` count those that were. ``reasoning`` is the part of
-    ``output`` spent on thinking. ``total_tokens`` is everything the call processed.
+    ``output`` spent on thinking, ``cache_write_long`` the part of ``cache_write`` written
+    at the long retention (Anthropic's 1-hour cache, priced apart). ``total_tokens`` is
+    everything the call processed.
     """
 
     input: int = 0
@@ -30,6 +40,7 @@ class Usage(Model):
     reasoning: int = 0
     cache_read: int = 0
     cache_write: int = 0
+    cache_write_long: int = 0
     total_tokens: int = 0
     cost_usd: float | None = None
 
@@ -81,6 +92,7 @@ class Usage(Model):
             "reasoning": self.reasoning + other.reasoning,
             "cache_read": self.cache_read + other.cache_read,
             "cache_write": self.cache_write + other.cache_write,
+            "cache_write_long": self.cache_write_long + other.cache_write_long,
             "total_tokens": self.total_tokens + other.total_tokens,
             "cost_usd": cost,
         }

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from ...errors import ConfigurationError
 from .anthropic import AnthropicFormat
 from .base import Context, Encoded, Format, FormatName, StreamErrorKind, number, pieces
+from .bedrock import BedrockFormat
 from .gemini import GeminiFormat
 from .ollama import OllamaFormat
 from .openai import OpenAIChatFormat, openai_usage
@@ -26,6 +27,7 @@ FORMATS: dict[str, Callable[[], Format]] = {
     "responses": ResponsesFormat,
     "gemini": GeminiFormat,
     "ollama": OllamaFormat,
+    "bedrock": BedrockFormat,
 }
 ALIASES = {
     "openai_chat": "openai",
@@ -50,6 +52,7 @@ __all__ = [
     "ALIASES",
     "FORMATS",
     "AnthropicFormat",
+    "BedrockFormat",
     "Context",
     "Encoded",
     "Format",

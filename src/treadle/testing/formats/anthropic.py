@@ -76,6 +76,10 @@ class AnthropicFormat(Format):
             "input_tokens": usage.input,
             "cache_creation_input_tokens": usage.cache_write,
             "cache_read_input_tokens": usage.cache_read,
+            "cache_creation": {  # the writes by retention, as the API reports them
+                "ephemeral_5m_input_tokens": usage.cache_write - usage.cache_write_long,
+                "ephemeral_1h_input_tokens": usage.cache_write_long,
+            },
             "output_tokens": min(1, usage.output) if start else usage.output,
         }
         if start:

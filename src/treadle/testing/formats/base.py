@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from ...types import AssistantMessage, ToolCall
 
-FormatName = Literal["openai", "anthropic", "responses", "gemini", "ollama"]
+FormatName = Literal["openai", "anthropic", "responses", "gemini", "ollama", "bedrock"]
 StreamErrorKind = Literal["overloaded", "rate_limit", "server"]
 
 _TOKEN = re.compile(r"\s*(?:\w+|[^\w\s]+)|\s+")
@@ -121,6 +121,10 @@ class Format:
         raise NotImplementedError
 
     def extra_headers(self, ctx: Context) -> dict[str, str]:
+        return {}
+
+    def error_headers(self, status: int) -> dict[str, str]:
+        """Headers an error response of ``status`` carries (Bedrock names its exception in one)."""
         return {}
 
     def error_bytes(self, payload: Any) -> bytes:

@@ -56,9 +56,13 @@ class ResponsesFormat(Format):
         return {"x-request-id": f"req_wirefake{ctx.serial:06d}"}
 
     def finish(self, message: AssistantMessage) -> str:
-        if message.stop_reason in ("error", "aborted"):
+        if message.stop_reason == "aborted":
             raise self._unsupported(message, f"stop_reason={message.stop_reason!r}")
-        return "incomplete" if message.stop_reason == "length" else "completed"
+        return "incomplete" if message.stop_reason in ("length", "error") else "completed"
+
+    def _incomplete(self, message: AssistantMessage) -> str:
+        """Why an incomplete response stopped: a content filter (an ``error`` stop)."""
+        return "content_filter" if message.stop_reason == "error" else "max_output_tokens"
 
     def _usage(self, usage: Usage) -> dict[str, Any]:
         prompt = usage.input + usage.cache_read
@@ -70,7 +74,14 @@ class ResponsesFormat(Format):
             "total_tokens": usage.total_tokens or prompt + usage.output,
         }
 
-    def _response(self, ctx: Context, status: str, output: list[Any], usage: Any) -> dict[str, Any]:
+    def _response(
+        self,
+        ctx: Context,
+        status: str,
+        output: list[Any],
+        usage: Any,
+        reason: str = "max_output_tokens",
+    ) -> dict[str, Any]:
         return {
             "id": ctx.response_id or self.response_id(ctx.serial),
             "object": "response",
@@ -78,9 +89,7 @@ class ResponsesFormat(Format):
             "status": status,
             "background": False,
             "error": None,
-            "incomplete_details": (
-                {"reason": "max_output_tokens"} if status == "incomplete" else None
-            ),
+            "incomplete_details": ({"reason": reason} if status == "incomplete" else None),
             "instructions": None,
             "max_output_tokens": None,
             "model": ctx.model,
@@ -253,13 +262,16 @@ class ResponsesFormat(Format):
                     )
                 )
             events.append(event("response.output_item.done", output_index=at, item=item))
-        final = self._response(ctx, status, items, self._usage(message.usage))
+        usage = self._usage(message.usage)
+        final = self._response(ctx, status, items, usage, self._incomplete(message))
         tail = [event(f"response.{status}", response=final)]
         return Encoded(events, tail, self.stream_content_type)
 
     def whole(self, message: AssistantMessage, ctx: Context) -> bytes:
         status = self.finish(message)
-        payload = self._response(ctx, status, self._items(message, ctx), self._usage(message.usage))
+        items = self._items(message, ctx)
+        usage = self._usage(message.usage)
+        payload = self._response(ctx, status, items, usage, self._incomplete(message))
         return dumps(payload).encode()
 
     def error_body(self, status: int, message: str | None, ctx: Context) -> Any:
