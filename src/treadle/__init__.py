@@ -108,7 +108,6 @@ _MOVED = {
     "CustomEvent": "treadle.types",
     "ErrorInfo": "treadle.types",
     "ExtensionMessage": "treadle.types",
-    "FileContent": "treadle.types",
     "ImageContent": "treadle.types",
     "InputRejected": "treadle.types",
     "MessageEnd": "treadle.types",

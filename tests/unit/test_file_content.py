@@ -139,3 +139,11 @@ def test_figures_read_from_the_bytes() -> None:
     assert audio_seconds(b"\x00" * 16_000, "audio/mpeg") == pytest.approx(1.0)
     block = FileContent.from_bytes(wav(2.0))
     assert block.seconds() == pytest.approx(2.0) and block.pages() is None
+
+
+def test_a_list_of_text_and_files_is_the_content_not_json() -> None:
+    block = FileContent.from_bytes(pdf(1), name="made.pdf")
+    result = to_tool_result(["The report:", block])
+    assert [b.type for b in result.content] == ["text", "file"]
+    assert result.content[0].text == "The report:"  # type: ignore[union-attr]
+    assert to_tool_result(["a", "b"]).content[0].text == '["a", "b"]'  # type: ignore[union-attr]

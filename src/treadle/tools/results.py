@@ -25,6 +25,7 @@ from ..errors import UsageError
 from ..types import FileContent, ImageContent, TextContent, ToolResult
 
 _MAX_DEPTH = 100
+_BLOCKS = (TextContent, ImageContent, FileContent)
 _PLAIN = frozenset({str, int, bool, type(None)})  # kept as they are, with no path built
 
 
@@ -32,7 +33,8 @@ def to_tool_result(value: Any) -> ToolResult:
     """Turn whatever a tool returned into a :class:`ToolResult`.
 
     A ``ToolResult`` is kept; None is an empty result; a string, a content block or a list of
-    content blocks is the content. A pydantic model is its JSON (and ``details`` its dump).
+    content blocks (strings among them are text blocks) is the content. A pydantic model is
+    its JSON (and ``details`` its dump).
     Anything else is converted by :func:`jsonable` and sent as JSON text — except a value
     that converts to a string (a datetime, an enum of strings, a UUID ...), sent as that
     text. Raises :class:`UsageError` for a value with no JSON form (bytes, an arbitrary
@@ -50,10 +52,10 @@ def to_tool_result(value: Any) -> ToolResult:
         return ToolResult(content=[value])
     if (
         isinstance(value, list)
-        and value
-        and all(isinstance(v, (TextContent, ImageContent, FileContent)) for v in value)
-    ):
-        return ToolResult(content=list(value))
+        and any(isinstance(v, _BLOCKS) for v in value)
+        and all(isinstance(v, (str, *_BLOCKS)) for v in value)
+    ):  # blocks, and strings between them as text: ["The chart:", image]
+        return ToolResult(content=[TextContent(text=v) if isinstance(v, str) else v for v in value])
     if isinstance(value, BaseModel):
         return ToolResult(
             content=[TextContent(text=value.model_dump_json())],
