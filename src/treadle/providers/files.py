@@ -93,6 +93,9 @@ class UnsupportedFile(ProviderError):
     """A file the provider (or its model) does not take: raised before the request, never
     retried (``kind="bad_request"``)."""
 
+    def __init__(self, message: str, *, provider: str | None = None) -> None:
+        super().__init__("bad_request", message, provider=provider)
+
 
 def check_files(
     support: FileSupport, messages: Iterable[AgentMessage], provider: str, model: str
@@ -103,7 +106,6 @@ def check_files(
         if problem is not None:
             where = "a user message" if place == "user" else "a tool result"
             raise UnsupportedFile(
-                "bad_request",
                 f"{provider} ({model}) cannot take the {block.label} in {where}: {problem}. "
                 f"It takes: {support.accepted(model)}. See docs/files.md.",
                 provider=provider,
