@@ -11,7 +11,7 @@ $(BIN)/python:
 
 $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e ".[dev,rich,mcp,otel,web,ag-ui,dbos,a2a,evals,azure,bedrock]"
+	$(BIN)/python -m pip install -q -e ".[dev,rich,mcp,otel,web,ag-ui,dbos,a2a,evals,azure,bedrock,vertex]"
 	touch $(STAMP)
 
 # The suite runs on pytest-xdist workers, one more than the cores (much of it waits on

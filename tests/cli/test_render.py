@@ -37,3 +37,22 @@ def test_rich_renderer_prints_markup_like_text_verbatim() -> None:
     for event in updates():  # raised rich.errors.MarkupError before
         renderer.event(event)
     assert TRICKY in out.getvalue() and "[b]thinking[/b]" in out.getvalue()
+
+
+def test_a_fallback_is_one_dim_line_naming_both_models() -> None:
+    from treadle.types import ProviderFallback
+
+    out = io.StringIO()
+    Renderer(out).event(
+        ProviderFallback(
+            from_provider="anthropic",
+            from_model="claude-sonnet-4-5",
+            to_provider="vertex-anthropic",
+            to_model="claude-sonnet-4-5@20250929",
+            error_kind="overloaded",
+        )
+    )
+    assert out.getvalue() == (
+        "anthropic:claude-sonnet-4-5 failed (overloaded): falling back to "
+        "vertex-anthropic:claude-sonnet-4-5@20250929\n"
+    )

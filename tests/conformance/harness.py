@@ -45,6 +45,7 @@ from treadle.types import (
     MessageEnd,
     MessageStart,
     MessageUpdate,
+    ProviderFallback,
     ProviderRetry,
     ToolExecutionEnd,
     ToolExecutionStart,
@@ -363,11 +364,11 @@ def _check_one_loop(evs: list[Any]) -> None:
             if open_msg.role != "assistant":
                 assert e.message == open_msg
             open_msg = None
-        elif isinstance(e, ProviderRetry):
+        elif isinstance(e, (ProviderRetry, ProviderFallback)):
             if e.discard_partial:
                 assert open_msg is not None and open_msg.role == "assistant"
             else:
-                assert open_msg is None, "provider_retry without discard_partial inside a message"
+                assert open_msg is None, f"{e.type} without discard_partial inside a message"
             open_msg = None
         elif isinstance(
             e, (ToolExecutionStart, ToolExecutionUpdate, ToolExecutionEnd, CustomEvent)
@@ -395,7 +396,7 @@ def _check_one_loop(evs: list[Any]) -> None:
             in_assistant, complete, eager = True, set(), set()
         elif isinstance(e, MessageUpdate) and e.delta.type == "tool_call_end":
             complete.add(e.delta.tool_call.id)
-        elif in_assistant and isinstance(e, (MessageEnd, ProviderRetry)):
+        elif in_assistant and isinstance(e, (MessageEnd, ProviderRetry, ProviderFallback)):
             in_assistant = False
             kept = {c.id for c in e.message.tool_calls} if isinstance(e, MessageEnd) else set()
             for cid in eager - kept:

@@ -66,6 +66,7 @@ NOT_OURS = {
     "ModelNotReadyException", "ModelStreamErrorException", "ModelTimeoutException",
     "ResourceNotFoundException", "ServiceQuotaExceededException", "ServiceUnavailableException",
     "ThrottlingException", "UnrecognizedClientException", "ValidationException",
+    "AnthropicVertex", "Credentials", "RESOURCE_EXHAUSTED",  # anthropic's and google-auth's
 }  # fmt: skip
 NAME = re.compile(r"`([A-Z][A-Za-z0-9]+)(?:[.(\[][^`]*)?`")
 

@@ -236,6 +236,20 @@ async def test_retries_are_visible_on_the_chat_span(telemetry: Telemetry) -> Non
     assert chat.status.status_code != StatusCode.ERROR
 
 
+async def test_a_fallback_is_visible_on_the_chat_span(telemetry: Telemetry) -> None:
+    from treadle.providers import FallbackModel, ProviderError
+
+    busy = ScriptedProvider([ProviderError("overloaded", "busy", status_code=529)], model="a")
+    model = FallbackModel(busy, ScriptedProvider(["ok"], model="b"))
+    await agent_loop("hi", AgentContext(), AgentLoopConfig(provider=model, hooks=[telemetry.hook]))
+    (chat,) = telemetry.named("chat")
+    (moved,) = [e for e in chat.events if e.name == "treadle.fallback"]
+    assert moved.attributes["treadle.fallback.from"] == "scripted:a"
+    assert moved.attributes["treadle.fallback.to"] == "scripted:b"
+    assert moved.attributes["error.type"] == "overloaded"
+    assert chat.attributes["gen_ai.response.model"] == "b"
+
+
 async def test_cancellation_ends_every_span_with_cancelled(telemetry: Telemetry) -> None:
     fake = WireFake.openai([Slow("word " * 200, delay=0.02)])
     token = CancellationToken()

@@ -29,6 +29,7 @@ from treadle.testing.simulation.__main__ import main, replay_command, report_fai
 from treadle.testing.simulation._invariants import check_call
 from treadle.testing.simulation._scenario import (
     APPROVAL_FROM,
+    FALLBACK_FROM,
     GATE_FROM,
     HISTORY_FROM,
     OVERFLOW_FROM,
@@ -45,6 +46,8 @@ APPROVAL_SEEDS = range(APPROVAL_FROM, APPROVAL_FROM + 60)
 GATE_SEEDS = range(GATE_FROM, GATE_FROM + 60)
 # seeds that may draw a provider overflowing its context and an after_turn stop in a child
 OVERFLOW_SEEDS = range(OVERFLOW_FROM, OVERFLOW_FROM + 60)
+# seeds that may draw the fallback move (a FallbackModel; failures after a tool call)
+FALLBACK_SEEDS = range(FALLBACK_FROM, FALLBACK_FROM + 60)
 
 # ---------------------------------------------------------------- seeds that once failed
 
@@ -216,13 +219,12 @@ for _seed in (208, 1540, 225800, 228879, 687740, 688972):  # broke on asyncio on
     REGRESSIONS[_seed] = ("INV-INPUT-KEPT", BUG_3, False, ("asyncio",))
 for _seed in (15000066, 15000076, 15000099):  # checked on asyncio before the fix
     REGRESSIONS[_seed] = ("INV-STOPPED-EARLY", BUG_35_12, False, ("asyncio",))
-OPEN_CHANNEL = (
-    "open: a stream of the user's own (not anyio's memory stream) cancelled from outside "
-    "mid-send may have delivered the event, and the loop sends it again (seq twice); not "
-    "sending it again loses events instead (INV-DELTAS, INV-MESSAGE-PAIRS). The fix needs a "
-    "send that is atomic under cancellation for any stream"
+FOUND_CHANNEL = (
+    "#33: a stream of the user's own (not anyio's memory stream) cancelled from outside "
+    "mid-send: the forwarded anyio memory stream raised from a send that had delivered, and "
+    "the loop sent the event again (seq twice); the loop now never cancels a send"
 )
-REGRESSIONS[16000927] = ("INV-SEQ", OPEN_CHANNEL, True, ("asyncio",))  # the channel move
+REGRESSIONS[16000927] = ("INV-SEQ", FOUND_CHANNEL, False, ("asyncio",))  # the channel move
 OPEN = {seed for seed, (_, _, still_open, _) in REGRESSIONS.items() if still_open}
 
 
@@ -252,6 +254,7 @@ def _fixed_blocks() -> list[object]:
         *APPROVAL_SEEDS[::BLOCK],
         *GATE_SEEDS[::BLOCK],
         *OVERFLOW_SEEDS[::BLOCK],
+        *FALLBACK_SEEDS[::BLOCK],
     ]
     return [
         pytest.param(BACKENDS[n % len(BACKENDS)], start, id=f"{start}-{BACKENDS[n % 2]}")
@@ -411,6 +414,49 @@ def test_the_checker_names_the_invariant_that_broke() -> None:
     with pytest.raises(InvariantViolation) as info:
         _check(list(events), after[:-1])
     assert info.value.invariant == "INV-END-MESSAGES"
+
+
+def test_the_fallback_check_names_a_move_after_a_tool_started() -> None:
+    from treadle.testing.simulation._invariants import check_fallback
+    from treadle.types import (
+        AssistantMessage,
+        MessageEnd,
+        MessageStart,
+        ProviderFallback,
+        ToolExecutionStart,
+        TurnStart,
+    )
+
+    answer = AssistantMessage(provider="scripted", model="backup")
+    moved = ProviderFallback(
+        from_provider="openai",
+        from_model="gpt-4o-mini",
+        to_provider="scripted",
+        to_model="backup",
+        error_kind="overloaded",
+        discard_partial=True,
+        loop_id="L",
+    )
+    events = [
+        TurnStart(turn_index=0, loop_id="L"),
+        MessageStart(message=AssistantMessage(), loop_id="L"),
+        ToolExecutionStart(tool_call_id="c1", tool_name="t", loop_id="L"),
+        moved,
+        MessageStart(message=answer, loop_id="L"),
+        MessageEnd(message=answer, loop_id="L"),
+    ]
+    check_fallback(events, "L", after_tool_call=True)
+    with pytest.raises(InvariantViolation) as info:
+        check_fallback(events, "L", after_tool_call=False)
+    assert info.value.invariant == "INV-FALLBACK"
+    other = answer.model_copy(update={"model": "gpt-4o-mini", "provider": "openai"})
+    wrong = [
+        *events[:4],
+        MessageStart(message=other, loop_id="L"),
+        MessageEnd(message=other, loop_id="L"),
+    ]
+    with pytest.raises(InvariantViolation, match="came from"):
+        check_fallback(wrong, "L", after_tool_call=True)
 
 
 def test_every_invariant_is_named_in_the_contract() -> None:

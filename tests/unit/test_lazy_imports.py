@@ -10,10 +10,11 @@ import sys
 def test_import_treadle_stays_light() -> None:
     code = (
         "import sys, treadle, treadle.agent, treadle.loop, treadle.tools, treadle.providers\n"
+        "import treadle.providers.vertex, treadle.providers.fallback, treadle.testing\n"
         "heavy = ('treadle.ext', 'treadle.ui', 'treadle.durable', 'treadle.mcp', 'treadle.otel',"
         " 'treadle.a2a', 'treadle.evals', 'dbos', 'sqlalchemy', 'mcp', 'opentelemetry',"
         " 'starlette', 'uvicorn', 'ag_ui', 'a2a', 'google', 'yaml', 'jsonschema', 'asyncio',"
-        " 'trio', 'botocore', 'boto3')\n"
+        " 'trio', 'botocore', 'boto3', 'cryptography', 'anthropic')\n"
         "print(sorted({m.split('.')[0] if not m.startswith('treadle') else m"
         " for m in sys.modules if m.startswith(heavy)}))"
     )

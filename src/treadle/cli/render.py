@@ -12,6 +12,7 @@ from ..types import (
     MessageEnd,
     MessageUpdate,
     PlanCreated,
+    ProviderFallback,
     ProviderRetry,
     TextDelta,
     ThinkingDelta,
@@ -77,6 +78,12 @@ class Renderer:
             self._line(
                 f"{indent}retry {event.attempt}/{event.max_retries} in "
                 f"{event.delay_s:.1f}s: {event.message}",
+                dim=True,
+            )
+        elif isinstance(event, ProviderFallback):
+            self._line(
+                f"{indent}{event.from_provider}:{event.from_model} failed ({event.error_kind}): "
+                f"falling back to {event.to_provider}:{event.to_model}",
                 dim=True,
             )
         elif isinstance(event, PlanCreated):

@@ -42,6 +42,7 @@ from ..types import (
     MessageEnd,
     MessageStart,
     MessageUpdate,
+    ProviderFallback,
     ProviderRetry,
     ToolExecutionEnd,
     ToolExecutionStart,
@@ -200,6 +201,8 @@ class _Keys:
                 return ("answer_end", answer)
             opened, self.open_other = self.open_other, None
             return ("message_end", *(opened or ("?",))[1:])
+        if isinstance(event, ProviderFallback) and event.discard_partial:
+            self.open_answer = None  # a fresh answer follows, as after a retry
         if isinstance(event, ProviderRetry):
             self.open_answer = None
             if event.error_kind == RESTARTED:
@@ -249,7 +252,7 @@ class Replay:
             elif kind == "answer_end" and key[1] in self.answers:
                 self.answers[key[1]].state = "complete"
             else:
-                if isinstance(event, ProviderRetry) and event.discard_partial:
+                if isinstance(event, (ProviderRetry, ProviderFallback)) and event.discard_partial:
                     for answer in self.answers.values():
                         if answer.state == "open":
                             answer.state = "discarded"
@@ -310,7 +313,7 @@ class Replay:
                 )
                 return self._emit([retry, *self.held, event])
             return self._emit([event])
-        if isinstance(event, ProviderRetry):
+        if isinstance(event, (ProviderRetry, ProviderFallback)):
             self.mode = ("live", -1)
         if key in self.known:
             return []

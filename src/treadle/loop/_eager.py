@@ -32,6 +32,7 @@ class EagerCalls:
         self.tg = tg
         self.batch = ToolBatch(run, [])
         self.calls: dict[str, CallState] = {}  # this attempt's calls by id, in stream order
+        self.started = False  # a call started early in this turn, in any attempt
 
     async def offer(self, call: ToolCall) -> None:
         """A tool call's block is complete: consult the hooks and start it if it may run
@@ -55,6 +56,7 @@ class EagerCalls:
         if state.ask is not None or isinstance(state.decision, Deny):
             return
         await self.batch._start(state)
+        self.started = True
         state.scope = anyio.CancelScope()  # cancelled when its answer is discarded
         state.done = anyio.Event()  # no await since: the task below will set it
         self.tg.start_soon(self._run, state, state.scope, state.done)
@@ -65,6 +67,11 @@ class EagerCalls:
                 await self.batch._limited(state, self.batch.limiter)
         finally:
             done.set()
+
+    def ran(self) -> bool:
+        """Whether a tool call of this turn started early (a FallbackModel then keeps its
+        model: docs/providers.md#fallback)."""
+        return self.started
 
     async def discard_attempt(self) -> None:
         """The stream is retried: this attempt's calls are void (before provider_retry)."""

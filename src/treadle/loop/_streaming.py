@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
-import math
 import random
 from collections.abc import Awaitable, Callable
 from contextlib import aclosing, nullcontext
-from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -17,12 +16,7 @@ import anyio.lowlevel
 from .._redact import scrub_text, traceback_text
 from .._signals import RunLimitHit
 from ..cancellation import CancellationToken
-from ..providers.base import (
-    ModelRequest,
-    Provider,
-    ProviderError,
-    StreamDone,
-)
+from ..providers.base import ModelRequest, Provider, ProviderError, StreamDone, StreamFallback
 from ..types import (
     AssistantMessage,
     ErrorInfo,
@@ -37,104 +31,14 @@ from ..types import (
     now_ms,
 )
 from ..types._base import replaced, trusted
+from ._bounds import StreamBounds, _Watch
+from ._fallback import fall_back
 from .config import RetryPolicy
 from .sink import EventSink
 
 logger = logging.getLogger("treadle.loop")
 
-try:  # anyio finds the current task's backend with it when it is installed (trio needs it)
-    import sniffio
-except ImportError:  # pragma: no cover - then anyio runs asyncio only
-    sniffio = None  # type: ignore[assignment]
-
 _DELTAS = frozenset({"text", "thinking", "tool_call_start", "tool_call_delta", "tool_call_end"})
-
-
-@dataclass
-class StreamBounds:
-    """What may stop a model call while it streams: the run's own deadline (anyio time) and
-    token room (``max_duration_s``, ``max_total_tokens``), and the call's idle and total
-    time (``max_idle_s``, ``max_call_duration_s``)."""
-
-    run_deadline: float | None = None
-    token_room: int | None = None
-    idle_s: float | None = None
-    call_s: float | None = None
-
-
-class _Watch:
-    """One cancel scope per attempt, capped by the call's and the run's deadlines, whose
-    idle deadline is pushed on as events arrive — at most every quarter of ``idle_s``, since
-    moving a deadline reschedules a timer (so silence is caught after 3/4 to all of
-    ``idle_s``); streamed characters are counted for the token room."""
-
-    __slots__ = ("bounds", "call_deadline", "chars", "clock", "hard", "pushed", "scope", "step")
-
-    def __init__(self, bounds: StreamBounds) -> None:
-        self.clock = _clock()
-        now = self.clock()
-        self.bounds = bounds
-        self.call_deadline = now + bounds.call_s if bounds.call_s is not None else math.inf
-        run = bounds.run_deadline if bounds.run_deadline is not None else math.inf
-        self.hard = min(self.call_deadline, run)
-        self.chars = 0
-        self.step = bounds.idle_s / 4 if bounds.idle_s is not None else math.inf
-        self.pushed = now
-        self.scope = anyio.CancelScope(deadline=self._deadline(now))
-
-    def _deadline(self, now: float) -> float:
-        idle = now + self.bounds.idle_s if self.bounds.idle_s is not None else math.inf
-        return min(idle, self.hard)
-
-    def tick(self, event: Any) -> bool:
-        """After each stream event; True when the token room is used up."""
-        now = self.clock()
-        if now - self.pushed > self.step:
-            self.pushed = now
-            self.scope.deadline = self._deadline(now)
-        room = self.bounds.token_room
-        if room is None:
-            return False
-        text = getattr(event, "text", None) or getattr(event, "arguments", None)
-        if isinstance(text, str):
-            self.chars += len(text)
-        return self.chars // 4 >= room
-
-    def expired(self, provider: str) -> Exception:
-        """Why the scope ran out: the run's deadline, the call's, or silence."""
-        now = anyio.current_time()
-        run = self.bounds.run_deadline
-        if run is not None and now >= run and run <= self.call_deadline:
-            return RunLimitHit("reached max_duration_s while the model was streaming")
-        if now >= self.call_deadline:
-            return ProviderError(
-                "timeout",
-                f"the model call took longer than max_call_duration_s={self.bounds.call_s:g}",
-                provider=provider,
-            )
-        return ProviderError(
-            "timeout",
-            f"no data from the provider for {self.bounds.idle_s:g} s (max_idle_s)",
-            provider=provider,
-        )
-
-
-def _clock() -> Callable[[], float]:
-    """``anyio.current_time``, resolved once per model call: read once per streamed event,
-    and anyio looks the backend up on every read (about 2 µs, many times the read).
-
-    The backend is the one running the current task, as anyio itself finds it (sniffio, or
-    asyncio when sniffio is not installed), never "an asyncio loop exists in this thread":
-    under trio's guest mode an asyncio loop hosts trio in the same thread, and its clock is
-    not trio's. On asyncio the read is the running loop's ``time()`` (what anyio's asyncio
-    backend returns, a virtual-time loop's clock included)."""
-    library = sniffio.current_async_library() if sniffio is not None else "asyncio"
-    if library == "asyncio":
-        import asyncio  # already imported: the current task runs on it
-
-        time: Callable[[], float] = asyncio.get_running_loop().time
-        return time
-    return anyio.current_time
 
 
 def _empty_reply(model: Any, provider: Any) -> AssistantMessage:
@@ -371,13 +275,14 @@ async def stream_message(
     on_call: Callable[[ToolCall], Awaitable[None]] | None = None,
     on_retry: Callable[[], Awaitable[None]] | None = None,
     coalesce: bool = True,
+    tool_ran: Callable[[], bool] | None = None,
 ) -> AssistantMessage:
     """Stream one assistant message, emitting message_start / update* / end; retry per
     ``retry``. A final failure becomes a message with ``stop_reason="error"``.
 
     ``on_call`` (eager tool calls) is awaited with each tool call whose block is complete,
     after the message_update carrying its ``tool_call_end``; ``on_retry`` before a retry
-    (the attempt's calls are void).
+    (the attempt's calls are void) or a FallbackModel's move on (unless ``tool_ran()``).
 
     ``on_overflow`` (the loop's compaction) sees a ``context_overflow`` that came before
     anything was streamed, before it is recorded; when it returns a request (built from the
@@ -387,10 +292,13 @@ async def stream_message(
     attempt = 0
     overflows = 0
     bug: Exception | None = None
+    on_fallback = functools.partial(
+        fall_back, state=state, sink=sink, on_retry=on_retry, ran=tool_ran
+    )
     while True:
         try:
             final = await _attempt(
-                provider, request, sink, state, cancel, bounds, on_call, coalesce
+                provider, request, sink, state, cancel, bounds, on_call, coalesce, on_fallback
             )
         except RunLimitHit as hit:
             state.limit_reason = str(hit)
@@ -527,6 +435,7 @@ async def _attempt(
     bounds: StreamBounds | None = None,
     on_call: Callable[[ToolCall], Awaitable[None]] | None = None,
     coalesce: bool = True,
+    on_fallback: Callable[[StreamFallback], Awaitable[None]] | None = None,
 ) -> AssistantMessage:
     partial = state.partial
     emitting = sink.active
@@ -546,7 +455,8 @@ async def _attempt(
     watch = _Watch(bounds) if bounds is not None else None
     final: AssistantMessage | None = None
     with watch.scope if watch is not None else nullcontext():
-        final = await _consume(stream, state, sink, emitting, watch, on_call)
+        final = await _consume(stream, state, sink, emitting, watch, on_call, on_fallback)
+    partial = state.partial  # (a fallback starts the answer afresh)
     if watch is not None and watch.scope.cancelled_caught:
         raise watch.expired(partial.provider)
     if final is not None:
@@ -567,6 +477,7 @@ async def _consume(
     emitting: bool,
     watch: _Watch | None,
     on_call: Callable[[ToolCall], Awaitable[None]] | None = None,
+    on_fallback: Callable[[StreamFallback], Awaitable[None]] | None = None,
 ) -> AssistantMessage | None:
     partial = state.partial
     async with aclosing(stream) as events:
@@ -581,6 +492,11 @@ async def _consume(
                 final = event.message
                 if not final.provider:
                     final.provider = partial.provider
+                continue
+            if kind == "fallback":
+                if on_fallback is not None:
+                    await on_fallback(event)
+                partial = state.partial
                 continue
             state.apply(event)
             if not emitting:

@@ -24,9 +24,10 @@ from ..types import (
     UserMessage,
     now_ms,
 )
+from ._bounds import StreamBounds
 from ._eager import EagerCalls, eager_turn
 from ._state import EventStream, RunState
-from ._streaming import StreamBounds, StreamState, close_message, stream_message
+from ._streaming import StreamState, close_message, stream_message
 from ._tool_exec import ToolBatch
 from .compaction import ContextGuard
 from .config import AgentLoopConfig, Reject, RunHandle
@@ -98,6 +99,7 @@ class Run(RunState):
                 bounds=self._bounds(),
                 on_call=eager.offer if eager is not None else None,
                 on_retry=eager.discard_attempt if eager is not None else None,
+                tool_ran=eager.ran if eager is not None else None,
                 coalesce=self.config.coalesce_deltas,
             )
         if message is None:  # cancelled mid-stream

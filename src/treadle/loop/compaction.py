@@ -525,9 +525,7 @@ async def compact_context(
     tracker = ContextTracker(policy.counter(model))
     await prepare_counter(tracker.counter)
     system = context.resolve_system_prompt()
-    tools = [
-        tool_spec(t) for t in context.tools if isinstance(t, Tool)
-    ]  # toolsets: listed per turn
+    tools = [tool_spec(t) for t in context.tools if isinstance(t, Tool)]  # toolsets: per turn
     messages = list(context.messages)
     estimate = tracker.counted(messages, tracker.fixed(system, tools)).tokens
     hooks = hook_dispatch(config)
@@ -536,38 +534,39 @@ async def compact_context(
         if not await _awaited(fn(handle, estimate)):
             return None
     sink = EventSink(events, context.loop_id or "", context.depth)
-    await sink.emit(
-        CompactionStart, tokens_before=estimate, messages_before=len(messages), reason="manual"
-    )
-    result = await compact(
-        messages,
-        policy=policy,
-        provider=provider,
-        model=model,
-        system_prompt=system,
-        tools=tools,
-        context_window=policy.window_for(model, getattr(provider, "name", None)),
-        target_tokens=target_tokens,
-        tracker=tracker,
-        cancel=cancel,
-        reason="manual",
-        force=force,
-        complete=summary_call(config, cancel, handle),
-    )
-    if result.changed:
-        context.messages[:] = result.messages
-        context.state[FLOOR_KEY] = len(context.messages)
-    await sink.emit(
-        CompactionEnd,
-        tokens_before=estimate,
-        tokens_after=result.tokens_after,
-        messages_before=result.messages_before,
-        messages_after=len(context.messages),
-        strategy=result.strategy,
-        reason="manual",
-        summary=result.summary,
-        usage=result.usage,
-    )
+    async with sink.watching():  # a stream of one's own: its sends bounded once cancelled
+        await sink.emit(
+            CompactionStart, tokens_before=estimate, messages_before=len(messages), reason="manual"
+        )
+        result = await compact(
+            messages,
+            policy=policy,
+            provider=provider,
+            model=model,
+            system_prompt=system,
+            tools=tools,
+            context_window=policy.window_for(model, getattr(provider, "name", None)),
+            target_tokens=target_tokens,
+            tracker=tracker,
+            cancel=cancel,
+            reason="manual",
+            force=force,
+            complete=summary_call(config, cancel, handle),
+        )
+        if result.changed:
+            context.messages[:] = result.messages
+            context.state[FLOOR_KEY] = len(context.messages)
+        await sink.emit(
+            CompactionEnd,
+            tokens_before=estimate,
+            tokens_after=result.tokens_after,
+            messages_before=result.messages_before,
+            messages_after=len(context.messages),
+            strategy=result.strategy,
+            reason="manual",
+            summary=result.summary,
+            usage=result.usage,
+        )
     for fn in hooks.after_compaction:
         await _awaited(fn(handle, result.stats()))
     return result

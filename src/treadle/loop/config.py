@@ -248,18 +248,56 @@ class RunEnding:
 
 
 class Hooks:
-    """Override the methods you need; the config holds a list and the loop calls each in order.
+    """Your code, called by the loop at fixed points of a run: to watch a run, record it,
+    or steer it.
 
-    Every method gets the :class:`RunHandle` of the run first (``run``): the run's ids,
-    context, config, deps, usage, ``run.emit`` and ``run.state_for(self)`` for what the hook
-    keeps about the run. A hook object may serve several runs at once (forks of an Agent),
-    so it keeps nothing about a run on itself. A method set on an instance
-    (``hook.on_event = fn``) counts as one the class defines, for every method; the methods
-    a hook does not implement are not called at all. Methods may be sync or async, except
-    ``on_event`` (always sync).
+    Subclass ``Hooks``, override the methods you need, and pass instances to
+    ``AgentLoopConfig(hooks=[...])`` or ``Agent(hooks=[...])``. The loop calls each hook's
+    method in list order when its point comes: ``before_loop`` / ``after_loop`` around a
+    run and ``before_end`` just before its last event; ``before_turn`` / ``after_turn``
+    around each model turn, ``before_model_request`` to edit a request, ``on_error`` when an
+    answer fails; ``on_message`` for each message that joins the history (a session store
+    persists there); ``before_tool_call`` to allow, deny or ask a person about a call
+    (``Allow``, ``Deny``, ``Ask``) and ``after_tool_call`` to replace a result; ``on_event``
+    for every event of the run.
+
+    A method the class does not override is never called, and one set on an instance
+    (``hook.on_event = fn``) counts as overridden. Methods may be sync or async, except
+    ``on_event`` (always sync: it must not block).
+
+    Every method gets the run first (``run``, a :class:`RunHandle`): its ids, context,
+    config, deps and usage, ``run.emit`` for custom events, and ``run.state_for(self)`` for
+    what the hook keeps about this run. One hook object may serve several runs at once (the
+    forks of an Agent), so it keeps nothing about a run on itself.
 
     A hook that raises is a bug in the hook: the run ends with ``reason="error"`` after the
-    history is repaired, and ``agent_end`` is still emitted exactly once.
+    history is repaired, and ``agent_end`` is still sent exactly once (``after_loop`` and
+    ``before_end`` are the exceptions: their errors are logged and ignored).
+
+    Example:
+        A hook that lets the model delete nothing:
+
+        ```python
+        from treadle import Agent, AssistantMessage, Deny, Hooks, RunHandle, ToolCall, tool
+        from treadle.testing import ScriptedProvider
+
+
+        class NoDeletes(Hooks):
+            def before_tool_call(self, run: RunHandle, call: ToolCall) -> Deny | None:
+                return Deny("Deleting is not allowed.") if call.name.startswith("delete") else None
+
+
+        @tool(description="Delete a file.")
+        def delete_file(path: str) -> str:
+            raise AssertionError("never runs")
+
+
+        call = ToolCall(id="c1", name="delete_file", arguments={"path": "notes.txt"})
+        model = ScriptedProvider([AssistantMessage(content=[call]), "I may not delete it."])
+        agent = Agent(model, tools=[delete_file], hooks=[NoDeletes()])
+        result = agent.run_sync("Delete notes.txt")
+        assert result.messages[2].text == "Deleting is not allowed."  # the call's result
+        ```
     """
 
     async def before_loop(self, run: RunHandle) -> bool:

@@ -73,12 +73,48 @@ class RequestView:
 
 
 class AgentContext(BaseModel):
-    """The one history (``messages``) plus what a run needs around it.
+    """One conversation: its history and what a run needs around it.
 
-    ``system_prompt`` may be a string or a callable rebuilt on every model call (it is never
-    stored in the history). Missing ids are filled with UUIDs by ``agent_loop`` and written
-    back, so ``agent_loop_continue`` on the same context inherits them. ``state`` is free
-    space for extensions.
+    You make one per conversation and pass it to :func:`~treadle.agent_loop` (an ``Agent``
+    makes and keeps its own). The loop reads it and writes into it. Each message a run
+    produces is appended to ``messages`` as it happens, so after the call the context holds
+    the whole conversation so far, ready for the next prompt. It is plain data (a pydantic
+    model): build one from a stored history, copy it to try something out, look at it
+    between runs. Only one run at a time may use a context; concurrent runs each need
+    their own.
+
+    What it holds:
+
+    - ``messages``: the history, oldest first (user, assistant, tool-result and extension
+      messages).
+    - ``system_prompt``: a string, or a function called before every model request; it is
+      never stored in the history.
+    - ``tools``: what the model may call: ``@tool`` functions, plain functions, ``Tool``
+      objects, toolsets. Names must be unique.
+    - ``agent_id``, ``session_id``, ``loop_id``: filled with UUIDs by the first run when
+      missing, and kept, so :func:`~treadle.agent_loop_continue` on the same context
+      carries on under the same ids.
+    - ``suspended`` and ``approvals``: the tool calls a suspended run waits on, and the
+      decisions given for them with :meth:`approve` and :meth:`deny`.
+    - ``state``: free space for extensions and hooks, kept with the context and never sent
+      to a model.
+
+    Example:
+        Two prompts, one conversation:
+
+        ```python
+        import anyio
+
+        from treadle import AgentContext, AgentLoopConfig, agent_loop
+        from treadle.testing import ScriptedProvider
+
+        context = AgentContext(system_prompt="Answer in one word.")
+        config = AgentLoopConfig(provider=ScriptedProvider(["Paris", "Rome"]))
+        anyio.run(agent_loop, "Capital of France?", context, config)
+        anyio.run(agent_loop, "And of Italy?", context, config)
+        assert [m.role for m in context.messages] == ["user", "assistant"] * 2
+        assert context.messages[-1].text == "Rome"
+        ```
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid", defer_build=True)

@@ -250,7 +250,8 @@ async def agent_loop(
     pending = context.pending_tool_calls
     with _exclusive(context, "agent_loop"):
         run = Run(context, config, events, cancel, [], parent)
-        return await _execute(run, messages, pending, context.continuation_kind)
+        async with run.sink.watching():
+            return await _execute(run, messages, pending, context.continuation_kind)
 
 
 async def agent_loop_continue(
@@ -318,7 +319,8 @@ async def agent_loop_continue(
         kind = ContinuationKind.DEFAULT
     with _exclusive(context, "agent_loop_continue"):
         run = Run(context, config, events, cancel, [], parent)
-        return await _execute(run, [], pending, kind)
+        async with run.sink.watching():
+            return await _execute(run, [], pending, kind)
 
 
 async def run_loop(
@@ -361,6 +363,11 @@ async def _turns_only(
         context.loop_id = str(uuid.uuid4())
     run = Run(context, config, events, cancel, new_messages)
     run.reporting = True  # the caller frames the run: custom events may go at any time
+    async with run.sink.watching():
+        return await _turns_of(run, context)
+
+
+async def _turns_of(run: Run, context: AgentContext) -> LoopResult:
     try:
         raised: BaseException | None = None
         try:

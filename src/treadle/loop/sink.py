@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextvars
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import AbstractAsyncContextManager, nullcontext
 from time import time_ns
 from typing import Any, ParamSpec, TypeVar
 
@@ -15,6 +16,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from ..types import AgentEvent, CustomEvent, Delta, MessageUpdate, now_ms
 from ..types._base import trusted
 from . import _watcher
+from ._outside import notice_outside_cancel
 from .channel import EventChannel, SeqCounter
 
 _UPDATE_FIELDS = frozenset({"seq", "loop_id", "depth", "timestamp", "message", "delta"})
@@ -86,6 +88,7 @@ class EventSink:
         "_other",
         "_room",
         "_running",
+        "_sending",
         "_seq",
         "_stall_warned",
         "_stream",
@@ -133,6 +136,7 @@ class EventSink:
         room = stream.statistics().max_buffer_size if stream is not None else 0
         self._room = room  # the buffer's size: no more updates than this can wait unread
         self.grace: float | None = None  # set once the run is being cancelled from outside
+        self._sending: anyio.CancelScope | None = None  # a send to another stream, in flight
         self.own_cancel: Callable[[], bool] | None = None  # True: a cancellation is the loop's
 
     @property
@@ -352,44 +356,44 @@ class EventSink:
     ) -> Any:
         """Send one event to a stream that is not anyio's memory stream: stamped and sent
         under the channel's lock, so ``seq`` order is send order across the loops sharing
-        it. Nothing is merged (its buffer cannot be read). A send cancelled from outside
-        delivered nothing (anyio's streams' rule), so it is made again under a shield, for
-        at most ``grace`` seconds; a reader that closed, or that is still stuck then, stops
-        delivery and the run goes on (observers still hear)."""
+        it. Nothing is merged (its buffer cannot be read).
+
+        The send is never cancelled halfway: whether a cancelled ``send`` delivered is not
+        something a stream promises (anyio's own memory stream may raise after its reader
+        took the item), so sending again could duplicate an event and not sending could lose
+        one. It runs shielded, once; a cancellation waits for it to return. Only after the
+        run is cancelled from outside is the wait bounded (``grace``, started by
+        :meth:`watching` the moment that happens): a send still in flight then is given up
+        and nothing more is sent (the reader gets every event up to it, in order). A reader
+        that closed stops delivery too, and the run goes on (observers still hear)."""
         event = self._make(event_type, fields)
         counter = self._seq
         lock = counter.lock = counter.lock or anyio.Lock()
-        with anyio.CancelScope(shield=True):
-            await lock.acquire()
-        try:
-            event.__dict__["seq"] = counter.next
-            counter.next += 1
+        stamped = False
+        with anyio.CancelScope(shield=True) as sending:
+            if self.grace is not None:
+                sending.deadline = anyio.current_time() + self.grace
+            self._sending = sending
             try:
-                if self.grace is None:
+                await lock.acquire()
+                try:
+                    event.__dict__["seq"] = counter.next
+                    counter.next += 1
+                    stamped = True
                     await stream.send(event)
-                else:
-                    await self._send_within_grace(stream, event)
-            except anyio.get_cancelled_exc_class():
-                if not (self.own_cancel is not None and self.own_cancel()):
-                    self.start_grace()
-                await self._send_within_grace(stream, event)
-                # the scope stays cancelled: the next checkpoint raises it again
+                finally:
+                    lock.release()
             except (anyio.BrokenResourceError, anyio.ClosedResourceError):
                 self._other = None  # the reader is gone: the run goes on
-        finally:
-            lock.release()
-        if self._observers:
+            finally:
+                self._sending = None
+        if sending.cancelled_caught:
+            self._other = None  # stuck past the grace: stop reporting rather than hang
+        if not stamped:
+            self._stamp(event)  # never reached the stream: observers still hear of it
+        elif self._observers:
             self._observe(event)
         return event
-
-    async def _send_within_grace(self, stream: ObjectSendStream[AgentEvent], event: Any) -> None:
-        with anyio.move_on_after(self.grace or CANCEL_GRACE_S, shield=True) as scope:
-            try:
-                await stream.send(event)
-            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-                self._other = None
-        if scope.cancelled_caught:
-            self._other = None  # the reader is stuck: stop reporting rather than hang
 
     def _merge(
         self, stream: MemoryObjectSendStream[AgentEvent], held: Any, fields: dict[str, Any]
@@ -460,9 +464,25 @@ class EventSink:
             watch_unclosed(self._stream, self._seq)
 
     def start_grace(self) -> None:
-        """From now on, wait at most ``CANCEL_GRACE_S`` for a consumer that stopped reading."""
+        """From now on, wait at most ``CANCEL_GRACE_S`` for a consumer that stopped reading
+        (a send to another stream in flight included)."""
         if self.grace is None:
             self.grace = CANCEL_GRACE_S
+            if self._sending is not None:
+                self._sending.deadline = anyio.current_time() + self.grace
+
+    def watching(self) -> AbstractAsyncContextManager[None]:
+        """Around a run: on a stream other than anyio's memory stream, a task notices the
+        run being cancelled from outside while a send is in flight (shielded, so the run's
+        own task cannot) and starts the grace that bounds it (``_outside``). On a memory
+        stream, or none, nothing: its waits notice the cancellation themselves."""
+        if self._other is None:
+            return nullcontext()
+        return notice_outside_cancel(self._cancelled_from_outside)
+
+    def _cancelled_from_outside(self) -> None:
+        if not (self.own_cancel is not None and self.own_cancel()):
+            self.start_grace()
 
     async def _deliver(self, stream: MemoryObjectSendStream[AgentEvent], event: Any) -> None:
         """Wait for room, then send. Sends are atomic (``send_nowait``): a cancellation

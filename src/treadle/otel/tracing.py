@@ -241,6 +241,24 @@ class Tracing(Hooks):
             timestamp=_ns(event.timestamp),
         )
 
+    def _on_provider_fallback(self, run: RunHandle, event: Any) -> None:
+        loop = self._loop(run)
+        if loop is None:
+            return
+        chat = loop.chat or self._start_chat(run, loop, event.timestamp)  # failed before streaming
+        chat.add_event(
+            "treadle.fallback",
+            _clean(
+                {
+                    "treadle.fallback.from": f"{event.from_provider}:{event.from_model}",
+                    "treadle.fallback.to": f"{event.to_provider}:{event.to_model}",
+                    "error.type": event.error_kind,
+                    "http.response.status_code": event.status_code,
+                }
+            ),
+            timestamp=_ns(event.timestamp),
+        )
+
     def _on_message_end(self, run: RunHandle, event: Any) -> None:
         message = event.message
         if not isinstance(message, AssistantMessage):

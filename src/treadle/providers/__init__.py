@@ -16,6 +16,7 @@ from .base import (
     ProviderError,
     StreamDone,
     StreamEvent,
+    StreamFallback,
     StreamStart,
     TextEnd,
     TextStart,
@@ -27,15 +28,18 @@ from .base import (
 if TYPE_CHECKING:
     from ._auth import BearerToken, TokenProvider
     from ._aws import AWSSigV4
+    from ._google import GoogleAuth
     from .anthropic import Anthropic
     from .azure import AzureOpenAIChat, AzureOpenAIResponses
     from .bedrock import Bedrock
+    from .fallback import FALLBACK_ON, FallbackModel
     from .files import FileRule, FileSupport, UnsupportedFile
     from .gemini import Gemini
     from .ollama import Ollama
     from .openai_chat import OpenAIChat
     from .openai_responses import OpenAIResponses
     from .registry import get_provider
+    from .vertex import VertexAnthropic, VertexGemini
 
 _LAZY = {
     "BearerToken": "._auth",
@@ -47,9 +51,14 @@ _LAZY = {
     "Anthropic": ".anthropic",
     "AzureOpenAIChat": ".azure",
     "AzureOpenAIResponses": ".azure",
+    "FallbackModel": ".fallback",
+    "FALLBACK_ON": ".fallback",
     "Gemini": ".gemini",
     "Ollama": ".ollama",
     "get_provider": ".registry",
+    "GoogleAuth": "._google",
+    "VertexGemini": ".vertex",
+    "VertexAnthropic": ".vertex",
     "FileRule": ".files",
     "FileSupport": ".files",
     "UnsupportedFile": ".files",
@@ -66,6 +75,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "FALLBACK_ON",
     "RETRYABLE_KINDS",
     "AWSSigV4",
     "Anthropic",
@@ -74,9 +84,11 @@ __all__ = [
     "BearerToken",
     "Bedrock",
     "ErrorKind",
+    "FallbackModel",
     "FileRule",
     "FileSupport",
     "Gemini",
+    "GoogleAuth",
     "ModelRequest",
     "Ollama",
     "OpenAIChat",
@@ -85,6 +97,7 @@ __all__ = [
     "ProviderError",
     "StreamDone",
     "StreamEvent",
+    "StreamFallback",
     "StreamStart",
     "TextDelta",
     "TextEnd",
@@ -98,6 +111,8 @@ __all__ = [
     "ToolCallEnd",
     "ToolCallStart",
     "UnsupportedFile",
+    "VertexAnthropic",
+    "VertexGemini",
     "get_provider",
     "redact_url",
 ]

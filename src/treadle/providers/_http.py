@@ -104,7 +104,7 @@ MODEL_STRING_PREFIXES = frozenset(
     {
         "openai", "openai-responses", "anthropic", "gemini", "google", "ollama", "groq",
         "deepseek", "openrouter", "together", "mistral", "vllm", "lmstudio",
-        "openai-compatible", "bedrock",
+        "openai-compatible", "bedrock", "vertex",
         "azure", "azure-responses",
     }
 )  # fmt: skip

@@ -131,6 +131,25 @@ class StreamDone(Model):
     message: AssistantMessage
 
 
+class StreamFallback(Model):
+    """A :class:`~treadle.providers.FallbackModel` moves on to its next model: the one
+    answering (``from_*``) failed with ``error_kind``, and whatever it streamed is void; the
+    events that follow are the next model's (``to_*``). The loop reports it as a
+    ``provider_fallback`` event, unless a tool call of this turn already ran and
+    ``after_tool_call`` is False: then the failure stands (docs/providers.md#fallback)."""
+
+    type: Literal["fallback"] = "fallback"
+    from_provider: str
+    from_model: str
+    to_provider: str
+    to_model: str
+    error_kind: ErrorKind
+    status_code: int | None = None
+    message: str = ""
+    after_tool_call: bool = False
+    """Whether the fallback may go ahead after a tool call of the turn already ran."""
+
+
 StreamEvent = Union[
     StreamStart,
     TextStart,
@@ -142,6 +161,7 @@ StreamEvent = Union[
     ToolCallStart,
     ToolCallDelta,
     ToolCallEnd,
+    StreamFallback,
     StreamDone,
 ]
 """What a provider streams. ``index`` is the content block's position in the message.

@@ -39,7 +39,8 @@ from .files import GEMINI, FileSupport, check_files, file_as_text, text_of
 from .gemini_stream import Response
 
 DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com"
-KEY_VARIABLES = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
+KEY_VARIABLES: tuple[str, ...] = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
+_KEY_HEADER: tuple[str, str] | None = ("x-goog-api-key", "")  # (None on Vertex: no key)
 # The request's settings under generationConfig's names.
 _CONFIG = wire_names(PENALTIES, max_tokens="maxOutputTokens", top_p="topP", stop="stopSequences")
 _CONFIG.update(presence_penalty="presencePenalty", frequency_penalty="frequencyPenalty")
@@ -71,7 +72,7 @@ class Gemini(HTTPAdapter):
     file_support: FileSupport = GEMINI
     """The files this adapter sends (docs/files.md); replace it on an instance to widen it."""
     key_variables = KEY_VARIABLES
-    key_header = ("x-goog-api-key", "")
+    key_header = _KEY_HEADER
 
     def url(self, model: str, *, stream: bool) -> str:
         """The endpoint for ``model``; ``models/`` is added unless the name has a collection."""
@@ -83,7 +84,7 @@ class Gemini(HTTPAdapter):
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
         model = request.model or self.model
         check_files(self.file_support, request.messages, self.name, model)
-        body: dict[str, Any] = {"contents": _contents(request.messages, model)}
+        body: dict[str, Any] = {"contents": _contents(request.messages, model, self.name)}
         if request.system_prompt:
             body["systemInstruction"] = {"parts": [{"text": request.system_prompt}]}
         if request.tools:
@@ -238,7 +239,9 @@ def _clean(
     return out
 
 
-def _contents(messages: Iterable[AgentMessage], model: str) -> list[dict[str, Any]]:
+def _contents(
+    messages: Iterable[AgentMessage], model: str, provider: str = "gemini"
+) -> list[dict[str, Any]]:
     def entry(message: AgentMessage) -> tuple[_Turn | None, list[dict[str, Any]], bool]:
         if isinstance(message, ToolResultMessage):
             images = [
@@ -260,7 +263,7 @@ def _contents(messages: Iterable[AgentMessage], model: str) -> list[dict[str, An
             )
             return ("user", parts), [], False
         if isinstance(message, AssistantMessage):
-            return ("model", _model_parts(message, model)), [], False
+            return ("model", _model_parts(message, model, provider)), [], False
         return None, [], False
 
     # Tool-result images are sent in a user turn after the function responses.
@@ -292,9 +295,9 @@ def _file_part(file: FileContent) -> dict[str, Any]:
     return {"fileData": {"mimeType": file.mime_type, "fileUri": file.url or file.file_id}}
 
 
-def _model_parts(message: AssistantMessage, model: str) -> list[dict[str, Any]]:
+def _model_parts(message: AssistantMessage, model: str, provider: str) -> list[dict[str, Any]]:
     """A model turn's parts, thought signatures placed as docs/providers.md#gemini says."""
-    native = message.provider == "gemini"
+    native = message.provider == provider  # signatures go back only where they came from
     unsigned = _generation(model) >= (3, 0)  # the first call still needs a signature
     parts: list[dict[str, Any]] = []
     pending: str | None = None  # a carrier's signature, waiting for its part

@@ -41,6 +41,8 @@ _NATIVE: dict[str, tuple[str, str, tuple[str, ...]]] = {
         ("AZURE_OPENAI_API_KEY", "AZURE_OPENAI_AD_TOKEN"),
     ),
     "bedrock": ("bedrock", "Bedrock", ()),  # credentials: its own chain (docs/cloud.md)
+    # Google Cloud credentials (ADC), not a key: claude-* to VertexAnthropic, else VertexGemini
+    "vertex": ("vertex", "vertex_model", ()),
 }
 KNOWN_PROVIDERS: tuple[str, ...] = (*_NATIVE, *_COMPATIBLE)
 _AT_URL = re.compile(r"@(?=https?://)")

@@ -6,6 +6,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from .cassette import Cassette, CassetteError, NoMatchingExchange
+from .google import GoogleOAuthFake
 from .offline import OfflineProvider
 from .scripted import ScriptedProvider, ScriptItem
 from .server import serve
@@ -51,6 +52,7 @@ __all__ = [
     "EntraID",
     "Fail",
     "FakeTransport",
+    "GoogleOAuthFake",
     "NoMatchingExchange",
     "OfflineProvider",
     "Raw",

@@ -44,8 +44,18 @@ if TYPE_CHECKING:
     from ..providers.ollama import Ollama
     from ..providers.openai_chat import OpenAIChat
     from ..providers.openai_responses import OpenAIResponses
+    from ..providers.vertex import VertexAnthropic, VertexGemini
 
-    WireAdapter = Union[OpenAIChat, OpenAIResponses, Anthropic, Gemini, Ollama, Bedrock]
+    WireAdapter = Union[
+        OpenAIChat,
+        OpenAIResponses,
+        Anthropic,
+        Gemini,
+        Ollama,
+        Bedrock,
+        VertexGemini,
+        VertexAnthropic,
+    ]
 
 __all__ = [
     "Fail",
@@ -176,6 +186,9 @@ WireItem = Union[AssistantMessage, str, Fail, Truncate, StreamError, Slow, Raw]
 """What one request is answered with."""
 
 Responder = Callable[["RecordedRequest"], Union[WireItem, Awaitable[WireItem]]]
+Gate = Callable[["RecordedRequest"], Union[WireItem, None]]
+"""Sees each request to the endpoint first: an item (a :class:`Fail`) answers it without
+taking a script item; None lets it through (``WireFake.vertex(..., gate=tokens.check)``)."""
 ScriptEntry = Union[WireItem, Responder]
 
 
@@ -186,7 +199,8 @@ class FakeTransport(httpx.AsyncBaseTransport):
     """An httpx transport that answers like a provider's API, from a script.
 
     ``format`` is ``"openai"`` (Chat Completions), ``"anthropic"``, ``"responses"`` (OpenAI
-    Responses), ``"gemini"`` or ``"ollama"``. Every request is kept in :attr:`requests`; each
+    Responses), ``"gemini"``, ``"ollama"``, ``"vertex"`` (Gemini on Vertex AI) or
+    ``"vertex-anthropic"`` (Claude on Vertex AI). Every request is kept in :attr:`requests`; each
     one that reaches the API's endpoint takes the next script item and gets a streamed
     answer when it asked for one (``"stream": true``; Gemini's ``:streamGenerateContent``,
     with or without ``alt=sse``; Ollama unless ``"stream": false``), else the JSON body.
@@ -203,6 +217,10 @@ class FakeTransport(httpx.AsyncBaseTransport):
     of at most that many bytes (anywhere, even inside a UTF-8 character) to exercise
     decoders; ``delay`` paces every streamed event (like :class:`Slow`).
 
+    ``gate`` sees each request to the endpoint before the script does (a credentials
+    check: :meth:`~treadle.testing.GoogleOAuthFake.check` accepts only live tokens); an
+    item it returns is the answer, and no script item is taken.
+
     httpx applies no timeouts to a custom transport; use :func:`serve` to test timeouts.
     """
 
@@ -216,8 +234,10 @@ class FakeTransport(httpx.AsyncBaseTransport):
         split: int | None = None,
         delay: float = 0.0,
         reasoning_field: str | None = None,
+        gate: Gate | None = None,
     ) -> None:
         self.format: Format = get_format(format)
+        self.gate = gate
         if reasoning_field is not None:
             self.format.reasoning_field = reasoning_field
         self.script: list[ScriptEntry] = []
@@ -266,6 +286,18 @@ class FakeTransport(httpx.AsyncBaseTransport):
         """A fake AWS Bedrock Runtime, Converse and ConverseStream (``Bedrock``)."""
         return cls("bedrock", script, **options)
 
+    @classmethod
+    def vertex(cls, script: Iterable[ScriptEntry] | str = (), **options: Any) -> FakeTransport:
+        """A fake Vertex AI serving Gemini (``VertexGemini``)."""
+        return cls("vertex", script, **options)
+
+    @classmethod
+    def vertex_anthropic(
+        cls, script: Iterable[ScriptEntry] | str = (), **options: Any
+    ) -> FakeTransport:
+        """A fake Vertex AI serving Claude (``VertexAnthropic``)."""
+        return cls("vertex-anthropic", script, **options)
+
     def add(self, *items: ScriptEntry) -> None:
         """Append items to the script (messages are checked against the format now)."""
         for item in items:
@@ -278,7 +310,8 @@ class FakeTransport(httpx.AsyncBaseTransport):
         return httpx.AsyncClient(transport=self, **kwargs)
 
     def provider(self, model: str | None = None, **kwargs: Any) -> WireAdapter:
-        """The matching treadle adapter, wired to this fake with a dummy key.
+        """The matching treadle adapter, wired to this fake with a dummy key (a fixed token
+        and the project ``wirefake-project`` for Vertex).
 
         Keyword arguments go to the adapter. Pass ``client=None, base_url=url`` to talk to
         the fake through :func:`serve` over a real socket instead."""
@@ -291,6 +324,16 @@ class FakeTransport(httpx.AsyncBaseTransport):
 
         kwargs.setdefault("client", self.client())
         name = model or self.format.default_model
+        if self.format.name in ("vertex", "vertex-anthropic"):
+            from ..providers.vertex import VertexAnthropic, VertexGemini
+
+            if "credentials" not in kwargs:
+                kwargs.setdefault("auth", lambda: "wirefake-token")
+            kwargs.setdefault("project", "wirefake-project")
+            kwargs.setdefault("location", "us-central1")
+            if self.format.name == "vertex":
+                return VertexGemini(name, **kwargs)
+            return VertexAnthropic(name, **kwargs)
         if self.format.name == "openai":
             kwargs.setdefault("api_key", "wirefake-key")
             return OpenAIChat(name, **kwargs)
@@ -368,6 +411,12 @@ class FakeTransport(httpx.AsyncBaseTransport):
             )
             if request.method != "POST" or not self.format.endpoint.search(request.path):
                 return self._not_here(request, ctx)
+            refused = self.format.refuse(request.path, request.json)
+            if refused is not None:
+                return self._error_reply(refused[0], refused[1], ctx, "refused")
+            barred = self.gate(request) if self.gate is not None else None
+            if barred is not None:
+                return self._render(barred, request, ctx, delay=0.0, start_delay=0.0)
             if self._next < len(self.script):
                 item: ScriptEntry | None = self.script[self._next]
                 self._next += 1
@@ -437,7 +486,7 @@ class FakeTransport(httpx.AsyncBaseTransport):
         if not fmt.is_stream(request.path, request.query, request.json):
             body = fmt.whole(message, ctx)
             if failure is not None:
-                overloaded = 529 if fmt.name == "anthropic" else 503
+                overloaded = 529 if "anthropic" in fmt.name else 503
                 status = {"overloaded": overloaded, "rate_limit": 429}.get(failure.kind, 500)
                 error = fmt.error_body(status, failure.error, ctx)
                 headers = self._headers(fmt.json_content_type, ctx)
@@ -485,7 +534,7 @@ class FakeTransport(httpx.AsyncBaseTransport):
                     f"Please try again in {number(item.retry_after)}s."
                 )
             payload = fmt.error_body(item.status, message, ctx)
-            if fmt.name == "gemini" and item.retry_after is not None:
+            if fmt.name in ("gemini", "vertex") and item.retry_after is not None:
                 payload["error"]["details"] = [
                     {
                         "@type": "type.googleapis.com/google.rpc.RetryInfo",
@@ -518,11 +567,12 @@ class FakeTransport(httpx.AsyncBaseTransport):
             item.status, list(item.headers.items()), chunks, chunked=streamed(content_type)
         )
 
-    def _error_reply(self, status: int, message: str, ctx: Context) -> Reply:
+    def _error_reply(self, status: int, message: str, ctx: Context, why: str = "") -> Reply:
         body = self.format.error_bytes(self.format.error_body(status, message, ctx))
         headers = self._headers(self.format.json_content_type, ctx)
         headers.extend(self.format.error_headers(status).items())
-        headers.append(("x-wirefake-error", "script-exhausted" if status == 400 else "no-route"))
+        why = why or ("script-exhausted" if status == 400 else "no-route")
+        headers.append(("x-wirefake-error", why))
         return Reply(status, headers, [body])
 
     def _not_here(self, request: RecordedRequest, ctx: Context) -> Reply:

@@ -357,6 +357,24 @@ class ProviderRetry(_Event):
     discard_partial: bool = False
 
 
+class ProviderFallback(_Event):
+    """A :class:`~treadle.providers.FallbackModel` moved from one model to the next after
+    the first failed with ``error_kind`` (a kind it falls back on). ``discard_partial``: a
+    partial answer was shown; drop it, a fresh ``message_start`` follows (as after a
+    ``provider_retry``). False: nothing was shown yet; the next ``message_start`` is the
+    first. Usage and cost are the answering model's, on its message."""
+
+    type: Literal["provider_fallback"] = "provider_fallback"
+    from_provider: str
+    from_model: str
+    to_provider: str
+    to_model: str
+    error_kind: str
+    status_code: int | None = None
+    message: str = ""
+    discard_partial: bool = False
+
+
 class PlanCreated(_Event):
     """An agent's planning phase produced a plan (added to the history as an assistant message)."""
 
@@ -394,6 +412,7 @@ AgentEvent = Annotated[
         CompactionStart,
         CompactionEnd,
         ProviderRetry,
+        ProviderFallback,
         PlanCreated,
         CustomEvent,
     ],

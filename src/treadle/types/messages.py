@@ -58,7 +58,24 @@ def _positional(cls: type[_Message], args: tuple[Any, ...]) -> UsageError:
 
 
 class UserMessage(_Message):
-    """What the user (or the application on the user's behalf) said."""
+    """What the user said (or your application, on the user's behalf).
+
+    A run starts from one: ``agent_loop("hi", ...)`` and ``Agent.run("hi")`` make it from
+    the string. Steering and follow-up messages are user messages too. ``content`` is a
+    list of text and image blocks; a string given as ``content`` becomes one text block, and
+    ``UserMessage.of(text, *images)`` is the short form. ``text`` joins the text blocks.
+
+    Example:
+        ```python
+        from treadle import UserMessage
+        from treadle.types import ImageContent
+
+        photo = ImageContent.from_bytes(b"(the bytes of a PNG file)", "image/png")
+        prompt = UserMessage.of("What is in this picture?", photo)
+        assert prompt.role == "user" and prompt.text == "What is in this picture?"
+        assert len(prompt.content) == 2  # a text block and the image
+        ```
+    """
 
     role: Literal["user"] = "user"
     content: list[UserContent]
@@ -88,7 +105,36 @@ class UserMessage(_Message):
 
 
 class AssistantMessage(_Message):
-    """One model response: text, thinking and tool calls, with why it stopped and its usage."""
+    """One answer from the model: what it said, thought and asked to call, why it stopped,
+    and what it cost.
+
+    The loop makes one per model call and appends it to the history. You meet them in
+    ``context.messages`` and ``RunResult.messages``, in ``message_end`` events, and, still
+    growing, as the ``message`` of each ``message_update``. You write one yourself to script
+    a model in tests (``ScriptedProvider`` takes them) or to rebuild a stored history.
+
+    ``content`` holds text, thinking and ``ToolCall`` blocks in the order the model gave
+    them; ``text``, ``thinking`` and ``tool_calls`` read them out. ``stop_reason`` says how
+    it ended: ``stop`` (done), ``tool_use`` (it asks for tools; a ``ToolResultMessage`` for
+    each call follows), ``length`` (it hit ``max_tokens``), ``error`` (the call failed:
+    ``error`` says why) or ``aborted`` (cancelled: what arrived is kept). ``usage`` is this
+    call's tokens and cost; ``model`` and ``provider`` say who answered.
+
+    Example:
+        ```python
+        from treadle import AssistantMessage, TextContent, ToolCall
+
+        answer = AssistantMessage(
+            content=[
+                TextContent(text="Let me look that up."),
+                ToolCall(id="c1", name="search", arguments={"q": "green tea"}),
+            ],
+            stop_reason="tool_use",
+        )
+        assert answer.text == "Let me look that up."
+        assert [call.name for call in answer.tool_calls] == ["search"]
+        ```
+    """
 
     role: Literal["assistant"] = "assistant"
     content: list[AssistantContent] = Field(default_factory=list)
@@ -152,7 +198,30 @@ def _only_text(content: Any) -> str | None:
 
 
 class ToolResultMessage(_Message):
-    """The answer to one tool call. ``details`` is for applications and never sent to a model."""
+    """The answer to one tool call, as the model will read it.
+
+    The loop appends one for each call of an assistant message (``tool_call_id`` names the
+    call), in the history, before the next assistant message. It holds what the tool
+    returned, or an error when the tool raised, timed out or a hook denied the call
+    (``is_error``), or ``Cancelled`` when the run was cancelled (``cancelled``). You write
+    one yourself to answer a call the loop does not run (an ``ExternalTool``) before
+    continuing the run.
+
+    ``content`` is what the model reads: text and image blocks (a string becomes one text
+    block). ``details`` is anything for your application (a UI, a log); it is kept in the
+    history and never sent to a model.
+
+    Example:
+        ```python
+        from treadle import ToolResultMessage
+
+        found = ToolResultMessage(
+            tool_call_id="c1", tool_name="search", content="3 shops sell green tea",
+            details={"shop_ids": [4, 8, 15]},
+        )
+        assert found.text == "3 shops sell green tea" and not found.is_error
+        ```
+    """
 
     role: Literal["tool_result"] = "tool_result"
     tool_call_id: str
@@ -180,7 +249,23 @@ class ToolResultMessage(_Message):
 
 
 class ExtensionMessage(_Message):
-    """Application data kept in the history but never sent to a provider."""
+    """A record of your application's, kept in the history, that no model ever sees.
+
+    Use it for what belongs with the conversation but not in the prompt: a note that the
+    user switched models, a decision made in your UI, a bookmark. ``kind`` names it
+    (namespace it: ``"myapp.note"``) and ``data`` is any JSON. It is stored, reported and
+    kept in order like any other message, and left out of every model request.
+
+    Example:
+        ```python
+        from treadle import AgentContext, UserMessage
+        from treadle.types import ExtensionMessage
+
+        note = ExtensionMessage(kind="myapp.note", data={"switched_to": "a smaller model"})
+        context = AgentContext(messages=[UserMessage.of("hi"), note])
+        assert context.request_history() == context.messages[:1]  # the note stays out
+        ```
+    """
 
     role: Literal["extension"] = "extension"
     kind: str

@@ -20,6 +20,7 @@ from .gemini import GeminiFormat
 from .ollama import OllamaFormat
 from .openai import OpenAIChatFormat, openai_usage
 from .responses import ResponsesFormat
+from .vertex import VertexAnthropicFormat, VertexGeminiFormat
 
 FORMATS: dict[str, Callable[[], Format]] = {
     "openai": OpenAIChatFormat,
@@ -28,6 +29,8 @@ FORMATS: dict[str, Callable[[], Format]] = {
     "gemini": GeminiFormat,
     "ollama": OllamaFormat,
     "bedrock": BedrockFormat,
+    "vertex": VertexGeminiFormat,
+    "vertex-anthropic": VertexAnthropicFormat,
 }
 ALIASES = {
     "openai_chat": "openai",
@@ -36,6 +39,8 @@ ALIASES = {
     "openai_responses": "responses",
     "openai-responses": "responses",
     "google": "gemini",
+    "vertex-gemini": "vertex",
+    "vertex_anthropic": "vertex-anthropic",
 }
 
 
@@ -62,6 +67,8 @@ __all__ = [
     "OpenAIChatFormat",
     "ResponsesFormat",
     "StreamErrorKind",
+    "VertexAnthropicFormat",
+    "VertexGeminiFormat",
     "get_format",
     "number",
     "openai_usage",

@@ -10,7 +10,9 @@ from typing import Any, Literal
 
 from ...types import AssistantMessage, ToolCall
 
-FormatName = Literal["openai", "anthropic", "responses", "gemini", "ollama", "bedrock"]
+FormatName = Literal[
+    "openai", "anthropic", "responses", "gemini", "ollama", "bedrock", "vertex", "vertex-anthropic"
+]
 StreamErrorKind = Literal["overloaded", "rate_limit", "server"]
 
 _TOKEN = re.compile(r"\s*(?:\w+|[^\w\s]+)|\s+")
@@ -100,6 +102,11 @@ class Format:
 
     def response_id(self, serial: int) -> str:
         return f"resp_wirefake{serial:06d}"
+
+    def refuse(self, url_path: str, body: Any) -> tuple[int, str] | None:
+        """``(status, message)`` for a request the API rejects whatever the script says (a
+        body it does not accept), answered before a script item is taken; None: accepted."""
+        return None
 
     def check(self, message: AssistantMessage) -> None:
         """Raise ValueError when ``message`` cannot be said in this format."""

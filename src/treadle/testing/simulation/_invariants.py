@@ -26,6 +26,7 @@ from ...types import (
     MessageEnd,
     MessageStart,
     MessageUpdate,
+    ProviderFallback,
     ProviderRetry,
     ToolCall,
     ToolExecutionEnd,
@@ -65,6 +66,8 @@ INVARIANTS: dict[str, str] = {
     "INV-COMPACTION-HONEST": "a compaction that applied no strategy reports no change",
     "INV-STOPPED-EARLY": "under an after_turn cancellation a sub-agent's result is its answer "
     "so far, marked stopped_early, not an error",
+    "INV-FALLBACK": "a FallbackModel moves on only while no eager call of the turn has "
+    "started (unless it allows it), and the next answer is the next model's",
     "INV-OBSERVER": "with a stream, on_event observers see exactly the consumer's sequence",
     "INV-SUBSCRIBER": "each EventLog subscriber sees exactly the direct consumer's sequence",
     "INV-RAN-KEPT": "a call whose tool ran to its end keeps its result (never Cancelled)",
@@ -386,13 +389,17 @@ def _check_loop(evs: list[Any]) -> None:
             require(open_msg is not None, "INV-MESSAGE-PAIRS", f"message_end unopened ({lid})")
             require(e.message.role == open_msg.role, "INV-MESSAGE-PAIRS", f"role changed ({lid})")
             open_msg = None
-        elif isinstance(e, ProviderRetry):
+        elif isinstance(e, (ProviderRetry, ProviderFallback)):
             if e.discard_partial:
                 require(
                     open_msg is not None, "INV-MESSAGE-PAIRS", f"discard_partial unopened ({lid})"
                 )
             else:
-                require(open_msg is None, "INV-MESSAGE-PAIRS", f"provider_retry in a pair ({lid})")
+                require(
+                    open_msg is None,
+                    "INV-MESSAGE-PAIRS",
+                    f"{e.type} without discard_partial in a pair ({lid})",
+                )
             open_msg = None
         elif isinstance(
             e, (ToolExecutionStart, ToolExecutionUpdate, ToolExecutionEnd, CustomEvent)
@@ -414,7 +421,7 @@ def _check_loop(evs: list[Any]) -> None:
     for e in evs:
         if isinstance(e, MessageStart) and e.message.role == "assistant":
             in_assistant, eager = True, set()
-        elif in_assistant and isinstance(e, (MessageEnd, ProviderRetry)):
+        elif in_assistant and isinstance(e, (MessageEnd, ProviderRetry, ProviderFallback)):
             in_assistant = False
             kept = (
                 {c.id for c in e.message.tool_calls}
@@ -527,3 +534,38 @@ def check_observer(observed: Sequence[Any], direct: Sequence[Any]) -> None:
         "INV-OBSERVER",
         "on_event saw events with other contents than the consumer",
     )
+
+
+def check_fallback(events: Sequence[Any], main: str | None, after_tool_call: bool) -> None:
+    """INV-FALLBACK on the main loop's events (the ``fallback`` move)."""
+    started = False  # an eager call of this turn started (in any attempt)
+    in_answer = False
+    expect: tuple[str, str] | None = None  # where the next answer must come from
+    for e in events:
+        if e.loop_id != main:
+            continue
+        if isinstance(e, TurnStart):
+            started, expect = False, None
+        elif isinstance(e, MessageStart) and e.message.role == "assistant":
+            in_answer = True
+        elif isinstance(e, ToolExecutionStart) and in_answer:
+            started = True
+        elif isinstance(e, ProviderRetry):
+            in_answer, expect = False, None  # the chain starts again from the primary
+        elif isinstance(e, ProviderFallback):
+            require(
+                after_tool_call or not started,
+                "INV-FALLBACK",
+                f"provider_fallback to {e.to_model} after an eager call of the turn started",
+            )
+            in_answer, expect = False, (e.to_provider, e.to_model)
+        elif isinstance(e, MessageEnd) and e.message.role == "assistant":
+            in_answer = False
+            if expect is not None:
+                came = (e.message.provider, e.message.model)
+                require(
+                    came == expect,
+                    "INV-FALLBACK",
+                    f"the answer after a fallback came from {came}, not {expect}",
+                )
+                expect = None

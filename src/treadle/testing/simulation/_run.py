@@ -28,6 +28,7 @@ from ._crash import _resume_after_crash
 from ._invariants import (
     InvariantViolation,
     check_call,
+    check_fallback,
     check_history,
     check_observer,
     check_seq,
@@ -158,6 +159,9 @@ async def _drive(sim: _Sim, outcome: Outcome) -> None:
             )
         else:
             end = check_call(events, returned, before, context.messages, main_loop=main)
+            fallback = sim.sc.first("fallback")
+            if fallback is not None:
+                check_fallback(events, main, fallback["after_tool_call"])
         if streamed:
             check_observer(call.observed, call.events)
         for update, then in call.looked:

@@ -120,6 +120,11 @@ CHANNEL_FROM = 16_000_000
 that forwards to the memory stream: no buffer to look into, so every event is sent and
 awaited); lower seeds keep their scenarios."""
 
+FALLBACK_FROM = 17_000_000
+"""Seeds from here may draw the ``fallback`` move (the model is a ``FallbackModel`` whose
+backup answers what the primary's faults leave, with or without ``after_tool_call``);
+lower seeds keep their scenarios."""
+
 OVERFLOW_FROM = 15_000_000
 """Seeds from here may draw the ``overflow`` move (a provider that counts more tokens than
 the loop's estimate and refuses, as llama.cpp does, any request over its context) and an
@@ -305,4 +310,15 @@ def generate(seed: int) -> Scenario:
     channel = random.Random(f"{seed}:channel")
     if seed >= CHANNEL_FROM and channel.random() < 0.3:
         moves.append({"move": "channel"})
+    fall = random.Random(f"{seed}:fallback")
+    if seed >= FALLBACK_FROM and fall.random() < 0.4:
+        # more faults for the backup to answer, and sometimes a fallback after a tool ran
+        wire = any(m["move"] == "provider" and m["kind"] == "wire" for m in moves)
+        for move in moves:
+            if move["move"] == "reply" and move["fault"] is None and fall.random() < 0.35:
+                move["fault"] = fall.choice(WIRE_FAULTS[:-1] if wire else SCRIPTED_FAULTS[:-1])
+        breaks = sorted(fall.sample(range(6), fall.choice((0, 1, 2))))  # after a tool call
+        moves.append(
+            {"move": "fallback", "after_tool_call": fall.random() < 0.4, "break_at": breaks}
+        )
     return Scenario(seed, moves)

@@ -49,6 +49,12 @@ def _simpler(move: Move) -> list[Move]:
         for key in ("stray", "deny_resumed"):
             if move.get(key):
                 out.append({**move, key: False})
+    elif move["move"] == "fallback":
+        breaks = move.get("break_at") or []
+        for i in range(len(breaks)):
+            out.append({**move, "break_at": breaks[:i] + breaks[i + 1 :]})
+        if move.get("after_tool_call"):
+            out.append({**move, "after_tool_call": False})
     return out
 
 

@@ -31,6 +31,7 @@ from ._invariants import (
 )
 from ._scenario import Move, Scenario
 from ._world import (
+    BreakingProvider,
     GatedStore,
     Ledger,
     OverflowingProvider,
@@ -40,6 +41,7 @@ from ._world import (
     SimFilter,
     SimHooks,
     approval_handler,
+    assistant,
     earlier_history,
     make_subagent,
     make_tool,
@@ -189,7 +191,7 @@ class _Sim:
                     items.append(wire_fault(r["fault"], message, move["format"]))
                 items.append(message)
             fake = FakeTransport(move["format"], items, default="All done.", delay=move["delay"])
-            return self.overflowing(fake.provider())
+            return self.overflowing(self.falling_back(fake.provider(), subagents))
         from ..scripted import ScriptedProvider
 
         for r in replies:
@@ -197,8 +199,37 @@ class _Sim:
                 items.append(scripted_fault(r["fault"]))
             items.append(reply_message(r, subagents))
         return self.overflowing(
-            ScriptedProvider([*items, *(["All done."] * 60)], delay=move["delay"])
+            self.falling_back(
+                ScriptedProvider([*items, *(["All done."] * 60)], delay=move["delay"]), subagents
+            )
         )
+
+    def falling_back(self, primary: Any, subagents: set[str]) -> Any:
+        """The ``fallback`` move: a FallbackModel whose backup answers each turn with that
+        turn's scripted reply (its call ids its own), for whatever the primary's faults leave."""
+        move = self.sc.first("fallback")
+        if move is None:
+            return primary
+        from ...providers import FallbackModel
+        from ..scripted import ScriptedProvider
+
+        replies = self.sc.of("reply")
+        served = [0]
+
+        def backup(request: Any) -> Any:
+            turn = sum(1 for m in request.messages if m.role == "assistant")
+            served[0] += 1
+            if turn >= len(replies):
+                return assistant([], "All done by the backup.", False)
+            message = reply_message(replies[turn], subagents)
+            for block in message.tool_calls:
+                block.id = f"fb{served[0]}-{block.id}"
+            return message
+
+        spare = ScriptedProvider([backup] * 200, model="sim-backup")
+        if move["break_at"]:
+            primary = BreakingProvider(primary, move["break_at"])
+        return FallbackModel(primary, spare, after_tool_call=move["after_tool_call"])
 
     def overflowing(self, provider: Any) -> Any:
         move = self.sc.first("overflow")
@@ -413,7 +444,9 @@ class _Sim:
 
 class Forwarding(ObjectSendStream[AgentEvent]):
     """A stream of the user's own: forwards each event to ``inner`` (the loop cannot look
-    into its buffer, so it sends every event and awaits each send)."""
+    into its buffer, so it sends every event and awaits each send). Its ``send`` is
+    anyio's memory stream's, which, cancelled as its reader takes the item, raises
+    although it delivered: the loop must never cancel it (seed 16000927)."""
 
     def __init__(self, inner: ObjectSendStream[AgentEvent]) -> None:
         self.inner = inner

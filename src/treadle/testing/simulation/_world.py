@@ -252,6 +252,30 @@ class OverflowingProvider:
             yield event
 
 
+class BreakingProvider:
+    """A provider in front of another whose requests numbered in ``at`` stream up to their
+    first complete tool call and then fail, overloaded (the ``fallback`` move): an eager
+    call may have started, so a FallbackModel must not move on unless it allows it."""
+
+    def __init__(self, inner: Any, at: list[int]) -> None:
+        self.inner = inner
+        self.at = set(at)
+        self.count = 0
+        self.name = getattr(inner, "name", "scripted")
+        self.model = getattr(inner, "model", "")
+
+    async def stream(self, request: ModelRequest, cancel: Any = None) -> AsyncIterator[Any]:
+        number, self.count = self.count, self.count + 1
+        events = self.inner.stream(request, cancel=cancel)
+        try:
+            async for event in events:
+                yield event
+                if number in self.at and event.type == "tool_call_end":
+                    raise ProviderError("overloaded", "overloaded mid-answer", status_code=529)
+        finally:
+            await events.aclose()
+
+
 def scripted_fault(kind: str) -> ProviderError:
     if kind == "429":
         return ProviderError("rate_limit", "slow down", status_code=429, retry_after=0.5)

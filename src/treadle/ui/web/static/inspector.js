@@ -121,6 +121,9 @@ function digest(run, ev) {
     case "provider_retry":
       item(run, "retry", `retry ${ev.attempt}/${ev.max_retries} · ${ev.error_kind}`, ev, depth + 1).end = ev.timestamp;
       break;
+    case "provider_fallback":
+      item(run, "retry", `fallback → ${ev.to_provider}:${ev.to_model} · ${ev.error_kind}`, ev, depth + 1).end = ev.timestamp;
+      break;
     case "compaction_start":
       open[key("compaction")] = item(run, "compaction", `compaction · ${ev.reason}`, ev, depth);
       break;
