@@ -147,3 +147,10 @@ def test_a_list_of_text_and_files_is_the_content_not_json() -> None:
     assert [b.type for b in result.content] == ["text", "file"]
     assert result.content[0].text == "The report:"  # type: ignore[union-attr]
     assert to_tool_result(["a", "b"]).content[0].text == '["a", "b"]'  # type: ignore[union-attr]
+
+
+def test_new_bytes_are_read_again() -> None:
+    block = FileContent.from_bytes(pdf(2))
+    assert block.pages() == 2
+    block.data = FileContent.from_bytes(pdf(5)).data
+    assert block.pages() == 5

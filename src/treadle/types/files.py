@@ -50,6 +50,11 @@ class FileContent(Watched):
             raise ValueError(problem)
         return self
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        super().__setattr__(name, value)
+        if name in ("data", "mime_type"):  # figures read from the old bytes no longer hold
+            self._facts.clear()
+
     # ---- constructors ----
 
     @classmethod
