@@ -4,7 +4,9 @@ Both on DBOS, against the kit's fake OpenAI server (``kit/fake_llm.py``: 3 strea
 and 2 calls of an ``add`` tool a run, a 200-token final answer). Each measurement is a fresh
 process with a fresh database; the libraries alternate round by round. A process runs plain
 and durable runs interleaved and reports their medians; the figure that matters is the
-**overhead per run**, durable minus plain, each library over its own plain run.
+**overhead per run**, durable minus plain, each library over its own plain run: in wall
+time, and in CPU time (the process's, every thread's: on a loaded machine the wall time is
+mostly waiting for a core).
 
 - treadle: ``DurableAgent.start(...)`` + ``result()``; the tool is ``idempotent=True``
   (one checkpoint a call).
@@ -42,25 +44,27 @@ PROMPT = "What is 2 + 3? Use the add tool."
 INSTRUCTIONS = "You are a calculator. Always use the add tool to add numbers."
 
 
-def _medians(plain: list[float], durable: list[float]) -> dict[str, float]:
-    return {
-        "plain_ms": statistics.median(plain) * 1e3,
-        "durable_ms": statistics.median(durable) * 1e3,
-    }
+def _medians(times: dict[str, list[float]]) -> dict[str, float]:
+    return {key: statistics.median(values) * 1e3 for key, values in times.items()}
 
 
 async def _timed(plain: Any, durable: Any, runs: int, warmup: int) -> dict[str, float]:
     for _ in range(warmup):
         await plain()
         await durable()
-    times: tuple[list[float], list[float]] = ([], [])
+    times: dict[str, list[float]] = {
+        k: [] for k in ("plain_ms", "durable_ms", "plain_cpu_ms", "durable_cpu_ms")
+    }
     for _ in range(runs):
-        for run, into in ((plain, times[0]), (durable, times[1])):
-            started = time.perf_counter()
+        for run, kind in ((plain, "plain"), (durable, "durable")):
+            started, cpu = time.perf_counter(), time.process_time()
             text = await run()
-            into.append(time.perf_counter() - started)
+            times[f"{kind}_ms"].append(time.perf_counter() - started)
+            # the CPU the process spent, every thread's (on a loaded machine the wall time
+            # is mostly waiting for a core)
+            times[f"{kind}_cpu_ms"].append(time.process_time() - cpu)
             assert "5" in text, text  # the run went through both tool calls
-    return _medians(*times)
+    return _medians(times)
 
 
 async def treadle_driver(base_url: str, db: str, runs: int, warmup: int) -> dict[str, float]:
@@ -196,12 +200,19 @@ def compare(args: argparse.Namespace) -> None:
         for item in stack:
             item.__exit__(None, None, None)
     print(f"median over {args.rounds} rounds of the per-process medians ({args.runs} runs each)")
-    print(f"{'library':18} {'database':11} {'plain':>9} {'durable':>9} {'overhead':>9}")
+    print(
+        f"{'library':18} {'database':11} {'plain':>9} {'durable':>9} {'overhead':>9}"
+        f" {'CPU overhead':>13}"
+    )
     for (library, kind), rounds in found.items():
         plain = statistics.median(r["plain_ms"] for r in rounds)
         durable = statistics.median(r["durable_ms"] for r in rounds)
         overhead = statistics.median(r["durable_ms"] - r["plain_ms"] for r in rounds)
-        print(f"{library:18} {kind:11} {plain:7.1f}ms {durable:7.1f}ms {overhead:7.1f}ms")
+        cpu = statistics.median(r["durable_cpu_ms"] - r["plain_cpu_ms"] for r in rounds)
+        print(
+            f"{library:18} {kind:11} {plain:7.1f}ms {durable:7.1f}ms {overhead:7.1f}ms"
+            f" {cpu:11.1f}ms"
+        )
 
 
 def main() -> None:

@@ -123,7 +123,8 @@ def stored_events(path: Path) -> list[dict]:  # type: ignore[type-arg]
             rows = db.execute("select event from treadle_durable_events order by seq").fetchall()
     except sqlite3.OperationalError:  # not created yet, or busy
         return []
-    return [json.loads(row[0]) for row in rows]
+    # whole events only (an update stored without its message is a JSON array)
+    return [json.loads(row[0]) for row in rows if row[0].startswith("{")]
 
 
 def events_of(db: str, run_id: str) -> list[dict]:  # type: ignore[type-arg]

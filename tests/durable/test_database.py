@@ -125,7 +125,7 @@ def test_a_worker_that_loses_the_race_to_create_the_events_table_starts(
 ) -> None:
     """Workers started together on a new database all create the events table; all but
     one fail (PostgreSQL: a unique violation in its catalog) and must carry on."""
-    from treadle.durable._events import EventStore, _table
+    from treadle.durable._store import EventStore, _table
 
     table = _table()
     url = database.replace("postgresql://", "postgresql+psycopg://")

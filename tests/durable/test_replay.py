@@ -13,7 +13,8 @@ import anyio
 import pytest
 
 from treadle import Agent, AgentEvent, AssistantMessage, TextContent, ToolCall, tool
-from treadle.durable._events import _EVENT, Replay
+from treadle.durable._events import Replay
+from treadle.durable._store import Rebuild, parse
 from treadle.testing import ScriptedProvider
 
 from .checks import check_run_events
@@ -50,7 +51,9 @@ def replayed(stored: list[AgentEvent], events: list[AgentEvent]) -> list[AgentEv
     replay = Replay(None, "run", stored)  # type: ignore[arg-type]  # add() never writes
     for event in events:
         replay.add(event)
-    return [_EVENT.validate_json(row[2]) for row in replay.pending]
+    rebuild = Rebuild("run")
+    rebuild.events(stored)  # a reader that read the stored events, then the new rows
+    return rebuild.events(parse(replay.pending))
 
 
 async def test_every_cut_of_a_run_with_parallel_calls_recovers_to_one_valid_run() -> None:

@@ -175,3 +175,27 @@ def test_a_bad_retention_is_refused_with_the_choices() -> None:
 
     with pytest.raises(ConfigurationError, match="prompt_cache"):
         Agent(WireFake.anthropic().provider(), model_settings={"prompt_cache": "forever"})  # type: ignore[arg-type]
+
+
+def test_a_thinking_block_is_never_marked() -> None:
+    from treadle.types import ThinkingContent
+
+    thinking = ThinkingContent(thinking="hm", signature="sig")
+    history = [
+        UserMessage.of("q"),
+        AssistantMessage(
+            content=[TextContent(text="a"), thinking], provider="anthropic", cache_point=True
+        ),
+        UserMessage.of("q2"),
+    ]
+    body = Anthropic("claude").build_body(ModelRequest(messages=history))
+    assert _marked(body) == ["message:1.0", "message:2.0"]  # the text, not the thinking
+
+
+def test_a_tool_marked_after_its_first_use_is_sent_marked() -> None:
+    from treadle.tools.registry import tool_spec
+
+    stable = _tool("stable")
+    assert tool_spec(stable).cache_point is False
+    stable.cache_point = True
+    assert tool_spec(stable).cache_point is True

@@ -5,7 +5,7 @@ from .profile import Profile
 from .result import AgentBusy, AgentSnapshot, RunFailed, RunResult
 from .settings import AgentOptions
 from .stream import AgentStream
-from .subagent import TASK_PARAMETERS, SubAgentTool
+from .subagent import TASK_PARAMETERS, SubAgentTool, stopped_early_result
 
 __all__ = [
     "TASK_PARAMETERS",
@@ -19,4 +19,5 @@ __all__ = [
     "RunResult",
     "SteerMode",
     "SubAgentTool",
+    "stopped_early_result",
 ]

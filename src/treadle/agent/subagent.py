@@ -106,16 +106,23 @@ class SubAgentTool:
         }
         cancel = ctx.cancel
         if state.reason == "cancelled" and cancel is not None and cancel.mode == "after_turn":
-            # A bounded stop, not a failure: the child finished the turn it was in and its
-            # answer so far is the result, marked so the model knows it is partial.
-            note = (
-                f"[The sub-agent '{self.name}' stopped early: the run was asked to stop "
-                "after its current turn, so this is its answer so far, not a finished task.]"
-            )
-            details["stopped_early"] = True
-            text = f"{text}\n\n{note}" if text else note
-            return ToolResult(content=ToolResult.of(text).content, details=details)
+            return stopped_early_result(self.name, text, details)
         failed = state.reason != "completed"
         if failed and not text:
             text = f"The sub-agent '{self.name}' ended with reason {state.reason!r}."
         return ToolResult(content=ToolResult.of(text).content, is_error=failed, details=details)
+
+
+def stopped_early_result(name: str, text: str, details: dict[str, Any]) -> ToolResult:
+    """The result of a sub-agent stopped after its current turn (its parent was stopped
+    ``after_turn``): a bounded stop, not a failure. Its answer so far, followed by a note
+    so the model knows it is partial, with ``details["stopped_early"] = True``
+    (``Agent.as_tool`` and ``DurableAgent.as_tool`` both return it)."""
+    note = (
+        f"[The sub-agent '{name}' stopped early: the run was asked to stop after its "
+        "current turn, so this is its answer so far, not a finished task.]"
+    )
+    text = f"{text}\n\n{note}" if text else note
+    return ToolResult(
+        content=ToolResult.of(text).content, details={**details, "stopped_early": True}
+    )

@@ -12,16 +12,19 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.to_thread
 
-from ..agent import TASK_PARAMETERS, Agent, RunResult
+from ..agent import TASK_PARAMETERS, Agent, RunResult, stopped_early_result
+from ..cancellation import CancelMode
 from ..errors import ConfigurationError
 from ..sessions import SessionStore
 from ..tools import Tool, ToolContext, ToolResult, Toolset, ToolTraits
-from ._connection import require
+from ._connection import AGENTS, Registered, require
 from ._database import DurableError
 from ._events import Replay
 from ._run import DurableRun, dump_result
-from ._runtime import AGENTS, workflow
+from ._runtime import workflow
 from ._steps import DurableProvider, DurableTool, RunSteps
+from ._stops import STOPPED, Execution, Executions, StopAtStart
+from ._store import EventStore
 
 if TYPE_CHECKING:
     from dbos import Queue
@@ -61,6 +64,8 @@ class DurableAgent:
         self.store = store
         self.queue_concurrency = queue_concurrency
         self.queue: Queue | None = None  # registered by launch()
+        self._fresh: set[str] = set()  # runs start() is starting: nothing recorded yet
+        self._executions = Executions()  # its runs executing in this process
         if previous is not None and previous.queue_concurrency == queue_concurrency:
             self.queue = previous.queue
         AGENTS[name] = self
@@ -85,9 +90,16 @@ class DurableAgent:
         from dbos import DBOS, SetWorkflowID
 
         require("configured")
+        fresh = run_id is None  # a new id: the run has no checkpoints or events to read
         run_id = run_id or uuid.uuid4().hex
-        with SetWorkflowID(run_id):
-            handle = await DBOS.start_workflow_async(workflow(), self.name, prompt)
+        if fresh:
+            self._fresh.add(run_id)
+        try:
+            with SetWorkflowID(run_id):
+                handle = await DBOS.start_workflow_async(workflow(), self.name, prompt)
+        except BaseException:
+            self._fresh.discard(run_id)  # else its execution, which starts here, takes it
+            raise
         return DurableRun._started(handle, self.agent.output_type)
 
     async def enqueue(self, prompt: str, *, run_id: str | None = None) -> DurableRun:
@@ -125,12 +137,30 @@ class DurableAgent:
         starting another."""
         return _ChildRunTool(self, name or self.agent.name, description or self.agent.description)
 
+    def _stop(self, run_id: str, mode: CancelMode, *, early: bool = False) -> bool:
+        """Stop a run of this agent executing here (see :meth:`DurableRun.abort`);
+        ``early``: or about to start here (a durable sub-agent's run)."""
+        return self._executions.stop(run_id, mode, early=early)
+
+    def _forget_stop(self, run_id: str) -> None:
+        self._executions.forget(run_id)
+
     # ---- inside the workflow ----
 
     async def _execute(self, workflow_id: str, prompt: str) -> dict[str, Any]:
+        store: EventStore = require("events")
+        store.wakes.began(workflow_id)  # this process's readers wait for its writes
+        try:
+            return await self._execute_here(store, workflow_id, prompt)
+        finally:
+            store.wakes.ended(workflow_id)
 
-        store = require("events")
-        steps = RunSteps(workflow_id, require("client"))
+    async def _execute_here(
+        self, store: EventStore, workflow_id: str, prompt: str
+    ) -> dict[str, Any]:
+        fresh = workflow_id in self._fresh  # started by start() here, with a new id
+        self._fresh.discard(workflow_id)
+        steps = RunSteps(workflow_id, require("client"), fresh=fresh)
         # a conversation of its own, started fresh: the run's first loop is "initial"
         agent = self.agent.fork(workflow_id)
         # One update per provider event: a replayed answer then cuts its deltas as the stored
@@ -138,28 +168,54 @@ class DurableAgent:
         agent.coalesce_deltas = False
         agent.provider = DurableProvider(agent.provider, steps)
         agent.context.tools = [_durable(t, steps) for t in agent.context.tools]
-        replay = Replay(store, workflow_id, await store.read(workflow_id, -1, None))
-        result = await self._stream(agent, [prompt], replay)
-        usage = result.usage
-        await self._save(workflow_id, agent)
-        stretch = 0
-        while result.reason == "suspended":
-            stretch += 1
-            for call_id in result.pending_tool_calls:
-                answer = await self._decision(call_id, stretch)
-                if isinstance(answer, dict) and answer.get("approved"):
-                    agent.context.approve(call_id, answer.get("arguments"))
-                else:
-                    reason = answer.get("reason") if isinstance(answer, dict) else None
-                    agent.context.deny(call_id, reason or "No decision was given in time.")
-            result = await self._stream(agent, [], replay)
-            usage = usage + result.usage
+        execution = self._executions.begin(workflow_id, agent)
+        try:
+            stored = [] if fresh else await store.read(workflow_id, -1, None)
+            replay = Replay(store, workflow_id, stored)
+            result = await self._stream(agent, [prompt], replay, execution)
+            usage = result.usage
             await self._save(workflow_id, agent)
+            stretch = 0
+            while result.reason == "suspended":
+                stretch += 1
+                for call_id in result.pending_tool_calls:
+                    answer = await self._decision_or_stop(call_id, stretch, execution)
+                    if answer is STOPPED:
+                        break  # the next stretch ends at once; the calls stay undecided
+                    if isinstance(answer, dict) and answer.get("approved"):
+                        agent.context.approve(call_id, answer.get("arguments"))
+                    else:
+                        reason = answer.get("reason") if isinstance(answer, dict) else None
+                        agent.context.deny(call_id, reason or "No decision was given in time.")
+                result = await self._stream(agent, [], replay, execution)
+                usage = usage + result.usage
+                await self._save(workflow_id, agent)
+        finally:
+            self._executions.end(workflow_id)
         # the whole run, not its last stretch: every message since the prompt, every request
         # (a durable sub-agent's too: its requests are its own workflow's steps)
         usage = usage + steps.child_usage
         whole = result.model_copy(update={"messages": list(agent.messages), "usage": usage})
-        return dump_result(whole, self.agent.output_type)
+        data = dump_result(whole, self.agent.output_type)
+        if whole.reason == "cancelled" and execution.mode == "after_turn":
+            data["stopped_early"] = True  # its parent's tool result says so, replayed too
+        return data
+
+    async def _decision_or_stop(self, call_id: str, stretch: int, execution: Execution) -> Any:
+        """The decision on ``call_id``, or :data:`STOPPED` when the run is stopped first."""
+        if execution.mode is not None:
+            return STOPPED
+        answer: list[Any] = []
+        async with anyio.create_task_group() as tg:
+
+            async def decide() -> None:
+                answer.append(await self._decision(call_id, stretch))
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(decide)
+            await execution.stopped.wait()
+            tg.cancel_scope.cancel()
+        return answer[0] if answer else STOPPED
 
     async def _decision(self, call_id: str, stretch: int) -> Any:
         """The decision on ``call_id`` sent for this suspension (``DurableRun.approve``
@@ -201,15 +257,17 @@ class DurableAgent:
         await DBOS.run_step_async({"name": "treadle.session"}, step)
 
     async def _stream(
-        self, agent: Agent[Any], prompt: Sequence[Any], replay: Replay
+        self, agent: Agent[Any], prompt: Sequence[Any], replay: Replay, execution: Execution
     ) -> RunResult[Any]:
         async with anyio.create_task_group() as tg:
             tg.start_soon(replay.flusher)  # writes as events come (see _events.Replay)
             try:
-                async with agent.stream(list(prompt) if prompt else []) as events:
+                hooks = [StopAtStart(execution)]
+                async with agent.stream(list(prompt) if prompt else [], hooks=hooks) as events:
                     async for event in events:
                         replay.add(event)
             finally:
+                execution.paused()
                 tg.cancel_scope.cancel()
         await replay.flush()
         assert events.result is not None
@@ -239,20 +297,38 @@ class _ChildRunTool:
             )
         task = str(arguments.get("task") or "")
         run_id = f"{parent}-{ctx.tool_call_id}"
-        with SetWorkflowID(run_id):
-            handle = await DBOS.start_workflow_async(workflow(), self.child.name, task)
-        data = await handle.get_result()
+        # the definition that executes the child here (a newer one may have replaced it)
+        child: Registered = AGENTS.get(self.child.name, self.child)
+        cancel = ctx.cancel
+
+        def stop(mode: CancelMode) -> None:  # the parent's stop reaches the child
+            child._stop(run_id, mode, early=True)
+
+        unsubscribe = cancel.subscribe(stop) if cancel is not None else None
+        try:
+            if cancel is not None and cancel.mode is not None:
+                stop(cancel.mode)
+            with SetWorkflowID(run_id):
+                handle = await DBOS.start_workflow_async(workflow(), self.child.name, task)
+            data = await handle.get_result()
+        finally:
+            if unsubscribe is not None:
+                unsubscribe()
+            child._forget_stop(run_id)
+        stopped = bool(data.pop("stopped_early", False))  # recorded by the child: replayed
         result: RunResult[Any] = RunResult.model_validate(data)
         if self.steps is not None:  # the parent's result counts the child's requests
             self.steps.child_usage = self.steps.child_usage + result.usage
         details = {"run_id": run_id, "reason": result.reason, "usage": result.usage.model_dump()}
+        output = data.get("output")  # structured output goes to the parent as JSON
+        text = result.text if output is None else json.dumps(output)
+        if stopped:
+            return stopped_early_result(self.name, text, details)
         if result.reason != "completed":
             why = f": {result.error.message}" if result.error else ""
             return ToolResult.error(
                 f"Sub-agent {self.name!r} ended {result.reason}{why}", details=details
             )
-        output = data.get("output")  # structured output goes to the parent as JSON
-        text = result.text if output is None else json.dumps(output)
         return ToolResult.of(text, details=details)
 
     def bound(self, steps: RunSteps) -> _ChildRunTool:

@@ -3,11 +3,32 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
+from ..cancellation import CancelMode
 from ._database import DurableError
 
 STATE: dict[str, Any] = {}  # this connection: url, events, client, configured
+
+
+class Registered(Protocol):
+    """What the runtime and the handles need of a DurableAgent."""
+
+    name: str
+    agent: Any
+    queue: Any
+    queue_concurrency: int | None
+
+    async def _execute(self, run_id: str, prompt: str) -> dict[str, Any]: ...
+
+    async def _register_queue(self) -> None: ...
+
+    def _stop(self, run_id: str, mode: CancelMode, *, early: bool = False) -> bool: ...
+
+    def _forget_stop(self, run_id: str) -> None: ...
+
+
+AGENTS: dict[str, Registered] = {}  # this process's DurableAgents by name
 
 
 def require(key: str) -> Any:

@@ -19,10 +19,12 @@ stored part and the answer comes again from its ``message_start``. A model answe
 checkpointed before its ``message_end`` is sent, and a tool result before its
 ``tool_execution_end``, so what a reader saw end is replayed the same.
 
-Events are written by a background flusher: ``gather_s`` (10 ms) after a lifecycle event
-(anything but ``message_update`` / ``tool_execution_update``) with what follows it at once,
-and every ``batch_s`` (50 ms) while only deltas arrive — readers in other processes see a
-tool start as it happens, without a write per streamed token.
+Each event is stored in the form :mod:`._store` describes (an update without the message
+so far, when it follows). Events are written by a background flusher: ``gather_s`` (10 ms)
+after a lifecycle event (anything but ``message_update`` / ``tool_execution_update``) with
+what follows it at once, ``batch_s`` (50 ms) after a delta, and at most once every
+``gap_s`` (50 ms) — readers in other processes see a tool start as it happens, without a
+write per streamed token.
 """
 
 from __future__ import annotations
@@ -33,8 +35,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import anyio
-import anyio.to_thread
-from pydantic import TypeAdapter
 
 from ..types import (
     AgentEvent,
@@ -50,33 +50,13 @@ from ..types import (
     TurnEnd,
     TurnStart,
 )
+from ._store import Chains
 
 if TYPE_CHECKING:
-    import sqlalchemy as sa
+    from ._store import EventStore
 
-_EVENT: TypeAdapter[AgentEvent] = TypeAdapter(AgentEvent)
 RESTARTED = "worker_restarted"
 _DELTA_TYPES = ("message_update", "tool_execution_update")
-_TABLES: dict[str, Any] = {}
-
-
-def _table() -> sa.Table:
-    """The events table (SQLAlchemy is imported on first use, not with treadle.durable)."""
-    if "events" not in _TABLES:
-        import sqlalchemy as sa
-
-        meta = sa.MetaData()
-        _TABLES["meta"] = meta
-        _TABLES["events"] = sa.Table(
-            "treadle_durable_events",
-            meta,
-            sa.Column("workflow_id", sa.String(128), primary_key=True),
-            sa.Column("seq", sa.Integer, primary_key=True),
-            sa.Column("signature", sa.Text, nullable=False),
-            sa.Column("event", sa.Text, nullable=False),
-        )
-    table: sa.Table = _TABLES["events"]
-    return table
 
 
 def signature(event: AgentEvent) -> str:
@@ -96,59 +76,6 @@ def signature(event: AgentEvent) -> str:
     if result is not None:
         data["result"] = result.text
     return json.dumps(data, sort_keys=True, default=str)
-
-
-class EventStore:
-    """The events table (created on first use)."""
-
-    def __init__(self, engine: sa.Engine) -> None:
-        import sqlalchemy as sa
-
-        self.engine = engine
-        self.table = _table()
-        try:
-            _TABLES["meta"].create_all(engine, checkfirst=True)
-        except sa.exc.DBAPIError:
-            # Workers started together on a new database race to create the table: all
-            # but one fail ("already exists", or on PostgreSQL a unique violation in its
-            # catalog) and find it made. Anything else is a real failure.
-            if not sa.inspect(engine).has_table(self.table.name):
-                raise
-        self.writes = 0  # transactions written by this process (benchmarks/durable.py)
-
-    def _write(self, workflow_id: str, rows: list[tuple[int, str, str]]) -> None:
-        with self.engine.begin() as conn:
-            conn.execute(
-                self.table.insert(),
-                [
-                    {"workflow_id": workflow_id, "seq": s, "signature": g, "event": e}
-                    for s, g, e in rows
-                ],
-            )
-        self.writes += 1
-
-    async def write(self, workflow_id: str, rows: list[tuple[int, str, str]]) -> None:
-        if rows:
-            await anyio.to_thread.run_sync(self._write, workflow_id, rows)
-
-    def _read(self, workflow_id: str, after: int, limit: int | None) -> list[AgentEvent]:
-        import sqlalchemy as sa
-
-        table = self.table
-        with self.engine.connect() as conn:
-            query = (
-                sa.select(table.c.event)
-                .where(table.c.workflow_id == workflow_id, table.c.seq > after)
-                .order_by(table.c.seq)
-            )
-            if limit is not None:
-                query = query.limit(limit)
-            return [_EVENT.validate_json(row[0]) for row in conn.execute(query)]
-
-    async def read(
-        self, workflow_id: str, after: int, limit: int | None = 1000
-    ) -> list[AgentEvent]:
-        return await anyio.to_thread.run_sync(self._read, workflow_id, after, limit)
 
 
 class _Keys:
@@ -231,18 +158,22 @@ class Replay:
         stored: list[AgentEvent],
         batch_s: float = 0.05,
         gather_s: float = 0.01,
+        gap_s: float = 0.05,
     ) -> None:
         self.store = store
         self.workflow_id = workflow_id
         self.batch_s = batch_s
         self.gather_s = gather_s
+        self.gap_s = gap_s
         self.next_seq = (stored[-1].seq + 1) if stored else 0
         self.known: set[tuple[Any, ...]] = set()
         self.answers: dict[int, _Answer] = {}
         self.stretch_loops: dict[int, str] = {}
         self.opened: dict[tuple[Any, ...], MessageStart] = {}
+        self.chains = Chains()  # what an update's stored form follows from
         keys = _Keys()
         for event in stored:
+            self.chains.note(event)
             key = keys.key(event)
             kind = key[0]
             if kind == "answer_start":
@@ -266,13 +197,14 @@ class Replay:
         self.mode = ("live", -1)
         self.held: list[AgentEvent] = []
         self.matched = 0
-        self.pending: list[tuple[int, str, str]] = []
+        self.pending: list[tuple[int, str]] = []  # (seq, stored form) to write
         self.restarts = 0  # answers cut by the crash and requested again
         self._any = anyio.Event()
         self._urgent = anyio.Event()
 
-    def add(self, event: AgentEvent) -> list[AgentEvent]:
-        """Store ``event`` unless it is stored already; returns what was queued for storing."""
+    def add(self, event: AgentEvent) -> int:
+        """Store ``event`` unless it is stored already; returns how many events were queued
+        for storing (a held answer's events may go with it)."""
         key = self.keys.key(event)
         kind = key[0]
         if isinstance(event, AgentStart) and event.depth == 0:
@@ -284,18 +216,18 @@ class Replay:
                 return self._emit([event])
             self.mode = ("skip" if answer.state == "complete" else "match", key[1])
             self.held, self.matched = [event], 0
-            return []
+            return 0
         if kind in ("answer_update", "answer_end"):
             mode, index = self.mode
             if mode == "skip" and key[1] == index:
-                return []
+                return 0
             if mode == "match" and key[1] == index:
                 stored = self.answers[index].updates
                 if kind == "answer_update" and self.matched < len(stored):
                     if signature(event) == stored[self.matched]:
                         self.matched += 1
                         self.held.append(event)
-                        return []
+                        return 0
                 elif self.matched == len(stored):  # the stored part goes on: continue it
                     self.mode = ("live", index)
                     return self._emit([event])
@@ -316,29 +248,26 @@ class Replay:
         if isinstance(event, (ProviderRetry, ProviderFallback)):
             self.mode = ("live", -1)
         if key in self.known:
-            return []
+            return 0
         if isinstance(event, MessageEnd) and key[1:] in self.opened:  # started before a crash
             event = event.model_copy(update={"message": self.opened[key[1:]].message})
         return self._emit([event])
 
-    def _emit(self, events: list[AgentEvent]) -> list[AgentEvent]:
-        out = []
+    def _emit(self, events: list[AgentEvent]) -> int:
         for event in events:
             update: dict[str, Any] = {"seq": self.next_seq}
             if event.loop_id in self.loops:
                 update["loop_id"] = self.loops[event.loop_id]
-            parent = getattr(event, "parent_loop_id", None)
+            parent = event.parent_loop_id if isinstance(event, AgentStart) else None
             if parent in self.loops:
                 update["parent_loop_id"] = self.loops[parent]
-            stamped = event.model_copy(update=update)
+            self.pending.append((self.next_seq, self.chains.row(event, self.next_seq, update)))
             self.next_seq += 1
-            self.pending.append((stamped.seq, signature(stamped), stamped.model_dump_json()))
-            out.append(stamped)
-            if stamped.type not in _DELTA_TYPES:
+            if event.type not in _DELTA_TYPES:
                 self._urgent.set()
-        if out:
+        if events:
             self._any.set()
-        return out
+        return len(events)
 
     async def flush(self) -> None:
         rows, self.pending = self.pending, []
@@ -346,12 +275,18 @@ class Replay:
             await self.store.write(self.workflow_id, rows)
 
     async def flusher(self) -> None:
-        """Write the queued events: soon after a lifecycle event, every ``batch_s`` while
-        only deltas come (run it in a task group; :meth:`flush` once more after it)."""
+        """Write the queued events: ``gather_s`` after a lifecycle event (with the events
+        that follow it at once), ``batch_s`` after the first of a run of deltas, and never
+        sooner than ``gap_s`` after the previous write began (on SQLite every write waits
+        for the database's one writer, a step's checkpoint included). Run it in a task
+        group; :meth:`flush` once more after it."""
+        last = anyio.current_time()  # no write in the first gap_s: a short run writes once
         while True:
             await self._any.wait()
             with anyio.move_on_after(self.batch_s):
                 await self._urgent.wait()
-                await anyio.sleep(self.gather_s)  # the events that follow at once go along
+                await anyio.sleep(self.gather_s)
+            await anyio.sleep(max(0.0, last + self.gap_s - anyio.current_time()))
+            last = anyio.current_time()
             self._any, self._urgent = anyio.Event(), anyio.Event()
             await self.flush()

@@ -9,13 +9,21 @@ import anyio
 from pydantic import TypeAdapter
 
 from ..agent import RunResult
-from ..errors import ConfigurationError, UsageError
+from ..cancellation import CancelMode
+from ..errors import ConfigurationError, StateError, UsageError
 from ..types import AgentEnd, AgentEvent, AgentStart
-from ._connection import require
-from ._events import EventStore
+from ._connection import AGENTS, require
+from ._store import EventStore, Rebuild
+from ._threads import Signal
 
 TERMINAL = {"SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"}
 POLL_S = 0.01  # how often a handle on a run started elsewhere reads whether it ended
+
+
+def _last(event: AgentEvent) -> bool:
+    """The run's last event: the main loop's ``agent_end`` of a stretch that did not stop to
+    wait for a decision."""
+    return isinstance(event, AgentEnd) and event.depth == 0 and event.reason != "suspended"
 
 
 def dump_result(result: RunResult[Any], output_type: Any) -> dict[str, Any]:
@@ -91,28 +99,50 @@ class DurableRun:
         neither is given), then new ones as they are stored, until the run ends — across
         crashes and workers, each once, in order. A run that waited for approvals has one
         ``agent_start`` … ``agent_end`` pair per stretch (see docs/durable.md, "Events
-        across crashes and waits")."""
+        across crashes and waits").
+
+        While the run executes in this process the reader wakes when its events are
+        written; otherwise it reads again every ``poll_s``."""
         if after is not None and from_seq is not None:
             raise ConfigurationError(
                 "give after= (the last seq seen) or from_seq= (the first wanted)"
             )
         store: EventStore = require("events")
+        wakes = store.wakes
+        rebuild = Rebuild(self.run_id)
         cursor = from_seq - 1 if from_seq is not None else -1 if after is None else after
-        while True:
-            batch = await store.read(self.run_id, cursor)
+        ended = False
+        while not ended:
+            written = wakes.waiter(self.run_id)  # before the read: a write after it wakes us
+            try:
+                batch = await store.read(self.run_id, cursor, rebuild=rebuild)
+                if not batch:
+                    ended = await self._wait(written, poll_s)
+                    if ended:  # what was written before it ended
+                        batch = await store.read(self.run_id, cursor, None, rebuild)
+            finally:
+                wakes.drop(self.run_id, written)
             for event in batch:
                 yield event
                 cursor = event.seq
-            if batch:
-                continue
-            status = await self.status()
-            if status == "UNKNOWN":
-                raise LookupError(f"there is no durable run {self.run_id!r} in this database")
-            if status in TERMINAL:
-                for event in await store.read(self.run_id, cursor, None):
-                    yield event
-                return
-            await anyio.sleep(poll_s)
+                if _last(event):  # nothing comes after the run's last agent_end
+                    return
+
+    async def _wait(self, written: Signal, poll_s: float) -> bool:
+        """Wait for the run's next events (True: it ended). A run executing here wakes us
+        when it writes or stops; one executing elsewhere is looked at every ``poll_s``."""
+        store: EventStore = require("events")
+        if store.wakes.live(self.run_id):
+            await written.wait()
+            return False
+        status = await self.status()
+        if status == "UNKNOWN":
+            raise LookupError(f"there is no durable run {self.run_id!r} in this database")
+        if status in TERMINAL:
+            return True
+        with anyio.move_on_after(poll_s):  # written elsewhere, or not started yet
+            await written.wait()
+        return False
 
     async def waiting(self) -> list[str]:
         """The tool calls the run waits on for a decision (empty when it is not waiting)."""
@@ -158,6 +188,25 @@ class DurableRun:
         # bound to this suspension: a decision sent twice is never taken by a later one
         answer = {**answer, "stretch": stretch}
         await client.send_async(self.run_id, answer, topic=f"treadle.approval:{tool_call_id}")
+
+    def abort(self, mode: CancelMode = "immediate") -> None:
+        """Stop the run as ``Agent.abort`` stops one: ``"after_turn"`` lets the current
+        turn finish (its tools included) and makes no further model call; ``"immediate"``
+        cuts the model call and tools in flight (their results read ``Cancelled``). The run
+        then ends ``cancelled`` with a result, as any run does; a durable sub-agent running
+        for it stops the same way (after its own turn: its answer so far comes back marked
+        ``stopped_early``). A run waiting for a decision has the calls it waits on denied.
+
+        Reaches the run where it executes — this process — and is not a checkpoint: a run
+        recovered after its worker died goes on. Raises :class:`~treadle.errors.StateError` when
+        the run does not execute in this process (:meth:`cancel` stops it from anywhere)."""
+        for durable in list(AGENTS.values()):
+            if durable._stop(self.run_id, mode):
+                return
+        raise StateError(
+            f"durable run {self.run_id!r} does not execute in this process: abort() reaches a "
+            "run in the process that executes it; cancel() stops a run from anywhere"
+        )
 
     async def cancel(self) -> None:
         """Stop the run (its workflow is cancelled; a step in progress is not interrupted)."""

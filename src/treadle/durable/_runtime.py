@@ -9,32 +9,19 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
 
-from ._connection import STATE, require
+from ._connection import AGENTS, STATE, require
 from ._database import DurableError, open_engine, redact, resolve
-from ._events import EventStore
+from ._store import EventStore
 
 if TYPE_CHECKING:
     from ._run import DurableRun
 
 
-class _Registered(Protocol):
-    """What the runtime needs of a DurableAgent (``_agent`` imports this module)."""
-
-    agent: Any
-    queue: Any
-    queue_concurrency: int | None
-
-    async def _execute(self, run_id: str, prompt: str) -> dict[str, Any]: ...
-
-    async def _register_queue(self) -> None: ...
-
-
 WORKFLOW_NAME = "treadle.durable.run"
-AGENTS: dict[str, _Registered] = {}  # DurableAgent by name
 _REGISTERED: dict[str, Any] = {}  # kept across shutdown(): DBOS's registry outlives it
 TIMINGS: dict[str, float] = {}  # seconds of the last connect / launch / shutdown (benchmarks)
 

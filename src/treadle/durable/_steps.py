@@ -41,7 +41,7 @@ UNKNOWN_OUTCOME = (
 class RunSteps:
     """The step bookkeeping of one workflow execution."""
 
-    def __init__(self, workflow_id: str, client: DBOSClient) -> None:
+    def __init__(self, workflow_id: str, client: DBOSClient, *, fresh: bool = False) -> None:
         self.workflow_id = workflow_id
         self.client = client
         self.model_calls = 0
@@ -49,7 +49,7 @@ class RunSteps:
         self.tool_runs = 0
         self.child_usage = Usage()  # durable sub-agents' requests (their own workflows)
         self._tool_steps: dict[str, tuple[StepReservation | None, StepReservation]] = {}
-        self._recorded: set[int] | None = None
+        self._recorded: set[int] | None = set() if fresh else None  # fresh: nothing yet
         self.tools: dict[str, DurableTool] = {}  # by name: which calls need a marker
 
     async def recorded(self, step_id: int) -> bool:
