@@ -39,6 +39,7 @@ from ..types import (
     UserMessage,
 )
 from .catalog import DEFAULT_CONTEXT_WINDOW, ModelCatalog, ModelInfo, lookup_model, with_cost
+from .files import describe, dropped_note, files_of
 from .tokens import CHARS_PER_TOKEN, ContextTracker, TokenCounter, heuristic_tokens
 
 logger = logging.getLogger("treadle.context")
@@ -233,6 +234,7 @@ class TrimToolOutputs:
         images = sum(isinstance(b, ImageContent) for b in message.content)
         if images:
             new_text += f"\n[{images} image(s) removed to save context]"
+        new_text += dropped_note([message])
         return message.model_copy(update={"content": [TextContent(text=new_text)]})
 
     async def apply(self, job: CompactionJob) -> bool:
@@ -276,6 +278,9 @@ def render_transcript(messages: Sequence[AgentMessage], clip_chars: int = 4000) 
         if isinstance(message, UserMessage):
             images = sum(isinstance(b, ImageContent) for b in message.content)
             note = f" [{images} image(s)]" if images else ""
+            files = files_of([message])
+            if files:
+                note += f" [attached: {'; '.join(map(describe, files))}]"
             lines.append(f"User: {_clip(message.text, clip_chars)}{note}")
         elif isinstance(message, AssistantMessage):
             parts = []
@@ -334,7 +339,8 @@ class Summarize:
         text = await summarize_messages(middle, job)
         if not text:
             return False
-        message = UserMessage(content=[TextContent(text=SUMMARY_PREFIX + text)])
+        note = dropped_note(middle)  # the files summarised away, named
+        message = UserMessage(content=[TextContent(text=SUMMARY_PREFIX + text + note)])
         if job.count(message) >= sum(job.count(m) for m in middle):
             return False  # the summary would not save anything
         kept = [m for m in middle if isinstance(m, ExtensionMessage)]
@@ -392,7 +398,8 @@ class TruncateOldest:
                         removed += 1
             else:
                 out.extend(job.messages[lo:hi])
-        out[note_at] = UserMessage.of(TRUNCATION_NOTE.format(count=removed))
+        gone = dropped_note(m for g in sorted(drop) for m in job.messages[slice(*groups[g])])
+        out[note_at] = UserMessage.of(TRUNCATION_NOTE.format(count=removed) + gone)
         job.set_messages(out)
         return True
 

@@ -26,12 +26,14 @@ from ..types import (
     AgentMessage,
     AssistantMessage,
     ExtensionMessage,
+    FileContent,
     ImageContent,
     TextContent,
     ThinkingContent,
     ToolCall,
     ToolSpec,
 )
+from .files import file_tokens
 
 CHARS_PER_TOKEN = 4
 """The heuristic's characters per token."""
@@ -213,6 +215,10 @@ def _message_text(message: AgentMessage) -> tuple[str, int]:
                 parts.append(item.text)
             elif isinstance(item, ImageContent):
                 extra += IMAGE_TOKENS
+            elif isinstance(item, FileContent):  # a text file's text, else pages, seconds
+                extra += file_tokens(item)
+                if item.kind == "text" and item.data is not None:
+                    parts.append(item.text())
     return "\n".join(parts), extra
 
 

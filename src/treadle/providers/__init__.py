@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from .azure import AzureOpenAIChat, AzureOpenAIResponses
     from .bedrock import Bedrock
     from .fallback import FALLBACK_ON, FallbackModel
+    from .files import FileRule, FileSupport, UnsupportedFile
     from .gemini import Gemini
     from .ollama import Ollama
     from .openai_chat import OpenAIChat
@@ -58,6 +59,9 @@ _LAZY = {
     "GoogleAuth": "._google",
     "VertexGemini": ".vertex",
     "VertexAnthropic": ".vertex",
+    "FileRule": ".files",
+    "FileSupport": ".files",
+    "UnsupportedFile": ".files",
 }
 
 
@@ -81,6 +85,8 @@ __all__ = [
     "Bedrock",
     "ErrorKind",
     "FallbackModel",
+    "FileRule",
+    "FileSupport",
     "Gemini",
     "GoogleAuth",
     "ModelRequest",
@@ -104,6 +110,7 @@ __all__ = [
     "ToolCallDelta",
     "ToolCallEnd",
     "ToolCallStart",
+    "UnsupportedFile",
     "VertexAnthropic",
     "VertexGemini",
     "get_provider",

@@ -7,7 +7,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
-from ..types.content import ImageContent, TextContent, ThinkingContent, ToolCall
+from ..types.content import FileContent, ImageContent, TextContent, ThinkingContent, ToolCall
 from ..types.messages import AgentMessage, AssistantMessage, ToolResultMessage, UserMessage
 
 T = TypeVar("T")
@@ -57,16 +57,23 @@ def image_data_url(image: ImageContent) -> str:
 
 
 def user_parts(
-    content: Iterable[TextContent | ImageContent],
+    content: Iterable[TextContent | ImageContent | FileContent],
     text: Callable[[str], T],
     image: Callable[[ImageContent], T],
+    file: Callable[[FileContent], T],
 ) -> list[T]:
-    """Text and image blocks in a provider's shape, in order, but empty text (APIs reject it)."""
-    return [
-        text(block.text) if isinstance(block, TextContent) else image(block)
-        for block in content
-        if not isinstance(block, TextContent) or block.text
-    ]
+    """Text, image and file blocks in a provider's shape, in order, but empty text (APIs
+    reject it). Files were checked against the adapter's ``file_support`` before."""
+    out: list[T] = []
+    for block in content:
+        if isinstance(block, TextContent):
+            if block.text:
+                out.append(text(block.text))
+        elif isinstance(block, ImageContent):
+            out.append(image(block))
+        else:
+            out.append(file(block))
+    return out
 
 
 def assistant_parts(

@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..cancellation import CancellationToken
-from ..types.content import ImageContent, ThinkingContent, ToolCall
+from ..types.content import FileContent, ImageContent, ThinkingContent, ToolCall
 from ..types.messages import AgentMessage, AssistantMessage, ToolResultMessage
 from ._convert import (
     assistant_parts,
@@ -21,6 +21,7 @@ from ._convert import (
 from ._http import HTTPAdapter, HTTPOptions
 from .anthropic_stream import StreamState
 from .base import ModelRequest, StreamEvent
+from .files import ANTHROPIC, FileSupport, check_files, files_in
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 API_VERSION = "2023-06-01"
 EXTENDED_CACHE_BETA = "extended-cache-ttl-2025-04-11"  # for prompt_cache="long" (1 hour)
+FILES_BETA = "files-api-2025-04-14"  # for a file sent by its file_id
 DEFAULT_THINKING_BUDGETS = {"minimal": 1024, "low": 2048, "medium": 8192, "high": 16384}
 _MIN_THINKING_BUDGET = 1024
 _SAMPLING = wire_names(("temperature", "top_p"))
@@ -39,6 +41,8 @@ class Anthropic(HTTPAdapter):
 
     name = "anthropic"
     default_base_url = DEFAULT_BASE_URL
+    file_support: FileSupport = ANTHROPIC
+    """The files this adapter sends (docs/files.md); replace it on an instance to widen it."""
 
     def __init__(
         self,
@@ -64,18 +68,24 @@ class Anthropic(HTTPAdapter):
     ) -> AsyncIterator[StreamEvent]:
         body = self.build_body(request)
         self._key()  # fail before any I/O when no key is configured
-        # The 1-hour cache tier needs its beta header (unless the caller sends their own).
-        beta = request.prompt_cache == "long" and "anthropic-beta" not in self._extra_headers
-        headers = {"anthropic-beta": EXTENDED_CACHE_BETA} if beta else None
+        # The 1-hour cache tier and files by id need their beta headers (unless the caller
+        # sends their own).
+        betas = [EXTENDED_CACHE_BETA] if request.prompt_cache == "long" else []
+        if any(block.file_id for block, _ in files_in(request.messages)):
+            betas.append(FILES_BETA)
+        own = "anthropic-beta" in map(str.lower, self._extra_headers)
+        headers = {"anthropic-beta": ",".join(betas)} if betas and not own else None
         state = StreamState(self.name, body["model"])
         state.merge = request.coalesce_deltas
         return self._events(state, f"{self.base_url}/v1/messages", body, cancel, headers)
 
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
         """The Messages API request body for ``request`` (pure: no I/O)."""
+        model = request.model or self.model
+        check_files(self.file_support, request.messages, self.name, model)
         marked: list[dict[str, Any]] = []  # the last block of each cache_point message
         messages = _convert_messages(request.messages, self.name, marked)
-        body: dict[str, Any] = {"model": request.model or self.model}
+        body: dict[str, Any] = {"model": model}
         automatic: list[dict[str, Any]] = []  # the cache points every request gets
         if request.system_prompt:
             body["system"] = [{"type": "text", "text": request.system_prompt}]
@@ -154,6 +164,25 @@ def _image_block(image: ImageContent) -> dict[str, Any]:
     return {"type": "image", "source": source}
 
 
+def _file_block(file: FileContent) -> dict[str, Any]:
+    """A PDF or image by its bytes, URL or file id; a text file as a plain-text document."""
+    source: dict[str, Any]
+    if file.data is not None and file.kind == "text":
+        source = {"type": "text", "media_type": "text/plain", "data": file.text()}
+    elif file.data is not None:
+        source = {"type": "base64", "media_type": file.mime_type, "data": file.data}
+    elif file.url is not None:
+        source = {"type": "url", "url": file.url}
+    else:
+        source = {"type": "file", "file_id": file.file_id}
+    if file.kind == "image":
+        return {"type": "image", "source": source}
+    block: dict[str, Any] = {"type": "document", "source": source}
+    if file.name:
+        block["title"] = file.name
+    return block
+
+
 def _signed_thinking(block: ThinkingContent) -> dict[str, Any] | None:
     """Anthropic's own thinking goes back with its signature (None: it has none)."""
     if not block.signature:
@@ -171,7 +200,7 @@ def _tool_use(call: ToolCall) -> dict[str, Any]:
 def _tool_result(message: ToolResultMessage) -> list[dict[str, Any]]:
     call_id = safe_tool_call_id(message.tool_call_id)
     block: dict[str, Any] = {"type": "tool_result", "tool_use_id": call_id}
-    content = user_parts(message.content, _text_block, _image_block)
+    content = user_parts(message.content, _text_block, _image_block, _file_block)
     if content:
         block["content"] = content
     if message.is_error:
@@ -187,7 +216,7 @@ def _convert_messages(
     wire: list[dict[str, Any]] = []
     turns = each_message(
         messages,
-        user=lambda m: ("user", user_parts(m.content, _text_block, _image_block), m.cache_point),
+        user=lambda m: ("user", _user_blocks(m.content), m.cache_point),
         assistant=lambda m: ("assistant", _assistant_blocks(m, provider), m.cache_point),
         tool=lambda m: ("user", _tool_result(m), m.cache_point),
     )
@@ -208,6 +237,10 @@ def _convert_messages(
                 at = next((i for i, b in enumerate(content) if b["type"] != "tool_result"), at)
             content.insert(at, block)
     return wire
+
+
+def _user_blocks(content: Any) -> list[dict[str, Any]]:
+    return user_parts(content, _text_block, _image_block, _file_block)
 
 
 def _assistant_blocks(message: AssistantMessage, provider: str) -> list[dict[str, Any]]:

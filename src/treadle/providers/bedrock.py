@@ -3,6 +3,7 @@ family on Bedrock (docs/cloud.md#aws-bedrock)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import quote
@@ -13,7 +14,7 @@ from pydantic_core import from_json, to_json
 from .._redact import redact_url
 from ..cancellation import CancellationToken
 from ..errors import ConfigurationError
-from ..types.content import ImageContent, ThinkingContent, ToolCall
+from ..types.content import FileContent, ImageContent, ThinkingContent, ToolCall
 from ..types.messages import AgentMessage, AssistantMessage, ToolResultMessage
 from ._aws import BEARER_VARIABLE, AWSSigV4, bedrock_endpoint, env_endpoint, env_region
 from ._convert import (
@@ -29,6 +30,7 @@ from .anthropic import DEFAULT_THINKING_BUDGETS
 from .base import ModelRequest, StreamEvent
 from .bedrock_cache import cache_block, place
 from .bedrock_stream import BedrockResponse, bedrock_error, error_type
+from .files import BEDROCK, DOCUMENT_FORMATS, FileSupport, check_files, file_as_text
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -36,6 +38,8 @@ if TYPE_CHECKING:
 Family = Literal["anthropic", "nova", "openai", "other"]
 _FORMATS = {"image/png": "png", "image/jpeg": "jpeg", "image/jpg": "jpeg", "image/gif": "gif",
             "image/webp": "webp"}  # fmt: skip
+# Converse allows letters, digits, single spaces, hyphens, parentheses and brackets in names.
+_NOT_IN_NAME = re.compile(r"[^A-Za-z0-9\-()\[\] ]+| {2,}")
 _EFFORT = {"minimal": "low", "low": "low", "medium": "medium", "high": "high"}
 _DEFAULT_MAX_TOKENS = 8192  # sent only with a thinking budget, which needs room above it
 
@@ -60,6 +64,8 @@ class Bedrock(HTTPAdapter):
 
     name = "bedrock"
     key_header = ("authorization", "Bearer ")
+    file_support: FileSupport = BEDROCK
+    """The files this adapter sends (docs/files.md); replace it on an instance to widen it."""
 
     def __init__(
         self,
@@ -118,6 +124,7 @@ class Bedrock(HTTPAdapter):
         """The Converse request body for ``request`` (pure: no I/O). The model goes in the URL."""
         model = request.model or self.model
         family = self.family or model_family(model)
+        check_files(self.file_support, request.messages, self.name, model)
         point = cache_block(request, family)
         messages = _convert_messages(request.messages, self.name, point)
         body: dict[str, Any] = {"messages": messages}
@@ -252,6 +259,20 @@ def _image(image: ImageContent) -> dict[str, Any]:
     return {"image": {"format": fmt, "source": {"bytes": image.data}}}
 
 
+def _file(file: FileContent) -> dict[str, Any]:
+    """A document block (Converse's formats), an image or video block, or text as text."""
+    fmt = DOCUMENT_FORMATS.get(file.mime_type)
+    if fmt is not None:
+        name = _NOT_IN_NAME.sub("-", (file.name or "document").rsplit(".", 1)[0]).strip()
+        document = {"format": fmt, "name": name or "document", "source": {"bytes": file.data}}
+        return {"document": document}
+    if file.kind == "text":
+        return _text(file_as_text(file))
+    major, minor = file.mime_type.split("/", 1)
+    fmt = {"jpg": "jpeg", "quicktime": "mov"}.get(minor, minor)
+    return {major: {"format": fmt, "source": {"bytes": file.data}}}
+
+
 def _reasoning(block: ThinkingContent) -> dict[str, Any] | None:
     """Bedrock's own reasoning goes back with its signature (None: it has none)."""
     if not block.signature:
@@ -268,7 +289,7 @@ def _tool_use(call: ToolCall) -> dict[str, Any]:
 
 
 def _tool_result(message: ToolResultMessage) -> list[dict[str, Any]]:
-    content = user_parts(message.content, _text, _image) or [_text("(no output)")]
+    content = user_parts(message.content, _text, _image, _file) or [_text("(no output)")]
     result: dict[str, Any] = {"toolUseId": safe_tool_call_id(message.tool_call_id)}
     result["content"] = content
     if message.is_error:
@@ -292,7 +313,7 @@ def _convert_messages(
     wire: list[dict[str, Any]] = []
     turns = each_message(
         messages,
-        user=lambda m: ("user", marked(m, user_parts(m.content, _text, _image))),
+        user=lambda m: ("user", marked(m, user_parts(m.content, _text, _image, _file))),
         assistant=lambda m: ("assistant", marked(m, _assistant(m, provider))),
         tool=lambda m: ("user", marked(m, _tool_result(m))),
     )

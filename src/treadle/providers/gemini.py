@@ -13,6 +13,7 @@ from ..errors import ConfigurationError
 from ..types import (
     AgentMessage,
     AssistantMessage,
+    FileContent,
     ImageContent,
     TextContent,
     ThinkingContent,
@@ -34,6 +35,7 @@ from ._convert import (
 )
 from ._http import HTTPAdapter
 from .base import ModelRequest, ProviderError, StreamEvent, ThinkingLevel
+from .files import GEMINI, FileSupport, check_files, file_as_text, text_of
 from .gemini_stream import Response
 
 DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com"
@@ -67,6 +69,8 @@ class Gemini(HTTPAdapter):
 
     name = "gemini"
     default_base_url = DEFAULT_BASE_URL
+    file_support: FileSupport = GEMINI
+    """The files this adapter sends (docs/files.md); replace it on an instance to widen it."""
     key_variables = KEY_VARIABLES
     key_header = _KEY_HEADER
 
@@ -79,6 +83,7 @@ class Gemini(HTTPAdapter):
 
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
         model = request.model or self.model
+        check_files(self.file_support, request.messages, self.name, model)
         body: dict[str, Any] = {"contents": _contents(request.messages, model, self.name)}
         if request.system_prompt:
             body["systemInstruction"] = {"parts": [{"text": request.system_prompt}]}
@@ -239,8 +244,13 @@ def _contents(
 ) -> list[dict[str, Any]]:
     def entry(message: AgentMessage) -> tuple[_Turn | None, list[dict[str, Any]], bool]:
         if isinstance(message, ToolResultMessage):
-            images = [_image_part(b) for b in message.content if isinstance(b, ImageContent)]
-            text = message.text or ("(see the images below)" if images else "")
+            images = [
+                _image_part(b) if isinstance(b, ImageContent) else _file_part(b)
+                for b in message.content
+                if isinstance(b, ImageContent) or (isinstance(b, FileContent) and not _inline(b))
+            ]
+            texts = [t for t in map(text_of, message.content) if t is not None]
+            text = "\n".join(texts) or ("(see the images below)" if images else "")
             response = {"error": text} if message.is_error else {"result": text}
             call_id = safe_tool_call_id(message.tool_call_id)
             answer = {"id": call_id, "name": message.tool_name, "response": response}
@@ -248,7 +258,9 @@ def _contents(
                 images.insert(0, {"text": f"Images returned by the {message.tool_name} tool:"})
             return ("user", [{"functionResponse": answer}]), images, True
         if isinstance(message, UserMessage):
-            parts = user_parts(message.content, lambda text: {"text": text}, _image_part)
+            parts = user_parts(
+                message.content, lambda text: {"text": text}, _image_part, _file_part
+            )
             return ("user", parts), [], False
         if isinstance(message, AssistantMessage):
             return ("model", _model_parts(message, model, provider)), [], False
@@ -267,6 +279,20 @@ def _contents(
 
 def _image_part(image: ImageContent) -> dict[str, Any]:
     return {"inlineData": {"mimeType": image.mime_type, "data": image.data}}
+
+
+def _inline(block: object) -> bool:
+    """A text file with its bytes: sent as text."""
+    return isinstance(block, FileContent) and block.kind == "text" and block.data is not None
+
+
+def _file_part(file: FileContent) -> dict[str, Any]:
+    """Text as text, bytes as ``inlineData``, a URL or file URI as ``fileData``."""
+    if _inline(file):
+        return {"text": file_as_text(file)}
+    if file.data is not None:
+        return {"inlineData": {"mimeType": file.mime_type, "data": file.data}}
+    return {"fileData": {"mimeType": file.mime_type, "fileUri": file.url or file.file_id}}
 
 
 def _model_parts(message: AssistantMessage, model: str, provider: str) -> list[dict[str, Any]]:

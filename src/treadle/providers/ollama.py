@@ -12,6 +12,7 @@ import httpx
 from ..cancellation import CancellationToken
 from ..types import (
     AssistantMessage,
+    FileContent,
     ImageContent,
     ToolResultMessage,
     ToolSpec,
@@ -31,6 +32,7 @@ from ._errors import classify
 from ._http import HTTPAdapter, HTTPOptions
 from ._sse import NDJSONDecoder
 from .base import ModelRequest, StreamEvent, ThinkingLevel
+from .files import OLLAMA, FileSupport, check_files, text_of
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -56,6 +58,8 @@ class Ollama(HTTPAdapter):
     """A local (or ollama.com) Ollama server (options: docs/providers.md#ollama)."""
 
     name = "ollama"
+    file_support: FileSupport = OLLAMA
+    """The files this adapter sends (docs/files.md): images, and text files as text."""
     key_variables = ("OLLAMA_API_KEY",)
     connect_hint = "is Ollama running? Start it with `ollama serve`, or point OLLAMA_HOST at it"
     key_header = ("authorization", "Bearer ")
@@ -77,6 +81,7 @@ class Ollama(HTTPAdapter):
 
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
         model = request.model or self.model
+        check_files(self.file_support, request.messages, self.name, model)
         messages: list[dict[str, Any]] = []
         if request.system_prompt:
             messages.append({"role": "system", "content": request.system_prompt})
@@ -131,16 +136,26 @@ def _function(tool: ToolSpec) -> dict[str, Any]:
 
 
 def _user(message: UserMessage) -> dict[str, Any]:
-    return _with_images({"role": "user", "content": message.text}, message)
+    return _with_images({"role": "user", "content": _text(message)}, message)
+
+
+def _text(message: UserMessage | ToolResultMessage) -> str:
+    """The message's text, its text files included (Ollama takes text and images only)."""
+    return "\n".join(t for t in map(text_of, message.content) if t is not None)
 
 
 def _tool_result(message: ToolResultMessage) -> dict[str, Any]:
-    entry = {"role": "tool", "content": message.text, "tool_name": message.tool_name}
+    entry = {"role": "tool", "content": _text(message), "tool_name": message.tool_name}
     return _with_images({**entry, "tool_call_id": message.tool_call_id}, message)
 
 
 def _with_images(entry: dict[str, Any], message: UserMessage | ToolResultMessage) -> dict[str, Any]:
-    images = [b.data for b in message.content if isinstance(b, ImageContent)]
+    images = [
+        b.data
+        for b in message.content
+        if isinstance(b, ImageContent) or (isinstance(b, FileContent) and b.kind == "image")
+        if b.data is not None
+    ]
     if images:
         entry["images"] = images
     return entry

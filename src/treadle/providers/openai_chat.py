@@ -15,6 +15,7 @@ import httpx
 from ..cancellation import CancellationToken
 from ..types import (
     AssistantMessage,
+    FileContent,
     ImageContent,
     TextContent,
     ToolResultMessage,
@@ -33,6 +34,7 @@ from ._convert import (
 from ._http import HTTPAdapter, HTTPOptions, key_variable
 from ._wire import ToolsJSON, WireCache, dumpb, dumps, splice
 from .base import ModelRequest, StreamEvent
+from .files import OPENAI_CHAT, FileSupport, check_files, file_as_text, text_of
 from .openai_chat_stream import ChatStream
 
 if TYPE_CHECKING:
@@ -53,6 +55,8 @@ class OpenAIChat(HTTPAdapter):
 
     name = "openai"
     default_base_url = DEFAULT_BASE_URL
+    file_support: FileSupport = OPENAI_CHAT
+    """The files this adapter sends (docs/files.md); replace it on an instance to widen it."""
 
     def __init__(
         self,
@@ -113,6 +117,7 @@ class OpenAIChat(HTTPAdapter):
     def encode_body(self, request: ModelRequest) -> bytes:
         """The request body as sent, each message's JSON from the adapter's cache (``_wire.py``)."""
         head: dict[str, Any] = {"model": request.model or self.model}
+        check_files(self.file_support, request.messages, self.name, head["model"])
         rest: dict[str, Any] = {"stream": self.streaming}
         if self.streaming and self.include_usage:
             rest["stream_options"] = {"include_usage": True}
@@ -189,16 +194,22 @@ class OpenAIChat(HTTPAdapter):
         return dumpb(converted)
 
     def _tool_result(self, message: ToolResultMessage) -> _Encoded:
-        """A tool message (text only), and the parts of a user message with the tool's images."""
-        text = message.text
-        images = [block for block in message.content if isinstance(block, ImageContent)]
+        """A tool message (text only: text files join its text), and the parts of a user
+        message with the tool's images and other files."""
+        text = "\n".join(t for t in map(text_of, message.content) if t is not None)
+        media = [
+            block
+            for block in message.content
+            if isinstance(block, ImageContent)
+            or (isinstance(block, FileContent) and not _as_text(block))
+        ]
         call_id = self._call_id(message.tool_call_id)
         parts: list[dict[str, Any]] = []
-        if images:
-            note = f"[{len(images)} image(s) follow in the next user message]"
+        if media:
+            note = f"[{len(media)} image(s) or file(s) follow in the next user message]"
             text = f"{text}\n{note}" if text else note
-            label = f"Image(s) returned by the {message.tool_name} tool (call {call_id}):"
-            parts = [{"type": "text", "text": label}, *map(_image_part, images)]
+            label = f"Returned by the {message.tool_name} tool (call {call_id}):"
+            parts = [{"type": "text", "text": label}, *map(_media_part, media)]
         tool = {"role": "tool", "tool_call_id": call_id, "content": text}
         return dumpb(tool), tuple(map(dumpb, parts)), True
 
@@ -252,7 +263,9 @@ def _response_format(spec: dict[str, Any]) -> dict[str, Any]:
     return {"type": "json_schema", "json_schema": json_schema}
 
 
-def _user_content(blocks: list[TextContent | ImageContent]) -> str | list[dict[str, Any]]:
+def _user_content(
+    blocks: list[TextContent | ImageContent | FileContent],
+) -> str | list[dict[str, Any]]:
     if not blocks:
         return ""
     if len(blocks) == 1 and isinstance(blocks[0], TextContent):
@@ -260,9 +273,29 @@ def _user_content(blocks: list[TextContent | ImageContent]) -> str | list[dict[s
     return [
         {"type": "text", "text": block.text}
         if isinstance(block, TextContent)
-        else _image_part(block)
+        else _media_part(block)
         for block in blocks
     ]
+
+
+def _as_text(block: object) -> bool:
+    return isinstance(block, FileContent) and block.kind == "text"
+
+
+def _media_part(block: ImageContent | FileContent) -> dict[str, Any]:
+    if isinstance(block, ImageContent):
+        return _image_part(block)
+    if block.kind == "text":
+        return {"type": "text", "text": file_as_text(block)}
+    if block.kind == "image":
+        return {"type": "image_url", "image_url": {"url": block.url or block.data_url()}}
+    if block.kind == "audio":
+        audio_format = "mp3" if block.mime_type == "audio/mpeg" else "wav"
+        return {"type": "input_audio", "input_audio": {"data": block.data, "format": audio_format}}
+    if block.file_id is not None:
+        return {"type": "file", "file": {"file_id": block.file_id}}
+    filename = block.name or "file.pdf"
+    return {"type": "file", "file": {"filename": filename, "file_data": block.data_url()}}
 
 
 def _user_parts(parts: list[bytes]) -> bytes:

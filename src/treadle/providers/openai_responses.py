@@ -9,7 +9,7 @@ import httpx
 from pydantic_core import from_json, to_json
 
 from ..cancellation import CancellationToken
-from ..types.content import ImageContent, TextContent, ThinkingContent, ToolCall
+from ..types.content import FileContent, ImageContent, TextContent, ThinkingContent, ToolCall
 from ..types.messages import AssistantMessage, ToolResultMessage, UserMessage
 from ._convert import (
     assistant_parts,
@@ -24,6 +24,7 @@ from ._convert import (
 )
 from ._http import HTTPAdapter, HTTPOptions
 from .base import ModelRequest, StreamEvent
+from .files import OPENAI_RESPONSES, FileSupport, check_files, file_as_text
 from .openai_responses_stream import StreamState
 
 if TYPE_CHECKING:
@@ -38,6 +39,8 @@ class OpenAIResponses(HTTPAdapter):
 
     name = "openai"
     default_base_url = DEFAULT_BASE_URL
+    file_support: FileSupport = OPENAI_RESPONSES
+    """The files this adapter sends (docs/files.md); replace it on an instance to widen it."""
 
     def __init__(
         self,
@@ -78,6 +81,7 @@ class OpenAIResponses(HTTPAdapter):
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
         """The Responses API request body for ``request`` (pure: no I/O)."""
         body: dict[str, Any] = {"model": request.model or self.model}
+        check_files(self.file_support, request.messages, self.name, body["model"])
         if request.system_prompt:
             body["instructions"] = request.system_prompt
         items = each_message(
@@ -125,12 +129,37 @@ def _text_format(response_format: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _input_content(content: list[TextContent | ImageContent]) -> list[dict[str, Any]]:
+def _input_content(
+    content: list[TextContent | ImageContent | FileContent],
+) -> list[dict[str, Any]]:
     return user_parts(
         content,
         lambda text: {"type": "input_text", "text": text},
         lambda image: {"type": "input_image", "image_url": image_data_url(image)},
+        _input_file,
     )
+
+
+def _input_file(file: FileContent) -> dict[str, Any]:
+    """``input_image`` for an image, ``input_text`` for a text file, else ``input_file``."""
+    if file.kind == "text":
+        return {"type": "input_text", "text": file_as_text(file)}
+    image = file.kind == "image"
+    part: dict[str, Any] = {"type": "input_image" if image else "input_file"}
+    if file.file_id is not None:
+        part["file_id"] = file.file_id
+    elif file.url is not None:
+        part["image_url" if image else "file_url"] = file.url
+    elif image:
+        part["image_url"] = file.data_url()
+    else:
+        part["file_data"] = file.data_url()
+        part["filename"] = file.name or _default_name(file)
+    return part
+
+
+def _default_name(file: FileContent) -> str:
+    return "file.pdf" if file.kind == "pdf" else "file"
 
 
 def _user_items(message: UserMessage) -> list[dict[str, Any]]:
@@ -173,7 +202,7 @@ def _function_call(call: ToolCall) -> dict[str, Any]:
 
 def _tool_output(message: ToolResultMessage) -> list[dict[str, Any]]:
     output: str | list[dict[str, Any]] = message.text
-    if any(isinstance(block, ImageContent) for block in message.content):
-        output = _input_content(message.content)  # OpenAI takes text and images here
+    if any(isinstance(block, (ImageContent, FileContent)) for block in message.content):
+        output = _input_content(message.content)  # OpenAI takes text, images and files here
     call_id = safe_tool_call_id(message.tool_call_id)
     return [{"type": "function_call_output", "call_id": call_id, "output": output}]

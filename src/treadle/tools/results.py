@@ -22,9 +22,10 @@ from uuid import UUID
 from pydantic import BaseModel
 
 from ..errors import UsageError
-from ..types import ImageContent, TextContent, ToolResult
+from ..types import FileContent, ImageContent, TextContent, ToolResult
 
 _MAX_DEPTH = 100
+_BLOCKS = (TextContent, ImageContent, FileContent)
 _PLAIN = frozenset({str, int, bool, type(None)})  # kept as they are, with no path built
 
 
@@ -32,7 +33,8 @@ def to_tool_result(value: Any) -> ToolResult:
     """Turn whatever a tool returned into a :class:`ToolResult`.
 
     A ``ToolResult`` is kept; None is an empty result; a string, a content block or a list of
-    content blocks is the content. A pydantic model is its JSON (and ``details`` its dump).
+    content blocks (strings among them are text blocks) is the content. A pydantic model is
+    its JSON (and ``details`` its dump).
     Anything else is converted by :func:`jsonable` and sent as JSON text — except a value
     that converts to a string (a datetime, an enum of strings, a UUID ...), sent as that
     text. Raises :class:`UsageError` for a value with no JSON form (bytes, an arbitrary
@@ -46,14 +48,14 @@ def to_tool_result(value: Any) -> ToolResult:
         return ToolResult(content=[])
     if isinstance(value, str):
         return ToolResult(content=[TextContent(text=value)])
-    if isinstance(value, (TextContent, ImageContent)):
+    if isinstance(value, (TextContent, ImageContent, FileContent)):
         return ToolResult(content=[value])
     if (
         isinstance(value, list)
-        and value
-        and all(isinstance(v, (TextContent, ImageContent)) for v in value)
-    ):
-        return ToolResult(content=list(value))
+        and any(isinstance(v, _BLOCKS) for v in value)
+        and all(isinstance(v, (str, *_BLOCKS)) for v in value)
+    ):  # blocks, and strings between them as text: ["The chart:", image]
+        return ToolResult(content=[TextContent(text=v) if isinstance(v, str) else v for v in value])
     if isinstance(value, BaseModel):
         return ToolResult(
             content=[TextContent(text=value.model_dump_json())],
@@ -73,7 +75,8 @@ def jsonable(value: Any, where: str = "the result", depth: int = 0) -> Any:
     iterators lists; sets and frozensets lists, sorted when their items can be compared;
     mappings objects (keys as text); a float that is not finite its text (JSON has no NaN).
     Raises :class:`UsageError` for bytes (decode them, or return
-    :class:`~treadle.types.ImageContent`) and for any other object, naming where it sat.
+    :class:`~treadle.types.ImageContent` / :class:`~treadle.types.FileContent`) and for any
+    other object, naming where it sat.
     """
     if depth > _MAX_DEPTH:
         raise UsageError(f"the result nests more than {_MAX_DEPTH} levels deep")
@@ -99,7 +102,7 @@ def jsonable(value: Any, where: str = "the result", depth: int = 0) -> Any:
     if isinstance(value, (bytes, bytearray, memoryview)):
         raise UsageError(
             f"{where} is {type(value).__name__}, which the model cannot read: decode it to a "
-            "str, or return ImageContent for an image"
+            "str, or return ImageContent for an image or FileContent.from_bytes(...) for a file"
         )
     if isinstance(value, Mapping):
         return {

@@ -9,6 +9,7 @@ from ._base import now_ms
 from .content import (
     AssistantContent,
     ContentBlock,
+    FileContent,
     ImageContent,
     TextContent,
     ThinkingContent,
@@ -117,6 +118,7 @@ __all__ = [
     "Delta",
     "ErrorInfo",
     "ExtensionMessage",
+    "FileContent",
     "ImageContent",
     "InputRejected",
     "MessageEnd",

@@ -9,6 +9,7 @@ from pydantic import Field, field_validator
 
 from ..errors import ConfigurationError
 from ._watch import Watched
+from .files import FileContent as FileContent
 from .text import clean_text
 
 
@@ -73,10 +74,11 @@ class ToolCall(Watched):
     raw_arguments: str | None = None
 
 
-UserContent = Annotated[Union[TextContent, ImageContent], Field(discriminator="type")]
+UserContent = Annotated[Union[TextContent, ImageContent, FileContent], Field(discriminator="type")]
 AssistantContent = Annotated[
     Union[TextContent, ThinkingContent, ToolCall], Field(discriminator="type")
 ]
 ContentBlock = Annotated[
-    Union[TextContent, ImageContent, ThinkingContent, ToolCall], Field(discriminator="type")
+    Union[TextContent, ImageContent, FileContent, ThinkingContent, ToolCall],
+    Field(discriminator="type"),
 ]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 
 from pydantic import Field, field_validator, model_validator
@@ -11,6 +13,7 @@ from ._base import now_ms
 from ._watch import Watched
 from .content import (
     AssistantContent,
+    FileContent,
     ImageContent,
     TextContent,
     ThinkingContent,
@@ -85,9 +88,16 @@ class UserMessage(_Message):
     _coerce = field_validator("content", mode="before")(_text_to_blocks)
 
     @classmethod
-    def of(cls, text: str, *images: ImageContent) -> UserMessage:
-        """A user message with ``text`` and optional images."""
-        return cls(content=[TextContent(text=text), *images])
+    def of(
+        cls,
+        text: str,
+        *images: ImageContent | FileContent,
+        files: Iterable[FileContent | str | os.PathLike[str]] = (),
+    ) -> UserMessage:
+        """A user message with ``text``, optional images and ``files`` (blocks, or paths read
+        with :meth:`FileContent.from_path`): ``UserMessage.of("Sum up", files=["a.pdf"])``."""
+        attached = [f if isinstance(f, FileContent) else FileContent.from_path(f) for f in files]
+        return cls(content=[TextContent(text=text), *images, *attached])
 
     @property
     def text(self) -> str:
