@@ -84,7 +84,8 @@ async def main() -> None:
         await approve(durable.DurableRun(run_id))
         return
     if mode == "serve":  # a queue worker: take runs until killed
-        async with durable.worker(DB, heartbeat_s=0.5, dead_after_s=8):  # a loaded CI machine stalls threads for seconds
+        # eight seconds: a loaded CI machine can stall a live worker's heartbeat for seconds
+        async with durable.worker(DB, heartbeat_s=0.5, dead_after_s=8):
             print("ready", flush=True)
             await asyncio.Event().wait()
     await durable.launch(DB, executor_id=os.environ.get("EXECUTOR_ID"))
