@@ -25,6 +25,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--runs", type=int, default=200)
+    parser.add_argument("--warmup", type=int, default=10, help="untimed runs per driver first")
     opts = parser.parse_args()
     opts.scenario, opts.stream = "sequential", True
     ms: dict[str, list[float]] = {name: [] for name in KINDS}
