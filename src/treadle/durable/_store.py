@@ -387,8 +387,9 @@ class EventStore:
         return [(row[0], row[1]) for row in conn.execute(query)]
 
     def _read(
-        self, workflow_id: str, after: int, limit: int | None, rebuild: Rebuild
+        self, workflow_id: str, after: int, limit: int | None, rebuild: Rebuild | None = None
     ) -> list[AgentEvent]:
+        rebuild = rebuild if rebuild is not None else Rebuild(workflow_id)
         with self.engine.connect() as conn:
             items = parse(self._rows(conn, workflow_id, after, None, limit))
             start = rebuild.start_of(items)
@@ -406,5 +407,4 @@ class EventStore:
     ) -> list[AgentEvent]:
         """The run's events with ``seq`` above ``after``; ``rebuild``: the reader's state,
         kept across its reads (a reader that reads once needs none)."""
-        rebuild = rebuild if rebuild is not None else Rebuild(workflow_id)
         return await anyio.to_thread.run_sync(self._read, workflow_id, after, limit, rebuild)
