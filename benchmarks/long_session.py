@@ -104,7 +104,7 @@ def session(base_url: str, opts: argparse.Namespace, compaction: bool) -> dict[s
         tool,
     )
     from treadle.context import CompactionPolicy, validate_transcript
-    from treadle.loop.compaction import ContextGuard
+    from treadle.loop._context_guard import ContextGuard
     from treadle.providers import OpenAIChat
     from treadle.types import TurnEnd
 

@@ -33,8 +33,8 @@ from treadle import (
 from treadle.context import CompactionPolicy, TokenCounter, estimate_tokens, validate_transcript
 from treadle.context.compaction import SUMMARY_PREFIX
 from treadle.loop import compact_context
+from treadle.loop._context_guard import FLOOR_KEY
 from treadle.loop._streaming import OVERFLOW_RETRIES
-from treadle.loop.compaction import FLOOR_KEY
 from treadle.providers.base import ModelRequest
 from treadle.testing import ScriptedProvider
 from treadle.types import (

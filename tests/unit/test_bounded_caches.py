@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from treadle.loop import _state as state
+from treadle.loop import _tool_table as state
 
 
 def test_the_toolset_class_cache_stays_bounded() -> None:

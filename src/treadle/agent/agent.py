@@ -24,7 +24,7 @@ from ..loop import (
     RetryPolicy,
     ToolExecution,
 )
-from ..loop._state import _as_message
+from ..loop._scope import as_message
 from ..loop.settings import validated_settings
 from ..providers.base import Provider
 from ..tools import Tool, open_toolsets
@@ -41,16 +41,16 @@ from .profile import Profile, run_ephemeral
 from .result import AgentBusy, AgentSnapshot, RunResult
 from .result import AgentOutputT as OutputT
 from .runs import run_agent
-from .runstate import (
-    OUTPUT_TOOL,
-    AgentHooks,
-    RunState,
-    output_adapter,
-    usage_of,
-)
 from .settings import AgentOptions, checked_parts, removed_keyword_error, resolve_model
 from .stream import AgentStream
 from .sync import run_blocking
+from .tally import (
+    OUTPUT_TOOL,
+    AgentHooks,
+    RunTally,
+    output_adapter,
+    usage_of,
+)
 
 if TYPE_CHECKING:
     from ..context.compacting import CompactionResult
@@ -305,7 +305,7 @@ class Agent(Generic[OutputT]):
         on with this message. Without a run in progress it joins the next run's prompt.
         Safe to call from another task or thread.
         """
-        item = _as_message(message)  # a dict gets the same clear error as a dict prompt
+        item = as_message(message)  # a dict gets the same clear error as a dict prompt
         if mode == "after_batch":
             self._steer_after.append(item)
         elif mode == "next_tool":
@@ -319,7 +319,7 @@ class Agent(Generic[OutputT]):
 
     def follow_up(self, message: str | AgentMessage) -> None:
         """A message to handle after the run would otherwise end (it keeps going)."""
-        self._follow_ups.append(_as_message(message))
+        self._follow_ups.append(as_message(message))
 
     def abort(self, mode: CancelMode = "immediate") -> None:
         """Stop the run in progress (``immediate`` or ``after_turn``). Thread-safe."""
@@ -468,11 +468,11 @@ class Agent(Generic[OutputT]):
         With nothing worth compacting (a short conversation) no model call is made and the
         result says so: ``result.changed`` is False and ``result.usage`` is zero.
         """
-        from ..loop.compaction import compact_context
+        from ..loop._context_guard import compact_context
 
         self._claim()
         try:
-            state = RunState(self.output_retries)
+            state = RunTally(self.output_retries)
             config = self._config(state, None)
             if self._recorder is not None:
                 config = config.model_copy(update={"hooks": [self._recorder, *config.hooks]})
@@ -532,7 +532,7 @@ class Agent(Generic[OutputT]):
         self._running = False
         self._token = None
 
-    def _config(self, state: RunState, deps: Any, extra: Sequence[Hooks] = ()) -> AgentLoopConfig:
+    def _config(self, state: RunTally, deps: Any, extra: Sequence[Hooks] = ()) -> AgentLoopConfig:
         hooks: list[Hooks] = [AgentHooks(state), *self._user_hooks, *extra]
         return AgentLoopConfig(
             provider=self.provider,
@@ -545,7 +545,7 @@ class Agent(Generic[OutputT]):
             **self._settings,
         )
 
-    def _poll_steering(self, state: RunState) -> list[AgentMessage]:
+    def _poll_steering(self, state: RunTally) -> list[AgentMessage]:
         taken = self._steer_next[:]
         del self._steer_next[: len(taken)]
         if not state.in_tools:
@@ -554,7 +554,7 @@ class Agent(Generic[OutputT]):
             taken.extend(after)
         return taken
 
-    def _poll_follow_ups(self, state: RunState) -> list[AgentMessage]:
+    def _poll_follow_ups(self, state: RunTally) -> list[AgentMessage]:
         if self.output_type is not None and not state.has_output and state.output_error is None:
             if state.nudges < self.output_retries:
                 state.nudges += 1

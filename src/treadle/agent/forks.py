@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import OutOfRange
 from ..types import ContinuationKind, Usage
-from .runstate import usage_of
+from .tally import usage_of
 
 if TYPE_CHECKING:
     from ..sessions import SessionStore

@@ -20,7 +20,7 @@ from ..loop import (
 )
 from ..providers.base import Provider
 from ..types import AgentMessage, PlanCreated, TextContent, Usage, UserMessage
-from .runstate import RunState
+from .tally import RunTally
 
 PLANNER_INSTRUCTION = (
     "Before acting, decide whether the user's request needs a plan. If it can be answered "
@@ -35,7 +35,7 @@ async def make_plan(
     system: str | None,
     history: Sequence[AgentMessage],
     prompts: list[AgentMessage],
-    state: RunState,
+    state: RunTally,
     config: AgentLoopConfig,
     context: AgentContext | None = None,
 ) -> list[AgentMessage]:

@@ -16,7 +16,7 @@ from ..loop.settings import validated_settings
 from ..types import AgentEvent, AgentMessage, ContinuationKind, TurnTrigger
 from .planning import make_plan, screen_prompts
 from .result import RunResult
-from .runstate import OutputTool, RunState, prompts_of, run_result, take_child_usage
+from .tally import OutputTool, RunTally, prompts_of, run_result, take_child_usage
 
 
 async def run_agent(
@@ -36,7 +36,7 @@ async def run_agent(
         from ..sessions import SessionError
 
         raise SessionError(f"this Agent closed its session {agent.session_id!r}")
-    state = RunState(agent.output_retries)
+    state = RunTally(agent.output_retries)
     agent._aborted = False
     token = agent._token = CancellationToken()
     prompts = prompts_of(prompt)

@@ -12,7 +12,7 @@ from pydantic import BaseModel
 from ..loop import AgentContext, AgentLoopConfig, agent_loop
 from ..tools import ToolContext, ToolTraits
 from ..types import AgentMessage, AssistantMessage, ToolResult, TurnTrigger, Usage, UserMessage
-from .runstate import CHILD_USAGE_KEY, OutputTool, RunState, take_child_usage
+from .tally import CHILD_USAGE_KEY, OutputTool, RunTally, take_child_usage
 
 TASK_PARAMETERS: dict[str, Any] = {
     "type": "object",
@@ -32,7 +32,7 @@ class SubAgentSource(Protocol):
     output_type: Any
     context: AgentContext
 
-    def _config(self, state: RunState, deps: Any) -> AgentLoopConfig: ...
+    def _config(self, state: RunTally, deps: Any) -> AgentLoopConfig: ...
 
 
 class SubAgentTool:
@@ -61,7 +61,7 @@ class SubAgentTool:
                 f"Sub-agent '{self.name}' was not started: nesting depth {depth} is over the "
                 f"limit of {self.agent.max_depth}."
             )
-        state = RunState(self.agent.output_retries)
+        state = RunTally(self.agent.output_retries)
         config = self.agent._config(state, ctx.deps).model_copy(
             update={"first_turn_trigger": TurnTrigger.SUB_AGENT}
         )

@@ -2,8 +2,8 @@
 
 from ..cancellation import CancellationToken, CancelMode
 from ..types import ContinuationKind, TurnTrigger
+from ._context_guard import compact_context
 from .channel import EventChannel
-from .compaction import compact_context
 from .config import (
     AgentLoopConfig,
     ApprovalHandler,

@@ -17,7 +17,7 @@ from ..types import (
     ToolResultMessage,
     UserMessage,
 )
-from ._state import _as_message, dict_prompt_error
+from ._scope import as_message, dict_prompt_error
 from .config import AgentLoopConfig
 from .context import AgentContext
 
@@ -52,7 +52,7 @@ def _prompts(prompts: Any) -> list[AgentMessage]:
     if isinstance(prompts, str) or isinstance(
         prompts, (UserMessage, AssistantMessage, ToolResultMessage, ExtensionMessage)
     ):
-        return [_as_message(prompts)]  # one prompt, never one message per character
+        return [as_message(prompts)]  # one prompt, never one message per character
     if isinstance(prompts, Mapping):
         raise dict_prompt_error(prompts)  # iterating it would make one message per key
     if isinstance(prompts, (AgentContext, AgentLoopConfig)):
@@ -61,4 +61,4 @@ def _prompts(prompts: Any) -> list[AgentMessage]:
             f"message or a list of them), not {type(prompts).__name__}: the order is "
             "agent_loop(prompts, context, config, events)."
         )
-    return [_as_message(p) for p in prompts]
+    return [as_message(p) for p in prompts]

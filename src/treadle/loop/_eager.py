@@ -11,26 +11,30 @@ still running and reported as discarded; they never reach the history.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Protocol
 
 import anyio
 from anyio.abc import TaskGroup
 
 from ..types import AssistantMessage, ToolCall
-from ._state import RunState, _unique_call_ids
+from ._scope import RunScope, unique_call_ids
 from ._tool_exec import CallState, ToolBatch
+from ._tool_table import ToolTable
+from .config import AgentLoopConfig
 from .decisions import Deny
 
 
 class EagerCalls:
-    """The eager calls of one turn's model call."""
+    """The eager calls of one turn's model call. ``batch`` is the turn's batch (empty until
+    the message ends); ``calls_run`` how many calls the run has made before this turn (the
+    ``max_tool_calls`` limit counts eager calls too)."""
 
-    def __init__(self, run: RunState, tg: TaskGroup) -> None:
-        self.run = run
+    def __init__(self, scope: RunScope, tg: TaskGroup, batch: ToolBatch, calls_run: int) -> None:
+        self.scope = scope
         self.tg = tg
-        self.batch = ToolBatch(run, [])
+        self.batch = batch
+        self.calls_run = calls_run
         self.calls: dict[str, CallState] = {}  # this attempt's calls by id, in stream order
         self.started = False  # a call started early in this turn, in any attempt
 
@@ -38,14 +42,13 @@ class EagerCalls:
         """A tool call's block is complete: consult the hooks and start it if it may run
         early. Anything else (an ``Ask``, a ``Deny``, a tool that is not eager) waits for
         the message to end and takes the normal path."""
-        run = self.run
         if call.id in self.calls or self.batch.hook_failure is not None:
             return
-        traits = run.traits.get(call.name)
+        traits = self.scope.tools.known_traits(call.name)
         if traits is None or not traits.eager or call.raw_arguments is not None:
             return
-        cap = run.config.limits.max_tool_calls
-        if cap is not None and run.tool_calls_run + len(self.calls) >= cap:
+        cap = self.scope.config.limits.max_tool_calls
+        if cap is not None and self.calls_run + len(self.calls) >= cap:
             return
         state = self.calls[call.id] = CallState(call)
         try:
@@ -55,7 +58,7 @@ class EagerCalls:
             return
         if state.ask is not None or isinstance(state.decision, Deny):
             return
-        await self.batch._start(state)
+        await self.batch.start(state)
         self.started = True
         state.scope = anyio.CancelScope()  # cancelled when its answer is discarded
         state.done = anyio.Event()  # no await since: the task below will set it
@@ -63,8 +66,8 @@ class EagerCalls:
 
     async def _run(self, state: CallState, scope: anyio.CancelScope, done: anyio.Event) -> None:
         try:
-            with scope, self.run.bridge.scope():  # and by an immediate cancellation
-                await self.batch._limited(state, self.batch.limiter)
+            with scope, self.scope.bridge.scope():  # and by an immediate cancellation
+                await self.batch.run_limited(state)
         finally:
             done.set()
 
@@ -82,8 +85,9 @@ class EagerCalls:
     def reconcile(self, message: AssistantMessage) -> ToolBatch | None:
         """The message is final: its calls become the batch's states, eager ones matched by
         id, name and arguments; the other eager calls are discarded. Returns the batch
-        (None: no call of either kind). No await: nothing can come in between."""
-        _unique_call_ids(message)
+        (None: no call of either kind). No await: nothing can come in between. The caller
+        records the message, then ends the discarded calls (:meth:`ToolBatch.end_discarded`)."""
+        unique_call_ids(message)
         kept: list[CallState] = []
         for call in message.tool_calls:
             state = self.calls.pop(call.id, None)
@@ -99,39 +103,20 @@ class EagerCalls:
         self.batch.states = kept
         return self.batch if kept or self.batch.discarded else None
 
-    async def record(
-        self,
-        message: AssistantMessage,
-        record: Callable[[AssistantMessage], Awaitable[None]],
-        owner: _Owner,
-    ) -> None:
-        """Record the final message (``record``) with its batch in place first (``owner``:
-        the run), so any interruption finds every started call in the batch; then end the
-        discarded calls (before the message_end)."""
-        owner.batch = self.reconcile(message)
-        await record(message)
-        await self.batch.end_discarded()
-        if not self.batch.states:
-            owner.batch = None
 
-
-class _Owner(Protocol):
-    batch: ToolBatch | None
-
-
-def eager_possible(run: RunState) -> bool:
+def eager_possible(config: AgentLoopConfig, tools: ToolTable) -> bool:
     """Whether a call may start early this turn: the parallel strategy and an eager tool."""
-    if run.config.tool_execution.mode != "parallel":
+    if config.tool_execution.mode != "parallel":
         return False
-    return any(t.eager for t in run.traits.values())
+    return any(t.eager for t in tools.all_traits())
 
 
 @asynccontextmanager
-async def eager_turn(run: RunState) -> AsyncIterator[TaskGroup | None]:
+async def eager_turn(possible: bool) -> AsyncIterator[TaskGroup | None]:
     """The task group of a turn's eager calls (None when no call can be eager), around the
     turn's model call and tools. Leaving it cancels whatever is left (every path has joined
     its calls by then); an exception leaves it as itself, not in an exception group."""
-    if not eager_possible(run):
+    if not possible:
         yield None
         return
     raised: Exception | None = None

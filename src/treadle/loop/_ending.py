@@ -4,20 +4,23 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from ..types import AgentEnd, AgentEndReason, ErrorInfo
 from ._dispatch import hook_name
-from ._state import RunState, _maybe_await
+from ._scope import _maybe_await
 from .config import RunEnding
 from .sink import CANCEL_GRACE_S, CURRENT_SINK
+
+if TYPE_CHECKING:
+    from ._turns import Run
 
 logger = logging.getLogger("treadle.loop")
 
 
-async def before_end(run: RunState, ending: RunEnding) -> None:
+async def before_end(run: Run, ending: RunEnding) -> None:
     """Call the ``before_end`` hooks once per run. A hook that raises is logged and the
     others still run. When the run is being cancelled from outside (the sink's grace is
     set; the caller shields this), the hooks get ``CANCEL_GRACE_S`` in all. A cancellation
@@ -45,7 +48,7 @@ LAST_ERROR_KEY = "treadle.last_error"
 
 
 def ending_of(
-    run: RunState,
+    run: Run,
     reason: AgentEndReason,
     error: ErrorInfo | None = None,
     pending_tool_calls: list[str] | None = None,
@@ -60,7 +63,7 @@ def ending_of(
 
 
 async def end_run(
-    run: RunState,
+    run: Run,
     reason: AgentEndReason,
     error: ErrorInfo | None,
     pending_tool_calls: list[str],
@@ -87,7 +90,7 @@ async def end_run(
         await after_loop(run, ending)
 
 
-async def after_loop(run: RunState, ending: RunEnding) -> None:
+async def after_loop(run: Run, ending: RunEnding) -> None:
     """The after_loop hooks, each once, after agent_end. agent_end is sent, so a hook that
     raises cannot change how the run ended: its error is logged (logger ``treadle.loop``,
     with the traceback and the hook's name) and the next hook still runs (§3)."""

@@ -12,7 +12,6 @@ from .._signals import HookFailed
 from ..tools import TaskComplete, Tool, ToolArgumentsError, ToolContext, ToolTraits
 from ..tools.function_tool import thread_still_running
 from ..tools.results import drained
-from ..tools.traits import DEFAULT_TRAITS
 from ..types import (
     ToolCall,
     ToolExecutionEnd,
@@ -33,7 +32,7 @@ from ._tool_values import (
 from .decisions import Allow, Ask, Deny, Suspension
 
 if TYPE_CHECKING:
-    from ._state import RunState
+    from ._scope import RunScope
 
 
 SKIPPED_TEXT = "Skipped: a user message arrived"
@@ -66,7 +65,7 @@ class CallState:
         self.decided = False  # the before_tool_call hooks ran (maybe early, while streaming)
         self.ask: tuple[Ask, ToolCall] | None = None  # a hook asked; the handler comes later
         self.done: anyio.Event | None = None  # set when a call run in the background is over
-        self.scope: anyio.CancelScope | None = None  # that background run's scope
+        self.scope: anyio.CancelScope | None = None  # that background run's cancel scope
         self.pending = False
         self.judged: ToolCall | None = None  # pending: the call as its hooks judged it
         self.prompt: str | None = None  # pending on an Ask: its question for the person
@@ -78,24 +77,26 @@ class CallState:
 
 
 class ToolBatch:
-    """Executes the tool calls of one assistant message for a run."""
+    """Executes the tool calls of one assistant message of a run."""
 
     def __init__(
         self,
-        run: RunState,
+        scope: RunScope,
         calls: Sequence[ToolCall],
         *,
+        steering: Callable[[], Awaitable[bool]] | None = None,
         resumed: bool = False,
         waited: bool = False,
     ) -> None:
-        self.run = run
+        self.scope = scope
+        self.steering = steering  # takes steering messages in; True when any came
         self.states = [CallState(c) for c in calls]
         self.resumed = resumed  # new prompts came: a waited-on call without a decision is denied
         self.waited = waited  # the calls a suspended run waited on: decisions given apply
         self.raised: BaseException | None = None
         self.hook_failure: Exception | None = None
         self.discarded: list[CallState] = []  # eager calls of an answer that was not kept
-        cap = run.config.tool_execution.max_concurrency
+        cap = scope.config.tool_execution.max_concurrency
         self.limiter = anyio.CapacityLimiter(cap) if cap else None
 
     @property
@@ -110,7 +111,7 @@ class ToolBatch:
     # ---- decisions ----
 
     async def decide(self, state: CallState) -> None:
-        run = self.run
+        scope = self.scope
         if not state.decided:
             await self.consult(state)
         if state.ask is None:
@@ -118,13 +119,13 @@ class ToolBatch:
         decision: Any
         ask, call = state.ask
         state.ask = None
-        handler = run.config.approval_handler
+        handler = scope.config.approval_handler
         if handler is None:
             state.pending = True
             state.judged = call
             state.prompt = ask.prompt
             return
-        answer = await run.call_hook(handler, run.handle, call, ask)
+        answer = await scope.call_hook(handler, scope.handle, call, ask)
         if answer is True:
             decision = state.decision or Allow()
         elif answer is False:
@@ -142,10 +143,10 @@ class ToolBatch:
         """The decision without the approval handler: the before_tool_call hooks, or a
         decision given for a call this run waited on (the one gate: docs/contract.md §7.16).
         An ``Ask`` is kept in ``state.ask`` for :meth:`decide`."""
-        run = self.run
+        scope = self.scope
         call = state.call
-        tool = run.tools.get(call.name)
-        traits = run.traits.get(call.name, DEFAULT_TRAITS)
+        tool = scope.tools.get(call.name)
+        traits = scope.tools.traits(call.name)
         external = traits.external
         state.decided = True
         given = self._given(call)
@@ -167,15 +168,15 @@ class ToolBatch:
             if target != call.arguments:
                 call = call.model_copy(update={"arguments": target})
                 state.decision = Allow(target)
-        elif self.resumed and call.id in run.context.suspended:  # it waited on a person
+        elif self.resumed and call.id in scope.context.suspended:  # it waited on a person
             state.decision = Deny("No decision was given for this tool call.")
             return
         if tool is None:
             return
         decision: Any = None
         asked = Ask() if traits.requires_approval else None  # unless a hook decides first
-        for fn in run.hooks.before_tool_call:
-            result = await run.call_hook(fn, run.handle, call)
+        for fn in scope.hooks.before_tool_call:
+            result = await scope.call_hook(fn, scope.handle, call)
             if isinstance(result, Allow):
                 asked = None
                 if result.arguments is not None:
@@ -210,7 +211,7 @@ class ToolBatch:
         run suspended on it (same id and tool); any other decision is dropped."""
         if not self.waited:
             return None
-        context = self.run.context
+        context = self.scope.context
         forced = context.approvals.pop(call.id, None)
         record = context.suspended.get(call.id)
         if forced is None or record is None or record.name != call.name:
@@ -220,11 +221,11 @@ class ToolBatch:
     def settle(self) -> None:
         """Keep ``context.suspended`` in step: a call left waiting is recorded with what its
         hooks judged; a call answered is no longer suspended."""
-        suspended = self.run.context.suspended
+        suspended = self.scope.context.suspended
         for state in self.states:
             judged = state.judged
             if state.pending and judged is not None:
-                external = self.run.traits.get(judged.name, DEFAULT_TRAITS).external
+                external = self.scope.tools.traits(judged.name).external
                 suspended[judged.id] = Suspension(
                     judged.name, dict(judged.arguments), external, prompt=state.prompt
                 )
@@ -236,8 +237,8 @@ class ToolBatch:
     async def execute(self) -> None:
         """Run every call by the configured strategy. Immediate cancellation stops the work;
         :meth:`finish` then reports whatever was left."""
-        strategy = self.run.config.tool_execution
-        with self.run.bridge.scope():
+        strategy = self.scope.config.tool_execution
+        with self.scope.bridge.scope():
             if self.hook_failure is not None:  # a hook failed on an eager call
                 raise self.hook_failure
             if strategy.mode == "sequential":
@@ -281,15 +282,15 @@ class ToolBatch:
             self.discarded = []
 
     async def _sequential(self) -> None:
-        run = self.run
+        scope = self.scope
         for index, state in enumerate(self.states):
             await self.decide(state)
             if state.pending:
                 continue
-            await self._start(state)
+            await self.start(state)
             await self._invoke_and_end(state)
-            if run.config.steering_mode == "next_tool" and index + 1 < len(self.states):
-                if await run.poll_steering():
+            if scope.config.steering_mode == "next_tool" and index + 1 < len(self.states):
+                if self.steering is not None and await self.steering():
                     for rest in self.states[index + 1 :]:
                         rest.result = ToolResult.error(SKIPPED_TEXT)
                     return
@@ -297,7 +298,7 @@ class ToolBatch:
     async def _parallel(self) -> None:
         group: list[CallState] = []
         for state in self.states:
-            if self.run.traits.get(state.call.name, DEFAULT_TRAITS).sequential:
+            if self.scope.tools.traits(state.call.name).sequential:
                 await self._concurrent(group)
                 group = []
                 await self.join()  # it runs alone: eager calls first
@@ -314,19 +315,21 @@ class ToolBatch:
                 await self.decide(state)
         ready = [s for s in group if not s.pending and not s.started]
         for state in ready:
-            await self._start(state)
+            await self.start(state)
         limiter = self.limiter
         if len(ready) == 1 and limiter is None:
             await self._invoke_and_end(ready[0])
             return
         async with anyio.create_task_group() as tg:
             for state in ready:
-                tg.start_soon(self._limited, state, limiter)
+                tg.start_soon(self.run_limited, state)
         if self.hook_failure is not None:
             raise self.hook_failure
 
-    async def _limited(self, state: CallState, limiter: anyio.CapacityLimiter | None) -> None:
+    async def run_limited(self, state: CallState) -> None:
+        """Run a started call within the batch's concurrency cap, in a task of its own."""
         # A failing hook must not become an ExceptionGroup: keep it, raise it after the group.
+        limiter = self.limiter
         try:
             if limiter is None:
                 await self._invoke_and_end(state)
@@ -337,30 +340,31 @@ class ToolBatch:
             if self.hook_failure is None:
                 self.hook_failure = exc
 
-    async def _start(self, state: CallState) -> None:
+    async def start(self, state: CallState) -> None:
+        """Report the call started (``tool_execution_start``)."""
         call = state.call
         args = call.arguments
         if isinstance(state.decision, Allow) and state.decision.arguments is not None:
             args = state.decision.arguments
         state.started = True
         state.started_at = time.perf_counter()
-        await self.run.sink.emit(
+        await self.scope.sink.emit(
             ToolExecutionStart,
             tool_call_id=call.id,
             tool_name=call.name,
             args=args,
-            tool_category=_category_of(self.run.traits.get(call.name)),
+            tool_category=_category_of(self.scope.tools.known_traits(call.name)),
         )
 
     async def _invoke_and_end(self, state: CallState) -> None:
         result = await self._invoke(state)
         if result is None:
             return
-        result = bounded(result, self.run.config.max_tool_result_chars)
-        known = state.call.name in self.run.tools  # before_tool_call ran only for a known tool
-        for fn in self.run.hooks.after_tool_call if known else ():
+        result = bounded(result, self.scope.config.max_tool_result_chars)
+        known = state.call.name in self.scope.tools  # before_tool_call ran only for a known tool
+        for fn in self.scope.hooks.after_tool_call if known else ():
             try:
-                replaced = await self.run.call_hook(fn, self.run.handle, state.call, result)
+                replaced = await self.scope.call_hook(fn, self.scope.handle, state.call, result)
             except BaseException:
                 # The tool ran: it keeps its result (as far as the hooks got), so the history
                 # never says a call that had its effects was cancelled. The hook's failure
@@ -384,7 +388,7 @@ class ToolBatch:
         elapsed = (time.perf_counter() - state.started_at) * 1000 if state.started_at else 0.0
         details = result.details
         child = details.get("child_loop_id") if isinstance(details, dict) else None
-        await self.run.sink.emit(
+        await self.scope.sink.emit(
             ToolExecutionEnd,
             tool_call_id=state.call.id,
             tool_name=state.call.name,
@@ -398,15 +402,15 @@ class ToolBatch:
 
     async def _invoke(self, state: CallState) -> ToolResult | None:
         """The tool's result, or an error result the model can read. None: a re-raise."""
-        run = self.run
+        scope = self.scope
         call = state.call
-        tool: Tool | None = run.tools.get(call.name)
+        tool: Tool | None = scope.tools.get(call.name)
         if tool is None:
-            available = ", ".join(run.tools) or "(none)"
+            available = ", ".join(scope.tools.names()) or "(none)"
             return ToolResult.error(f"Unknown tool '{call.name}'. Available: {available}")
         if isinstance(state.decision, Deny):  # marked, so a UI can tell it from a failure
             return ToolResult.error(state.decision.reason, details={"denied": True})
-        traits = run.traits.get(call.name, DEFAULT_TRAITS)
+        traits = scope.tools.traits(call.name)
         if call.raw_arguments is not None and not traits.accepts_raw_arguments:
             return ToolResult.error(
                 f"Invalid JSON in the arguments for tool '{call.name}': "
@@ -421,17 +425,17 @@ class ToolBatch:
                 return ToolResult.error(f"Invalid arguments for tool '{call.name}': {problem}")
         ctx: ToolContext[Any] = ToolContext(
             tool_call=call,
-            deps=run.config.deps,
-            cancel=run.bridge.token,
-            loop_id=run.sink.loop_id,
-            depth=run.sink.depth,
-            events=run.sink.stream,
-            context=run.context,
+            deps=scope.config.deps,
+            cancel=scope.bridge.token,
+            loop_id=scope.sink.loop_id,
+            depth=scope.sink.depth,
+            events=scope.sink.stream,
+            context=scope.context,
             report=self._reporter(call),
-            run=run.handle,
+            run=scope.handle,
         )
-        timeout = traits.timeout_for(run.config.tool_timeout)
-        with anyio.move_on_after(timeout) as scope:
+        timeout = traits.timeout_for(scope.config.tool_timeout)
+        with anyio.move_on_after(timeout) as deadline:
             try:
                 value = await drained(await _run_with_retries(tool, traits, args, ctx))
             except TaskComplete as done:
@@ -446,19 +450,19 @@ class ToolBatch:
                 # KeyboardInterrupt, SystemExit and other BaseExceptions end the run cleanly
                 # (every call answered, agent_end sent) and are raised again afterwards.
                 state.error_type = type(exc).__name__
-                if run.config.raise_tool_errors or not isinstance(exc, Exception):
+                if self.scope.config.raise_tool_errors or not isinstance(exc, Exception):
                     self.raised = exc
                     state.result = ToolResult.error(describe(exc))
                     await self._end(state)
                     return None
                 return ToolResult.error(describe(exc))
             return converted(call.name, value)
-        if scope.cancelled_caught:
+        if deadline.cancelled_caught:
             return ToolResult.error(_timed_out(call.name, timeout, ctx))
         return cancelled()  # pragma: no cover - scope exits only by timeout
 
     def _reporter(self, call: ToolCall) -> Callable[[ToolResult], Awaitable[None]]:
-        sink = self.run.sink
+        sink = self.scope.sink
 
         async def report(partial: ToolResult) -> None:
             await sink.emit(
@@ -481,7 +485,7 @@ class ToolBatch:
             if state.pending:
                 continue
             if not state.started:
-                await self._start(state)
+                await self.start(state)
             if not state.ended:
                 await self._end(state)
         self.settle()

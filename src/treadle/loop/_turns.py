@@ -3,20 +3,27 @@ any way out (docs/contract.md §4). The entry points are in ``run``."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import anyio
-from anyio.abc import TaskGroup
+from anyio.abc import ObjectSendStream, TaskGroup
 
 from .._signals import HookFailed, ToolRaised
-from ..cancellation import CancellationToken
+from ..cancellation import CancelBridge, CancellationToken
+from ..providers.base import ModelRequest
 from ..types import (
     AgentEndReason,
+    AgentEvent,
     AgentMessage,
     AssistantMessage,
+    CustomEvent,
     ErrorInfo,
     InputRejected,
+    ToolCall,
+    ToolResultMessage,
     TurnEnd,
     TurnStart,
     TurnTrigger,
@@ -25,13 +32,17 @@ from ..types import (
     now_ms,
 )
 from ._bounds import StreamBounds
-from ._eager import EagerCalls, eager_turn
-from ._state import EventStream, RunState
+from ._context_guard import ContextGuard
+from ._dispatch import HookFn, hook_dispatch
+from ._eager import EagerCalls, eager_possible, eager_turn
+from ._scope import RunScope, unique_call_ids
 from ._streaming import StreamState, close_message, stream_message
 from ._tool_exec import ToolBatch
-from .compaction import ContextGuard
 from .config import AgentLoopConfig, Reject, RunHandle
 from .context import AgentContext
+from .sink import EventSink
+
+EventStream = ObjectSendStream[AgentEvent]
 
 
 @dataclass
@@ -44,9 +55,22 @@ class LoopResult:
     pending_tool_calls: list[str] = field(default_factory=list)
 
 
-class Run(RunState):
-    """State of one loop call. Everything that was reported is tracked, so any way out
-    (completion, error, cancellation from the token or from outside) closes what is open."""
+def _nested(outer: tuple[HookFn, ...], own: tuple[HookFn, ...]) -> tuple[HookFn, ...]:
+    """The ``on_event`` methods a run calls: those of the runs it is nested in (a
+    sub-agent's parents) first, then its own; a hook in both is called once."""
+    if not outer:
+        return own
+    found = list(outer)
+    found.extend(fn for fn in own if fn not in found)
+    return tuple(found)
+
+
+class Run:
+    """One loop call: its turns and their state. What its parts share (context, config,
+    hooks, sink, cancellation, tools) is its :class:`RunScope`; the parts (the tool batch,
+    the eager calls, the context guard) get that and return what they produce. Everything
+    reported is tracked here, so any way out (completion, error, cancellation from the
+    token or from outside) closes what is open."""
 
     def __init__(
         self,
@@ -57,7 +81,40 @@ class Run(RunState):
         new_messages: list[AgentMessage],
         parent: RunHandle | None = None,
     ) -> None:
-        super().__init__(context, config, events, cancel, new_messages, parent)
+        hooks = hook_dispatch(config)
+        # a sub-agent's observers: its parents' (through the parent's handle), then its own
+        watching = _nested(parent._observers if parent is not None else (), hooks.on_event)
+        handle = RunHandle(self, parent, watching)
+        sink = EventSink(
+            events,
+            context.loop_id or "",
+            context.depth,
+            tuple(partial(fn, handle) for fn in watching),
+            merge=config.slow_consumer == "merge",
+            max_bytes=config.slow_consumer_max_bytes,
+            coalesce=config.coalesce_deltas,
+        )
+        bridge = CancelBridge(cancel)
+        sink.own_cancel = lambda: bridge.immediate
+        self.scope = RunScope(context, config, hooks, sink, bridge, handle, new_messages)
+        self.context, self.config, self.hooks = context, config, hooks
+        self.sink, self.bridge, self.handle = sink, bridge, handle
+        self.new_messages = new_messages
+        self.reporting = False  # custom events may be sent (between agent_start and agent_end)
+        self.usage = Usage()
+        self.turn_index = 0
+        self.turn_open = False
+        self.turn_message: AssistantMessage | None = None
+        self.turn_results: list[ToolResultMessage] = []
+        self.turn_usage = Usage()
+        self.stream_state: StreamState | None = None
+        self.tool_calls_run = 0
+        self.started_at = anyio.current_time()  # the event loop's clock (mockable)
+        self.inject: list[AgentMessage] = []  # user input taken for the next turn
+        self.prompt_ids: set[int] = set()  # the run's prompts among them (not taken yet)
+        self.due: list[AgentMessage] = []  # tool results decided, not yet in the history
+        self.end_sent = False
+        self.before_end_ran = False
         self.batch: ToolBatch | None = None
         self.eager_group: TaskGroup | None = None  # the turn's eager calls run here
         self.eager: EagerCalls | None = None  # those of the model call in progress
@@ -66,8 +123,31 @@ class Run(RunState):
         # batch left waiting for a decision: a run that ends before they are taken up leaves
         # them pending, as they were (contract §2.2).
         self.waiting: list[str] = []
-        self.guard = ContextGuard(self)  # context size (compaction) and prices
-        self.price = self.guard.price
+        self.guard = ContextGuard(self.scope, self._spend)  # context size and prices
+
+    def _spend(self, usage: Usage) -> None:
+        """Usage of a call made for this turn besides its reply (a compaction summary)."""
+        self.turn_usage = self.turn_usage + usage
+
+    async def emit_custom(self, name: str, value: Any) -> CustomEvent | None:
+        """``RunHandle.emit``: a custom event, while the run reports (None otherwise)."""
+        if not self.reporting:
+            return None
+        event: CustomEvent | None = await self.sink.emit(CustomEvent, name=name, value=value)
+        return event
+
+    async def poll_steering(self) -> bool:
+        """Collect steering messages for the next turn; True when any arrived."""
+        got = await self.scope.poll(self.config.get_steering_messages)
+        self.inject.extend(got)
+        return bool(got)
+
+    def new_batch(
+        self, calls: Sequence[ToolCall], *, resumed: bool = False, waited: bool = False
+    ) -> ToolBatch:
+        return ToolBatch(
+            self.scope, calls, steering=self.poll_steering, resumed=resumed, waited=waited
+        )
 
     async def model_call(
         self,
@@ -76,14 +156,18 @@ class Run(RunState):
         instruction: str | None = None,
         fallback_text: str | None = None,
     ) -> AssistantMessage:
-        request = await self.build_request(with_tools=with_tools, instruction=instruction)
+        request = await self.scope.build_request(with_tools=with_tools, instruction=instruction)
         provider = self.config.provider
         state = self.stream_state = StreamState(
             request, getattr(provider, "name", ""), self.sink.active, text_only=not with_tools
         )
         message: AssistantMessage | None = None
         group = self.eager_group if with_tools else None
-        eager = self.eager = EagerCalls(self, group) if group is not None else None
+        eager = self.eager = (
+            EagerCalls(self.scope, group, self.new_batch([]), self.tool_calls_run)
+            if group is not None
+            else None
+        )
         with self.bridge.scope():
             message = await stream_message(
                 provider,
@@ -112,11 +196,23 @@ class Run(RunState):
         return message
 
     async def record_reply(self, message: AssistantMessage) -> None:
+        """The model's answer for this turn: priced, counted in the turn's usage, recorded.
+        (Assistant messages given as prompts are history, not this run's spending.) Eager
+        calls meet the message's calls first: the batch is in place before the message is
+        recorded, so any interruption finds every started call in it."""
         eager, self.eager = self.eager, None
-        if eager is None:
-            await super().record_reply(message)
-        else:  # eager calls meet the message's calls
-            await eager.record(message, super().record_reply, self)
+        if eager is not None:
+            self.batch = eager.reconcile(message)
+        else:
+            unique_call_ids(message)
+        self.guard.price(message)
+        self.turn_message = message
+        self.turn_usage = self.turn_usage + message.usage
+        await self.scope.record(message)
+        if eager is not None:
+            await eager.batch.end_discarded()  # before the message_end
+            if not eager.batch.states:
+                self.batch = None
 
     def _bounds(self) -> StreamBounds:
         limits = self.config.limits
@@ -129,6 +225,19 @@ class Run(RunState):
             used = self.usage.total_tokens + self.turn_usage.total_tokens
             room = max(0, limits.max_total_tokens - used)
         return StreamBounds(deadline, room, limits.max_idle_s, limits.max_call_duration_s)
+
+    async def _check_context(self) -> AssistantMessage | None:
+        """The context guard's check before a model call; past the hard limit, its error
+        message is this turn's reply, reported and recorded as a streamed reply is (priced,
+        counted, recorded), so a hook failing on it or a cancellation closes its pair the
+        same way."""
+        failed = await self.guard.check()
+        if failed is None:
+            return None
+        state = self.stream_state = StreamState(ModelRequest(model=failed.model), failed.provider)
+        message = await close_message(self.sink, state, failed, self.record_reply)
+        self.stream_state = None
+        return message
 
     # ---- turns ----
 
@@ -151,7 +260,7 @@ class Run(RunState):
                 stop_reason="aborted",
             )
             try:
-                await self.append(message)
+                await self.scope.append(message)
             except HookFailed as exc:  # the turn still ends; the run ends with the error
                 failure = exc
         self.turn_open = False
@@ -172,12 +281,12 @@ class Run(RunState):
                 loop_id=self.sink.loop_id, depth=self.sink.depth, timestamp=now_ms(), **fields
             )
         for fn in hooks:
-            await self.call_hook(fn, self.handle, event)
+            await self.scope.call_hook(fn, self.handle, event)
 
     async def run_tools(
         self, calls: Any, *, resumed: bool = False, waited: bool = False
     ) -> ToolBatch:
-        batch = self.batch = self.batch or ToolBatch(self, calls, resumed=resumed, waited=waited)
+        batch = self.batch = self.batch or self.new_batch(calls, resumed=resumed, waited=waited)
         await batch.execute()
         await self.record_batch(batch, suspend=not self.bridge.immediate)  # cancelled: answered
         return batch
@@ -193,7 +302,7 @@ class Run(RunState):
         self.turn_results.extend(results)
         self.due.extend(results)
         try:
-            await self.append_all(self.due)  # every call keeps its result, hooks or not
+            await self.scope.append_all(self.due)  # every call keeps its result, hooks or not
         finally:
             if batch.raised is not None:
                 raise ToolRaised(batch.raised)
@@ -230,12 +339,12 @@ class Run(RunState):
             )
             await self.close_turn()
         else:
-            await self.append(UserMessage.of(f"[Agent stopped: {reason}]"))
+            await self.scope.append(UserMessage.of(f"[Agent stopped: {reason}]"))
 
     async def _turn_allowed(self) -> bool:
         """The before_turn hooks, in order; False when one of them says no."""
         for fn in self.hooks.before_turn:
-            if not await self.call_hook(fn, self.handle, self.turn_index):
+            if not await self.scope.call_hook(fn, self.handle, self.turn_index):
                 return False
         return True
 
@@ -248,7 +357,7 @@ class Run(RunState):
                 del records[call_id]
 
     async def turns(self, prompts: list[AgentMessage], pending: list[str]) -> LoopResult:
-        """LOOP-SPEC §4.1, one turn at a time, until something ends the run."""
+        """One turn at a time (docs/contract.md §4), until something ends the run."""
         trigger = self.config.first_turn_trigger if prompts else TurnTrigger.CONTINUATION
         first = True
         prompt_ids = self.prompt_ids = {id(m) for m in prompts}  # filtered already
@@ -276,7 +385,7 @@ class Run(RunState):
                 self.inject = [m for m in self.inject if id(m) not in prompt_ids]
                 await self.flush_inject()
                 return LoopResult(reason="vetoed")
-            await self.refresh_tools()
+            await self.scope.tools.refresh(self.context.tools, self.scope.call_hook)
             await self.open_turn(trigger)
             if first and pending:
                 self.waiting = []
@@ -296,8 +405,9 @@ class Run(RunState):
             first = False
             await self.flush_inject()
 
-            async with eager_turn(self) as self.eager_group:  # eager calls: docs/loop.md
-                message = await self.guard.check() or await self.model_call()  # §4.1 steps 4-5
+            possible = eager_possible(self.config, self.scope.tools)
+            async with eager_turn(possible) as self.eager_group:  # eager calls: docs/loop.md
+                message = await self._check_context() or await self.model_call()
                 if self.stream_limit is not None:
                     await self.close_turn()
                     await self.flush_inject()
@@ -307,13 +417,13 @@ class Run(RunState):
                     )
                 if message.stop_reason == "error":
                     for fn in self.hooks.on_error:
-                        await self.call_hook(fn, self.handle, message)
+                        await self.scope.call_hook(fn, self.handle, message)
                     await self.close_turn()
                     return LoopResult(reason="error", error=message.error)
                 calls = message.tool_calls
                 if message.stop_reason == "aborted":
                     if calls:
-                        await self.record_batch(self.batch or ToolBatch(self, calls))
+                        await self.record_batch(self.batch or self.new_batch(calls))
                     await self.close_turn()
                     return LoopResult(reason="cancelled")
                 batch: ToolBatch | None = await self.run_tools(calls) if calls else None
@@ -332,7 +442,7 @@ class Run(RunState):
             if self.inject or await self.poll_steering():
                 trigger = TurnTrigger.CONTINUATION
                 continue
-            follow_ups = await self._poll(self.config.get_follow_up_messages)
+            follow_ups = await self.scope.poll(self.config.get_follow_up_messages)
             if follow_ups:
                 self.inject.extend(follow_ups)
                 trigger = TurnTrigger.USER
@@ -348,9 +458,9 @@ class Run(RunState):
     async def _take_steering(self) -> Reject | None:
         """Poll the steering callback into the messages waiting for the next turn and run
         the input filters over what is new; a rejection takes none of them."""
-        self.inject.extend(await self._poll(self.config.get_steering_messages))
+        self.inject.extend(await self.scope.poll(self.config.get_steering_messages))
         if any(id(m) not in self.prompt_ids for m in self.inject):
-            rejected = await self.filter_input(self.inject, frozenset(self.prompt_ids))
+            rejected = await self.scope.filter_input(self.inject, frozenset(self.prompt_ids))
             if rejected is not None:
                 self.inject = []  # not taken
                 return rejected
@@ -382,10 +492,10 @@ class Run(RunState):
         finally:
             message = state.final
             if message is not None and message.tool_calls and self.batch is None:
-                self.batch = ToolBatch(self, message.tool_calls)
+                self.batch = self.new_batch(message.tool_calls)
 
     async def _close_calls(self) -> None:
-        await self.append_all(self.due)
+        await self.scope.append_all(self.due)
         if self.batch is not None:
             await self.record_batch(self.batch)
 
@@ -394,7 +504,9 @@ class Run(RunState):
             self.inject = []  # dropped, as by a suspension (contract §2.2)
             return
         await self._close_calls()  # the results of calls still open come first
-        await super().flush_inject()
+        # user messages waiting for a turn that will not come join the history anyway (as
+        # message pairs outside a turn): the run ending early must not lose them
+        await self.scope.append_all(self.inject)
 
     async def _close_input(self) -> None:
         self.inject = [m for m in self.inject if id(m) not in self.prompt_ids]

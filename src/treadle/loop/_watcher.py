@@ -27,7 +27,7 @@ logger = logging.getLogger("treadle.loop")
 THREAD_NAME = "treadle: event stream check"
 
 
-class Watched(Protocol):
+class StreamUse(Protocol):
     """What the watcher reads of a stream's shared state (the channel's ``SeqCounter``)."""
 
     active: int  # top-level runs in progress on the stream
@@ -36,7 +36,7 @@ class Watched(Protocol):
 
 
 # (deadline, tie-breaker, weakref to the stream, its state, its run count, the delay)
-_Entry = tuple[float, int, "weakref.ref[Any]", Watched, int, float]
+_Entry = tuple[float, int, "weakref.ref[Any]", StreamUse, int, float]
 
 _wake = threading.Condition(threading.Lock())
 _heap: list[_Entry] = []
@@ -44,7 +44,7 @@ _order = itertools.count()
 _thread: threading.Thread | None = None
 
 
-def watch(stream: Any, state: Watched, delay: float) -> None:
+def watch(stream: Any, state: StreamUse, delay: float) -> None:
     """Check ``stream`` ``delay`` seconds from now (see :func:`_check`); a no-op while a check
     of it is already waiting, so there is at most one entry per stream."""
     global _thread
@@ -105,7 +105,7 @@ def _run() -> None:
                 logger.debug("the check of an event stream failed", exc_info=True)
 
 
-def _check(ref: weakref.ref[Any], state: Watched, runs: int, delay: float) -> None:
+def _check(ref: weakref.ref[Any], state: StreamUse, runs: int, delay: float) -> None:
     """Log if the stream is still open, empty, a task waits to receive from it and no run
     has used it since the check was scheduled."""
     stream = ref()

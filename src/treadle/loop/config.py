@@ -577,7 +577,7 @@ class AgentLoopConfig(BaseModel):
     def model_name(self) -> str:
         return self.model or str(getattr(self.provider, "model", "") or "")
 
-    def snapshot(self) -> dict[str, Any]:
+    def summary(self) -> dict[str, Any]:
         """What ``agent_start`` reports: no keys, headers or callables."""
         base_url = getattr(self.provider, "base_url", None)
         return {

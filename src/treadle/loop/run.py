@@ -26,8 +26,7 @@ from ..types import (
 )
 from ._arguments import _check_call, _prompts
 from ._ending import after_loop, end_run, ending_of
-from ._state import EventStream
-from ._turns import LoopResult, Run
+from ._turns import EventStream, LoopResult, Run
 from .config import AgentLoopConfig, RunHandle
 from .context import AgentContext
 from .sink import CURRENT_SINK, OBSERVED_SEQ
@@ -46,7 +45,7 @@ async def _start(
 ) -> bool:
     """before_loop hooks then agent_start. False: vetoed (agent_end already sent)."""
     for fn in run.hooks.before_loop:
-        if not await run.call_hook(fn, run.handle):
+        if not await run.scope.call_hook(fn, run.handle):
             run.end_sent = True
             await run.sink.emit(
                 AgentEnd,
@@ -65,7 +64,7 @@ async def _start(
         parent_loop_id=parent,
         parent_tool_call_id=context.parent_tool_call_id,
         continuation_kind=kind,
-        config=config.snapshot(),
+        config=config.summary(),
     )
     return True
 
@@ -92,7 +91,7 @@ async def _execute(
                 run.reporting = True
             if not started:
                 result.reason = "vetoed"
-            elif prompts and (rejected := await run.filter_input(prompts)) is not None:
+            elif prompts and (rejected := await run.scope.filter_input(prompts)) is not None:
                 # (a warning replaces a prompt in ``prompts`` by an edited copy)
                 await run.sink.emit(InputRejected, reason=rejected.reason)
                 result.reason = "rejected"
@@ -112,7 +111,7 @@ async def _execute(
                     parent_loop_id=context.parent_loop_id,
                     parent_tool_call_id=context.parent_tool_call_id,
                     continuation_kind=kind,
-                    config=config.snapshot(),
+                    config=config.summary(),
                 )
             raised = await _safe_close(run)
         except ToolRaised as exc:

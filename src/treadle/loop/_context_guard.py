@@ -1,4 +1,4 @@
-"""The loop's side of context management (LOOP-SPEC §4.1 step 4, §4.2, §6).
+"""The loop's side of context management (docs/contract.md §4 and docs/context.md).
 
 :class:`ContextGuard` belongs to one loop call. Before each model call it estimates the
 request (anchored on the last reported usage, so one turn costs O(new messages);
@@ -41,7 +41,7 @@ from ..types import (
     Usage,
 )
 from ._dispatch import hook_dispatch
-from ._streaming import OVERFLOW_RETRIES, StreamState, close_message
+from ._streaming import OVERFLOW_RETRIES
 from .config import RunHandle
 from .sidecall import call_model, side_request
 from .sink import EventSink
@@ -56,7 +56,7 @@ if TYPE_CHECKING:
     from ..context.compaction import CompactionPolicy, SummaryCall
     from ..context.tokens import ContextEstimate, ContextTracker, TokenCounter
     from ..types import AgentEvent
-    from ._state import RunState
+    from ._scope import RunScope
     from .config import AgentLoopConfig
     from .context import AgentContext
 
@@ -124,9 +124,10 @@ async def prepare_counter(counter: TokenCounter) -> None:
 class ContextGuard:
     """Context size and prices for one loop call (see the module docs)."""
 
-    def __init__(self, run: RunState) -> None:
-        self.run = run
-        self.policy = as_policy(run.config.compaction)
+    def __init__(self, scope: RunScope, spend: Callable[[Usage], None]) -> None:
+        self.scope = scope
+        self.spend = spend  # counts a summary call's usage in the turn's
+        self.policy = as_policy(scope.config.compaction)
         self._prices: dict[tuple[str, str], ModelInfo | None] = {}
         self._tracker: ContextTracker | None = None
         self._loaded = False
@@ -143,7 +144,7 @@ class ContextGuard:
         usage = message.usage
         if usage.cost_usd is not None:
             return
-        config = self.run.config
+        config = self.scope.config
         key = (message.provider or getattr(config.provider, "name", ""), message.model)
         try:
             info = self._prices[key]
@@ -171,7 +172,7 @@ class ContextGuard:
         """The policy's context window, or the smaller one an overflow error named."""
         if self._window is None:
             assert self.policy is not None
-            config = self.run.config
+            config = self.scope.config
             name = getattr(config.provider, "name", None)
             window = self.policy.window_for(config.model_name, name)
             learned = self.calibration.window
@@ -182,7 +183,7 @@ class ContextGuard:
 
     @property
     def _calibration_key(self) -> str:
-        config = self.run.config
+        config = self.scope.config
         return f"{getattr(config.provider, 'name', '') or ''}:{config.model_name}"
 
     @property
@@ -191,12 +192,12 @@ class ContextGuard:
         if self._calibration is None:
             from ..context.calibration import Calibration
 
-            self._calibration = Calibration.load(self.run.context.state, self._calibration_key)
+            self._calibration = Calibration.load(self.scope.context.state, self._calibration_key)
         return self._calibration
 
     def _recalibrated(self) -> None:
         calibration = self.calibration
-        calibration.save(self.run.context.state, self._calibration_key)
+        calibration.save(self.scope.context.state, self._calibration_key)
         self._window = None
         if self._tracker is not None:
             self._tracker.scale = calibration.ratio
@@ -205,7 +206,7 @@ class ContextGuard:
     async def _calibrate_on(self, tracker: ContextTracker, index: int) -> bool:
         """Set the ratio from the usage the anchor at ``index`` reported for its request
         (the history before it, the system prompt and the tools), once per anchor."""
-        messages = self.run.context.messages
+        messages = self.scope.context.messages
         anchor = messages[index]
         if anchor is self._calibrated_on or not isinstance(anchor, AssistantMessage):
             return False
@@ -225,12 +226,12 @@ class ContextGuard:
 
             assert self.policy is not None
             self._tracker = ContextTracker(
-                self.policy.counter(self.run.config.model_name), scale=self.calibration.ratio
+                self.policy.counter(self.scope.config.model_name), scale=self.calibration.ratio
             )
-        state = self.run.context.state
+        state = self.scope.context.state
         floor = state.get(FLOOR_KEY)
         if isinstance(floor, int):
-            if 0 <= floor <= len(self.run.context.messages):
+            if 0 <= floor <= len(self.scope.context.messages):
                 self._tracker.floor = max(self._tracker.floor, floor)
             else:  # the history was cleared or replaced since: the mark means nothing now
                 del state[FLOOR_KEY]
@@ -251,11 +252,9 @@ class ContextGuard:
         return tracker.scaled(await self._fixed_raw(tracker))
 
     async def _fixed_raw(self, tracker: ContextTracker) -> int:
-        run = self.run
-        system = await run.call_hook(run.context.resolve_system_prompt)
-        tools = list(run.tools.values())
-        specs = [tool_spec(t) for t in tools]
-        return tracker.fixed_raw(system, specs, tuple(id(t) for t in tools))
+        scope = self.scope
+        system = await scope.call_hook(scope.context.resolve_system_prompt)
+        return tracker.fixed_raw(system, scope.tools.specs, scope.tools.key)
 
     async def _quick_bound(self) -> float:
         """An upper bound of the estimate that tokenises nothing (inf when there is no cheap
@@ -263,21 +262,21 @@ class ContextGuard:
         from ..context.tokens import text_bound, token_bound
 
         tracker = self._current_tracker()
-        messages = self.run.context.messages
+        messages = self.scope.context.messages
         bound = tracker.upper_bound(messages)
         if bound is not None:
             return bound
         if len(messages) > QUICK_UNANCHORED:
             return math.inf
-        run = self.run
-        system = await run.call_hook(run.context.resolve_system_prompt)
-        tools = sum(text_bound(tool_spec(t).model_dump_json()) for t in run.tools.values())
+        scope = self.scope
+        system = await scope.call_hook(scope.context.resolve_system_prompt)
+        tools = sum(text_bound(spec.model_dump_json()) for spec in scope.tools.specs)
         return text_bound(system or "") + tools + sum(token_bound(m) for m in messages)
 
     async def estimate(self) -> ContextEstimate:
-        """Tokens the next request will take (LOOP-SPEC §6)."""
+        """Tokens the next request will take."""
         tracker = await self.tracker()
-        messages = self.run.context.messages
+        messages = self.scope.context.messages
         found = tracker.anchored(messages)
         if found is not None:
             assert found.anchor_index is not None
@@ -287,12 +286,12 @@ class ContextGuard:
             return found
         return tracker.counted(messages, await self._fixed(tracker))
 
-    # ---- step 4 ----
+    # ---- before a model call ----
 
     async def check(self) -> AssistantMessage | None:
-        """Before a model call: compact past the trigger; past the hard limit, append an
-        error message (``context_overflow``) and return it, so the turn fails without
-        calling the model. ``None``: go ahead."""
+        """Before a model call: compact past the trigger; past the hard limit, return an
+        error message (``context_overflow``, not reported yet: the run reports it as the
+        turn's reply), so the turn fails without calling the model. ``None``: go ahead."""
         policy = self.policy
         if policy is None:
             return None
@@ -310,18 +309,18 @@ class ContextGuard:
             )
         if tokens > policy.compact_at * budget:
             tokens = await self.compact(tokens, "threshold")
-            if self.run.bridge.immediate:
+            if self.scope.bridge.immediate:
                 return None  # cancelled meanwhile: the model call records the abort
         if policy.fail_at is not None and tokens > policy.fail_at * budget:
-            return await self._fail(tokens, int(policy.fail_at * budget))
+            return self._fail(tokens, int(policy.fail_at * budget))
         return None
 
-    async def _fail(self, tokens: int, limit: int) -> AssistantMessage:
-        run = self.run
+    def _fail(self, tokens: int, limit: int) -> AssistantMessage:
+        config = self.scope.config
         assert self.policy is not None and self.policy.fail_at is not None
-        message = AssistantMessage(
-            model=run.config.model_name,
-            provider=getattr(run.config.provider, "name", ""),
+        return AssistantMessage(
+            model=config.model_name,
+            provider=getattr(config.provider, "name", ""),
             stop_reason="error",
             error=ErrorInfo(
                 kind="context_overflow",
@@ -332,12 +331,6 @@ class ContextGuard:
                 ),
             ),
         )
-        # Reported and recorded as a streamed reply is (the turn's reply: priced, counted,
-        # recorded), so a hook failing on it or a cancellation closes its pair the same way.
-        state = run.stream_state = StreamState(ModelRequest(model=message.model), message.provider)
-        message = await close_message(run.sink, state, message, run.record_reply)
-        run.stream_state = None
-        return message
 
     # ---- compaction ----
 
@@ -346,41 +339,41 @@ class ContextGuard:
         Returns the estimate afterwards."""
         from ..context.compacting import compact
 
-        run = self.run
+        scope = self.scope
         policy = self.policy
         assert policy is not None
-        for fn in run.hooks.before_compaction:
-            if not await run.call_hook(fn, run.handle, estimate):
+        for fn in scope.hooks.before_compaction:
+            if not await scope.call_hook(fn, scope.handle, estimate):
                 return estimate
-        context = run.context
+        context = scope.context
         before = len(context.messages)
-        await run.sink.emit(
+        await scope.sink.emit(
             CompactionStart, tokens_before=estimate, messages_before=before, reason=reason
         )
         tracker = await self.tracker()
         result: CompactionResult | None = None
         try:
-            system = await run.call_hook(context.resolve_system_prompt)
-            with run.bridge.scope():
+            system = await scope.call_hook(context.resolve_system_prompt)
+            with scope.bridge.scope():
                 result = await compact(
                     list(context.messages),
                     policy=policy,
-                    provider=run.config.provider,
-                    model=run.config.model_name,
+                    provider=scope.config.provider,
+                    model=scope.config.model_name,
                     system_prompt=system,
-                    tools=[tool_spec(t) for t in run.tools.values()],
+                    tools=list(scope.tools.specs),
                     context_window=self.window,
                     target_tokens=target,
                     tracker=tracker,
-                    cancel=run.bridge.token,
+                    cancel=scope.bridge.token,
                     reason=reason,
                     force=False,
-                    complete=summary_call(run.config, run.bridge.token, run.handle),
+                    complete=summary_call(scope.config, scope.bridge.token, scope.handle),
                 )
         finally:
             if result is None:  # cancelled: the history is as it was
                 with anyio.CancelScope(shield=True):
-                    await run.sink.emit(
+                    await scope.sink.emit(
                         CompactionEnd,
                         tokens_before=estimate,
                         tokens_after=estimate,
@@ -405,8 +398,8 @@ class ContextGuard:
         else:
             tokens = reported = estimate
         if result.usage != Usage():
-            run.turn_usage = run.turn_usage + result.usage
-        await run.sink.emit(
+            self.spend(result.usage)
+        await scope.sink.emit(
             CompactionEnd,
             tokens_before=estimate,
             tokens_after=reported,
@@ -418,11 +411,11 @@ class ContextGuard:
             usage=result.usage,
         )
         stats = {**result.stats(), "tokens_before": estimate, "tokens_after": reported}
-        for fn in run.hooks.after_compaction:
-            await run.call_hook(fn, run.handle, stats)
+        for fn in scope.hooks.after_compaction:
+            await scope.call_hook(fn, scope.handle, stats)
         return tokens
 
-    # ---- §4.2: context_overflow from the provider ----
+    # ---- context_overflow from the provider ----
 
     def on_overflow(self) -> OverflowHandler | None:
         """For one model call: a handler that, after a ``context_overflow``, learns what the
@@ -449,7 +442,7 @@ class ContextGuard:
                 # compaction weighs messages by counting them: when the provider's size is
                 # larger still (the ratio is capped), aim lower in the same proportion
                 tracker = await self.tracker()
-                messages = self.run.context.messages
+                messages = self.scope.context.messages
                 counted = tracker.counted(messages, await self._fixed(tracker)).tokens
                 if 0 < counted < estimate:
                     target = int(target * counted / estimate)
@@ -463,7 +456,7 @@ class ContextGuard:
                 tried.append(f"{result.strategy}, to about {after:,} tokens")
                 known = self.calibration.window
                 if known is None or after <= known:
-                    messages = await self.run.request_messages()
+                    messages = await self.scope.request_messages()
                     return request.model_copy(update={"messages": messages})
                 # still larger than the size the provider named: harder, before sending
             return self._overflow_error(error, tried, exhausted=True)
@@ -482,7 +475,7 @@ class ContextGuard:
             changed = self.calibration.limit(sizes.limit)
         if sizes.requested is not None:
             tracker = await self.tracker()
-            counted = tracker.raw(self.run.context.messages) + await self._fixed_raw(tracker)
+            counted = tracker.raw(self.scope.context.messages) + await self._fixed_raw(tracker)
             changed = self.calibration.observe(sizes.requested, counted, minimum=1) or changed
         if changed:
             self._recalibrated()
@@ -493,7 +486,7 @@ class ContextGuard:
     ) -> ProviderError:
         from ..context.calibration import unfit_error
 
-        left = len(self.run.context.messages)
+        left = len(self.scope.context.messages)
         return unfit_error(error, tried, exhausted, left, self.calibration.window)
 
 

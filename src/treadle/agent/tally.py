@@ -17,7 +17,7 @@ from typing_extensions import is_typeddict
 from ..errors import UsageError
 from ..loop import AgentContext, Hooks, RunEnding, RunHandle
 from ..loop._ending import LAST_ERROR_KEY
-from ..loop._state import dict_prompt_error
+from ..loop._scope import dict_prompt_error
 from ..loop.sink import CURRENT_SINK
 from ..tools import TaskComplete, ToolCategory, ToolContext, ToolTraits
 from ..tools.function_tool import strip_titles
@@ -38,7 +38,7 @@ OUTPUT_TOOL = "final_result"
 CHILD_USAGE_KEY = "treadle.child_usage"
 
 
-class RunState:
+class RunTally:
     """What one run of an Agent accumulates besides the history."""
 
     def __init__(self, output_retries: int) -> None:
@@ -80,7 +80,7 @@ class OutputTool:
     # validates its own arguments: its validation errors count towards output_retries
     traits = ToolTraits(category=ToolCategory.INFO, validates_arguments=True)
 
-    def __init__(self, output_type: Any, run_state: RunState) -> None:
+    def __init__(self, output_type: Any, run_state: RunTally) -> None:
         self.name = OUTPUT_TOOL
         self.description = "Give your final answer. Call this exactly once, when you are done."
         self._adapter, self._wrapped = output_adapter(output_type)
@@ -109,7 +109,7 @@ class OutputTool:
 class AgentHooks(Hooks):
     """The Agent's own bookkeeping, done through the public hooks (one per run)."""
 
-    def __init__(self, state: RunState) -> None:
+    def __init__(self, state: RunTally) -> None:
         self.state = state
 
     async def before_turn(self, run: RunHandle, turn_index: int) -> bool:
@@ -161,7 +161,7 @@ def usage_by_model(messages: Sequence[AgentMessage]) -> dict[str, Usage]:
 def run_result(
     new: list[AgentMessage],
     usage: Usage,
-    state: RunState,
+    state: RunTally,
     context: AgentContext,
     *,
     expects_output: bool,

@@ -1,53 +1,44 @@
-"""The state of one loop call, and the helpers every part of the loop uses on it.
+"""What every part of one run shares, and the few things they all do with it.
 
-:class:`RunState` is internal: ``run.py`` drives the turns, ``compaction.py`` (context
-size, prices) and ``tool_exec.py`` (tool calls) work on the same state, and all of them
-import it from here, so imports run one way: run -> compaction, tool_exec -> state.
-Everything reported is tracked here, so any way out of a run can close what is open.
+:class:`RunScope` is made once per run by the turns (``_turns.Run``) and handed to the
+parts that work for them: the tool batch, the eager calls, the context guard. It holds
+references that never change during the run (the context, config, hooks, event sink,
+cancel bridge, the run's handle, its tool table) and the history writes every part makes
+the same way. The state of the turns (usage, the open turn, what waits for the next one)
+is not here: it belongs to the run, and parts return what they produce.
 """
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Mapping
-from functools import partial
+from collections.abc import Mapping
 from typing import Any
 
-import anyio
-from anyio.abc import ObjectSendStream
-
 from .._signals import HookFailed
-from ..cancellation import CancelBridge, CancellationToken
+from ..cancellation import CancelBridge
 from ..context.transcript import repair_transcript
-from ..errors import ConfigurationError, UsageError
+from ..errors import UsageError
 from ..providers.base import ModelRequest
-from ..tools import Tool, Toolset, ToolTraits, as_tool, tool_spec, traits_of
 from ..types import (
-    AgentEvent,
     AgentMessage,
     AssistantMessage,
-    CustomEvent,
     ExtensionMessage,
     MessageEnd,
     MessageStart,
     TextContent,
     ToolCall,
     ToolResultMessage,
-    ToolSpec,
-    Usage,
     UserMessage,
 )
 from ..types._base import replaced, trusted
-from ._dispatch import HookFn, hook_dispatch, hook_name
-from ._streaming import StreamState
+from ._dispatch import HookDispatch, hook_name
+from ._tool_table import ToolTable
 from .config import AgentLoopConfig, Pass, Reject, RunHandle, Warn
 from .context import AgentContext
 from .settings import settings_of
-from .sink import EventSink, Observer
+from .sink import EventSink
 
 _REQUEST_FIELDS = frozenset(ModelRequest.model_fields)
-
-EventStream = ObjectSendStream[AgentEvent]
 
 
 async def _maybe_await(value: Any) -> Any:
@@ -72,7 +63,7 @@ def dict_prompt_error(value: Mapping[Any, Any]) -> UsageError:
     )
 
 
-def _as_message(item: Any) -> AgentMessage:
+def as_message(item: Any) -> AgentMessage:
     if isinstance(item, str):
         return UserMessage.of(item)
     if isinstance(item, (UserMessage, AssistantMessage, ToolResultMessage, ExtensionMessage)):
@@ -85,7 +76,7 @@ def _as_message(item: Any) -> AgentMessage:
     )
 
 
-def _unique_call_ids(message: AssistantMessage) -> None:
+def unique_call_ids(message: AssistantMessage) -> None:
     """One reply's tool calls get distinct ids, so no call runs twice and every result
     matches one call: an exact repeat (same id, name and arguments, as a glitching stream
     can send) is dropped; a different call reusing an id gets a suffixed id."""
@@ -113,99 +104,34 @@ def _unique_call_ids(message: AssistantMessage) -> None:
     message.content = content
 
 
-_TOOLSET_TYPES: dict[type, bool] = {}
-_TOOLSET_TYPES_KEPT = 256
+class RunScope:
+    """What the parts of one run share: ``context``, ``config``, ``hooks`` (the config's
+    dispatch), ``sink``, ``bridge`` (cancellation), ``handle`` (the run as hooks see it),
+    ``tools`` (the run's :class:`ToolTable`) and ``new_messages`` (the messages this run
+    added, in order)."""
 
-
-def _is_toolset(cls: type) -> bool:
-    """Whether objects of ``cls`` may be toolsets (a ``get_tools`` method); cached, since a
-    protocol ``isinstance`` check costs microseconds and runs for every tool every turn. The
-    cache is bounded (emptied when full): classes made on the fly, one per run, cannot grow
-    it without end."""
-    found = _TOOLSET_TYPES.get(cls)
-    if found is None:
-        if len(_TOOLSET_TYPES) >= _TOOLSET_TYPES_KEPT:
-            _TOOLSET_TYPES.clear()
-        found = _TOOLSET_TYPES[cls] = callable(getattr(cls, "get_tools", None))
-    return found
-
-
-def _no_price(message: AssistantMessage) -> None:
-    return None
-
-
-def _nested(outer: tuple[HookFn, ...], own: tuple[HookFn, ...]) -> tuple[HookFn, ...]:
-    """The ``on_event`` methods a run calls: those of the runs it is nested in (a
-    sub-agent's parents) first, then its own; a hook in both is called once."""
-    if not outer:
-        return own
-    found = list(outer)
-    found.extend(fn for fn in own if fn not in found)
-    return tuple(found)
-
-
-class RunState:
-    """State of one loop call: the context and config, the event sink, the cancel bridge,
-    the open turn, usage, and the tools by name."""
+    __slots__ = ("bridge", "config", "context", "handle", "hooks", "new_messages", "sink", "tools")
 
     def __init__(
         self,
         context: AgentContext,
         config: AgentLoopConfig,
-        events: EventStream | None,
-        cancel: CancellationToken | None,
+        hooks: HookDispatch,
+        sink: EventSink,
+        bridge: CancelBridge,
+        handle: RunHandle,
         new_messages: list[AgentMessage],
-        parent: RunHandle | None = None,
     ) -> None:
         self.context = context
         self.config = config
+        self.hooks = hooks
+        self.sink = sink
+        self.bridge = bridge
+        self.handle = handle
         self.new_messages = new_messages
-        self.hooks = hooks = hook_dispatch(config)
-        # a sub-agent's observers: its parents' (through the parent's handle), then its own
-        watching = _nested(parent._observers if parent is not None else (), hooks.on_event)
-        self.handle = handle = RunHandle(self, parent, watching)
-        self.observers: tuple[Observer, ...] = tuple(partial(fn, handle) for fn in watching)
-        self.reporting = False  # custom events may be sent (between agent_start and agent_end)
-        self.sink = EventSink(
-            events,
-            context.loop_id or "",
-            context.depth,
-            self.observers,
-            merge=config.slow_consumer == "merge",
-            max_bytes=config.slow_consumer_max_bytes,
-            coalesce=config.coalesce_deltas,
-        )
-        self.bridge = CancelBridge(cancel)
-        self.sink.own_cancel = lambda: self.bridge.immediate
-        self.usage = Usage()
-        self.turn_index = 0
-        self.turn_open = False
-        self.turn_message: AssistantMessage | None = None
-        self.turn_results: list[ToolResultMessage] = []
-        self.turn_usage = Usage()
-        self.stream_state: StreamState | None = None
-        self.tool_calls_run = 0
-        self.started_at = anyio.current_time()  # the event loop's clock (mockable)
-        self.inject: list[AgentMessage] = []  # user input taken for the next turn
-        self.prompt_ids: set[int] = set()  # the run's prompts among them (not taken yet)
-        self.due: list[AgentMessage] = []  # tool results decided, not yet in the history
-        self.tools: dict[str, Tool] = {}
-        self.traits: dict[str, ToolTraits] = {}  # each tool's, read when the tools resolve
-        self.tool_specs: list[ToolSpec] = []
-        self.end_sent = False
-        self.before_end_ran = False
-        self._tools_key: tuple[int, ...] = ()
-        self.price: Callable[[AssistantMessage], None] = _no_price
-        """Fills a reply's cost (the loop sets it to the context guard's)."""
+        self.tools = ToolTable()
 
     # ---- small helpers ----
-
-    async def emit_custom(self, name: str, value: Any) -> CustomEvent | None:
-        """``RunHandle.emit``: a custom event, while the run reports (None otherwise)."""
-        if not self.reporting:
-            return None
-        event: CustomEvent | None = await self.sink.emit(CustomEvent, name=name, value=value)
-        return event
 
     async def call_hook(self, fn: Any, *args: Any) -> Any:
         try:
@@ -226,15 +152,6 @@ class RunState:
         if failure is not None:
             raise failure
 
-    async def record_reply(self, message: AssistantMessage) -> None:
-        """The model's answer for this turn: priced, counted in the turn's usage, recorded.
-        (Assistant messages given as prompts are history, not this run's spending.)"""
-        self.price(message)
-        _unique_call_ids(message)
-        self.turn_message = message
-        self.turn_usage = self.turn_usage + message.usage
-        await self.record(message)
-
     async def append(self, message: AgentMessage) -> None:
         """Add to the history and report it as a message_start/end pair (the pair closes
         even when an ``on_message`` hook fails: the message is in the history by then)."""
@@ -243,38 +160,6 @@ class RunState:
             await self.record(message)
         finally:
             await self.sink.emit(MessageEnd, message=message)
-
-    async def refresh_tools(self) -> None:
-        """The tools by name, toolsets expanded; recomputed only when they changed."""
-        items: list[Any] = []
-        for item in self.context.tools:
-            if _is_toolset(type(item)) and isinstance(item, Toolset) and not isinstance(item, Tool):
-                listed = await self.call_hook(item.get_tools)
-                items.extend(listed)
-            else:
-                items.append(item)
-        key = tuple(id(t) for t in items)
-        if key == self._tools_key:
-            return
-        tools: dict[str, Tool] = {}
-        traits: dict[str, ToolTraits] = {}
-        try:
-            for item in items:
-                found = as_tool(item)
-                if found.name in tools:
-                    first = traits[found.name].source or "a tool"
-                    second = traits_of(found).source or "a tool"
-                    raise ConfigurationError(
-                        f"two tools are named {found.name!r} ({first} and {second}); names "
-                        "must be unique: rename one, or give an MCP server another prefix"
-                    )
-                tools[found.name] = found
-                traits[found.name] = traits_of(found)  # read once per tool, here
-        except (TypeError, ValueError) as exc:
-            raise HookFailed("AgentContext.tools", exc) from None
-        self.tools, self.traits = tools, traits
-        self.tool_specs = [tool_spec(t) for t in tools.values()]
-        self._tools_key = key
 
     async def filter_input(
         self, messages: list[AgentMessage], skip: frozenset[int] = frozenset()
@@ -308,12 +193,13 @@ class RunState:
             messages[index] = last.model_copy(update={"content": [*last.content, note]})
         return None
 
-    async def _poll(self, source: Any) -> list[AgentMessage]:
+    async def poll(self, source: Any) -> list[AgentMessage]:
+        """The messages a callback (steering, follow-ups) gives now, checked."""
         if source is None:
             return []
         items = await self.call_hook(source)
         try:
-            return [_as_message(m) for m in items or ()]
+            return [as_message(m) for m in items or ()]
         except TypeError as exc:
             raise HookFailed(getattr(source, "__qualname__", repr(source)), exc) from None
 
@@ -333,17 +219,6 @@ class RunState:
                     queue.pop(0)
         if failure is not None:
             raise failure
-
-    async def flush_inject(self) -> None:
-        """User messages waiting for a turn that will not come join the history anyway
-        (as message pairs outside a turn): the run ending early must not lose them."""
-        await self.append_all(self.inject)
-
-    async def poll_steering(self) -> bool:
-        """Collect steering messages for the next turn; True when any arrived."""
-        got = await self._poll(self.config.get_steering_messages)
-        self.inject.extend(got)
-        return bool(got)
 
     # ---- requests ----
 
@@ -377,7 +252,7 @@ class RunState:
         values["model"] = config.model_name
         values["system_prompt"] = system
         values["messages"] = messages
-        values["tools"] = list(self.tool_specs) if with_tools else []
+        values["tools"] = list(self.tools.specs) if with_tools else []
         values["tool_choice"] = config.tool_choice if with_tools else None
         values["response_format"] = config.response_format
         values["purpose"] = "turn"
