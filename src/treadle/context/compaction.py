@@ -504,7 +504,7 @@ class CompactionPolicy(BaseModel):
 
     Sizes are shares of the usable window: the context window (``context_window``, else
     ``model_info``, else the model catalog, else 8192) less ``reserve_tokens``. Before each
-    model call the loop estimates the request (LOOP-SPEC §6); past ``warn_at`` it logs a
+    model call the loop estimates the request (docs/contract.md §6); past ``warn_at`` it logs a
     warning on the ``treadle.context`` logger; past ``compact_at`` it compacts down to
     ``compact_to``; past ``fail_at`` (``None``: never) after that, the turn fails with a
     ``context_overflow`` error instead of sending a request the provider would refuse.

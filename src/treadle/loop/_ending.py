@@ -93,7 +93,7 @@ async def end_run(
 async def after_loop(run: Run, ending: RunEnding) -> None:
     """The after_loop hooks, each once, after agent_end. agent_end is sent, so a hook that
     raises cannot change how the run ended: its error is logged (logger ``treadle.loop``,
-    with the traceback and the hook's name) and the next hook still runs (§3)."""
+    with the traceback and the hook's name) and the next hook still runs (contract §3)."""
     for fn in run.hooks.after_loop:
         try:
             await _maybe_await(fn(run.handle, ending))

@@ -383,7 +383,7 @@ async def stream_message(
             )
         if fallback_text is not None and state.started:
             # What streamed stays (its deltas were reported) and the fallback follows it in a
-            # block of its own, streamed too: the deltas add up to the message (§2).
+            # block of its own, streamed too: the deltas add up to the message (contract §2).
             note = TextDelta(index=len(state.partial.content), text=fallback_text)
             state.apply(note)
             if sink.active:

@@ -368,7 +368,7 @@ class ToolBatch:
             except BaseException:
                 # The tool ran: it keeps its result (as far as the hooks got), so the history
                 # never says a call that had its effects was cancelled. The hook's failure
-                # ends the run with reason=error (§3) once every call has its end.
+                # ends the run with reason=error (contract §3) once every call has its end.
                 state.result = result
                 raise
             if isinstance(replaced, ToolResult):

@@ -403,7 +403,7 @@ def _check_loop(evs: list[Any]) -> None:
             open_msg = None
         elif isinstance(
             e, (ToolExecutionStart, ToolExecutionUpdate, ToolExecutionEnd, CustomEvent)
-        ):  # eager calls, and custom events sent while the answer streams (§2)
+        ):  # eager calls, and custom events sent while the answer streams (contract §2)
             require(
                 open_msg is None or open_msg.role == "assistant",
                 "INV-MESSAGE-PAIRS",

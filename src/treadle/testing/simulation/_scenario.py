@@ -230,7 +230,7 @@ def generate(seed: int) -> Scenario:
                 "buffer": rng.choice((0, 1, 2, 8, 32)),
                 "delay": rng.choice((0.001, 0.01, 0.1)),
                 "slow_consumer": rng.choice(("merge", "merge", "wait")),
-                # reads each update's delta as it gets it; joins unread updates (§2)
+                # reads each update's delta as it gets it; joins unread updates (contract §2)
                 "look": later.random() < 0.5,
                 "coalesce": later.random() < 0.75,
                 # with kind "none": no on_event observer either, so nobody hears of events
