@@ -1,7 +1,9 @@
-"""The streaming methods answer an error as they answer everything: an event stream
-(``text/event-stream``, the JSON-RPC error as its one event), the way the JSON-RPC binding
-of A2A 1.0 answers ``SendStreamingMessage`` and ``SubscribeToTask``; the sdk's own client
-reads it as the error it is. Against the served agent (tests/a2a/sut.py)."""
+"""Errors at the JSON-RPC door, against the served agent (tests/a2a/sut.py). The streaming
+methods answer an error as they answer everything: an event stream (``text/event-stream``,
+the JSON-RPC error as its one event), the way the JSON-RPC binding of A2A 1.0 answers
+``SendStreamingMessage`` and ``SubscribeToTask``; the sdk's own client reads it as the error
+it is. Push notifications, which the card says are not offered, are refused with ``-32003``.
+"""
 
 from __future__ import annotations
 
@@ -62,6 +64,24 @@ def test_an_unknown_task_is_an_error_event_in_a_stream(
     assert event["id"] == "s-1"
     assert event["error"]["code"] == -32001  # TaskNotFoundError
     assert "result" not in event
+
+
+@pytest.mark.parametrize(
+    ("method", "params"),
+    [
+        ("CreateTaskPushNotificationConfig", {"taskId": "t", "url": "https://hook.example/"}),
+        ("GetTaskPushNotificationConfig", {"taskId": "t", "id": "c"}),
+        ("ListTaskPushNotificationConfigs", {"taskId": "t"}),
+        ("DeleteTaskPushNotificationConfig", {"taskId": "t", "id": "c"}),
+    ],
+)
+def test_push_notifications_are_not_supported(
+    a2a_url: str, method: str, params: dict[str, Any]
+) -> None:
+    body = {"jsonrpc": "2.0", "id": 4, "method": method, "params": params}
+    answer = httpx.post(a2a_url + "/", json=body, headers=auth(), timeout=30).json()
+    assert answer["error"]["code"] == -32003  # PushNotificationNotSupportedError
+    assert "not supported" in answer["error"]["message"]
 
 
 def test_other_methods_still_answer_json(a2a_url: str) -> None:
