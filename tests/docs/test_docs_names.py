@@ -59,7 +59,10 @@ NOT_OURS = {
     "ERROR", "CANCELLED", "GET", "HEAD", "OPTIONS", "Host", "Origin", "HttpOnly", "Secure",
     # A2A's methods and errors, and the a2a-sdk's interface an executor implements
     "SendMessage", "SendStreamingMessage", "GetTask", "ListTasks", "CancelTask",
-    "SubscribeToTask", "TaskNotCancelable", "AgentExecutor",
+    "SubscribeToTask", "TaskNotCancelable", "AgentExecutor", "CreateTaskPushNotificationConfig",
+    "SendMessageConfiguration", "TaskNotFoundError", "TaskNotCancelableError",
+    "UnsupportedOperationError", "PushNotificationNotSupportedError",
+    "COMPLETED", "FAILED", "CANCELED", "REJECTED",  # task states, as the proto names them
     # AWS Bedrock's exceptions, as its API names them (docs/cloud.md)
     "AccessDeniedException", "ExpiredTokenException", "InternalServerException",
     "InvalidSignatureException", "MissingAuthenticationTokenException", "ModelErrorException",

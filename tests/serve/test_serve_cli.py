@@ -13,8 +13,8 @@ import httpx
 import pytest
 
 from treadle import Agent
-from treadle.cli import main
-from treadle.cli.serve import A2A_MISSING, a2a_root
+from treadle.cli import build_parser, main
+from treadle.cli.serve import A2A_MISSING, a2a_root, served_app
 from treadle.testing import ScriptedProvider
 
 pytest.importorskip("starlette", reason="the web extra is not installed")
@@ -54,22 +54,38 @@ def test_a2a_without_the_extra_says_what_to_install(monkeypatch: pytest.MonkeyPa
     assert "pip install 'treadle[a2a]'" in A2A_MISSING
 
 
+def card_url(card: dict[str, Any]) -> str:
+    return str(card["supportedInterfaces"][0]["url"])
+
+
 @pytest.mark.anyio
 async def test_a2a_serves_the_real_card_at_the_root_behind_the_token() -> None:
+    """``treadle serve --a2a`` (its app, from the command line's own parser): the card
+    names the address the client asked for — not the address bound — unless
+    ``--a2a-url`` names one."""
     pytest.importorskip("a2a", reason="the a2a extra is not installed")
-    guard = {"token": TOKEN, "origins": [], "trusted_hosts": [], "body_timeout": 60.0}
     agent = Agent(ScriptedProvider("hi"), name="assistant")
-    root = a2a_root(agent, url="http://127.0.0.1:8000/", guard=guard)
-    app = agent_server_app(agent, root=root, token=TOKEN)
-    transport = httpx.ASGITransport(app)
-    async with (
-        app_lifespan(app),
-        httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8000") as client,
-    ):
-        assert (await client.get("/.well-known/agent-card.json")).status_code == 401
-        auth = {"authorization": f"Bearer {TOKEN}"}
-        card = (await client.get("/.well-known/agent-card.json", headers=auth)).json()
-        assert card["name"] == "assistant"
+    auth = {"authorization": f"Bearer {TOKEN}"}
+    for extra, asked, named in [
+        ([], "http://agents.example:8000", "http://agents.example:8000/"),
+        (["--a2a-url", "https://a.example/"], "http://127.0.0.1:8000", "https://a.example/"),
+    ]:
+        args = build_parser().parse_args(["serve", "m:agent", "--a2a", *extra])
+        app = served_app(args, [agent], TOKEN)
+        transport = httpx.ASGITransport(app)
+        async with (
+            app_lifespan(app),
+            httpx.AsyncClient(transport=transport, base_url=asked) as client,
+        ):
+            assert (await client.get("/.well-known/agent-card.json")).status_code == 401
+            card = (await client.get("/.well-known/agent-card.json", headers=auth)).json()
+            assert card["name"] == "assistant"
+            assert card_url(card) == named
+
+
+def test_a2a_url_needs_a2a() -> None:
+    with pytest.raises(SystemExit, match="--a2a-url is the address of the A2A surface"):
+        main(["serve", "tests.serve.served_agent:agent", "--mcp", "--a2a-url", "https://a.example"])
 
 
 @pytest.mark.anyio

@@ -7,10 +7,8 @@ import contextlib
 from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import Any
 
-from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.request_handlers.response_helpers import agent_card_to_dict
 from a2a.server.routes import create_jsonrpc_routes
-from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
 from a2a.server.tasks import InMemoryTaskStore, TaskStore
 from a2a.types import AgentCard
 from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH
@@ -21,9 +19,11 @@ from starlette.routing import Route, request_response
 
 from ..agent import Agent
 from ..errors import ConfigurationError
-from ..ui import DEFAULT_BODY_TIMEOUT, DEFAULT_MAX_BODY_BYTES, HTTPGuard, load_json
+from ..ui import DEFAULT_BODY_TIMEOUT, DEFAULT_MAX_BODY_BYTES, HTTPGuard
 from ._card import SkillSpec, build_card, offered_tools, skill, tool_skills
 from ._executor import AgentSource, TreadleExecutor
+from ._handler import TreadleRequestHandler
+from ._rpc import rpc_front
 
 
 class A2AServer:
@@ -59,12 +59,12 @@ class A2AServer:
         self.version = version
         self.token = token
         self.executor = TreadleExecutor(agent, max_contexts=max_contexts)
-        self.handler = DefaultRequestHandler(
+        self.handler = TreadleRequestHandler(
             agent_executor=self.executor,
             task_store=task_store or InMemoryTaskStore(),
             agent_card=self.card("http://localhost/", []),
         )
-        self._cards: dict[str, AgentCard] = {}
+        self._tool_skills: list[Any] | None = None
 
     def card(self, url: str, skills: Sequence[Any]) -> AgentCard:
         return build_card(
@@ -77,16 +77,16 @@ class A2AServer:
         )
 
     async def card_for(self, base_url: str) -> AgentCard:
-        """The card as served at ``base_url`` (its JSON-RPC address is there, unless
-        ``url`` was given); the skills are the template's tools, toolsets opened once."""
+        """The card as served at ``base_url``: its JSON-RPC address is there (the scheme
+        and ``Host`` the request came with, which the guard has checked), unless ``url``
+        was given; the skills are the template's tools, toolsets opened once."""
         url = self.url or base_url.rstrip("/") + self.rpc_path
-        found = self._cards.get(url)
-        if found is None:
-            skills: list[Any] = []
+        if self._tool_skills is None:
+            found: list[Any] = []
             if self.skills is None and self.template is not None:
-                skills = tool_skills(await offered_tools(self.template.context.tools))
-            found = self._cards[url] = self.card(url, skills)
-        return found
+                found = tool_skills(await offered_tools(self.template.context.tools))
+            self._tool_skills = found
+        return self.card(url, self._tool_skills)
 
     async def aclose(self) -> None:
         try:
@@ -173,53 +173,12 @@ def a2a_app(
     app = Starlette(
         routes=[
             Route(AGENT_CARD_WELL_KNOWN_PATH, guarded(card), methods=["GET"]),
-            Route(rpc_path, HTTPGuard(_version_by_method(rpc.endpoint), **guard), methods=["POST"]),
+            Route(rpc_path, HTTPGuard(rpc_front(rpc.endpoint), **guard), methods=["POST"]),
         ],
         lifespan=lifespan,
     )
     app.state.a2a = server
     return app
-
-
-_V1_METHODS = frozenset(JsonRpcDispatcher.METHOD_TO_MODEL)
-
-
-def _version_by_method(endpoint: Any) -> Any:
-    """The JSON-RPC endpoint, taking a request without an ``A2A-Version`` header that names
-    a 1.0 method (``SendMessage``) as the 1.0 request it is: the sdk reads a missing header
-    as 0.3 and refuses it, though the two versions' method names never overlap."""
-    app = request_response(endpoint)
-
-    async def versioned(scope: Any, receive: Any, send: Any) -> None:
-        headers = scope.get("headers", [])
-        if scope["type"] == "http" and not any(k.lower() == b"a2a-version" for k, _ in headers):
-            first = await receive()  # the guard has read the whole body: one message
-            method = _method_of(first.get("body", b""))
-            if method in _V1_METHODS:
-                scope = dict(scope, headers=[*headers, (b"a2a-version", b"1.0")])
-            given = False
-
-            async def replay() -> Any:
-                nonlocal given
-                if not given:
-                    given = True
-                    return first
-                return await receive()
-
-            await app(scope, replay, send)
-            return
-        await app(scope, receive, send)
-
-    return versioned
-
-
-def _method_of(body: bytes) -> str | None:
-    try:
-        value = load_json(body)
-    except ValueError:
-        return None
-    method = value.get("method") if isinstance(value, dict) else None
-    return method if isinstance(method, str) else None
 
 
 async def _nothing(scope: Any, receive: Any, send: Any) -> None:  # pragma: no cover

@@ -20,9 +20,10 @@ def _say(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
-def a2a_root(agent: Any, *, url: str, guard: dict[str, Any]) -> Any:
+def a2a_root(agent: Any, *, url: str | None, guard: dict[str, Any]) -> Any:
     """The A2A app for ``agent`` from ``treadle.a2a.a2a_app`` (its own extra); ``SystemExit``
-    saying what to install when it is not there."""
+    saying what to install when it is not there. ``url``: the address its card names
+    (``None``: the one each request came to, its ``Host`` checked by the guard)."""
     try:
         factory = importlib.import_module("treadle.a2a").a2a_app
     except (ImportError, AttributeError):
@@ -42,6 +43,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
             "treadle serve: --mcp-stdio speaks on standard input and output only; serve the "
             "HTTP surfaces (--openai, --mcp, --a2a) from another process"
         )
+    if args.a2a_url and not args.a2a:
+        raise SystemExit("treadle serve: --a2a-url is the address of the A2A surface: add --a2a")
     agents = [load_agent(target, "treadle serve") for target in args.targets]
     if args.mcp_stdio:
         return _stdio(agents)
@@ -54,7 +57,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return 2
     from ..errors import ConfigurationError
     from ..ui import serve
-    from ..ui.agent_server import agent_server_app
     from ..ui.web import check_port
 
     try:
@@ -65,15 +67,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     token = choose_token(args.host, args.token or os.environ.get("TREADLE_SERVE_TOKEN"))
     shown = f"[{args.host}]" if ":" in args.host else args.host
     base = f"http://{shown}:{args.port}"
-    guard: dict[str, Any] = {
-        "token": token,
-        "origins": args.origin,
-        "trusted_hosts": args.trusted_host,
-        "body_timeout": args.request_timeout,
-    }
-    root = a2a_root(agents[0], url=base + "/", guard=guard) if args.a2a else None
     try:
-        app = agent_server_app(agents, openai=args.openai, mcp=args.mcp, root=root, **guard)
+        app = served_app(args, agents, token)
     except (ValueError, TypeError) as exc:
         _say(f"treadle serve: {exc}")
         return 2
@@ -89,6 +84,21 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(f"    token:      {token}   (Authorization: Bearer <token>)", flush=True)
     serve(app, host=args.host, port=args.port, request_timeout=args.request_timeout)
     return 0
+
+
+def served_app(args: argparse.Namespace, agents: list[Any], token: str | None) -> Any:
+    """The one ASGI app ``treadle serve`` serves: the surfaces ``args`` chose, behind the
+    guard (``token``, ``--origin``, ``--trusted-host``, ``--request-timeout``)."""
+    from ..ui.agent_server import agent_server_app
+
+    guard: dict[str, Any] = {
+        "token": token,
+        "origins": args.origin,
+        "trusted_hosts": args.trusted_host,
+        "body_timeout": args.request_timeout,
+    }
+    root = a2a_root(agents[0], url=args.a2a_url, guard=guard) if args.a2a else None
+    return agent_server_app(agents, openai=args.openai, mcp=args.mcp, root=root, **guard)
 
 
 def _stdio(agents: list[Any]) -> int:
@@ -129,6 +139,12 @@ def add_parser(sub: Any) -> None:
     serve.add_argument("--a2a", action="store_true", help="A2A at / (needs treadle[a2a])")
     serve.add_argument(
         "--mcp-stdio", action="store_true", help="MCP on standard input and output (alone)"
+    )
+    serve.add_argument(
+        "--a2a-url",
+        metavar="URL",
+        help="the address A2A clients reach the server by, named in its card (behind a "
+        "proxy, say; default: the address each client asked, as its Host header says)",
     )
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     serve.add_argument("--port", "-p", type=int, default=8000, help="port (default 8000)")
