@@ -18,6 +18,8 @@ from ..types import FileContent, ImageContent
 from ._runs import RequestError
 
 Media = FileContent | ImageContent
+GENERIC = "application/octet-stream"
+"""What a browser calls a file whose type it does not know: told from the bytes instead."""
 
 AG_UI_MEDIA = ("image", "audio", "video", "document")
 """The AG-UI content parts that carry a file (their ``source``: ``data``, ``url``, ``file``)."""
@@ -51,6 +53,8 @@ def file_from_url(url: Any, media_type: Any, name: Any, where: str) -> FileConte
             422,
         )
     kind = media_type if isinstance(media_type, str) and media_type else None
+    if kind in (None, GENERIC) and url.startswith(f"data:{GENERIC};"):
+        url, kind = "data:;" + url.partition(";")[2], None  # a browser's "unknown": tell it
     label = name if isinstance(name, str) and name else None
     return _read(lambda: FileContent.from_url(url, kind, name=label), where)
 

@@ -14,7 +14,7 @@ from ...errors import MissingExtra, install_hint
 from ...sessions import MemoryStore, SessionError, SessionNotFound, SessionStore
 from ...streaming import EventLogGap, last_event_id
 from ...types import AgentEnd, AgentEvent, AgentMessage, CustomEvent
-from .._guard import load_json
+from .._guard import DEFAULT_MAX_BODY_BYTES, load_json
 from .._mask import MASKED_HEADER, Secrets
 from .._runs import EventEncoder, LiveRun, RequestError, Translator, UIRuns
 from ..vercel_ai import (
@@ -33,6 +33,7 @@ STATIC = Path(__file__).with_name("static")
 ASSETS = {
     "app.js": "text/javascript",
     "inspector.js": "text/javascript",
+    "files.js": "text/javascript",
     "app.css": "text/css",
 }
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
@@ -211,7 +212,10 @@ def build_web_app(
     async def info(request: Request) -> Response:
         provider = state.template.provider
         label = f"{getattr(provider, 'name', '')}:{getattr(provider, 'model', '')}".strip(":")
-        return _json({"title": state.title, "model": label, "sessions": True})
+        limit = guard_options.get("max_body_bytes", DEFAULT_MAX_BODY_BYTES)
+        return _json(
+            {"title": state.title, "model": label, "sessions": True, "max_body_bytes": limit}
+        )
 
     async def chat(request: Request) -> Response:
         try:
