@@ -289,6 +289,19 @@ def test_the_web_history_shows_files_where_the_stream_put_them() -> None:
     assert ui[1]["parts"][2]["filename"] == "sales.png"
 
 
+def test_the_inspectors_request_view_leaves_files_bytes_out() -> None:
+    """A file sent on every turn is not copied into every turn's request event."""
+    from treadle.providers import ModelRequest
+    from treadle.ui.web._requests import request_view
+
+    pdf = FileContent.from_bytes(PDF, name="report.pdf")
+    view = request_view(ModelRequest(messages=[UserMessage.of("read", files=[pdf])]))
+    block = view["messages"][0]["content"][1]
+    assert block["data"] is None and block["size"] == len(PDF)
+    assert (block["name"], block["mime_type"]) == ("report.pdf", "application/pdf")
+    assert pdf.data is not None  # the request itself keeps its file
+
+
 # ---- the body limit ----
 
 
