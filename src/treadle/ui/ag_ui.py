@@ -8,12 +8,13 @@ body. See docs/ui.md.
 Mapping: ``RUN_STARTED`` / ``RUN_FINISHED`` (outcome ``success``, ``interrupt`` for
 approvals, ``cancelled``) / ``RUN_ERROR``; a ``STEP_STARTED`` / ``STEP_FINISHED`` pair per
 turn; ``TEXT_MESSAGE_*`` for the answer and ``TOOL_CALL_START`` / ``ARGS`` / ``END`` /
-``RESULT`` for tool calls, under one ``messageId`` per assistant message (the calls'
-``parentMessageId``); ``REASONING_*`` for thinking; ``STATE_SNAPSHOT`` (unless the state
-is empty) and ``STATE_DELTA`` (JSON Patch) when the input carries ``state`` (tools change
-it through ``ctx.context.state``). Front-end tools (the input's ``tools``) become
-:class:`~treadle.tools.ExternalTool` calls the run stops on: ``RUN_FINISHED`` lists them
-in ``pendingToolCallIds`` and the next input's messages carry their results.
+``RESULT`` for tool calls (a tool's files and images as content parts of the result), under
+one ``messageId`` per assistant message (the calls' ``parentMessageId``); ``REASONING_*``
+for thinking; ``STATE_SNAPSHOT`` (unless the state is empty) and ``STATE_DELTA`` (JSON
+Patch) when the input carries ``state`` (tools change it through ``ctx.context.state``).
+Front-end tools (the input's ``tools``) become :class:`~treadle.tools.ExternalTool` calls
+the run stops on: ``RUN_FINISHED`` lists them in ``pendingToolCallIds`` and the next
+input's messages carry their results.
 
 Resuming (treadle's extension; AG-UI has no slot for it): every frame has an SSE ``id``
 (``seq`` or ``seq.n``); POST the same ``runId`` with a ``Last-Event-ID`` header and the

@@ -8,7 +8,8 @@ and its resume request ``GET /api/chat/{id}/stream``. For other frameworks,
 
 Mapping: ``start`` / ``finish`` per run, ``start-step`` / ``finish-step`` per turn,
 ``text-*`` and ``reasoning-*`` parts, ``tool-input-start`` / ``-delta`` / ``-available``,
-``tool-output-available`` / ``-error`` / ``-denied``, ``error``, then ``[DONE]``. A call a
+``tool-output-available`` / ``-error`` / ``-denied`` (a tool's files and images: a ``file``
+chunk each, after its output), ``error``, then ``[DONE]``. A call a
 ``before_tool_call`` hook answers with ``Ask`` becomes ``tool-approval-request``; the
 client's answer (a tool part in state ``approval-responded``) resumes the run. Tools the
 client runs itself are :class:`~treadle.tools.ExternalTool` on the agent: the run stops on
@@ -80,7 +81,8 @@ def messages_from_ui(
     """``useChat`` messages (UIMessage: ``role`` and ``parts``) as treadle's history, and
     the approval answers they carry (tool parts in state ``approval-responded``). Each
     ``step-start`` begins a new assistant message; tool parts with an output add a tool
-    result after it."""
+    result after it. A user's ``file`` parts (data URLs or https) become ``FileContent``, and
+    so does a ``file`` part after a tool's output (the tool's file, in its result)."""
     history: list[AgentMessage] = []
     decisions: dict[str, Decision] = {}
     for message in messages:
