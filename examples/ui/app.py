@@ -9,7 +9,9 @@ Both resume a dropped stream (``Last-Event-ID``) with no gap and no duplicate.
 The offline model (no TREADLE_MODEL) answers by rule so every protocol feature shows:
 "weather" calls a server tool ("forecast" says a sentence first), "delete" a tool that
 needs the user's approval, "todo" a tool that changes the shared state, "colour" the
-client's own ``pick_colour`` tool; anything else gets a paced, longer answer (so a
+client's own ``pick_colour`` tool, "chart" a tool that returns an image (a file part on
+both protocols); a message with files attached is answered with their names, types and
+sizes (what the model was given); anything else gets a paced, longer answer (so a
 dropped connection lands mid-answer).
 """
 
@@ -40,7 +42,7 @@ from treadle import (
 from treadle.providers import ModelRequest
 from treadle.testing import ScriptedProvider
 from treadle.tools import ExternalTool, ToolContext
-from treadle.types import ToolResultMessage, UserMessage
+from treadle.types import FileContent, ToolResultMessage, UserMessage
 from treadle.ui.ag_ui import ag_ui_app
 from treadle.ui.vercel_ai import vercel_ai_app
 
@@ -68,6 +70,20 @@ def add_todo(item: str, ctx: ToolContext[Any]) -> str:
     return f"Added {item!r}; {len(state['todos'])} on the list."
 
 
+# A 1x1 PNG: what a charting tool would render.
+PNG = bytes.fromhex(
+    "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+    "1f15c4890000000d4944415478da63d0aa7af41f0004de0286929fa3ba"
+    "0000000049454e44ae426082"
+)
+
+
+@tool(category="info")
+def chart(week: str) -> list[object]:
+    """A chart of a week's sales, as an image."""
+    return [f"Sales for {week} week:", FileContent.from_bytes(PNG, name="sales.png")]
+
+
 def pick_colour(options: list[str]) -> str:
     """Ask the user to pick one of some colours (the browser answers).
 
@@ -93,6 +109,7 @@ def answer(request: ModelRequest) -> AssistantMessage:
         "delete": ("delete_file", {"path": "notes.txt"}),
         "todo": ("add_todo", {"item": "buy milk"}),
         "colour": ("pick_colour", {"options": ["red", "blue"]}),
+        "chart": ("chart", {"week": "this"}),
     }
     if "forecast" in text:  # a sentence and a tool call in one assistant message
         call = ToolCall(id="call-weather", name="weather", arguments={"city": "Porto"})
@@ -102,6 +119,10 @@ def answer(request: ModelRequest) -> AssistantMessage:
             return AssistantMessage(
                 content=[ToolCall(id=f"call-{name}", name=name, arguments=args)]
             )
+    files = [b for b in last.content if isinstance(b, FileContent)] if last else []
+    if files:  # what the model was given: each file's name, type and size
+        seen = ", ".join(f"{f.name} ({f.mime_type}, {f.size} bytes)" for f in files)
+        return AssistantMessage(content=f"You attached {seen}. {LONG[:80]}")
     return AssistantMessage(content=f"You said: {last.text if last else ''}. {LONG}")
 
 
@@ -131,7 +152,7 @@ def make_agent() -> Agent[None]:
         model = OfflineModel(float(os.environ.get("UI_EXAMPLE_DELAY", "0.01")))
     return Agent(
         model,
-        tools=[weather, delete_file, add_todo],
+        tools=[weather, delete_file, add_todo, chart],
         hooks=[ApproveDeletes()],
         system_prompt="You are a helpful assistant.",
     )

@@ -220,3 +220,30 @@ def test_the_ai_sdk_resume_recipe_survives_dropped_connections(clients: dict[str
     message = vercel["message"]
     assert [p["text"] for p in parts(message, "text")] == [recipe_text(clients)]
     assert parts(message, "text")[0]["state"] == "done"
+
+
+PDF_SIZE = len(b"%PDF-1.7\n1 0 obj <</Type /Page>> endobj\n")
+
+
+def test_ag_ui_files_in_and_a_tools_image_out(clients: dict[str, Any]) -> None:
+    files = clients["agui"]["files"]
+    answer = files["messages"][-1]["content"]
+    assert answer.startswith(f"You attached report.pdf (application/pdf, {PDF_SIZE} bytes).")
+    result = next(m for m in files["chart"] if m["role"] == "tool")
+    text, image = result["content"]  # the client kept the parts as treadle sent them
+    assert text == {"type": "text", "text": "Sales for this week:"}
+    assert image["type"] == "image" and image["metadata"] == {"filename": "sales.png"}
+    assert image["source"]["type"] == "data" and image["source"]["mimeType"] == "image/png"
+
+
+def test_vercel_files_in_and_a_tools_image_out(clients: dict[str, Any]) -> None:
+    read = clients["vercel"]["files"]["read"]
+    assert parts(read, "text")[0]["text"].startswith(
+        f"You attached report.pdf (application/pdf, {PDF_SIZE} bytes)."
+    )
+    chart = clients["vercel"]["files"]["chart"]
+    (image,) = parts(chart, "file")
+    assert image["mediaType"] == "image/png" and image["url"].startswith("data:image/png;base64,")
+    assert image["providerMetadata"] == {"treadle": {"filename": "sales.png"}}
+    kinds = [p["type"] for p in chart["parts"]]
+    assert kinds.index("file") == kinds.index("tool-chart") + 1  # after the tool's output

@@ -3,9 +3,11 @@ scripted model answering by keyword, so every part of the page shows.
 
 "weather" calls a tool, "delete" a tool that asks for approval, "parallel" two slow tools
 at once, "biglog" a tool returning 5,000 lines, "markdown" answers with a table and a code
-block, "think" thinks first, "hostile" answers with HTML and script, anything else gets a
-long answer streamed in small paced pieces (``WEB_TEST_DELAY`` seconds apart), long enough
-to stop or reload mid-answer. ``WEB_TEST_STORE``: a SQLite file for the sessions.
+block, "think" thinks first, "hostile" answers with HTML and script, "chart" calls a tool
+returning an image, a message with files is answered with their names, types and sizes
+(what the model got); anything else gets a long answer streamed in small paced pieces
+(``WEB_TEST_DELAY`` seconds apart), long enough to stop or reload mid-answer.
+``WEB_TEST_STORE``: a SQLite file for the sessions.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from treadle.testing import ScriptedProvider
 from treadle.testing.scripted import ScriptItem
 from treadle.types import (
     AssistantMessage,
+    FileContent,
     TextContent,
     ThinkingContent,
     ToolResultMessage,
@@ -53,6 +56,19 @@ async def slow_lookup(topic: str) -> str:
     """Look a topic up (slowly)."""
     await anyio.sleep(0.6)
     return f"{topic}: found"
+
+
+CHART_PNG = bytes.fromhex(  # 1x1, blue
+    "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+    "1f15c4890000000d4944415478da63d0aa7af41f0004de0286929fa3ba"
+    "0000000049454e44ae426082"
+)
+
+
+@tool(category="info")
+def chart(week: str) -> list[object]:
+    """A chart of a week's sales, as an image."""
+    return [f"Sales for {week} week:", FileContent.from_bytes(CHART_PNG, name="sales.png")]
 
 
 @tool(category="info")
@@ -88,6 +104,15 @@ def answer(request: ModelRequest) -> AssistantMessage:
         return AssistantMessage(content="Done: " + " / ".join(results))
     text = last.text if isinstance(last, UserMessage) else ""
     low = text.lower()
+    blocks = last.content if isinstance(last, UserMessage) else []
+    files = [b for b in blocks if isinstance(b, FileContent)]
+    if files:
+        seen = ", ".join(f"{f.name} ({f.mime_type}, {f.size} bytes)" for f in files)
+        return AssistantMessage(content=f"You attached {seen}.")
+    if "chart" in low:
+        return AssistantMessage(
+            content=[ToolCall(id="call-chart", name="chart", arguments={"week": "this"})]
+        )
     if "weather" in low:
         return AssistantMessage(
             content=[ToolCall(id="call-weather", name="weather", arguments={"city": "Porto"})]
@@ -169,6 +194,7 @@ def make_agent() -> Agent[None]:
             delete_file,
             slow_lookup,
             read_log,
+            chart,
             helper.as_tool(description="A helper agent."),
         ],
         hooks=[ApproveDeletes()],

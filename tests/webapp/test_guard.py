@@ -118,13 +118,13 @@ def test_secret_names_are_recognised() -> None:
 
 def test_the_page_assets_are_small_and_local() -> None:
     files = {p.name: p.read_bytes() for p in STATIC.iterdir()}
-    assert set(files) == {"index.html", "app.js", "inspector.js", "app.css"}
+    assert set(files) == {"index.html", "app.js", "inspector.js", "files.js", "app.css"}
     assert sum(len(b) for b in files.values()) < 150_000
     for name, data in files.items():
         text = data.decode()
         assert "http://" not in text.replace("http://www.w3.org", "") or name == "app.js", name
         assert "https://" not in text and "//cdn" not in text, name
-    for script in ("app.js", "inspector.js"):
+    for script in ("app.js", "inspector.js", "files.js"):
         assert "innerHTML" not in files[script].decode()
         assert "insertAdjacentHTML" not in files[script].decode()
 

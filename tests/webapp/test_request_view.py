@@ -36,7 +36,7 @@ def test_a_model_request_shows_what_was_sent(page: WebPage) -> None:
     text = page.js("document.querySelector('[data-testid=raw-events]').textContent")
     assert text.startswith("turn · web-test")
     assert "── system prompt ──\n(none)" in text
-    assert "── tools (5) ──" in text and "weather: The weather in a city." in text
+    assert "── tools (6) ──" in text and "weather: The weather in a city." in text
     assert '"city"' in text  # the schema
     assert "── messages (3) ──" in text
     assert "[user]\nwhat is the weather" in text

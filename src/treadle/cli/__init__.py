@@ -16,6 +16,7 @@ from anyio.from_thread import start_blocking_portal
 from .. import __version__
 from ..providers.base import ProviderError
 from .chat import CHAT_HELP, Chat
+from .files import check_for, prompt_with, read_files
 from .render import Renderer, make_renderer
 from .sessions import cmd_sessions, open_session_store, resolve_session
 from .setup import _NoModel, count, load_tools, resolve_model
@@ -23,7 +24,7 @@ from .setup import _NoModel, count, load_tools, resolve_model
 __all__ = ["main", "resolve_model"]
 
 
-async def _run_once(agent: Any, prompt: str, renderer: Renderer) -> Any:
+async def _run_once(agent: Any, prompt: Any, renderer: Renderer) -> Any:
     async with agent.stream(prompt) as events:
         async for event in events:
             renderer.event(event)
@@ -42,14 +43,16 @@ def _prompt(text: str) -> str:
 async def cmd_run(args: argparse.Namespace) -> int:
     from ..agent import Agent
 
+    files = read_files(args.file)  # a missing or unreadable file stops here, before a model
     prompt = _prompt(args.prompt)
     provider, label = resolve_model(
         args.model, api_key=args.api_key, base_url=args.base_url, require=True
     )
+    check_for(provider, files)  # one the model cannot take: before any request
     agent: Agent[Any] = Agent(provider, tools=load_tools(args.tool), system_prompt=args.system)
     renderer = make_renderer()
     try:
-        result = await _run_once(agent, prompt, renderer)
+        result = await _run_once(agent, prompt_with(prompt, files), renderer)
     finally:
         await agent.aclose()
     if args.usage:
@@ -108,6 +111,14 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", parents=[common], help="answer one prompt, streaming")
     run.add_argument("prompt", help="the prompt, or - to read it from standard input")
     run.add_argument("--usage", action="store_true", help="print token usage at the end")
+    run.add_argument(
+        "--file",
+        "-f",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="attach a file to the prompt (a PDF, text, CSV, audio, an image); repeatable",
+    )
     store_help = "session store: a .db file (SQLite) or a directory (JSONL); default "
     store_help += "$TREADLE_SESSIONS or ~/.treadle/sessions.db"
     chat = sub.add_parser("chat", parents=[common], help="an interactive conversation (stored)")

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 from anyio.from_thread import BlockingPortal
 
 from ..providers.base import ProviderError
+from ..types import FileContent
+from .files import check_for, describe, prompt_with, read_files
 from .render import Renderer, make_renderer
 from .setup import count, resolve_model
 
@@ -25,6 +27,8 @@ if TYPE_CHECKING:
 
 COMMANDS = {
     "/model": "/model NAME  switch model",
+    "/attach": "/attach PATH  a file for the next message",
+    "/detach": "/detach",
     "/reset": "/reset  new conversation",
     "/session": "/session",
     "/branch": "/branch N",
@@ -96,6 +100,7 @@ class Chat:
         self.portal = portal
         self.renderer: Renderer = make_renderer()
         self.editor = LineEditor()
+        self.attached: list[FileContent] = []  # sent with the next message
 
     def _drop_if_empty(self, session_id: str) -> None:
         """A conversation that never got a message leaves nothing behind."""
@@ -176,7 +181,8 @@ class Chat:
                 return
 
     async def _answer(self, line: str) -> None:
-        async with self.agent.stream(line) as events:
+        prompt, self.attached = prompt_with(line, self.attached), []
+        async with self.agent.stream(prompt) as events:
             async for event in events:
                 self.renderer.event(event)
 
@@ -213,6 +219,11 @@ class Chat:
             await self._compact()
         elif command == "/model":
             self._switch_model(rest)
+        elif command == "/attach":
+            self._attach(rest)
+        elif command == "/detach":
+            dropped, self.attached = self.attached, []
+            print(f"(detached {count(len(dropped), 'file')})")
         elif command == "/help":
             print(CHAT_HELP)
         else:
@@ -230,6 +241,23 @@ class Chat:
                 f"(compacted: {before} -> {count(len(self.agent.messages), 'message')}, "
                 f"~{result.tokens_before} -> ~{result.tokens_after} tokens)"
             )
+
+    def _attach(self, path: str) -> None:
+        """``/attach PATH``: read the file and check the model takes it, now (not when the
+        message goes); ``/attach`` alone lists what the next message carries."""
+        path = path.strip().strip("'\"")
+        if not path:
+            names = ", ".join(describe(f) for f in self.attached) or "nothing"
+            print(f"(attached: {names}; /attach PATH adds a file, /detach drops them)")
+            return
+        try:
+            block = read_files([os.path.expanduser(path)])[0]
+            check_for(self.agent.provider, [*self.attached, block])
+        except (ValueError, ProviderError) as exc:
+            print(f"cannot attach {path}: {exc}")
+            return
+        self.attached.append(block)
+        print(f"(attached {describe(block)}: it goes with your next message)")
 
     def _switch_model(self, spec: str) -> None:
         if not spec:

@@ -15,6 +15,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from .. import Hooks, RunHandle
 from ..providers import ModelRequest
 from ..types import AgentEvent, AssistantMessage, ToolResultMessage, UserMessage
+from ._files import file_attributes, file_part, media_in
 
 TRACER_NAME = "treadle"
 PROVIDER_NAMES = {
@@ -94,9 +95,16 @@ class Tracing(Hooks):
     # ---- hooks ----
 
     async def before_model_request(self, run: RunHandle, request: ModelRequest) -> ModelRequest:
-        if self.capture_content and request.purpose == "turn":
-            # attached to the chat span it precedes (side calls have no chat span)
-            run.state_for(self)["request"] = request
+        if request.purpose == "turn":  # attached to the chat span it precedes (side calls
+            state = run.state_for(self)  # have no chat span)
+            state["files"] = file_attributes(
+                block
+                for message in request.messages
+                if isinstance(message, (UserMessage, ToolResultMessage))
+                for block in message.content
+            )
+            if self.capture_content:
+                state["request"] = request
         return request
 
     def on_event(self, run: RunHandle, event: AgentEvent) -> None:
@@ -205,6 +213,7 @@ class Tracing(Hooks):
             "gen_ai.conversation.id": loop.conversation,
             **loop.request,
         }
+        attributes.update(run.state_for(self).pop("files", None) or {})
         request = run.state_for(self).pop("request", None)
         if self.capture_content and isinstance(request, ModelRequest):
             attributes["gen_ai.input.messages"] = json.dumps(_messages(request.messages))
@@ -342,6 +351,7 @@ class Tracing(Hooks):
         loop.tool_names.pop(event.tool_call_id, None)
         if span is None:
             return
+        span.set_attributes(file_attributes(event.result.content))  # sizes and types only
         if self.capture_content:
             span.set_attribute("gen_ai.tool.call.result", event.result.text)
         if event.child_loop_id:
@@ -356,14 +366,17 @@ class Tracing(Hooks):
 
 
 def _messages(messages: list[Any]) -> list[dict[str, Any]]:
-    """Messages in the conventions' JSON shape (role and parts)."""
+    """Messages in the conventions' JSON shape (role and parts); a file is a reference
+    (:func:`~treadle.otel._files.file_part`), never its bytes."""
     out: list[dict[str, Any]] = []
     for message in messages:
+        files = [file_part(b) for b in media_in(getattr(message, "content", ()))]
         if isinstance(message, UserMessage):
-            out.append({"role": "user", "parts": [{"type": "text", "content": message.text}]})
+            text = {"type": "text", "content": message.text}
+            out.append({"role": "user", "parts": [text, *files]})
         elif isinstance(message, ToolResultMessage):
             part = {"type": "tool_call_response", "id": message.tool_call_id}
-            out.append({"role": "tool", "parts": [{**part, "response": message.text}]})
+            out.append({"role": "tool", "parts": [{**part, "response": message.text}, *files]})
         elif isinstance(message, AssistantMessage):
             parts: list[dict[str, Any]] = []
             if message.text:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..providers.base import ModelRequest
-from ..types import AssistantMessage, TextContent, ToolResultMessage, UserMessage
+from ..types import AssistantMessage, FileContent, TextContent, ToolResultMessage, UserMessage
 from .scripted import ScriptedProvider, ScriptItem
 
 
@@ -14,9 +14,16 @@ def _reply(request: ModelRequest) -> AssistantMessage:
         text = "(offline model) The tools returned: " + "; ".join(results)
     else:
         said = last.text if isinstance(last, UserMessage) else ""
+        blocks = last.content if isinstance(last, UserMessage) else []
+        files = [b for b in blocks if isinstance(b, FileContent)]
+        attached = "".join(
+            f" You attached {f.name or 'a file'} ({f.mime_type}"
+            + (f", {f.size} bytes)." if f.size is not None else ").")
+            for f in files
+        )
         text = (
-            f"(offline model) You said: {said!r}. I am not a real model: set TREADLE_MODEL "
-            "(for example openai:gpt-4o-mini or ollama:llama3.2) to talk to one."
+            f"(offline model) You said: {said!r}.{attached} I am not a real model: set "
+            "TREADLE_MODEL (for example openai:gpt-4o-mini or ollama:llama3.2) to talk to one."
         )
     return AssistantMessage(content=[TextContent(text=text)])
 

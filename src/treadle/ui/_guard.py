@@ -242,7 +242,11 @@ class HTTPGuard:
     ) -> Receive | None:
         """The whole body, read here (so the app never meets a partial or oversized one),
         then handed to the app as one message; later messages (a disconnect) pass through."""
-        too_large = f"the request body is larger than {self.max_body_bytes} bytes"
+        too_large = (
+            f"the request body is larger than {self.max_body_bytes} bytes (the server's "
+            "max_body_bytes); files attached to a message travel in it, base64-encoded (a "
+            "third larger than the file): send smaller files, or raise the server's limit"
+        )
         length = headers.get("content-length", "")
         if length.isascii() and length.isdigit() and int(length) > self.max_body_bytes:
             await respond(send, 413, too_large, close=True)

@@ -8,12 +8,13 @@ body. See docs/ui.md.
 Mapping: ``RUN_STARTED`` / ``RUN_FINISHED`` (outcome ``success``, ``interrupt`` for
 approvals, ``cancelled``) / ``RUN_ERROR``; a ``STEP_STARTED`` / ``STEP_FINISHED`` pair per
 turn; ``TEXT_MESSAGE_*`` for the answer and ``TOOL_CALL_START`` / ``ARGS`` / ``END`` /
-``RESULT`` for tool calls, under one ``messageId`` per assistant message (the calls'
-``parentMessageId``); ``REASONING_*`` for thinking; ``STATE_SNAPSHOT`` (unless the state
-is empty) and ``STATE_DELTA`` (JSON Patch) when the input carries ``state`` (tools change
-it through ``ctx.context.state``). Front-end tools (the input's ``tools``) become
-:class:`~treadle.tools.ExternalTool` calls the run stops on: ``RUN_FINISHED`` lists them
-in ``pendingToolCallIds`` and the next input's messages carry their results.
+``RESULT`` for tool calls (a tool's files and images as content parts of the result), under
+one ``messageId`` per assistant message (the calls' ``parentMessageId``); ``REASONING_*``
+for thinking; ``STATE_SNAPSHOT`` (unless the state is empty) and ``STATE_DELTA`` (JSON
+Patch) when the input carries ``state`` (tools change it through ``ctx.context.state``).
+Front-end tools (the input's ``tools``) become :class:`~treadle.tools.ExternalTool` calls
+the run stops on: ``RUN_FINISHED`` lists them in ``pendingToolCallIds`` and the next
+input's messages carry their results.
 
 Resuming (treadle's extension; AG-UI has no slot for it): every frame has an SSE ``id``
 (``seq`` or ``seq.n``); POST the same ``runId`` with a ``Last-Event-ID`` header and the
@@ -49,6 +50,7 @@ from ..types import (
     TurnStart,
     UserMessage,
 )
+from ._files import ag_ui_content, ag_ui_files
 from ._gate import Decision, admit_client_history, admit_server_input, apply_decisions
 from ._guard import DEFAULT_BODY_TIMEOUT, DEFAULT_MAX_BODY_BYTES, load_json
 from ._runs import (
@@ -165,7 +167,9 @@ def messages_from_ag_ui(messages: Sequence[dict[str, Any]]) -> tuple[list[AgentM
         if role in ("system", "developer"):
             system.append(_text_of(raw.get("content")))
         elif role == "user":
-            history.append(UserMessage(content=[TextContent(text=_text_of(raw.get("content")))]))
+            content = raw.get("content")
+            files = ag_ui_files(content, f"message {raw.get('id', len(history))!r}")
+            history.append(UserMessage(content=[TextContent(text=_text_of(content)), *files]))
         elif role == "assistant":
             blocks: list[Any] = []
             if text := _text_of(raw.get("content")):
@@ -176,12 +180,13 @@ def messages_from_ag_ui(messages: Sequence[dict[str, Any]]) -> tuple[list[AgentM
             history.append(AssistantMessage(content=blocks))
         elif role == "tool":
             call_id = str(raw.get("toolCallId", ""))
-            error = raw.get("error")
+            error, content = raw.get("error"), raw.get("content")
+            files = ag_ui_files(content, f"the result of tool call {call_id!r}")
             history.append(
                 ToolResultMessage(
                     tool_call_id=call_id,
                     tool_name=names.get(call_id, ""),
-                    content=[TextContent(text=str(error or _text_of(raw.get("content"))))],
+                    content=[TextContent(text=str(error or _text_of(content))), *files],
                     is_error=bool(error),
                 )
             )
@@ -196,7 +201,8 @@ def messages_to_ag_ui(
     for n, message in enumerate(messages):
         mid = f"{id_prefix}{n}"
         if isinstance(message, UserMessage):
-            out.append({"id": mid, "role": "user", "content": message.text})
+            content = ag_ui_content(message.text, message.content)
+            out.append({"id": mid, "role": "user", "content": content})
         elif isinstance(message, AssistantMessage):
             item: dict[str, Any] = {"id": mid, "role": "assistant"}
             if message.text:
@@ -213,7 +219,7 @@ def messages_to_ag_ui(
             out.append(item)
         elif isinstance(message, ToolResultMessage):
             item = {"id": mid, "role": "tool", "toolCallId": message.tool_call_id}
-            item["content"] = message.text
+            item["content"] = ag_ui_content(message.text, message.content)
             if message.is_error:
                 item["error"] = message.text
             out.append(item)
@@ -327,7 +333,7 @@ class AGUITranslator(PartsTranslator):
             "TOOL_CALL_RESULT",
             messageId=f"{self.run_id}-result-{message.tool_call_id}",
             toolCallId=message.tool_call_id,
-            content=message.text,
+            content=ag_ui_content(message.text, message.content),
             role="tool",
         )
         if self.state is not None:

@@ -8,7 +8,8 @@ and its resume request ``GET /api/chat/{id}/stream``. For other frameworks,
 
 Mapping: ``start`` / ``finish`` per run, ``start-step`` / ``finish-step`` per turn,
 ``text-*`` and ``reasoning-*`` parts, ``tool-input-start`` / ``-delta`` / ``-available``,
-``tool-output-available`` / ``-error`` / ``-denied``, ``error``, then ``[DONE]``. A call a
+``tool-output-available`` / ``-error`` / ``-denied`` (a tool's files and images: a ``file``
+chunk each, after its output), ``error``, then ``[DONE]``. A call a
 ``before_tool_call`` hook answers with ``Ask`` becomes ``tool-approval-request``; the
 client's answer (a tool part in state ``approval-responded``) resumes the run. Tools the
 client runs itself are :class:`~treadle.tools.ExternalTool` on the agent: the run stops on
@@ -37,14 +38,17 @@ from ..types import (
     AssistantMessage,
     ContinuationKind,
     CustomEvent,
+    FileContent,
     TextContent,
     ThinkingContent,
     ToolCall,
     ToolResultMessage,
     TurnEnd,
     TurnStart,
+    UserContent,
     UserMessage,
 )
+from ._files import file_from_url, media_of, ui_file_chunk
 from ._gate import Decision, admit_client_history, admit_server_input, apply_decisions
 from ._guard import DEFAULT_BODY_TIMEOUT, DEFAULT_MAX_BODY_BYTES
 from ._runs import LiveRun, RequestError, UIRuns, parse_cursor, sse_body
@@ -67,25 +71,34 @@ def _output_text(output: Any) -> str:
     return output if isinstance(output, str) else json.dumps(output, ensure_ascii=False)
 
 
+def _file(part: Mapping[str, Any], where: str) -> FileContent:
+    return file_from_url(part.get("url"), part.get("mediaType"), part.get("filename"), where)
+
+
 def messages_from_ui(
     messages: Sequence[Mapping[str, Any]],
 ) -> tuple[list[AgentMessage], dict[str, Decision]]:
     """``useChat`` messages (UIMessage: ``role`` and ``parts``) as treadle's history, and
     the approval answers they carry (tool parts in state ``approval-responded``). Each
     ``step-start`` begins a new assistant message; tool parts with an output add a tool
-    result after it."""
+    result after it. A user's ``file`` parts (data URLs or https) become ``FileContent``, and
+    so does a ``file`` part after a tool's output (the tool's file, in its result)."""
     history: list[AgentMessage] = []
     decisions: dict[str, Decision] = {}
     for message in messages:
         role = message.get("role")
         parts = message.get("parts") or []
         if role == "user":
-            texts = [
-                TextContent(text=str(p.get("text", ""))) for p in parts if p.get("type") == "text"
-            ]
+            blocks: list[UserContent] = []
+            for n, p in enumerate(parts):
+                if p.get("type") == "text":
+                    blocks.append(TextContent(text=str(p.get("text", ""))))
+                elif p.get("type") == "file":
+                    where = f"message {message.get('id', len(history))!r}, part {n}"
+                    blocks.append(_file(p, where))
             if not parts and isinstance(message.get("content"), str):
-                texts = [TextContent(text=message["content"])]
-            history.append(UserMessage(content=texts))
+                blocks = [TextContent(text=message["content"])]
+            history.append(UserMessage(content=blocks))
         elif role == "assistant":
             _assistant(parts, history, decisions)
     return history, decisions
@@ -104,10 +117,13 @@ def _assistant(
         blocks.clear()
         results.clear()
 
-    for part in parts:
+    for n, part in enumerate(parts):
         kind = str(part.get("type", ""))
         if kind == "step-start":
             flush()
+        elif kind == "file":  # a tool's file (the stream sends it after the tool's output)
+            if results:
+                results[-1].content.append(_file(part, f"an assistant message's part {n}"))
         elif kind in ("text", "reasoning"):
             if results:
                 flush()
@@ -211,6 +227,10 @@ class VercelAITranslator(PartsTranslator):
             self._emit("tool-output-error", toolCallId=call_id, errorText=message.text)
         else:
             self._emit("tool-output-available", toolCallId=call_id, output=message.text)
+            for block in media_of(message.content):  # a tool's files and images
+                chunk = ui_file_chunk(block)
+                if chunk is not None:
+                    self.out.append(chunk)
 
     def on_custom(self, event: CustomEvent) -> None:
         suffix = "".join(c if c.isalnum() or c in "-_" else "-" for c in event.name)

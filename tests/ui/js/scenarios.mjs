@@ -116,6 +116,33 @@ export async function runAll(base, { HttpAgent, DefaultChatTransport, readUIMess
       await agent.runAgent({}, { onEvent: ({ event }) => { if (event.type.startsWith("STATE")) kinds.push(event.type); } });
       result.state = { state: agent.state, kinds };
     }
+    // Files: a user message with a document part; a tool's image comes back as a part of
+    // the tool message.
+    {
+      const pdf = Buffer.from("%PDF-1.7\n1 0 obj <</Type /Page>> endobj\n").toString("base64");
+      const agent = new HttpAgent({
+        url: `${base}/agui`,
+        threadId: "agui-files",
+        initialMessages: [
+          {
+            id: "agui-files-u1",
+            role: "user",
+            content: [
+              { type: "text", text: "read this" },
+              {
+                type: "document",
+                source: { type: "data", value: pdf, mimeType: "application/pdf" },
+                metadata: { filename: "report.pdf" },
+              },
+            ],
+          },
+        ],
+      });
+      await agent.runAgent({});
+      const chart = aguiAgent("agui-chart", "draw a chart");
+      await chart.runAgent({});
+      result.files = { messages: agent.messages, chart: chart.messages };
+    }
     return result;
   }
 
@@ -171,6 +198,21 @@ export async function runAll(base, { HttpAgent, DefaultChatTransport, readUIMess
       const again = await transport().reconnectToStream({ chatId: "chat-resume" });
       const resumed = again ? await finalMessage(again) : null;
       result.resume = { lastId: seen.lastId, partial, resumed };
+    }
+    // Files: a file part (a data URL) in the user's message; a tool's image is a file part.
+    {
+      const pdf = Buffer.from("%PDF-1.7\n1 0 obj <</Type /Page>> endobj\n").toString("base64");
+      const sent = {
+        id: "f-u1",
+        role: "user",
+        parts: [
+          { type: "text", text: "read this" },
+          { type: "file", mediaType: "application/pdf", filename: "report.pdf", url: `data:application/pdf;base64,${pdf}` },
+        ],
+      };
+      const read = await finalMessage(await send(transport(), "chat-files", [sent]));
+      const chart = await finalMessage(await send(transport(), "chat-chart", [user("ch-u1", "draw a chart")]));
+      result.files = { read, chart };
     }
     return result;
   }

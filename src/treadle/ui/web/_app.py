@@ -13,11 +13,17 @@ from ...agent import Agent
 from ...errors import MissingExtra, install_hint
 from ...sessions import MemoryStore, SessionError, SessionNotFound, SessionStore
 from ...streaming import EventLogGap, last_event_id
-from ...types import AgentEnd, AgentEvent, AgentMessage, CustomEvent, UserMessage
-from .._guard import load_json
+from ...types import AgentEnd, AgentEvent, AgentMessage, CustomEvent
+from .._guard import DEFAULT_MAX_BODY_BYTES, load_json
 from .._mask import MASKED_HEADER, Secrets
 from .._runs import EventEncoder, LiveRun, RequestError, Translator, UIRuns
-from ..vercel_ai import UI_MESSAGE_STREAM_HEADERS, find_run, start_run, stream_run
+from ..vercel_ai import (
+    UI_MESSAGE_STREAM_HEADERS,
+    find_run,
+    messages_from_ui,
+    start_run,
+    stream_run,
+)
 from ._guard import Guard
 from ._history import messages_to_ui, plain_title
 from ._masked import InspectorEncoder, MaskedTranslator
@@ -27,6 +33,7 @@ STATIC = Path(__file__).with_name("static")
 ASSETS = {
     "app.js": "text/javascript",
     "inspector.js": "text/javascript",
+    "files.js": "text/javascript",
     "app.css": "text/css",
 }
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
@@ -205,7 +212,10 @@ def build_web_app(
     async def info(request: Request) -> Response:
         provider = state.template.provider
         label = f"{getattr(provider, 'name', '')}:{getattr(provider, 'model', '')}".strip(":")
-        return _json({"title": state.title, "model": label, "sessions": True})
+        limit = guard_options.get("max_body_bytes", DEFAULT_MAX_BODY_BYTES)
+        return _json(
+            {"title": state.title, "model": label, "sessions": True, "max_body_bytes": limit}
+        )
 
     async def chat(request: Request) -> Response:
         try:
@@ -223,9 +233,7 @@ def build_web_app(
         last = body["messages"][-1] if body["messages"] else {}
         prompt: list[AgentMessage] = []
         if isinstance(last, dict) and last.get("role") == "user":
-            parts = last.get("parts") or []
-            text = "".join(str(p.get("text", "")) for p in parts if p.get("type") == "text")
-            prompt = [UserMessage.of(text)]
+            prompt = messages_from_ui([last])[0]  # read (files too) by start_run already
         state.prompts[live.run_id] = (start, list(prompt))
         for gone in [r for r in state.prompts if r not in runs.runs]:  # runs forgotten
             del state.prompts[gone]

@@ -19,6 +19,7 @@ from ...types import (
     ToolResultMessage,
     UserMessage,
 )
+from .._files import media_of, ui_file_part
 
 
 def messages_to_ui(
@@ -36,11 +37,12 @@ def messages_to_ui(
     prompts = pending if isinstance(pending, Mapping) else {}
     for index, message in enumerate(messages, start=1):
         if isinstance(message, UserMessage):
+            files = [p for p in map(ui_file_part, media_of(message.content)) if p]
             out.append(
                 {
                     "id": f"m{index}",
                     "role": "user",
-                    "parts": [{"type": "text", "text": message.text}],
+                    "parts": [{"type": "text", "text": message.text}, *files],
                     "index": index,
                 }
             )
@@ -90,6 +92,9 @@ def messages_to_ui(
             else:
                 called["state"] = "output-available"
                 called["output"] = message.text
+                made = [p for p in map(ui_file_part, media_of(message.content)) if p]
+                if made and out and out[-1]["role"] == "assistant":  # as the stream puts them
+                    out[-1]["parts"].extend(made)
             if out and out[-1]["role"] == "assistant":
                 out[-1]["index"] = index
     return out

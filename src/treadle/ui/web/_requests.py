@@ -14,8 +14,17 @@ REQUEST_EVENT = "treadle.ui.model_request"
 
 
 def request_view(request: ModelRequest) -> dict[str, Any]:
-    """A request as JSON, as the provider adapter gets it (the wire format aside)."""
+    """A request as JSON, as the provider adapter gets it (the wire format aside), with
+    each file's and image's bytes left out (their type, name and size stay): a file sent on
+    every turn would otherwise be copied into every turn's event."""
     view: dict[str, Any] = request.model_dump(mode="json", exclude={"coalesce_deltas"})
+    for message in view.get("messages") or []:
+        for block in message.get("content") or [] if isinstance(message, dict) else []:
+            data = block.get("data") if isinstance(block, dict) else None
+            if block.get("type") in ("file", "image") and isinstance(data, str):
+                padding = len(data) - len(data.rstrip("="))
+                block["data"] = None
+                block["size"] = len(data) * 3 // 4 - padding
     return view
 
 

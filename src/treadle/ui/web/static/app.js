@@ -335,6 +335,7 @@ function renderPart(message, part) {
       part.el = el("details", { class: "thinking" }, el("summary", { text: "Thinking" }), part.inner);
     } else if (part.type === "error") part.el = el("div", { class: "error", role: "alert" });
     else if (part.type.startsWith("tool-")) part.el = toolCard(part);
+    else if (part.type === "file") { part.el = filePreview(part); message.body.append(part.el); return; }
     else return;
     message.body.append(part.el);
   }
@@ -482,6 +483,8 @@ function apply(chunk) {
     else if (t === "tool-output-denied") { part.state = "output-denied"; }
     else if (t === "tool-approval-request") { part.state = "approval-requested"; part.approval = { id: chunk.approvalId, prompt: state.asked.get(chunk.toolCallId) }; }
     updateTool(part);
+  } else if (t === "file") { // a tool's file (an image, a PDF): after the tool's output
+    addPart({ type: "file", url: chunk.url, mediaType: chunk.mediaType, providerMetadata: chunk.providerMetadata });
   } else if (t === "error") {
     addPart({ type: "error", errorText: chunk.errorText });
   } else if (t === "abort") {
@@ -621,7 +624,7 @@ function waitingApprovals() {
 function send() {
   const input = $("message-input");
   const text = input.value.trim();
-  if (!text) return;
+  if (!text && (state.running || !attached.length)) return;
   if (!state.running && waitingApprovals().length) {
     setStatus("A tool call is waiting for your answer: Approve or Deny it first (a reason typed beside Deny goes to the model).");
     waitingApprovals()[0].el.querySelector("[data-testid=approve]")?.scrollIntoView({ block: "nearest" });
@@ -629,11 +632,16 @@ function send() {
   }
   input.value = "";
   setStatus("");
-  if (state.running) { steer(text); return; }
+  if (state.running) {
+    steer(text);
+    if (attached.length) setStatus("The attached files go with your next message, once this answer ends.");
+    return;
+  }
   if (!state.chatId) openChat(uid());
-  const message = { id: uid(), role: "user", parts: [{ type: "text", text }] };
+  const parts = [{ type: "text", text }, ...takeAttachments()];
+  const message = { id: uid(), role: "user", parts };
   addMessage(message);
-  runRequest([{ id: message.id, role: "user", parts: [{ type: "text", text }] }]);
+  runRequest([{ id: message.id, role: "user", parts: parts.map((p) => ({ ...p })) }]);
 }
 
 async function steer(text) {
@@ -739,6 +747,7 @@ async function branchFrom(message) {
   await refreshSessions();
   if (user) {
     const text = message.parts.filter((p) => p.type === "text").map((p) => p.text).join("");
+    reattach(message.parts); // its files are asked with it again
     $("message-input").value = text;
     send();
   }
@@ -820,12 +829,14 @@ async function start() {
   document.addEventListener("keydown", (e) => { if (e.key === "Escape" && state.running) { e.preventDefault(); stop(); } });
   $("stop").addEventListener("click", stop);
   $("new-chat").addEventListener("click", newChat);
+  let info = null;
   try {
-    const info = await (await fetch("api/info")).json();
+    info = await (await fetch("api/info")).json();
     $("agent-title").textContent = info.title;
     $("model").textContent = info.model;
     document.title = `${info.title} · treadle`;
   } catch (_) { /* the page works without it */ }
+  wireFiles(info);
   inspector.render();
   await refreshSessions();
   const match = location.hash.match(/^#s=(.+)$/);

@@ -107,6 +107,9 @@ function digest(run, ev) {
         if (ev.type === "tool_execution_end") {
           it.end = ev.timestamp;
           it.detail = ev.is_error ? "error" : "ok";
+          it.images = imagesOf(ev.result?.content);
+          const files = (ev.result?.content || []).filter((b) => b.type === "file" || b.type === "image");
+          if (files.length) it.detail += ` · ${files.length} file${files.length > 1 ? "s" : ""}`;
         }
       }
       break;
@@ -139,6 +142,21 @@ function digest(run, ev) {
   }
 }
 
+// The images among a tool result's blocks (an image, or a file of an image type, inline), as
+// data URLs for thumbnails.
+function imagesOf(blocks) {
+  return (blocks || [])
+    .filter((b) => b.data && (b.type === "image" || (b.type === "file" && String(b.mime_type).startsWith("image/"))))
+    .map((b) => ({ src: `data:${b.mime_type};base64,${b.data}`, name: b.name || b.mime_type }));
+}
+
+// Events as text with files' bytes left out (a PDF is megabytes of base64): the start of
+// each, and how long it is.
+function clipBytes(key, value) {
+  if (key === "data" && typeof value === "string" && value.length > 120) return `${value.slice(0, 32)}… (${value.length} base64 characters)`;
+  return value;
+}
+
 // A pane follows its tail (new timeline items, a live run's events) while the user is at
 // its bottom; scrolled up to read, it stays where it is.
 function atBottom(box) {
@@ -167,6 +185,7 @@ function requestText(req) {
       else if (b.type === "thinking") out.push(`(thinking) ${b.thinking}`);
       else if (b.type === "tool_call") out.push(`→ ${b.name}(${JSON.stringify(b.arguments)}) [${b.id}]`);
       else if (b.type === "image") out.push(`(image ${b.mime_type || ""})`);
+      else if (b.type === "file") out.push(`(file ${b.name || b.url || b.file_id || ""} ${b.mime_type}${b.size != null ? `, ${b.size} bytes` : ""})`);
       else out.push(JSON.stringify(b));
     }
   }
@@ -229,6 +248,9 @@ function makeInspector({ timeline, raw, rawTitle, viewRequest, empty = "Runs sho
           el("span", { class: "label", text: it.label }),
           el("span", { class: "facts", text: facts.join(" · ") }),
           el("span", { class: "track" }, bar));
+        if (it.images?.length) { // what a tool made, at a glance
+          row.append(el("span", { class: "thumbs" }, ...it.images.map((img) => el("img", { src: img.src, alt: img.name, title: img.name, "data-testid": "inspector-image" }))));
+        }
         row.style.paddingLeft = `${0.4 + it.depth * 0.9}rem`;
         if (it === ins.selected) row.classList.add("selected");
         row.addEventListener("click", () => ins.select(it));
@@ -265,7 +287,7 @@ function makeInspector({ timeline, raw, rawTitle, viewRequest, empty = "Runs sho
       title = `· run ${run.n} · ${shown} events${run.done ? "" : " · live"} · click an item for its own`;
     }
     rawTitle.textContent = title;
-    const text = JSON.stringify(events, null, 2);
+    const text = JSON.stringify(events, clipBytes, 2);
     if (text === raw.textContent) return;
     const follow = atBottom(raw);
     raw.textContent = text;
