@@ -1,5 +1,6 @@
-"""Start an example app (an ASGI server script taking its port as argument) on 127.0.0.1 for
-a test, wait until it answers, stop it afterwards."""
+"""Servers for tests on 127.0.0.1: an example app (an ASGI server script taking its port as
+argument) in a process of its own, or an ASGI app on uvicorn in a thread; each waited for
+until it answers and stopped afterwards."""
 
 from __future__ import annotations
 
@@ -7,10 +8,12 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -50,3 +53,25 @@ def example_server(
         if process.poll() is None:
             process.terminate()
             process.wait(10)
+
+
+@contextmanager
+def served(app: Any) -> Iterator[str]:
+    """``app`` on uvicorn in a thread of this process, on a free port; yields its base URL."""
+    import uvicorn
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 60
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "the server did not start"
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(10)

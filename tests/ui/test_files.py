@@ -9,15 +9,13 @@ from __future__ import annotations
 
 import base64
 import json
-import socket
-import threading
-import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
+from tests.servers import served
 
 from treadle import Agent, AssistantMessage, ToolCall, ToolResultMessage, UserMessage
 from treadle.testing import ScriptedProvider
@@ -309,20 +307,8 @@ def test_the_inspectors_request_view_leaves_files_bytes_out() -> None:
 def small_server() -> Iterator[str]:
     """The Vercel AI app with a 20 kB body limit, on 127.0.0.1."""
     agent = Agent(ScriptedProvider(["ok"] * 5))
-    app = vercel_ai_app(agent, max_body_bytes=20_000)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "the server did not start"
-        time.sleep(0.02)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(10)
+    with served(vercel_ai_app(agent, max_body_bytes=20_000)) as url:
+        yield url
 
 
 def test_a_file_over_the_body_limit_is_a_413_that_says_so(small_server: str) -> None:

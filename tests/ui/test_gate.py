@@ -7,16 +7,13 @@ same-origin JSON requests."""
 from __future__ import annotations
 
 import json
-import socket
-import threading
-import time
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
 import httpx
 import pytest
+from tests.servers import served
 
 from treadle import Agent, Ask, AssistantMessage, Deny, Hooks, ToolCall, tool
 from treadle.sessions import MemoryStore
@@ -61,25 +58,6 @@ class World:
 
     def agent(self, **kwargs: Any) -> Agent[Any]:
         return Agent(self.provider, tools=[self.tool], hooks=[self.policy], **kwargs)
-
-
-@contextmanager
-def served(app: Any) -> Iterator[str]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "the server did not start"
-        time.sleep(0.02)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(10)
 
 
 def post(url: str, body: Any) -> tuple[int, list[dict[str, Any]], str]:
