@@ -270,18 +270,24 @@ def _clip(text: str, limit_chars: int) -> str:
     return trim_text(text, limit_chars * 2 // 3, limit_chars // 3, CHARS_PER_TOKEN) or text
 
 
+def _attachments(message: UserMessage | ToolResultMessage) -> str:
+    """`` [2 image(s)] [attached: report.pdf (application/pdf, 3 pages)]``: what a summariser
+    is told of a message's images and files (a tool's as much as a prompt's)."""
+    images = sum(isinstance(b, ImageContent) for b in message.content)
+    note = f" [{images} image(s)]" if images else ""
+    files = files_of([message])
+    if files:
+        note += f" [attached: {'; '.join(map(describe, files))}]"
+    return note
+
+
 def render_transcript(messages: Sequence[AgentMessage], clip_chars: int = 4000) -> list[str]:
     """``messages`` as plain text for a summariser, one entry per message (tool outputs
     and arguments clipped to ``clip_chars``)."""
     lines: list[str] = []
     for message in messages:
         if isinstance(message, UserMessage):
-            images = sum(isinstance(b, ImageContent) for b in message.content)
-            note = f" [{images} image(s)]" if images else ""
-            files = files_of([message])
-            if files:
-                note += f" [attached: {'; '.join(map(describe, files))}]"
-            lines.append(f"User: {_clip(message.text, clip_chars)}{note}")
+            lines.append(f"User: {_clip(message.text, clip_chars)}{_attachments(message)}")
         elif isinstance(message, AssistantMessage):
             parts = []
             if message.text:
@@ -299,6 +305,7 @@ def render_transcript(messages: Sequence[AgentMessage], clip_chars: int = 4000) 
             status = " (error)" if message.is_error else ""
             lines.append(
                 f"Result of {message.tool_name}{status}: {_clip(message.text, clip_chars)}"
+                + _attachments(message)
             )
     return lines
 

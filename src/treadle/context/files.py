@@ -4,6 +4,7 @@ one (docs/files.md#tokens-and-compaction)."""
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable
 
 from ..types import AgentMessage, FileContent, ToolResultMessage, UserMessage
@@ -67,14 +68,19 @@ def files_of(messages: Iterable[AgentMessage]) -> list[FileContent]:
     ]
 
 
+_ASK = "Ask the user to attach a file again if it is needed."
+_NOTE = re.compile(r"\[\d+ file\(s\) removed to save context: (.*?)\. " + re.escape(_ASK) + r"\]")
+
+
 def dropped_note(messages: Iterable[AgentMessage]) -> str:
     """The line compaction adds where it removed files, naming each ("" when none): a file
-    is never summarised or cut away without the model being told which."""
-    files = files_of(messages)
-    if not files:
+    is never summarised or cut away without the model being told which. Files named by an
+    earlier note among ``messages`` (a summary summarised again) are named again."""
+    messages = list(messages)
+    names = [describe(block) for block in files_of(messages)]
+    for message in messages:
+        for found in _NOTE.finditer(getattr(message, "text", "") or ""):
+            names.extend(n for n in found.group(1).split("; ") if n not in names)
+    if not names:
         return ""
-    names = "; ".join(describe(block) for block in files)
-    return (
-        f"\n[{len(files)} file(s) removed to save context: {names}. "
-        "Ask the user to attach a file again if it is needed.]"
-    )
+    return f"\n[{len(names)} file(s) removed to save context: {'; '.join(names)}. {_ASK}]"
