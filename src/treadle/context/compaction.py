@@ -39,7 +39,7 @@ from ..types import (
     UserMessage,
 )
 from .catalog import DEFAULT_CONTEXT_WINDOW, ModelCatalog, ModelInfo, lookup_model, with_cost
-from .files import describe, dropped_note, files_of
+from .files import attachments, dropped_note
 from .tokens import CHARS_PER_TOKEN, ContextTracker, TokenCounter, heuristic_tokens
 
 logger = logging.getLogger("treadle.context")
@@ -270,24 +270,13 @@ def _clip(text: str, limit_chars: int) -> str:
     return trim_text(text, limit_chars * 2 // 3, limit_chars // 3, CHARS_PER_TOKEN) or text
 
 
-def _attachments(message: UserMessage | ToolResultMessage) -> str:
-    """`` [2 image(s)] [attached: report.pdf (application/pdf, 3 pages)]``: what a summariser
-    is told of a message's images and files (a tool's as much as a prompt's)."""
-    images = sum(isinstance(b, ImageContent) for b in message.content)
-    note = f" [{images} image(s)]" if images else ""
-    files = files_of([message])
-    if files:
-        note += f" [attached: {'; '.join(map(describe, files))}]"
-    return note
-
-
 def render_transcript(messages: Sequence[AgentMessage], clip_chars: int = 4000) -> list[str]:
     """``messages`` as plain text for a summariser, one entry per message (tool outputs
     and arguments clipped to ``clip_chars``)."""
     lines: list[str] = []
     for message in messages:
         if isinstance(message, UserMessage):
-            lines.append(f"User: {_clip(message.text, clip_chars)}{_attachments(message)}")
+            lines.append(f"User: {_clip(message.text, clip_chars)}{attachments(message)}")
         elif isinstance(message, AssistantMessage):
             parts = []
             if message.text:
@@ -305,7 +294,7 @@ def render_transcript(messages: Sequence[AgentMessage], clip_chars: int = 4000) 
             status = " (error)" if message.is_error else ""
             lines.append(
                 f"Result of {message.tool_name}{status}: {_clip(message.text, clip_chars)}"
-                + _attachments(message)
+                + attachments(message)
             )
     return lines
 

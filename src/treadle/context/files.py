@@ -7,7 +7,7 @@ import math
 import re
 from collections.abc import Iterable
 
-from ..types import AgentMessage, FileContent, ToolResultMessage, UserMessage
+from ..types import AgentMessage, FileContent, ImageContent, ToolResultMessage, UserMessage
 
 PDF_PAGE_TOKENS = 2000
 """Tokens per PDF page: Anthropic counts 1,500 to 3,000 per page (its text plus the page as
@@ -66,6 +66,17 @@ def files_of(messages: Iterable[AgentMessage]) -> list[FileContent]:
         for block in message.content
         if isinstance(block, FileContent)
     ]
+
+
+def attachments(message: UserMessage | ToolResultMessage) -> str:
+    """`` [2 image(s)] [attached: report.pdf (application/pdf, 3 pages)]``: what a summariser
+    is told of a message's images and files (a tool's as much as a prompt's)."""
+    images = sum(isinstance(b, ImageContent) for b in message.content)
+    note = f" [{images} image(s)]" if images else ""
+    files = files_of([message])
+    if files:
+        note += f" [attached: {'; '.join(map(describe, files))}]"
+    return note
 
 
 _ASK = "Ask the user to attach a file again if it is needed."
