@@ -3,18 +3,22 @@
 Makes a one-page PDF, a CSV and a short WAV in memory, sends the PDF and CSV with the
 prompt, lets a tool return a generated PDF, shows the block each one became on the wire,
 the token estimate, and the error for a file the provider cannot take (audio to Claude),
-raised before any request. Offline it talks to a wire fake of Anthropic's API (no key, no
-network); with TREADLE_MODEL=anthropic:claude-sonnet-4-5 the model really reads.
+raised before any request. The conversation is stored in a JSONL session: the PDF, in two
+messages, is kept once beside the records, by content hash. Offline it talks to a wire fake of
+Anthropic's API (no key, no network); with TREADLE_MODEL=anthropic:claude-sonnet-4-5 the
+model really reads.
 """
 
 from __future__ import annotations
 
 import os
 import struct
+import tempfile
 
 from treadle import Agent, UserMessage, tool
 from treadle.context import estimate_tokens
 from treadle.providers import Provider, get_provider
+from treadle.sessions import JsonlStore
 from treadle.testing import WireFake
 from treadle.types import AssistantMessage, FileContent, ToolCall
 
@@ -57,7 +61,8 @@ def model() -> tuple[Provider, WireFake | None]:
 
 def main() -> None:
     provider, fake = model()
-    agent = Agent(provider, tools=[make_invoice], system_prompt="Be brief.")
+    store = JsonlStore(tempfile.mkdtemp(prefix="treadle-files-"))
+    agent = Agent(provider, tools=[make_invoice], system_prompt="Be brief.", store=store)
     contract = FileContent.from_bytes(PDF, name="contract.pdf")  # type read from %PDF
     sales = FileContent.from_bytes(b"region,total\nnorth,3\n", name="sales.csv")
     prompt = UserMessage.of("Summarise the contract and the sales.", files=[contract, sales])
@@ -72,6 +77,13 @@ def main() -> None:
     audio = FileContent.from_bytes(one_second_wav(), name="call.wav")
     refused = agent.run_sync(UserMessage.of("Transcribe this call.", files=[audio]))
     print("audio:", refused.error.message if refused.error else refused.text)
+
+    agent.close()
+    blobs = [p for p in store.blob_directory.rglob("*") if p.is_file()]
+    stored = store.load(agent.session_id).messages
+    print(f"session: {len(stored)} messages, {len(blobs)} file(s) kept by content hash")
+    # the PDF (the contract and the invoice are the same bytes: one blob), the CSV, the WAV
+    assert len(blobs) == 3
 
     if fake is not None:  # what went on the wire
         first = fake.requests[0].json["messages"][0]["content"]

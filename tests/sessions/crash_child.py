@@ -2,6 +2,8 @@
 
 ``python crash_child.py LOCATION SESSION_ID PROMPTS``: resumes (or creates) the session, then
 runs PROMPTS prompts with tools, printing one JSON line per ``message_end`` it receives.
+Every prompt carries the same PDF and every tool result a file of its own: files are kept
+once, beside the records, and a kill must never leave a record whose file is missing.
 """
 
 from __future__ import annotations
@@ -12,16 +14,21 @@ import uuid
 
 import anyio
 
-from treadle import Agent, AssistantMessage, ModelRequest, TextContent, ToolCall, tool
+from treadle import Agent, AssistantMessage, ModelRequest, TextContent, ToolCall, UserMessage, tool
 from treadle.sessions import open_store
 from treadle.testing import ScriptedProvider
+from treadle.types import FileContent
+
+# the same PDF on every prompt (stored once), and a file of its own from each tool call
+REPORT = b"%PDF-1.7\n1 0 obj <</Type /Page>> endobj\n" + bytes(range(256)) * 64
 
 
 @tool(category="info")
-async def work(step: int) -> str:
+async def work(step: int) -> list[object]:
     """Pretend to work for a moment."""
     await anyio.sleep(0.003 * (step % 4))
-    return f"step {step} done"
+    made = FileContent.from_bytes(b"step,%d\n" % step * 50, name=f"step{step}.csv")
+    return [f"step {step} done", made]
 
 
 def respond(request: ModelRequest) -> AssistantMessage:
@@ -55,7 +62,8 @@ async def main(location: str, session_id: str, prompts: int) -> None:
     )
     print(json.dumps({"resumed": len(agent.messages)}), flush=True)
     for i in range(prompts):
-        async with agent.stream(f"task {i}") as events:
+        report = FileContent.from_bytes(REPORT, name="report.pdf")
+        async with agent.stream(UserMessage.of(f"task {i}", files=[report])) as events:
             async for event in events:
                 if event.type == "message_end":
                     print(json.dumps({"end": event.message.model_dump(mode="json")}), flush=True)

@@ -15,12 +15,12 @@ from typing import Any
 
 import anyio
 import pytest
-from crash_child import provider, work
+from crash_child import REPORT, provider, work
 
 from treadle import Agent
 from treadle.context import validate_transcript
 from treadle.sessions import open_store
-from treadle.types import message_from_dict
+from treadle.types import FileContent, message_from_dict
 
 CHILD = Path(__file__).with_name("crash_child.py")
 SESSION = "crash-test"
@@ -81,8 +81,11 @@ def test_killed_at_random_moments(tmp_path: Path, kind: str) -> None:
         store = open_store(location)
         raw = [m.model_dump_json() for m in store.load(SESSION, repair=False).messages]
         assert is_subsequence(printed, raw), "a message reported as ended was lost"
-        loaded = store.load(SESSION)
+        loaded = store.load(SESSION)  # no SessionBlobError: every file precedes its record
         assert validate_transcript(loaded.messages) == []
+        files = [b for m in loaded.messages if m.role != "assistant" for b in m.content]
+        reports = [b for b in files if isinstance(b, FileContent) and b.name == "report.pdf"]
+        assert all(b.raw() == REPORT for b in reports)
         expected_resume = len(loaded.messages)
         store.close()
 

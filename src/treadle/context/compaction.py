@@ -39,7 +39,7 @@ from ..types import (
     UserMessage,
 )
 from .catalog import DEFAULT_CONTEXT_WINDOW, ModelCatalog, ModelInfo, lookup_model, with_cost
-from .files import describe, dropped_note, files_of
+from .files import attachments, dropped_note
 from .tokens import CHARS_PER_TOKEN, ContextTracker, TokenCounter, heuristic_tokens
 
 logger = logging.getLogger("treadle.context")
@@ -276,12 +276,7 @@ def render_transcript(messages: Sequence[AgentMessage], clip_chars: int = 4000) 
     lines: list[str] = []
     for message in messages:
         if isinstance(message, UserMessage):
-            images = sum(isinstance(b, ImageContent) for b in message.content)
-            note = f" [{images} image(s)]" if images else ""
-            files = files_of([message])
-            if files:
-                note += f" [attached: {'; '.join(map(describe, files))}]"
-            lines.append(f"User: {_clip(message.text, clip_chars)}{note}")
+            lines.append(f"User: {_clip(message.text, clip_chars)}{attachments(message)}")
         elif isinstance(message, AssistantMessage):
             parts = []
             if message.text:
@@ -299,6 +294,7 @@ def render_transcript(messages: Sequence[AgentMessage], clip_chars: int = 4000) 
             status = " (error)" if message.is_error else ""
             lines.append(
                 f"Result of {message.tool_name}{status}: {_clip(message.text, clip_chars)}"
+                + attachments(message)
             )
     return lines
 

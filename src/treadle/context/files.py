@@ -4,9 +4,10 @@ one (docs/files.md#tokens-and-compaction)."""
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable
 
-from ..types import AgentMessage, FileContent, ToolResultMessage, UserMessage
+from ..types import AgentMessage, FileContent, ImageContent, ToolResultMessage, UserMessage
 
 PDF_PAGE_TOKENS = 2000
 """Tokens per PDF page: Anthropic counts 1,500 to 3,000 per page (its text plus the page as
@@ -67,14 +68,30 @@ def files_of(messages: Iterable[AgentMessage]) -> list[FileContent]:
     ]
 
 
+def attachments(message: UserMessage | ToolResultMessage) -> str:
+    """`` [2 image(s)] [attached: report.pdf (application/pdf, 3 pages)]``: what a summariser
+    is told of a message's images and files (a tool's as much as a prompt's)."""
+    images = sum(isinstance(b, ImageContent) for b in message.content)
+    note = f" [{images} image(s)]" if images else ""
+    files = files_of([message])
+    if files:
+        note += f" [attached: {'; '.join(map(describe, files))}]"
+    return note
+
+
+_ASK = "Ask the user to attach a file again if it is needed."
+_NOTE = re.compile(r"\[\d+ file\(s\) removed to save context: (.*?)\. " + re.escape(_ASK) + r"\]")
+
+
 def dropped_note(messages: Iterable[AgentMessage]) -> str:
     """The line compaction adds where it removed files, naming each ("" when none): a file
-    is never summarised or cut away without the model being told which."""
-    files = files_of(messages)
-    if not files:
+    is never summarised or cut away without the model being told which. Files named by an
+    earlier note among ``messages`` (a summary summarised again) are named again."""
+    messages = list(messages)
+    names = [describe(block) for block in files_of(messages)]
+    for message in messages:
+        for found in _NOTE.finditer(getattr(message, "text", "") or ""):
+            names.extend(n for n in found.group(1).split("; ") if n not in names)
+    if not names:
         return ""
-    names = "; ".join(describe(block) for block in files)
-    return (
-        f"\n[{len(files)} file(s) removed to save context: {names}. "
-        "Ask the user to attach a file again if it is needed.]"
-    )
+    return f"\n[{len(names)} file(s) removed to save context: {'; '.join(names)}. {_ASK}]"

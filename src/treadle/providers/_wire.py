@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import copy
 import json
+import re
+import secrets
 import weakref
 from collections.abc import Callable, Iterable, Sequence
 from itertools import chain, islice, repeat
 from operator import attrgetter, is_
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 from ..types._watch import SHORT_HISTORY, ContentMark, copied, edit_count
 
@@ -33,6 +35,65 @@ def dumps(value: Any) -> str:
 def dumpb(value: Any) -> bytes:
     """:func:`dumps` as UTF-8 bytes."""
     return dumps(value).encode()
+
+
+class Pieces(tuple[bytes | str, ...]):
+    """One value's JSON in parts: bytes, and the long strings it holds (files' base64) by
+    reference, encoded only into the body being built. A message kept in a wire cache then
+    holds no copy of its files: they stay the one string their blocks share."""
+
+    __slots__ = ()
+
+    def join(self) -> bytes:
+        return b"".join(p.encode() if isinstance(p, str) else p for p in self)
+
+
+Encoded = bytes | Pieces
+"""One kept encoding: plain JSON bytes, or :class:`Pieces`."""
+
+_NONCE = secrets.token_hex(8)  # a placeholder no text can contain by chance
+_OPEN, _CLOSE = f"\ue000{_NONCE}:".encode(), "\ue001".encode()
+_HOLE = re.compile(re.escape(_OPEN) + rb"(\d+)" + re.escape(_CLOSE))
+
+
+def hole(strings: list[str], value: str) -> str:
+    """A placeholder for ``value`` inside a value :func:`dumpb_sharing` encodes: the JSON
+    keeps a reference to ``value`` there instead of a copy (ASCII strings only, such as
+    base64, whose JSON is the string itself)."""
+    strings.append(value)
+    return f"\ue000{_NONCE}:{len(strings) - 1}\ue001"
+
+
+def dumpb_sharing(value: Any, strings: list[str]) -> Encoded:
+    """:func:`dumpb`, with the :func:`hole` placeholders in ``value`` filled by reference."""
+    encoded = dumpb(value)
+    if not strings:
+        return encoded
+    parts = _HOLE.split(encoded)  # text, index, text, index, ..., text
+    out: list[bytes | str] = []
+    for i, part in enumerate(parts):
+        if i % 2:
+            out.append(strings[int(part)])
+        elif part:
+            out.append(part)
+    return Pieces(out)
+
+
+def joined(items: Iterable[Encoded], start: bytes, separator: bytes, end: bytes) -> Encoded:
+    """``start + separator.join(items) + end``, :class:`Pieces` when an item is."""
+    values = list(items)
+    if not any(type(v) is Pieces for v in values):
+        return start + separator.join(cast("list[bytes]", values)) + end
+    out: list[bytes | str] = [start]
+    for i, value in enumerate(values):
+        if i:
+            out.append(separator)
+        if isinstance(value, Pieces):
+            out.extend(value)
+        else:
+            out.append(value)
+    out.append(end)
+    return Pieces(out)
 
 
 def _snapshot(message: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -216,7 +277,7 @@ def _remover(table: dict[int, Any], key: int) -> Callable[[weakref.ref[Any]], No
 def splice(
     head: dict[str, Any],
     field: str,
-    items: Sequence[bytes],
+    items: Sequence[Encoded],
     tail: dict[str, Any],
     last: bytes = b"",
 ) -> bytes:
@@ -229,7 +290,10 @@ def splice(
         end = end[:-1] + b"," + last + b"}"
     if not items:
         return start.encode() + end
-    pieces = list(items)
+    if any(type(item) is Pieces for item in items):  # files kept by reference: fill them in
+        body = joined(items, start.encode(), b",", end)
+        return body.join() if isinstance(body, Pieces) else body
+    pieces = cast("list[bytes]", list(items))
     pieces[0] = start.encode() + pieces[0]
     pieces[-1] = pieces[-1] + end
     return b",".join(pieces)

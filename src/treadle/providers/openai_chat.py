@@ -24,7 +24,6 @@ from ..types import (
 from ._convert import (
     PENALTIES,
     after_tool_runs,
-    image_data_url,
     put_prompt_cache,
     put_settings,
     safe_tool_call_id,
@@ -32,7 +31,17 @@ from ._convert import (
     wire_names,
 )
 from ._http import HTTPAdapter, HTTPOptions, key_variable
-from ._wire import ToolsJSON, WireCache, dumpb, dumps, splice
+from ._wire import (
+    Encoded,
+    ToolsJSON,
+    WireCache,
+    dumpb,
+    dumpb_sharing,
+    dumps,
+    hole,
+    joined,
+    splice,
+)
 from .base import ModelRequest, StreamEvent
 from .files import OPENAI_CHAT, FileSupport, check_files, file_as_text, text_of
 from .openai_chat_stream import ChatStream
@@ -42,7 +51,7 @@ if TYPE_CHECKING:
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
-_Encoded = tuple[bytes | None, tuple[bytes, ...], bool]  # see OpenAIChat._encode
+_Encoded = tuple[Encoded | None, tuple[Encoded, ...], bool]  # see OpenAIChat._encode
 _TEXT = itemgetter(0)
 _IMAGES = itemgetter(1)
 
@@ -147,10 +156,10 @@ class OpenAIChat(HTTPAdapter):
             (head if name == "model" else rest)[name] = value
         return splice(head, "messages", self._messages(request), rest, tools)
 
-    def _messages(self, request: ModelRequest) -> list[bytes]:
+    def _messages(self, request: ModelRequest) -> list[Encoded]:
         """The history's messages as encoded JSON, in order."""
         system = {"role": self.system_role, "content": request.system_prompt}
-        out = [dumpb(system)] if request.system_prompt else []
+        out: list[Encoded] = [dumpb(system)] if request.system_prompt else []
         self._wire.settings((self.name, self.reasoning_field))
         encoded = self._wire.encode_all(request.messages, self._encode)
         if any(map(_IMAGES, encoded)):  # tool images wait for the end of the tool messages
@@ -161,9 +170,12 @@ class OpenAIChat(HTTPAdapter):
 
     def _encode(self, message: Any) -> _Encoded:
         """One message as its JSON (None for none), the image parts it leaves for a user
-        message, and whether it is a tool message."""
+        message, and whether it is a tool message. Files' base64 is kept by reference
+        (``Pieces``), not copied into each message's encoding."""
         if isinstance(message, UserMessage):
-            return dumpb({"role": "user", "content": _user_content(message.content)}), (), False
+            shared: list[str] = []
+            content = _user_content(message.content, shared)
+            return dumpb_sharing({"role": "user", "content": content}, shared), (), False
         if isinstance(message, AssistantMessage):
             return self._assistant(message), (), False
         if isinstance(message, ToolResultMessage):
@@ -204,14 +216,17 @@ class OpenAIChat(HTTPAdapter):
             or (isinstance(block, FileContent) and not _as_text(block))
         ]
         call_id = self._call_id(message.tool_call_id)
-        parts: list[dict[str, Any]] = []
+        parts: list[Encoded] = []
         if media:
             note = f"[{len(media)} image(s) or file(s) follow in the next user message]"
             text = f"{text}\n{note}" if text else note
             label = f"Returned by the {message.tool_name} tool (call {call_id}):"
-            parts = [{"type": "text", "text": label}, *map(_media_part, media)]
+            parts.append(dumpb({"type": "text", "text": label}))
+            for block in media:
+                shared: list[str] = []
+                parts.append(dumpb_sharing(_media_part(block, shared), shared))
         tool = {"role": "tool", "tool_call_id": call_id, "content": text}
-        return dumpb(tool), tuple(map(dumpb, parts)), True
+        return dumpb(tool), tuple(parts), True
 
     def _call_id(self, call_id: str) -> str:
         if self.name != "mistral":
@@ -264,7 +279,7 @@ def _response_format(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def _user_content(
-    blocks: list[TextContent | ImageContent | FileContent],
+    blocks: list[TextContent | ImageContent | FileContent], shared: list[str]
 ) -> str | list[dict[str, Any]]:
     if not blocks:
         return ""
@@ -273,7 +288,7 @@ def _user_content(
     return [
         {"type": "text", "text": block.text}
         if isinstance(block, TextContent)
-        else _media_part(block)
+        else _media_part(block, shared)
         for block in blocks
     ]
 
@@ -282,28 +297,28 @@ def _as_text(block: object) -> bool:
     return isinstance(block, FileContent) and block.kind == "text"
 
 
-def _media_part(block: ImageContent | FileContent) -> dict[str, Any]:
+def _media_part(block: ImageContent | FileContent, shared: list[str]) -> dict[str, Any]:
+    """The part for an image or a file, its base64 a :func:`hole` in ``shared``."""
     if isinstance(block, ImageContent):
-        return _image_part(block)
+        url = f"data:{block.mime_type};base64,{hole(shared, block.data)}"
+        return {"type": "image_url", "image_url": {"url": url}}
     if block.kind == "text":
         return {"type": "text", "text": file_as_text(block)}
+    data = hole(shared, block.data) if block.data is not None else None
+    data_url = f"data:{block.mime_type};base64,{data}"
     if block.kind == "image":
-        return {"type": "image_url", "image_url": {"url": block.url or block.data_url()}}
+        return {"type": "image_url", "image_url": {"url": block.url or data_url}}
     if block.kind == "audio":
         audio_format = "mp3" if block.mime_type == "audio/mpeg" else "wav"
-        return {"type": "input_audio", "input_audio": {"data": block.data, "format": audio_format}}
+        return {"type": "input_audio", "input_audio": {"data": data, "format": audio_format}}
     if block.file_id is not None:
         return {"type": "file", "file": {"file_id": block.file_id}}
     filename = block.name or "file.pdf"
-    return {"type": "file", "file": {"filename": filename, "file_data": block.data_url()}}
+    return {"type": "file", "file": {"filename": filename, "file_data": data_url}}
 
 
-def _user_parts(parts: list[bytes]) -> bytes:
-    return b'{"role":"user","content":[' + b",".join(parts) + b"]}"
-
-
-def _image_part(image: ImageContent) -> dict[str, Any]:
-    return {"type": "image_url", "image_url": {"url": image_data_url(image)}}
+def _user_parts(parts: list[Encoded]) -> Encoded:
+    return joined(parts, b'{"role":"user","content":[', b",", b"]}")
 
 
 def _is_local(host: str) -> bool:

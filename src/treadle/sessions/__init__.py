@@ -28,6 +28,7 @@ from .base import (
     StoredSession,
     repair_history,
 )
+from .blobs import SessionBlobError
 from .jsonl import JsonlStore
 from .memory import MemoryStore
 from .recorder import SessionRecorder
@@ -55,6 +56,7 @@ __all__ = [
     "CANCELLED_TEXT",
     "JsonlStore",
     "MemoryStore",
+    "SessionBlobError",
     "SessionCorrupt",
     "SessionError",
     "SessionExists",

@@ -98,6 +98,9 @@ class StoredSession(Model):
     pending_tool_calls: list[str] = Field(default_factory=list)
     repaired_tool_calls: list[str] = Field(default_factory=list)
     torn_tail: bool = False
+    missing_files: list[str] = Field(default_factory=list)
+    """With ``load(..., missing_files="note")``: each file whose blob is missing or damaged
+    (which session, message and blob), replaced by a text note in ``messages``."""
 
     @property
     def id(self) -> str:
@@ -168,7 +171,8 @@ class SessionStore(Protocol):
     def info(self, session_id: str) -> SessionInfo: ...
 
     def load(self, session_id: str, *, repair: bool = True) -> StoredSession:
-        """The session's history (the parent's shared prefix included)."""
+        """The session's history (the parent's shared prefix included). The three stores
+        also take ``missing_files="error"`` (default) or ``"note"`` (docs/sessions.md#files)."""
         ...
 
     def open_writer(self, session_id: str) -> SessionWriter:
@@ -360,12 +364,19 @@ def finish_load(
     *,
     torn: bool,
     repair: bool,
+    missing: Sequence[str] = (),
 ) -> StoredSession:
     messages = [parse_payload(p) for p in payloads]
     info = info.model_copy(update={"message_count": len(messages)})
     if not repair:
         still = [c for c in open_calls_at_end(messages) if c in set(pending)]
-        return StoredSession(info=info, messages=messages, pending_tool_calls=still, torn_tail=torn)
+        return StoredSession(
+            info=info,
+            messages=messages,
+            pending_tool_calls=still,
+            torn_tail=torn,
+            missing_files=list(missing),
+        )
     repaired, still, fixed = repair_history(messages, pending)
     return StoredSession(
         info=info,
@@ -373,6 +384,7 @@ def finish_load(
         pending_tool_calls=still,
         repaired_tool_calls=fixed,
         torn_tail=torn,
+        missing_files=list(missing),
     )
 
 

@@ -9,6 +9,12 @@ leave a half-written *last* line, which readers ignore and the next writer cuts 
 When a session that has branches is deleted, each branch gets its shared prefix copied into
 ``<id>.base.json`` first (written to a temporary file, fsync'd, renamed).
 
+Files and images in messages are kept once, by content hash, in ``blobs/<2 hex>/<hex>``
+beside the session files (``blobs.py``): each is written to a temporary file, fsync'd,
+renamed into place and its directory fsync'd before the line that refers to it is written,
+so a crash at any point leaves no line whose file is missing (at worst a file no line
+refers to yet).
+
 The write lock is ``flock`` on the session file (POSIX): the OS drops it when the process
 dies, so a session killed mid-turn can be resumed at once. Where ``fcntl`` is missing
 (Windows) the lock only excludes writers within this process.
@@ -46,8 +52,10 @@ from .base import (
     new_session_id,
     ns_to_ms,
     payload_title,
+    pid_alive,
     replay,
 )
+from .blobs import BlobResolver, MissingFiles, digest_of, encode_message, hex_of
 
 try:
     import fcntl
@@ -279,10 +287,93 @@ class JsonlStore(StoreBase):
     def info(self, session_id: str) -> SessionInfo:
         return self._read(session_id).info()
 
-    def load(self, session_id: str, *, repair: bool = True) -> StoredSession:
+    def load(
+        self, session_id: str, *, repair: bool = True, missing_files: MissingFiles = "error"
+    ) -> StoredSession:
         parsed = self._read(session_id)
         payloads = replay(self._fetch({session_id: parsed}), session_id)
-        return finish_load(parsed.info(), payloads, parsed.pending, torn=parsed.torn, repair=repair)
+        where = str(self.blob_directory)
+        resolver = BlobResolver(session_id, self._read_blob, where, missing_files)
+        payloads = resolver.resolve_all(payloads)
+        missing = [str(p) for p in resolver.problems]
+        info, pending, torn = parsed.info(), parsed.pending, parsed.torn
+        return finish_load(info, payloads, pending, torn=torn, repair=repair, missing=missing)
+
+    # ---- blobs ----
+
+    @property
+    def blob_directory(self) -> Path:
+        """Where the files of every session of this store are kept, by content hash."""
+        return self.directory / "blobs"
+
+    def blob_path(self, digest: str) -> Path:
+        """The file that holds the blob ``sha256:<hex>``."""
+        hexpart = hex_of(digest)
+        if hexpart is None:
+            raise ValueError(f"not a blob digest: {digest[:80]!r}")
+        return self.blob_directory / hexpart[:2] / hexpart
+
+    def _read_blob(self, digest: str) -> bytes | None:
+        try:
+            return self.blob_path(digest).read_bytes()
+        except (FileNotFoundError, IsADirectoryError):
+            return None
+
+    def _has_blob(self, digest: str) -> bool:
+        return self.blob_path(digest).is_file()
+
+    def _put_blob(self, digest: str, raw: bytes, *, replace: bool = False) -> None:
+        """Write one blob durably: a temporary file, fsync'd, renamed into place, its
+        directory fsync'd. A blob already there (of the right size) is left alone."""
+        final = self.blob_path(digest)
+        try:
+            if not replace and final.stat().st_size == len(raw):
+                return
+        except FileNotFoundError:
+            pass
+        self._make_dir(self.blob_directory)
+        self._make_dir(final.parent)
+        tmp = self.blob_directory / f".tmp-{os.getpid()}-{uuid.uuid4().hex}"
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            try:
+                _write_all(fd, raw)
+                if self.fsync:
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(tmp, final)  # atomic: the blob is whole or absent
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        if self.fsync:
+            _fsync_dir(final.parent)
+
+    def _make_dir(self, path: Path) -> None:
+        if path.is_dir():
+            return
+        path.mkdir(exist_ok=True)
+        if self.fsync:
+            _fsync_dir(path.parent)
+
+    def restore_blob(self, data: bytes) -> str:
+        """Write a file's bytes (again) under their hash, which it returns, replacing a
+        damaged copy: how a session whose file went missing is mended."""
+        raw = bytes(data)
+        digest = digest_of(raw)
+        self._put_blob(digest, raw, replace=True)
+        return digest
+
+    def _drop_stale_temporaries(self) -> None:
+        """Temporary blob files of writers that died mid-write (their pid is gone)."""
+        try:
+            entries = list(self.blob_directory.glob(".tmp-*"))
+        except OSError:
+            return
+        for entry in entries:
+            parts = entry.name.split("-")
+            if len(parts) == 3 and parts[1].isdigit() and not pid_alive(int(parts[1])):
+                entry.unlink(missing_ok=True)
 
     def open_writer(self, session_id: str) -> JsonlWriter:
         fd = _lock(self.path(session_id), session_id)
@@ -293,6 +384,7 @@ class JsonlStore(StoreBase):
             if parsed.torn:  # cut the half-written record off, or the next line joins it
                 os.ftruncate(fd, parsed.good_end)
                 os.fsync(fd)
+            self._drop_stale_temporaries()
             return JsonlWriter(self, session_id, fd, parsed.length)
         except BaseException:
             _unlock(fd, self.path(session_id))
@@ -450,9 +542,14 @@ class JsonlWriter(WriterBase):
 
     def _write_messages(self, messages: Sequence[AgentMessage]) -> None:
         ts = time.time_ns()
-        self._write(
-            [b'{"t":"m","ts":%d,"m":%s}\n' % (ts, m.model_dump_json().encode()) for m in messages]
-        )
+        store = self._store
+        lines = []
+        for message in messages:
+            payload, blobs = encode_message(message, store._has_blob)
+            for digest, raw in blobs.items():  # each file on disk before the line naming it
+                store._put_blob(digest, raw)
+            lines.append(b'{"t":"m","ts":%d,"m":%s}\n' % (ts, payload.encode()))
+        self._write(lines)
 
     def _write_truncate(self, length: int) -> None:
         self._write([b'{"t":"t","ts":%d,"n":%d}\n' % (time.time_ns(), length)])

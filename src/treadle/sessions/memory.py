@@ -29,6 +29,7 @@ from .base import (
     replay,
     title_of,
 )
+from .blobs import BlobResolver, MissingFiles, digest_of, encode_message
 
 
 @dataclass
@@ -55,6 +56,7 @@ class MemoryStore(StoreBase):
 
     def __init__(self) -> None:
         self._sessions: dict[str, _Session] = {}
+        self._blobs: dict[str, bytes] = {}  # files' bytes by content hash, shared by all
         self._lock = threading.RLock()
 
     def __repr__(self) -> str:
@@ -105,12 +107,24 @@ class MemoryStore(StoreBase):
         with self._lock:
             return self._info(self._get(session_id))
 
-    def load(self, session_id: str, *, repair: bool = True) -> StoredSession:
+    def load(
+        self, session_id: str, *, repair: bool = True, missing_files: MissingFiles = "error"
+    ) -> StoredSession:
+        resolver = BlobResolver(session_id, self._blobs.get, "the store", missing_files)
         with self._lock:
             s = self._get(session_id)
-            payloads = replay(self._view, session_id)
+            payloads = resolver.resolve_all(replay(self._view, session_id))
             info, pending = self._info(s), list(s.pending)
-        return finish_load(info, payloads, pending, torn=False, repair=repair)
+        missing = [str(p) for p in resolver.problems]
+        return finish_load(info, payloads, pending, torn=False, repair=repair, missing=missing)
+
+    def restore_blob(self, data: bytes) -> str:
+        """Keep a file's bytes (again) under their hash, which it returns: how a session
+        whose file went missing is mended (docs/sessions.md#files)."""
+        digest = digest_of(bytes(data))
+        with self._lock:
+            self._blobs[digest] = bytes(data)
+        return digest
 
     def open_writer(self, session_id: str) -> MemoryWriter:
         with self._lock:
@@ -182,7 +196,9 @@ class MemoryWriter(WriterBase):
         with self._store._lock:
             s = self._session()
             for message in messages:
-                s.records.append(("m", message.model_dump_json()))
+                payload, blobs = encode_message(message, self._store._blobs.__contains__)
+                self._store._blobs.update(blobs)
+                s.records.append(("m", payload))
                 if s.title is None:
                     s.title = title_of(message)
             s.length += len(messages)

@@ -3,7 +3,9 @@
 Tables: ``sessions`` (one row per session: times, title, parent and branch point, current
 length, log position), ``records`` (each session's own append-only log: ``m`` a message,
 ``t`` the history cut to ``n`` messages; rows with ``seq <= 0`` are a prefix copied in when
-the parent was deleted) and ``locks`` (the writer's lease).
+the parent was deleted), ``blobs`` (the bytes of files and images, once per content hash,
+written in the transaction of the first row that refers to them) and ``locks`` (the
+writer's lease).
 
 Journal mode WAL: readers never block the writer and a crash never leaves a half-written
 transaction. ``synchronous=FULL`` by default, so a message is on disk, not only in the OS's
@@ -54,6 +56,7 @@ from .base import (
     replay,
     title_of,
 )
+from .blobs import BlobResolver, MissingFiles, digest_of, encode_message
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS sessions (
@@ -80,6 +83,11 @@ CREATE TABLE IF NOT EXISTS records (
     data TEXT,
     PRIMARY KEY (session_id, seq)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS blobs (
+    digest TEXT PRIMARY KEY,
+    size INTEGER NOT NULL,
+    data BLOB NOT NULL
+);
 CREATE TABLE IF NOT EXISTS locks (
     session_id TEXT PRIMARY KEY,
     owner TEXT NOT NULL,
@@ -218,16 +226,42 @@ class SqliteStore(StoreBase):
         with self._lock:
             return self._info(self._row(session_id))
 
-    def load(self, session_id: str, *, repair: bool = True) -> StoredSession:
+    def load(
+        self, session_id: str, *, repair: bool = True, missing_files: MissingFiles = "error"
+    ) -> StoredSession:
+        where = f"the blobs table of {self.path}"
+        resolver = BlobResolver(session_id, self._read_blob, where, missing_files)
         with self._lock:
             self._db.execute("BEGIN")  # one consistent snapshot across the parent chain
             try:
                 row = self._row(session_id)
-                payloads = replay(self._view, session_id)
+                payloads = resolver.resolve_all(replay(self._view, session_id))
             finally:
                 self._db.execute("COMMIT")
         pending = json.loads(row[11]) if row[11] else []
-        return finish_load(self._info(row), payloads, pending, torn=False, repair=repair)
+        missing = [str(p) for p in resolver.problems]
+        info = self._info(row)
+        return finish_load(info, payloads, pending, torn=False, repair=repair, missing=missing)
+
+    def _read_blob(self, digest: str) -> bytes | None:
+        found = self._db.execute("SELECT data FROM blobs WHERE digest = ?", (digest,)).fetchone()
+        return None if found is None else bytes(found[0])
+
+    def _has_blob(self, digest: str) -> bool:
+        found = self._db.execute("SELECT 1 FROM blobs WHERE digest = ?", (digest,)).fetchone()
+        return found is not None
+
+    def restore_blob(self, data: bytes) -> str:
+        """Keep a file's bytes (again) under their hash, which it returns, replacing a
+        damaged copy: how a session whose file went missing is mended."""
+        raw = bytes(data)
+        digest = digest_of(raw)
+        with self._transaction() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO blobs (digest, size, data) VALUES (?, ?, ?)",
+                (digest, len(raw), raw),
+            )
+        return digest
 
     def list(self, *, limit: int | None = None) -> builtins.list[SessionInfo]:
         with self._lock:
@@ -388,12 +422,17 @@ class SqliteWriter(WriterBase):
     def _write_messages(self, messages: Sequence[AgentMessage]) -> None:
         title = next((t for t in map(title_of, messages) if t is not None), None)
         with self._owned() as (db, pos):
+            payloads = []
+            for message in messages:  # files in the same transaction as the rows naming them
+                payload, blobs = encode_message(message, self._store._has_blob)
+                db.executemany(
+                    "INSERT OR IGNORE INTO blobs (digest, size, data) VALUES (?, ?, ?)",
+                    [(digest, len(raw), raw) for digest, raw in blobs.items()],
+                )
+                payloads.append(payload)
             db.executemany(
                 "INSERT INTO records (session_id, seq, kind, data) VALUES (?, ?, 'm', ?)",
-                [
-                    (self._session_id, pos + 1 + i, m.model_dump_json())
-                    for i, m in enumerate(messages)
-                ],
+                [(self._session_id, pos + 1 + i, p) for i, p in enumerate(payloads)],
             )
             db.execute(
                 "UPDATE sessions SET pos = ?, length = length + ?, updated_ns = ?, "

@@ -26,6 +26,13 @@ project ids), response headers likewise (content type and retry hints), ``key=``
 (plus any ``secrets=`` you pass) are scrubbed from every string in the file, bodies included.
 Recording asks for ``accept-encoding: identity`` so bodies are stored as plain text.
 
+Binary content is written once: a string of at least 1 KiB that is base64 (a file or image,
+or a ``data:…;base64,`` URL of one) in a request body is kept in the file's ``blobs``
+(``{"sha256:<hex>": "<the string>"}``, format 2) and the body holds
+``{"treadle_blob": "sha256:<hex>"}`` in its place, so a file sent on every turn of a
+recorded conversation is stored once, not once per request. Replaying puts the strings back
+(one string in memory per blob) before matching, so bodies still match exactly.
+
 Matching on replay (``match=``): ``"body"`` (default) takes the first unplayed exchange with
 the same method, URL path, query (redacted parameters ignored) and JSON-equal body;
 ``"path"`` ignores the body; ``"order"`` plays the exchanges strictly in sequence and only
@@ -37,9 +44,11 @@ candidate and where its body differs.
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import logging
 import os
+import re
 import tempfile
 import threading
 from collections.abc import AsyncIterator, Iterable
@@ -79,6 +88,63 @@ REQUEST_HEADERS = frozenset(
     {"content-type", "accept", "anthropic-version", "anthropic-beta", "openai-beta"}
 )
 RESPONSE_HEADERS = frozenset({"content-type", "retry-after", "retry-after-ms"})
+
+
+FORMAT = 2
+BLOB_MIN = 1024
+"""Base64 strings this long or longer are kept once, in the file's ``blobs``."""
+BLOB_KEY = "treadle_blob"
+_BASE64 = re.compile(r"(?:data:[\w.+-]+/[\w.+-]+;base64,)?[A-Za-z0-9+/]+={0,2}")
+
+
+def _is_binary(value: str) -> bool:
+    return len(value) >= BLOB_MIN and _BASE64.fullmatch(value) is not None
+
+
+def _blob_digest(value: str) -> str:
+    return "sha256:" + hashlib.sha256(value.encode()).hexdigest()
+
+
+def _shared(value: Any, table: dict[str, str]) -> Any:
+    """``value`` with each binary string replaced by the one equal string in ``table``."""
+    if isinstance(value, str):
+        return table.setdefault(_blob_digest(value), value) if _is_binary(value) else value
+    if isinstance(value, list):
+        return [_shared(item, table) for item in value]
+    if isinstance(value, dict):
+        return {key: _shared(item, table) for key, item in value.items()}
+    return value
+
+
+def _to_refs(value: Any, blobs: dict[str, str]) -> Any:
+    """``value`` with each binary string replaced by a reference, the string put in ``blobs``."""
+    if isinstance(value, str):
+        if not _is_binary(value):
+            return value
+        digest = _blob_digest(value)
+        blobs[digest] = value
+        return {BLOB_KEY: digest}
+    if isinstance(value, list):
+        return [_to_refs(item, blobs) for item in value]
+    if isinstance(value, dict):
+        return {key: _to_refs(item, blobs) for key, item in value.items()}
+    return value
+
+
+def _from_refs(value: Any, blobs: dict[str, str], where: str) -> Any:
+    if isinstance(value, list):
+        return [_from_refs(item, blobs, where) for item in value]
+    if isinstance(value, dict):
+        if len(value) == 1 and isinstance(value.get(BLOB_KEY), str):
+            found = blobs.get(value[BLOB_KEY])
+            if found is None:
+                raise CassetteError(
+                    f"cassette {where}: a request body refers to blob {value[BLOB_KEY]!r}, "
+                    "which its 'blobs' does not hold; record it again"
+                )
+            return found
+        return {key: _from_refs(item, blobs, where) for key, item in value.items()}
+    return value
 
 
 class CassetteError(TreadleError):
@@ -190,6 +256,7 @@ class Cassette:
         self._response_headers = RESPONSE_HEADERS | extra
         self._secrets = {s for s in secrets if s}
         self._lock = threading.Lock()
+        self._blobs: dict[str, str] = {}  # binary strings of request bodies, one per content
         self.exchanges: list[dict[str, Any]] = []
         self.played: list[bool] = []
         self.requests: list[RecordedRequest] = []
@@ -333,7 +400,16 @@ class Cassette:
         except ValueError as exc:
             raise CassetteError(f"cassette {str(self.path)!r} is not JSON: {exc}") from None
         if isinstance(data, dict) and isinstance(data.get("exchanges"), list):
-            exchanges = data["exchanges"]
+            version = data.get("treadle_cassette", 1)
+            if not isinstance(version, int) or version > FORMAT:
+                raise CassetteError(
+                    f"cassette {str(self.path)!r} is format {version!r}, newer than this "
+                    f"treadle reads ({FORMAT}): upgrade treadle or record it again"
+                )
+            blobs = data.get("blobs") or {}
+            if not isinstance(blobs, dict):
+                raise CassetteError(f"cassette {str(self.path)!r}: 'blobs' is not an object")
+            exchanges = _from_refs(data["exchanges"], blobs, repr(str(self.path)))
         elif isinstance(data, dict) and "response" in data:
             exchanges = [data]  # one recorded fixture
         elif isinstance(data, list):
@@ -404,15 +480,20 @@ class Cassette:
         ordered = sorted(secrets, key=len, reverse=True)
         exchange = _scrub(exchange, ordered)
         with self._lock:
+            exchange = _shared(exchange, self._blobs)  # a file sent again is one string
             self.exchanges.append(exchange)
             self.played.append(True)
             self._write()
 
     def _write(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        text = json.dumps(
-            {"treadle_cassette": 1, "exchanges": self.exchanges}, ensure_ascii=False, indent=2
-        )
+        blobs: dict[str, str] = {}
+        exchanges = _to_refs(self.exchanges, blobs)
+        document: dict[str, Any] = {"treadle_cassette": FORMAT if blobs else 1}
+        if blobs:
+            document["blobs"] = blobs
+        document["exchanges"] = exchanges
+        text = json.dumps(document, ensure_ascii=False, indent=2)
         fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.")
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as handle:

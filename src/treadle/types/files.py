@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import binascii
 import os
+import weakref
 from pathlib import Path
 from typing import Any, Literal
 
@@ -34,6 +35,7 @@ class FileContent(Watched):
     file_id: str | None = None
     name: str | None = None
     _facts: dict[str, Any] = PrivateAttr(default_factory=dict)  # figures read from the bytes
+    _shared: _Shared | None = PrivateAttr(default=None)  # keeps ``data`` in the shared table
 
     @field_validator("mime_type", mode="after")
     @classmethod
@@ -48,12 +50,25 @@ class FileContent(Watched):
         problem = _source_problem(self.data, self.url, self.file_id)
         if problem:
             raise ValueError(problem)
+        if self.data is not None:  # one string for equal contents (not an edit: no setattr)
+            self.__dict__["data"], self._shared = share(self.data)
         return self
+
+    def __eq__(self, other: object) -> bool:
+        """Equal fields: what is cached from the bytes (pages, the hash) and the holder of
+        the shared string are not part of the value."""
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.__dict__ == other.__dict__
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, as every model here
 
     def __setattr__(self, name: str, value: Any) -> None:
         super().__setattr__(name, value)
         if name in ("data", "mime_type"):  # figures read from the old bytes no longer hold
             self._facts.clear()
+        if name == "data":
+            self._shared = None
 
     # ---- constructors ----
 
@@ -185,6 +200,28 @@ class FileContent(Watched):
 
     def data_url(self) -> str:
         return f"data:{self.mime_type};base64,{self.data}"
+
+
+class _Shared:
+    """Holds one file content's base64 for the blocks that have it (weakly tabled)."""
+
+    __slots__ = ("__weakref__", "data")
+
+    def __init__(self, data: str) -> None:
+        self.data = data
+
+
+_SHARED: weakref.WeakValueDictionary[str, _Shared] = weakref.WeakValueDictionary()
+"""Base64 contents by value, each while a block holds it: a file read again, or loaded from
+a session, on every turn is one string in memory, not one per message (docs/files.md)."""
+
+
+def share(data: str) -> tuple[str, _Shared]:
+    """The one string equal to ``data`` that blocks alive now share, and its holder."""
+    holder = _SHARED.get(data)
+    if holder is None:
+        holder = _SHARED[data] = _Shared(data)
+    return holder.data, holder
 
 
 def _given(mime_type: str | None) -> str | None:
