@@ -68,6 +68,14 @@ EXAMPLES: dict[str, Callable[[Any], BaseException]] = {
     "RequestError": lambda cls: cls("bad frame", status=422),
     "UnknownName": lambda cls: cls("no profile 'x'"),
     "EvalRegression": lambda cls: cls(_comparison()),
+    "SessionBlobError": lambda cls: cls(
+        "a file is missing",
+        session_id="s1",
+        index=3,
+        digest="sha256:" + "ab" * 32,
+        name="q3.pdf",
+        reason="damaged",
+    ),
 }
 
 

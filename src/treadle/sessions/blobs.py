@@ -19,6 +19,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
+from ..errors import ConfigurationError
 from ..types import AgentMessage, FileContent, ImageContent, ToolResultMessage, UserMessage
 from .base import SessionCorrupt
 
@@ -164,7 +165,9 @@ class BlobResolver:
         missing_files: MissingFiles = "error",
     ) -> None:
         if missing_files not in ("error", "note"):
-            raise ValueError(f"missing_files must be 'error' or 'note', not {missing_files!r}")
+            raise ConfigurationError(
+                f"missing_files must be 'error' or 'note', not {missing_files!r}"
+            )
         self.session_id = session_id
         self._read = read
         self._where = where

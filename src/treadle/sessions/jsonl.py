@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeGuard
 
+from ..errors import UsageError
 from ..types import AgentMessage
 from .base import (
     LogView,
@@ -310,7 +311,7 @@ class JsonlStore(StoreBase):
         """The file that holds the blob ``sha256:<hex>``."""
         hexpart = hex_of(digest)
         if hexpart is None:
-            raise ValueError(f"not a blob digest: {digest[:80]!r}")
+            raise UsageError(f"not a blob digest: {digest[:80]!r}; blobs are named 'sha256:<hex>'")
         return self.blob_directory / hexpart[:2] / hexpart
 
     def _read_blob(self, digest: str) -> bytes | None:
