@@ -35,7 +35,7 @@ from treadle import (
     agent_loop_continue,
 )
 from treadle.context import validate_transcript
-from treadle.testing.simulation._invariants import pending_allowed
+from treadle.simulation._invariants import pending_allowed
 from treadle.types import (
     AgentEnd,
     AgentStart,

@@ -40,7 +40,7 @@ PUBLIC = [
     "treadle.sessions",
     "treadle.streaming",
     "treadle.testing",
-    "treadle.testing.simulation",
+    "treadle.simulation",
     "treadle.tools",
     "treadle.types",
     "treadle.ui",

@@ -3,7 +3,7 @@ the loop took joins the history, every call is answered, the turn ends, every re
 message reaches the ``on_message`` hooks (the session store), and only a tool's own
 ``BaseException`` comes out (docs/contract.md §2.2, §3; simulation invariants
 INV-INPUT-KEPT, INV-TURNS, INV-NO-RAISE, INV-RESUME, INV-TOOL-EVENTS, found by
-``treadle.testing.simulation``)."""
+``treadle.simulation``)."""
 
 from __future__ import annotations
 

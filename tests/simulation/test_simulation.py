@@ -1,4 +1,4 @@
-"""The deterministic simulation of the loop (``treadle.testing.simulation``, docs/testing.md).
+"""The deterministic simulation of the loop (``treadle.simulation``, docs/testing.md).
 
 A fixed set of seeds runs on asyncio and on trio; every seed that ever broke an invariant
 stays below as a named regression test (an ``xfail`` naming the bug while it is open).
@@ -14,8 +14,7 @@ import anyio
 import pytest
 
 from treadle import AgentContext, AgentEvent, AgentLoopConfig, agent_loop
-from treadle.testing import ScriptedProvider
-from treadle.testing.simulation import (
+from treadle.simulation import (
     INVARIANTS,
     InvariantViolation,
     Outcome,
@@ -25,15 +24,16 @@ from treadle.testing.simulation import (
     run_seed,
     shrink,
 )
-from treadle.testing.simulation.__main__ import main, replay_command, report_failure
-from treadle.testing.simulation._invariants import check_call
-from treadle.testing.simulation._scenario import (
+from treadle.simulation.__main__ import main, replay_command, report_failure
+from treadle.simulation._invariants import check_call
+from treadle.simulation._scenario import (
     APPROVAL_FROM,
     FALLBACK_FROM,
     GATE_FROM,
     HISTORY_FROM,
     OVERFLOW_FROM,
 )
+from treadle.testing import ScriptedProvider
 
 BACKENDS = ("asyncio", "trio")
 FIXED_SEEDS = range(300)
@@ -247,7 +247,7 @@ def _failure_report(failures: list[Outcome]) -> str:
 def _fixed_blocks() -> list[object]:
     """Each block of fixed seeds on one backend, the backends taking turns: every seed runs
     in every suite, and each backend sees half of each range (fresh seeds on both backends
-    are the campaign's job: ``python -m treadle.testing.simulation --backend trio``)."""
+    are the campaign's job: ``python -m treadle.simulation --backend trio``)."""
     starts = [
         *range(FIXED_SEEDS.start, FIXED_SEEDS.stop, BLOCK),
         *NEWER_SEEDS[::BLOCK],
@@ -417,7 +417,7 @@ def test_the_checker_names_the_invariant_that_broke() -> None:
 
 
 def test_the_fallback_check_names_a_move_after_a_tool_started() -> None:
-    from treadle.testing.simulation._invariants import check_fallback
+    from treadle.simulation._invariants import check_fallback
     from treadle.types import (
         AssistantMessage,
         MessageEnd,
@@ -495,9 +495,7 @@ def test_a_failure_report_names_the_seed_the_invariant_and_a_replay_command() ->
     assert "seed 42 on trio" in report
     assert "INV-ANSWERED" in report and "call r0c0 has two results" in report
     assert replay_command(42, "trio") in report
-    assert replay_command(42, "trio") == (
-        "python -m treadle.testing.simulation --seed 42 --backend trio"
-    )
+    assert replay_command(42, "trio") == ("python -m treadle.simulation --seed 42 --backend trio")
 
 
 def test_the_runner_runs_a_campaign_and_replays_a_seed(capsys: pytest.CaptureFixture[str]) -> None:

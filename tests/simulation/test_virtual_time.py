@@ -25,8 +25,8 @@ from treadle import (
 )
 from treadle.loop import RetryPolicy
 from treadle.providers import ProviderError
+from treadle.simulation._clock import asyncio_loop_factory
 from treadle.testing import ScriptedProvider
-from treadle.testing.simulation._clock import asyncio_loop_factory
 
 
 def _run_on_mock_clock(backend: str, main: Any) -> Any:

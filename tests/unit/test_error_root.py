@@ -52,7 +52,7 @@ def exception_classes() -> dict[str, type[BaseException]]:
 
 NOT_THE_LIBRARYS = {
     # the simulation's stand-in for a user's tool raising a BaseException: a user's error
-    "treadle.testing.simulation._world.SimAbort",
+    "treadle.simulation._world.SimAbort",
 }
 
 
@@ -128,7 +128,7 @@ VALIDATORS = {"field_validator", "model_validator", "validator", "root_validator
 
 # A directory (ending in "/") or (file, function) whose bare raises are deliberate, and why.
 ALLOWED: dict[str | tuple[str, str], str] = {
-    "testing/simulation/_world.py": (
+    "simulation/_world.py": (
         "the simulation's stand-ins for a user's tools and hooks, failing on purpose"
     ),
     ("sessions/jsonl.py", "_apply"): (

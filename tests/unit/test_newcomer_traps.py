@@ -432,7 +432,7 @@ def test_the_simulations_trio_backend_without_trio_says_how_to_get_it() -> None:
         import sys
         sys.modules["trio"] = None  # as if not installed
         from treadle.errors import MissingExtra
-        from treadle.testing.simulation._clock import trio_clock
+        from treadle.simulation._clock import trio_clock
         try:
             trio_clock()
         except MissingExtra as exc:

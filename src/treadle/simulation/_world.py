@@ -10,8 +10,8 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 
-from ...context import repair_transcript
-from ...loop import (
+from ..context import repair_transcript
+from ..loop import (
     Allow,
     Ask,
     Deny,
@@ -23,9 +23,9 @@ from ...loop import (
     RunHandle,
     Warn,
 )
-from ...providers.base import ModelRequest, ProviderError
-from ...tools import ToolContext, ToolResult, tool
-from ...types import (
+from ..providers.base import ModelRequest, ProviderError
+from ..tools import ToolContext, ToolResult, tool
+from ..types import (
     AgentMessage,
     AssistantMessage,
     ExtensionMessage,
@@ -175,8 +175,8 @@ def reply_message(move: Move, subagents: set[str]) -> AssistantMessage:
 
 def make_subagent(move: Move, ledger: Ledger, retry: Any) -> Any:
     """``Agent.as_tool`` of a scripted child agent (optionally with a grandchild)."""
-    from ...agent import Agent
-    from ..scripted import ScriptedProvider
+    from ..agent import Agent
+    from ..testing.scripted import ScriptedProvider
 
     name = move["name"]
 
@@ -232,7 +232,7 @@ class OverflowingProvider:
         self.name = getattr(inner, "name", "scripted")
 
     def count(self, request: ModelRequest) -> int:
-        from ...context.tokens import TokenCounter
+        from ..context.tokens import TokenCounter
 
         counter = TokenCounter(encoding=None)
         tokens = counter.text(request.system_prompt or "") + counter.messages(request.messages)
@@ -287,7 +287,7 @@ def scripted_fault(kind: str) -> ProviderError:
 
 
 def wire_fault(kind: str, message: AssistantMessage, fmt: str) -> Any:
-    from ..wire import Fail, Raw, Slow, StreamError, Truncate
+    from ..testing.wire import Fail, Raw, Slow, StreamError, Truncate
 
     if kind == "429":
         return Fail(429, retry_after=0.5)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shutil
 
-from ...loop import (
+from ..loop import (
     AgentContext,
     AgentLoopConfig,
     RetryPolicy,
@@ -26,8 +26,8 @@ from ._world import (
 
 async def _resume_after_crash(sim: _Sim, outcome: Outcome) -> None:
     """A fresh process opens what the crash left and carries on."""
-    from ...sessions import SessionRecorder
-    from ..scripted import ScriptedProvider
+    from ..sessions import SessionRecorder
+    from ..testing.scripted import ScriptedProvider
 
     crash = sim.crash
     assert crash is not None and sim.session_id is not None

@@ -13,8 +13,8 @@ from typing import Any
 import anyio
 from anyio.abc import ObjectSendStream
 
-from ...cancellation import CancellationToken
-from ...loop import (
+from ..cancellation import CancellationToken
+from ..loop import (
     AgentContext,
     AgentLoopConfig,
     ExecutionLimits,
@@ -24,8 +24,8 @@ from ...loop import (
     agent_loop,
     agent_loop_continue,
 )
-from ...streaming import EventLog
-from ...types import AgentEvent, AgentMessage, MessageEnd, MessageUpdate, UserMessage
+from ..streaming import EventLog
+from ..types import AgentEvent, AgentMessage, MessageEnd, MessageUpdate, UserMessage
 from ._invariants import (
     InvariantViolation,
 )
@@ -183,7 +183,7 @@ class _Sim:
         replies = self.sc.of("reply")
         items: list[Any] = []
         if move["kind"] == "wire":
-            from ..wire import FakeTransport
+            from ..testing.wire import FakeTransport
 
             for r in replies:
                 message = reply_message(r, subagents)
@@ -192,7 +192,7 @@ class _Sim:
                 items.append(message)
             fake = FakeTransport(move["format"], items, default="All done.", delay=move["delay"])
             return self.overflowing(self.falling_back(fake.provider(), subagents))
-        from ..scripted import ScriptedProvider
+        from ..testing.scripted import ScriptedProvider
 
         for r in replies:
             if r["fault"]:
@@ -210,8 +210,8 @@ class _Sim:
         move = self.sc.first("fallback")
         if move is None:
             return primary
-        from ...providers import FallbackModel
-        from ..scripted import ScriptedProvider
+        from ..providers import FallbackModel
+        from ..testing.scripted import ScriptedProvider
 
         replies = self.sc.of("reply")
         served = [0]
@@ -236,7 +236,7 @@ class _Sim:
         return provider if move is None else OverflowingProvider(provider, move["limit"])
 
     def open_session(self, move: Move, context: AgentContext, config: AgentLoopConfig) -> None:
-        from ...sessions import SessionRecorder
+        from ..sessions import SessionRecorder
 
         self.store = self.make_store(move["store"], self.tmp / "store")
         recorder = SessionRecorder.open(GatedStore(self.store, self.ledger), context)
@@ -246,7 +246,7 @@ class _Sim:
 
     @staticmethod
     def make_store(kind: str, where: Path) -> Any:
-        from ...sessions import JsonlStore, MemoryStore, SqliteStore
+        from ..sessions import JsonlStore, MemoryStore, SqliteStore
 
         if kind == "memory":
             return MemoryStore()

@@ -9,8 +9,8 @@ every invariant of docs/contract.md ("Invariants") afterwards. A broken invarian
 
 From the command line (see docs/testing.md)::
 
-    python -m treadle.testing.simulation --seeds 2000 --backend trio
-    python -m treadle.testing.simulation --seed 1234 --backend asyncio   # replay one
+    python -m treadle.simulation --seeds 2000 --backend trio
+    python -m treadle.simulation --seed 1234 --backend asyncio   # replay one
 """
 
 from ._checks import Outcome

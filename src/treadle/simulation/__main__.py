@@ -1,8 +1,8 @@
-"""``python -m treadle.testing.simulation``: run seeds, replay one, shrink failures.
+"""``python -m treadle.simulation``: run seeds, replay one, shrink failures.
 
-    python -m treadle.testing.simulation --seeds 20000 --backend trio   # a campaign
-    python -m treadle.testing.simulation --seed 1234 --backend asyncio  # replay one seed
-    python -m treadle.testing.simulation --scenario '{"seed": 1, "moves": [...]}'  # a shrunk one
+    python -m treadle.simulation --seeds 20000 --backend trio   # a campaign
+    python -m treadle.simulation --seed 1234 --backend asyncio  # replay one seed
+    python -m treadle.simulation --scenario '{"seed": 1, "moves": [...]}'  # a shrunk one
 
 Exit status 1 when any seed broke an invariant.
 """
@@ -24,7 +24,7 @@ from ._shrink import shrink_to
 
 
 def replay_command(seed: int, backend: str) -> str:
-    return f"python -m treadle.testing.simulation --seed {seed} --backend {backend}"
+    return f"python -m treadle.simulation --seed {seed} --backend {backend}"
 
 
 def report_failure(outcome: Outcome, *, shrink: bool, out: object = None) -> str:
@@ -42,14 +42,14 @@ def report_failure(outcome: Outcome, *, shrink: bool, out: object = None) -> str
         lines.append(f"  shrunk from {len(outcome.scenario.moves)} to {len(small.moves)} moves:")
         lines.extend("  " + line for line in small.describe().splitlines())
         lines.append(
-            "  replay the shrunk scenario: python -m treadle.testing.simulation "
+            "  replay the shrunk scenario: python -m treadle.simulation "
             f"--backend {backend} --scenario {shlex.quote(small.to_json())}"
         )
     return "\n".join(lines)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m treadle.testing.simulation")
+    parser = argparse.ArgumentParser(prog="python -m treadle.simulation")
     parser.add_argument("--seeds", type=int, default=None, help="run this many seeds")
     parser.add_argument("--start", type=int, default=0, help="first seed of --seeds")
     parser.add_argument("--seed", type=int, default=None, help="replay one seed")

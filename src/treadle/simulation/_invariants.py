@@ -11,10 +11,10 @@ import itertools
 from collections.abc import Sequence
 from typing import Any
 
-from ...context.transcript import validate_transcript
-from ...errors import TreadleError
-from ...sessions.base import open_calls_at_end
-from ...types import (
+from ..context.transcript import validate_transcript
+from ..errors import TreadleError
+from ..sessions.base import open_calls_at_end
+from ..types import (
     AgentEnd,
     AgentMessage,
     AgentStart,

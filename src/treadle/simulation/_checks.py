@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...types import AgentEnd, AgentEvent, AgentStart, ToolResultMessage
-from ...types.messages import CANCELLED_TEXT
+from ..types import AgentEnd, AgentEvent, AgentStart, ToolResultMessage
+from ..types.messages import CANCELLED_TEXT
 from ._invariants import (
     InvariantViolation,
     require,

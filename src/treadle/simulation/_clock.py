@@ -140,7 +140,7 @@ def trio_clock() -> Any:
         import trio
         import trio.abc
     except ImportError as exc:
-        from ...errors import MissingExtra, install_hint
+        from ..errors import MissingExtra, install_hint
 
         raise MissingExtra(
             f"the simulation's trio backend needs trio: {install_hint('trio')} "

@@ -10,10 +10,10 @@ from typing import Any
 
 import anyio
 
-from ...errors import UsageError
-from ...loop import AgentContext, Allow
-from ...sessions.base import open_calls_at_end
-from ...types import AgentEnd, AgentMessage, ToolResultMessage, UserMessage
+from ..errors import UsageError
+from ..loop import AgentContext, Allow
+from ..sessions.base import open_calls_at_end
+from ..types import AgentEnd, AgentMessage, ToolResultMessage, UserMessage
 from ._checks import (
     Outcome,
     _check_gate,
