@@ -40,6 +40,10 @@ async def _resume_after_crash(sim: _Sim, outcome: Outcome) -> None:
             writer.extend(crash["messages"])
     elif crash["kind"] == "jsonl":
         where.mkdir(parents=True, exist_ok=True)
+        for name, raw in crash["blobs"].items():
+            blob = store.blob_directory / name
+            blob.parent.mkdir(parents=True, exist_ok=True)
+            blob.write_bytes(raw)
         store.path(sid).write_bytes(crash["bytes"])
     else:
         store.close()

@@ -125,6 +125,11 @@ FALLBACK_FROM = 17_000_000
 backup answers what the primary's faults leave, with or without ``after_tool_call``);
 lower seeds keep their scenarios."""
 
+FILES_FROM = 20_000_000
+"""Seeds from here may draw the ``files`` move (the prompts carry the same PDF, so session
+stores keep it once by hash, written before the record naming it, and a crash's snapshot
+holds what was on disk); lower seeds keep their scenarios."""
+
 OVERFLOW_FROM = 15_000_000
 """Seeds from here may draw the ``overflow`` move (a provider that counts more tokens than
 the loop's estimate and refuses, as llama.cpp does, any request over its context) and an
@@ -321,4 +326,18 @@ def generate(seed: int) -> Scenario:
         moves.append(
             {"move": "fallback", "after_tool_call": fall.random() < 0.4, "break_at": breaks}
         )
+    files = random.Random(f"{seed}:files")
+    if seed >= FILES_FROM and files.random() < 0.3:
+        moves.append(
+            {"move": "files", "pages": files.choice((1, 3)), "size": files.choice((0, 4000))}
+        )
+        if files.random() < 0.5 and not any(m["move"] in ("session", "history") for m in moves):
+            moves.append(
+                {
+                    "move": "session",
+                    "store": files.choice(("memory", "jsonl", "sqlite")),
+                    "crash_at": files.choice((None, files.randint(0, 8))),
+                    "rerun": files.random() < 0.5,
+                }
+            )
     return Scenario(seed, moves)

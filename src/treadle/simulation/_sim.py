@@ -47,6 +47,7 @@ from ._world import (
     make_tool,
     reply_message,
     scripted_fault,
+    sim_files,
     wire_fault,
 )
 
@@ -165,7 +166,8 @@ class _Sim:
             context.messages = earlier_history(history)
         prompts_move = sc.first("prompts")
         count = prompts_move["count"] if prompts_move else 1
-        prompts = [UserMessage.of(f"prompt {i}") for i in range(count)]
+        attached = sim_files(sc.first("files"))
+        prompts = [UserMessage.of(f"prompt {i}", files=attached) for i in range(count)]
         session = sc.first("session")
         if session is not None:
             self.open_session(session, context, config)
@@ -316,6 +318,13 @@ class _Sim:
         if kind == "memory":
             crash["messages"] = list(self.store.load(self.session_id, repair=False).messages)
         elif kind == "jsonl":
+            # the files first: a record names only blobs written before it
+            blobs = self.store.blob_directory
+            crash["blobs"] = {
+                path.relative_to(blobs): path.read_bytes()
+                for path in (blobs.rglob("*") if blobs.exists() else ())
+                if path.is_file()
+            }
             crash["bytes"] = self.store.path(self.session_id).read_bytes()
         else:
             copy = self.tmp / "crash.db"

@@ -29,6 +29,7 @@ from ..types import (
     AgentMessage,
     AssistantMessage,
     ExtensionMessage,
+    FileContent,
     TextContent,
     ThinkingContent,
     ToolCall,
@@ -323,6 +324,16 @@ class SimFilter(InputFilter):
             if m["at"] == n:
                 return Warn("careful") if m["action"] == "warn" else Reject("not allowed")
         return Pass()
+
+
+def sim_files(move: Move | None) -> list[FileContent]:
+    """The files a ``files`` move attaches to every prompt: one PDF of ``pages`` pages,
+    ``size`` bytes of padding (the same bytes each time: stores keep it once)."""
+    if move is None:
+        return []
+    pages = b"".join(b"<< /Type /Page >>\n" for _ in range(move["pages"]))
+    raw = b"%PDF-1.4\n" + pages + b"%" + b"x" * move["size"] + b"\n%%EOF\n"
+    return [FileContent.from_bytes(raw, "application/pdf", name="sim.pdf")]
 
 
 def earlier_history(move: Move) -> list[AgentMessage]:
