@@ -25,6 +25,7 @@ from ..providers import ModelRequest, StreamEvent
 from ..tools import Tool, ToolContext, ToolResult, to_tool_result, traits_of
 from ..types import AssistantMessage, Usage
 from ._database import DurableError
+from ._owner import Owner, is_lost
 
 if TYPE_CHECKING:
     from dbos import DBOSClient, StepReservation
@@ -41,9 +42,12 @@ UNKNOWN_OUTCOME = (
 class RunSteps:
     """The step bookkeeping of one workflow execution."""
 
-    def __init__(self, workflow_id: str, client: DBOSClient, *, fresh: bool = False) -> None:
+    def __init__(
+        self, workflow_id: str, client: DBOSClient, owner: Owner, *, fresh: bool = False
+    ) -> None:
         self.workflow_id = workflow_id
         self.client = client
+        self.owner = owner
         self.model_calls = 0
         self.live_model_calls = 0
         self.tool_runs = 0
@@ -59,6 +63,16 @@ class RunSteps:
             steps = await self.client.list_workflow_steps_async(self.workflow_id, load_output=False)
             self._recorded = {s["function_id"] for s in steps}
         return step_id in self._recorded
+
+    async def checkpoint(self, step: StepReservation, name: str, func: Any, *args: Any) -> Any:
+        """Run ``step``; DBOS refuses it when another execution owns the run (this worker
+        was taken for dead), and then this execution writes nothing more."""
+        try:
+            return await step.run_async({"name": name}, func, *args)
+        except BaseException as exc:
+            if is_lost(exc):
+                self.owner.fence()
+            raise
 
     def tool_steps(
         self, call_id: str, calls: Sequence[tuple[str, bool]]
@@ -94,7 +108,7 @@ class DurableProvider:
         self.steps.model_calls += 1
         step = DBOS.reserve_step()
         if await self.steps.recorded(step.step_id):
-            recorded = await step.run_async({"name": "treadle.model"}, _never)
+            recorded = await self.steps.checkpoint(step, "treadle.model", _never)
             for event in _EVENTS.validate_python(recorded):
                 yield event
             return
@@ -104,7 +118,7 @@ class DurableProvider:
             events.append(event)
             yield event
         payload = _EVENTS.dump_python(events, mode="json")
-        await step.run_async({"name": "treadle.model"}, _value, payload)
+        await self.steps.checkpoint(step, "treadle.model", _value, payload)
 
 
 class DurableTool:
@@ -130,7 +144,7 @@ class DurableTool:
         in_flight_before = False
         if marker is not None:  # a tool not idempotent: its start is on record before it runs
             fresh: list[bool] = []
-            await marker.run_async({"name": "treadle.tool.start"}, _mark, fresh)
+            await self.steps.checkpoint(marker, "treadle.tool.start", _mark, fresh)
             in_flight_before = not fresh  # the marker was on record: a worker died mid-call
 
         async def run_tool() -> dict[str, Any]:
@@ -146,7 +160,7 @@ class DurableTool:
                 return ToolResult.error(f"{type(exc).__name__}: {exc}").model_dump(mode="json")
             return result.model_dump(mode="json")
 
-        recorded = await result_step.run_async({"name": "treadle.tool"}, run_tool)
+        recorded = await self.steps.checkpoint(result_step, "treadle.tool", run_tool)
         return ToolResult.model_validate(recorded)
 
 

@@ -40,6 +40,7 @@ from ..types import (
     ToolCall,
 )
 from ._database import DurableError
+from ._owner import Owner, owners_table
 from ._threads import Signal
 
 if TYPE_CHECKING:
@@ -175,16 +176,18 @@ class Chains:
         elif isinstance(event, MessageUpdate) and loop in self.latest:
             self._put(loop, self.latest[loop][0], event.message)
 
-    def row(self, event: AgentEvent, seq: int, stamp: dict[str, Any]) -> str:
+    def row(self, event: AgentEvent, seq: int, stamp: dict[str, Any], delta: Any = None) -> str:
         """The stored form of ``event`` as the run's event ``seq``; ``stamp``: the fields
-        that change when stored (``seq``, the stored loop ids)."""
+        that change when stored (``seq``, the stored loop ids); ``delta``: an update's
+        delta when it is not the event's own (several updates joined into this one)."""
         loop = stamp.get("loop_id", event.loop_id)
         if isinstance(event, MessageUpdate):
             message = event.message
+            if delta is None:
+                delta = event.delta
             found = self.latest.get(loop)
             if found is not None:
                 base, before, loop_json = found
-                delta = event.delta
                 how = follows(before, delta, message)
                 if how is not None:
                     self.latest[loop] = (base, message, loop_json)
@@ -193,6 +196,8 @@ class Chains:
                         f"{delta.model_dump_json()}]"
                     )
             self._put(loop, seq, message)
+            if delta is not event.delta:
+                stamp = {**stamp, "delta": delta}
         elif isinstance(event, MessageStart) and isinstance(event.message, AssistantMessage):
             self._put(loop, seq, event.message)
         return event.model_copy(update=stamp).model_dump_json()
@@ -347,18 +352,35 @@ class EventStore:
         self.engine = engine
         self.table = _table()
         self.wakes = Wakes()
-        try:
-            _TABLES["meta"].create_all(engine, checkfirst=True)
-        except sa.exc.DBAPIError:
-            # Workers started together on a new database race to create the table: all
-            # but one fail ("already exists", or on PostgreSQL a unique violation in its
-            # catalog) and find it made. Anything else is a real failure.
-            if not sa.inspect(engine).has_table(self.table.name):
-                raise
+        for table in (self.table, owners_table()):
+            try:
+                table.create(engine, checkfirst=True)
+            except sa.exc.DBAPIError:
+                # Workers started together on a new database race to create the tables:
+                # all but one fail ("already exists", or on PostgreSQL a unique violation
+                # in its catalog) and find them made. Anything else is a real failure.
+                if not sa.inspect(engine).has_table(table.name):
+                    raise
         self.writes = 0  # transactions written by this process (benchmarks/durable.py)
 
-    def _write(self, workflow_id: str, rows: list[tuple[int, str]]) -> None:
+    def _claim(self, owner: Owner) -> None:
+        import sqlalchemy as sa
+
+        try:
+            with self.engine.begin() as conn:
+                owner.claim(conn)
+        except sa.exc.IntegrityError:  # another execution inserted the first claim: raise it
+            with self.engine.begin() as conn:
+                owner.claim(conn)
+
+    async def claim(self, owner: Owner) -> None:
+        """Take the run for this execution (see :mod:`._owner`), before reading it."""
+        await anyio.to_thread.run_sync(self._claim, owner)
+
+    def _write(self, workflow_id: str, rows: list[tuple[int, str]], owner: Owner | None) -> None:
         with self.engine.begin() as conn:
+            if owner is not None:
+                owner.check(conn)  # raises Fenced: nothing of this transaction is kept
             conn.execute(
                 self.table.insert(),
                 [
@@ -368,9 +390,13 @@ class EventStore:
             )
         self.writes += 1
 
-    async def write(self, workflow_id: str, rows: list[tuple[int, str]]) -> None:
+    async def write(
+        self, workflow_id: str, rows: list[tuple[int, str]], owner: Owner | None = None
+    ) -> None:
+        """Store ``rows`` (``seq``, stored form); with ``owner``, only while that execution
+        owns the run (else :class:`._owner.Fenced`)."""
         if rows:
-            await anyio.to_thread.run_sync(self._write, workflow_id, rows)
+            await anyio.to_thread.run_sync(self._write, workflow_id, rows, owner)
             self.wakes.wrote(workflow_id)
 
     def _rows(
