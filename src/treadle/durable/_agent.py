@@ -172,9 +172,6 @@ class DurableAgent:
         steps = RunSteps(workflow_id, require("client"), owner, fresh=fresh)
         # a conversation of its own, started fresh: the run's first loop is "initial"
         agent = self.agent.fork(workflow_id)
-        # One update per provider event: a replayed answer then cuts its deltas as the stored
-        # one did, so the two match update by update (joined updates depend on timing).
-        agent.coalesce_deltas = False
         agent.provider = DurableProvider(agent.provider, steps)
         agent.context.tools = [_durable(t, steps) for t in agent.context.tools]
         execution = self._executions.begin(workflow_id, agent)

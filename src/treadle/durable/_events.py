@@ -65,7 +65,8 @@ _JOINED = {"text": "text", "thinking": "text", "tool_call_delta": "arguments"}
 def joinable(before: Any, after: Any) -> bool:
     """Whether delta ``after`` continues ``before`` (the same text-like block): the two
     store as one update, their text joined."""
-    return after.type == before.type and after.index == before.index and after.type in _JOINED
+    kind = after.type
+    return kind == before.type and kind in _JOINED and after.index == before.index
 
 
 def joined(deltas: Sequence[Any]) -> Any:

@@ -1,8 +1,8 @@
 """Model requests and tool calls as DBOS steps.
 
-A model request is one step whose checkpoint is every event the provider streamed: after a
-crash a completed request is replayed from it (the same deltas, so the same events), and a
-request that was cut is sent again. A tool call is its result's step: a result on record is
+A model request is one step whose checkpoint is what the provider streamed, each run of
+deltas of one block joined into one: after a crash a completed request is replayed from it
+(the same message, in fewer deltas), and a request that was cut is sent again. A tool call is its result's step: a result on record is
 replayed, and a call with none runs. A tool not marked idempotent has a marker step too,
 written before it starts: a marker without a result means the call was in flight when the
 worker died, and the call gets an error result saying the outcome is unknown (it is never
@@ -25,6 +25,7 @@ from ..providers import ModelRequest, StreamEvent
 from ..tools import Tool, ToolContext, ToolResult, to_tool_result, traits_of
 from ..types import AssistantMessage, Usage
 from ._database import DurableError
+from ._events import joinable, joined
 from ._owner import Owner, is_lost
 
 if TYPE_CHECKING:
@@ -113,11 +114,14 @@ class DurableProvider:
                 yield event
             return
         self.steps.live_model_calls += 1
-        events: list[StreamEvent] = []
+        runs: list[list[StreamEvent]] = []  # runs of deltas of one block: checkpointed joined
         async for event in self.inner.stream(request, cancel=cancel):
-            events.append(event)
+            if runs and joinable(runs[-1][-1], event):
+                runs[-1].append(event)
+            else:
+                runs.append([event])
             yield event
-        payload = _EVENTS.dump_python(events, mode="json")
+        payload = _EVENTS.dump_python([joined(run) for run in runs], mode="json")
         await self.steps.checkpoint(step, "treadle.model", _value, payload)
 
 
