@@ -87,7 +87,7 @@ class Counting:
                 for n, chunk in enumerate(reply.chunks):
                     if n == half:
                         self.write(f"half {key}")
-                        while not gate.exists():  # noqa: ASYNC110
+                        while not gate.exists():  # noqa: ASYNC110, ASYNC240
                             await anyio.sleep(0.01)
                     await anyio.sleep(reply.delay)
                     yield chunk

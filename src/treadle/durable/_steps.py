@@ -2,11 +2,12 @@
 
 A model request is one step whose checkpoint is what the provider streamed, each run of
 deltas of one block joined into one: after a crash a completed request is replayed from it
-(the same message, in fewer deltas), and a request that was cut is sent again. A tool call is its result's step: a result on record is
-replayed, and a call with none runs. A tool not marked idempotent has a marker step too,
-written before it starts: a marker without a result means the call was in flight when the
-worker died, and the call gets an error result saying the outcome is unknown (it is never
-run twice silently). An idempotent tool needs no marker: with no result it runs again.
+(the same message, in fewer deltas), and a request that was cut is sent again. A tool call
+is its result's step: a result on record is replayed, and a call with none runs. A tool
+not marked idempotent has a marker step too, written before it starts: a marker without a
+result means the call was in flight when the worker died, and the call gets an error
+result saying the outcome is unknown (it is never run twice silently). An idempotent tool
+needs no marker: with no result it runs again.
 
 Step ids are drawn in an order that does not depend on timing: the model's step when the
 request is made, and all of a turn's tool steps together when the first of its calls
