@@ -178,8 +178,9 @@ class DurableAgent:
         try:
             if not fresh:  # taken before reading: a stale execution's later writes fail
                 await store.claim(owner)
+                steps.results = await store.kept_results(workflow_id)
             stored = [] if fresh else await store.read(workflow_id, -1, None)
-            replay = Replay(store, workflow_id, stored, owner)
+            replay = steps.replay = Replay(store, workflow_id, stored, owner)
             result = await self._stream(agent, [prompt], replay, execution)
             usage = result.usage
             await self._save(workflow_id, agent, steps)

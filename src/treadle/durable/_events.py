@@ -258,6 +258,8 @@ class Replay:
         self.held: list[AgentEvent] = []
         self.replayed = Streamed()  # the held answer's deltas so far
         self.pending: list[_Row] = []  # to write
+        self.results: list[tuple[str, str]] = []  # (call id, result JSON) to write with them
+        self._writing = anyio.Lock()  # one write at a time: seq lands in order
         self.tails: dict[str, _Row] = {}  # each loop's newest event in pending
         self.restarts = 0  # answers cut by the crash and requested again
         self._any = anyio.Event()
@@ -375,15 +377,29 @@ class Replay:
             rows.append((row.seq, self.chains.row(row.event, row.seq, row.stamp, delta)))
         return rows
 
+    def keep(self, call_id: str, result: str) -> None:
+        """Store an idempotent tool call's result (JSON) with the next write: the same
+        transaction as its ``tool_execution_end``, queued right after it."""
+        self.results.append((call_id, result))
+        self._any.set()
+        self._urgent.set()
+
     async def flush(self) -> None:
         owner = self.owner
-        if owner is not None and owner.fenced:
-            self.pending, self.tails = [], {}
-            return
-        rows = self.take()
         with anyio.CancelScope(shield=True):  # rows taken are rows written
+            async with self._writing:
+                if owner is not None and owner.fenced:
+                    self.pending, self.tails, self.results = [], {}, []
+                    return
+                rows, results = self.take(), self.results
+                self.results = []
+                await self._write(rows, results)
+
+    async def _write(self, rows: list[tuple[int, str]], results: list[tuple[str, str]]) -> None:
+        owner = self.owner
+        if rows or results:
             try:
-                await self.store.write(self.workflow_id, rows, owner)
+                await self.store.write(self.workflow_id, rows, owner, results)
             except Fenced:
                 assert owner is not None
                 owner.fence()

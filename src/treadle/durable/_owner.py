@@ -29,6 +29,21 @@ logger = logging.getLogger("treadle.durable")
 _TABLES: dict[str, Any] = {}
 
 
+def _statements() -> dict[str, Any]:
+    """The statements a write runs, built once (building one costs more than running it)."""
+    if "kept" not in _TABLES:
+        import sqlalchemy as sa
+
+        table = owners_table()
+        _TABLES["kept"] = (
+            table.update()
+            .where(table.c.workflow_id == sa.bindparam("w"), table.c.epoch == sa.bindparam("e"))
+            .values(epoch=table.c.epoch)
+        )
+        _TABLES["first"] = table.insert().values(workflow_id=sa.bindparam("w"), epoch=1)
+    return _TABLES
+
+
 def owners_table() -> sa.Table:
     """The owners table (SQLAlchemy is imported on first use)."""
     if "owners" not in _TABLES:
@@ -85,19 +100,15 @@ class Owner:
         owns the run (and hold the owner row until the transaction ends)."""
         import sqlalchemy as sa
 
-        table = owners_table()
+        statements = _statements()
         if not self.inserted:  # a fresh run's first write: its claim goes in with it
             try:  # (the failed insert's transaction is rolled back: nothing is written)
-                conn.execute(table.insert().values(workflow_id=self.workflow_id, epoch=1))
+                conn.execute(statements["first"], {"w": self.workflow_id})
             except sa.exc.IntegrityError:
                 raise Fenced(self.workflow_id) from None
             self.inserted = True
             return
-        kept = conn.execute(
-            table.update()
-            .where(table.c.workflow_id == self.workflow_id, table.c.epoch == self.epoch)
-            .values(epoch=table.c.epoch)
-        )
+        kept = conn.execute(statements["kept"], {"w": self.workflow_id, "e": self.epoch})
         if kept.rowcount != 1:
             raise Fenced(self.workflow_id)
 

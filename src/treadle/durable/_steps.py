@@ -17,6 +17,7 @@ starts, so parallel tool calls replay to the same ids.
 from __future__ import annotations
 
 import inspect
+import json
 from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -26,7 +27,7 @@ from ..providers import ModelRequest, StreamEvent
 from ..tools import Tool, ToolContext, ToolResult, to_tool_result, traits_of
 from ..types import AssistantMessage, Usage
 from ._database import DurableError
-from ._events import joinable, joined
+from ._events import Replay, joinable, joined
 from ._owner import Owner, is_lost
 
 if TYPE_CHECKING:
@@ -54,9 +55,11 @@ class RunSteps:
         self.live_model_calls = 0
         self.tool_runs = 0
         self.child_usage = Usage()  # durable sub-agents' requests (their own workflows)
-        self._tool_steps: dict[str, tuple[StepReservation | None, StepReservation]] = {}
+        self._tool_steps: dict[str, tuple[StepReservation | None, StepReservation | None]] = {}
         self._recorded: set[int] | None = set() if fresh else None  # fresh: nothing yet
-        self.tools: dict[str, DurableTool] = {}  # by name: which calls need a marker
+        self.tools: dict[str, DurableTool] = {}  # by name: which calls need which steps
+        self.results: dict[str, str] = {}  # idempotent calls' results an earlier execution kept
+        self.replay: Replay | None = None  # this execution's event log (it keeps those results)
 
     async def recorded(self, step_id: int) -> bool:
         """Whether an earlier execution of the run recorded this step. Read once per
@@ -68,7 +71,10 @@ class RunSteps:
 
     async def checkpoint(self, step: StepReservation, name: str, func: Any, *args: Any) -> Any:
         """Run ``step``; DBOS refuses it when another execution owns the run (this worker
-        was taken for dead), and then this execution writes nothing more."""
+        was taken for dead), and then this execution writes nothing more. Idempotent
+        calls' results still queued for the event log are written first: a step recorded
+        after a call never stands on a result that could still be lost."""
+        await self.settle()
         try:
             return await step.run_async({"name": name}, func, *args)
         except BaseException as exc:
@@ -76,20 +82,35 @@ class RunSteps:
                 self.owner.fence()
             raise
 
+    async def settle(self) -> None:
+        """Write the idempotent calls' results still queued (with the events before them):
+        before the next model request or step, so nothing that follows a call stands on a
+        result a crash could still lose."""
+        replay = self.replay
+        if replay is not None and replay.results:
+            await replay.flush()
+
+    def keep(self, call_id: str, result: str) -> None:
+        """An idempotent call's result (JSON), stored with the event log's next write."""
+        assert self.replay is not None
+        self.replay.keep(call_id, result)
+
     def tool_steps(
-        self, call_id: str, calls: Sequence[tuple[str, bool]]
-    ) -> tuple[StepReservation | None, StepReservation]:
-        """The (marker, result) steps of a call; ``calls`` is its turn's calls with whether
-        each needs a marker (a tool not marked idempotent: see the module docstring)."""
+        self, call_id: str, calls: Sequence[tuple[str, str]]
+    ) -> tuple[StepReservation | None, StepReservation | None]:
+        """The (marker, result) steps of a call; ``calls`` is its turn's calls with the
+        steps each needs (:func:`_steps_of`; see the module docstring)."""
         from dbos import DBOS
 
-        def reserve(marked: bool) -> tuple[StepReservation | None, StepReservation]:
-            return (DBOS.reserve_step() if marked else None, DBOS.reserve_step())
+        def reserve(kind: str) -> tuple[StepReservation | None, StepReservation | None]:
+            if kind == "kept":  # idempotent: its result rides on the event log, no step
+                return (None, None)
+            return (DBOS.reserve_step() if kind == "marked" else None, DBOS.reserve_step())
 
         if call_id not in self._tool_steps:
-            for cid, marked in calls:  # the whole turn's calls at once, in call order
+            for cid, kind in calls:  # the whole turn's calls at once, in call order
                 if cid not in self._tool_steps:
-                    self._tool_steps[cid] = reserve(marked)
+                    self._tool_steps[cid] = reserve(kind)
         return self._tool_steps.pop(call_id)
 
 
@@ -108,6 +129,7 @@ class DurableProvider:
         from dbos import DBOS
 
         self.steps.model_calls += 1
+        await self.steps.settle()  # the turn's tool results are stored before it goes on
         step = DBOS.reserve_step()
         if await self.steps.recorded(step.step_id):
             recorded = await self.steps.checkpoint(step, "treadle.model", _never)
@@ -165,26 +187,36 @@ class DurableTool:
                 return ToolResult.error(f"{type(exc).__name__}: {exc}").model_dump(mode="json")
             return result.model_dump(mode="json")
 
+        if result_step is None:  # idempotent: its result is kept with the event log
+            kept = self.steps.results.get(call_id)
+            if kept is None:
+                kept = json.dumps(await run_tool())
+                self.steps.keep(call_id, kept)
+            return ToolResult.model_validate_json(kept)
         recorded = await self.steps.checkpoint(result_step, "treadle.tool", run_tool)
         return ToolResult.model_validate(recorded)
 
 
 def _turn_calls(
     ctx: ToolContext[Any], name: str, tools: dict[str, DurableTool]
-) -> list[tuple[str, bool]]:
-    """The calls of this call's turn, in order, each with whether it needs a marker step."""
+) -> list[tuple[str, str]]:
+    """The calls of this call's turn, in order, each with the steps it needs."""
     messages = getattr(ctx.context, "messages", None) or []
     for message in reversed(messages):
         if isinstance(message, AssistantMessage) and message.tool_calls:
             if any(c.id == ctx.tool_call_id for c in message.tool_calls):
-                return [(c.id, _marked(tools.get(c.name))) for c in message.tool_calls]
-    return [(ctx.tool_call_id, _marked(tools.get(name)))]
+                return [(c.id, _steps_of(tools.get(c.name))) for c in message.tool_calls]
+    return [(ctx.tool_call_id, _steps_of(tools.get(name)))]
 
 
-def _marked(tool: Any) -> bool:
-    """A call needs a marker unless its tool is idempotent (run again after a crash) or
-    is no durable tool (an unknown name, a durable sub-agent: no tool step at all)."""
-    return isinstance(tool, DurableTool) and not tool.traits.idempotent
+def _steps_of(tool: Any) -> str:
+    """The steps a call needs: ``"marked"`` a marker and a result (a tool not marked
+    idempotent), ``"kept"`` none (an idempotent tool: its result is kept with the event
+    log), ``"result"`` a result step (a name that is no durable tool: it is drawn though
+    never run, as before, so step ids stay where they were)."""
+    if not isinstance(tool, DurableTool):
+        return "result"
+    return "kept" if tool.traits.idempotent else "marked"
 
 
 async def _never() -> Any:

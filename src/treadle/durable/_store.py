@@ -67,6 +67,14 @@ def _table() -> sa.Table:
             sa.Column("signature", sa.Text, nullable=False),
             sa.Column("event", sa.Text, nullable=False),
         )
+        # an idempotent tool call's result, written with the event log (see _steps.py)
+        _TABLES["results"] = sa.Table(
+            "treadle_durable_results",
+            meta,
+            sa.Column("workflow_id", sa.String(128), primary_key=True),
+            sa.Column("call_id", sa.String(256), primary_key=True),
+            sa.Column("result", sa.Text, nullable=False),
+        )
     table: sa.Table = _TABLES["events"]
     return table
 
@@ -352,7 +360,8 @@ class EventStore:
         self.engine = engine
         self.table = _table()
         self.wakes = Wakes()
-        for table in (self.table, owners_table()):
+        self.results = _TABLES["results"]
+        for table in (self.table, self.results, owners_table()):
             try:
                 table.create(engine, checkfirst=True)
             except sa.exc.DBAPIError:
@@ -362,6 +371,8 @@ class EventStore:
                 if not sa.inspect(engine).has_table(table.name):
                     raise
         self.writes = 0  # transactions written by this process (benchmarks/durable.py)
+        # built once: building a statement costs more than running it
+        self._insert, self._keep = self.table.insert(), self.results.insert()
 
     def _claim(self, owner: Owner) -> None:
         import sqlalchemy as sa
@@ -377,27 +388,57 @@ class EventStore:
         """Take the run for this execution (see :mod:`._owner`), before reading it."""
         await anyio.to_thread.run_sync(self._claim, owner)
 
-    def _write(self, workflow_id: str, rows: list[tuple[int, str]], owner: Owner | None) -> None:
+    def _write(
+        self,
+        workflow_id: str,
+        rows: list[tuple[int, str]],
+        owner: Owner | None,
+        results: list[tuple[str, str]],
+    ) -> None:
         with self.engine.begin() as conn:
             if owner is not None:
                 owner.check(conn)  # raises Fenced: nothing of this transaction is kept
-            conn.execute(
-                self.table.insert(),
-                [
-                    {"workflow_id": workflow_id, "seq": s, "signature": "", "event": e}
-                    for s, e in rows
-                ],
-            )
+            if rows:
+                conn.execute(
+                    self._insert,
+                    [
+                        {"workflow_id": workflow_id, "seq": s, "signature": "", "event": e}
+                        for s, e in rows
+                    ],
+                )
+            if results:
+                conn.execute(
+                    self._keep,
+                    [{"workflow_id": workflow_id, "call_id": c, "result": r} for c, r in results],
+                )
         self.writes += 1
 
     async def write(
-        self, workflow_id: str, rows: list[tuple[int, str]], owner: Owner | None = None
+        self,
+        workflow_id: str,
+        rows: list[tuple[int, str]],
+        owner: Owner | None = None,
+        results: list[tuple[str, str]] | None = None,
     ) -> None:
-        """Store ``rows`` (``seq``, stored form); with ``owner``, only while that execution
-        owns the run (else :class:`._owner.Fenced`)."""
-        if rows:
-            await anyio.to_thread.run_sync(self._write, workflow_id, rows, owner)
+        """Store ``rows`` (``seq``, stored form) and ``results`` (tool call id, result
+        JSON) in one transaction; with ``owner``, only while that execution owns the run
+        (else :class:`._owner.Fenced`)."""
+        if rows or results:
+            await anyio.to_thread.run_sync(
+                self._write, workflow_id, rows, owner, list(results or ())
+            )
             self.wakes.wrote(workflow_id)
+
+    def _kept(self, workflow_id: str) -> dict[str, str]:
+        table = self.results
+        query = table.select().with_only_columns(table.c.call_id, table.c.result)
+        with self.engine.connect() as conn:
+            found = conn.execute(query.where(table.c.workflow_id == workflow_id))
+            return {row[0]: row[1] for row in found}
+
+    async def kept_results(self, workflow_id: str) -> dict[str, str]:
+        """The idempotent tool calls' results the run stored: call id -> result JSON."""
+        return await anyio.to_thread.run_sync(self._kept, workflow_id)
 
     def _rows(
         self, conn: Any, workflow_id: str, after: int, upto: int | None, limit: int | None
