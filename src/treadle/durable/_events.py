@@ -260,6 +260,7 @@ class Replay:
         self.pending: list[_Row] = []  # to write
         self.results: list[tuple[str, str]] = []  # (call id, result JSON) to write with them
         self._writing = anyio.Lock()  # one write at a time: seq lands in order
+        self._last = 0.0  # when the newest write began
         self.tails: dict[str, _Row] = {}  # each loop's newest event in pending
         self.restarts = 0  # answers cut by the crash and requested again
         self._any = anyio.Event()
@@ -393,7 +394,9 @@ class Replay:
                     return
                 rows, results = self.take(), self.results
                 self.results = []
-                await self._write(rows, results)
+                if rows or results:
+                    self._last = anyio.current_time()
+                    await self._write(rows, results)
 
     async def _write(self, rows: list[tuple[int, str]], results: list[tuple[str, str]]) -> None:
         owner = self.owner
@@ -408,16 +411,15 @@ class Replay:
     async def flusher(self) -> None:
         """Write the queued events: ``gather_s`` after a lifecycle event (with the events
         that follow it at once), ``batch_s`` after the first of a run of deltas, and never
-        sooner than ``gap_s`` after the previous write began (on SQLite every write waits
-        for the database's one writer, a step's checkpoint included). Run it in a task
-        group; :meth:`flush` once more after it."""
-        last = anyio.current_time()  # no write in the first gap_s: a short run writes once
+        sooner than ``gap_s`` after the previous write began, whoever wrote it (on SQLite
+        every write waits for the database's one writer, a step's checkpoint included). Run
+        it in a task group; :meth:`flush` once more after it."""
+        self._last = anyio.current_time()  # no write in the first gap_s: a short run writes once
         while True:
             await self._any.wait()
             with anyio.move_on_after(self.batch_s):
                 await self._urgent.wait()
                 await anyio.sleep(self.gather_s)
-            await anyio.sleep(max(0.0, last + self.gap_s - anyio.current_time()))
-            last = anyio.current_time()
+            await anyio.sleep(max(0.0, self._last + self.gap_s - anyio.current_time()))
             self._any, self._urgent = anyio.Event(), anyio.Event()
             await self.flush()
