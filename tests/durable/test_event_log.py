@@ -94,7 +94,7 @@ async def run_events() -> list[AgentEvent]:
         Rich(),  # type: ignore[arg-type]
         tools=[look, helper("alpha").as_tool(), helper("beta").as_tool()],
     )
-    agent.coalesce_deltas = False  # as a durable run runs it
+    agent.coalesce_deltas = False  # many deltas: the stored updates are what is tested
     async with agent.stream("Go.") as events:
         return [e async for e in events]
 

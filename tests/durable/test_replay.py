@@ -44,7 +44,7 @@ async def execution(
     SLOW.clear()
     SLOW[slow] = 0.05
     agent = Agent(ScriptedProvider(script(final), chunks=chunks), tools=[work])
-    agent.coalesce_deltas = False  # as DurableAgent runs it: one update per provider event
+    agent.coalesce_deltas = False  # many updates: many cut points to recover from
     async with agent.stream("Do a and b.") as events:
         return [e async for e in events]
 
