@@ -241,14 +241,17 @@ class DurableAgent:
 
     async def _save(self, run_id: str, agent: Agent[Any], steps: RunSteps) -> None:
         """The run's history into the session store (a step: once per stretch of the run;
-        a repeat after a crash rewrites the same session)."""
+        a repeat after a crash rewrites the same session). An execution that lost the run
+        (see _owner.py) does not write it: it checks that it still owns the run first."""
         store = self.store
         if store is None:
             return
         messages = list(agent.messages)
+        events: EventStore = require("events")
 
         def write() -> int:
             assert store is not None
+            events.verify(steps.owner)  # raises Fenced: the new owner keeps the session
             if not store.exists(run_id):
                 store.create(run_id)
             writer = store.open_writer(run_id)

@@ -384,6 +384,12 @@ class EventStore:
             with self.engine.begin() as conn:
                 owner.claim(conn)
 
+    def verify(self, owner: Owner) -> None:
+        """Raise :class:`._owner.Fenced` unless ``owner`` still owns its run (a check
+        before a write elsewhere, such as the session store)."""
+        with self.engine.begin() as conn:
+            owner.check(conn)
+
     async def claim(self, owner: Owner) -> None:
         """Take the run for this execution (see :mod:`._owner`), before reading it."""
         await anyio.to_thread.run_sync(self._claim, owner)
