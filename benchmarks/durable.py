@@ -118,7 +118,7 @@ async def overhead(runs: int) -> None:
         print(f"  {name:18} {median(values) * 1000:8.1f} ms   ({median(values) / base:.1f}x)")
     print(
         f"  durability costs   {(median(times['durable (SQLite)']) - base) * 1000:8.1f} ms a run "
-        "(10 steps written, events stored)"
+        "(4 model steps written, the idempotent tools' results with the events)"
     )
 
 

@@ -9,7 +9,7 @@ time, and in CPU time (the process's, every thread's: on a loaded machine the wa
 mostly waiting for a core).
 
 - treadle: ``DurableAgent.start(...)`` + ``result()``; the tool is ``idempotent=True``
-  (one checkpoint a call).
+  (no DBOS step: its result is kept with the event log's write of its end).
 - pydantic-ai ``DBOSAgent``: its default (model requests are steps, tools are not), and
   ``+step``: the tool as a ``@DBOS.step`` (a checkpoint a call, as treadle's).
 

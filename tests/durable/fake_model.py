@@ -1,7 +1,9 @@
 """A fake OpenAI-compatible model server for the durable-execution tests, in its own
 process: `python fake_model.py LOG PORT_FILE`. It answers by the number of tool results in
 the request (three tool turns, then a paced final answer) and writes to LOG one line per
-request it got and one per response it finished sending — the server-side count."""
+request it got and one per response it finished sending — the server-side count. A run
+whose tag starts with ``gate`` gets the first half of its final answer, then the rest only
+once the file ``LOG.gate`` exists (``half <tag>:3`` is logged between)."""
 
 from __future__ import annotations
 
@@ -73,9 +75,22 @@ class Counting:
         reply = await self.fake.respond(request)
         chunks = reply.iter_chunks
 
+        gated = key.startswith("gate") and key.endswith(f":{TURNS}")
+        gate = Path(str(self.log) + ".gate")
+
         async def counted() -> Any:
-            async for chunk in chunks():
-                yield chunk
+            if not gated:
+                async for chunk in chunks():
+                    yield chunk
+            else:  # the first half, then the rest once the test opens the gate
+                half = len(reply.chunks) // 2
+                for n, chunk in enumerate(reply.chunks):
+                    if n == half:
+                        self.write(f"half {key}")
+                        while not gate.exists():  # noqa: ASYNC110, ASYNC240
+                            await anyio.sleep(0.01)
+                    await anyio.sleep(reply.delay)
+                    yield chunk
             self.write(f"completed {key}")
 
         reply.iter_chunks = counted  # type: ignore[method-assign]

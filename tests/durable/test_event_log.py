@@ -17,7 +17,7 @@ import pytest
 
 from treadle import Agent, AgentEvent, AssistantMessage, TextContent, ToolCall, tool
 from treadle.durable._database import open_engine
-from treadle.durable._events import Replay, signature
+from treadle.durable._events import Replay
 from treadle.durable._store import COMPACT_FIELDS, EventStore, Rebuild
 from treadle.providers import (
     StreamDone,
@@ -94,7 +94,7 @@ async def run_events() -> list[AgentEvent]:
         Rich(),  # type: ignore[arg-type]
         tools=[look, helper("alpha").as_tool(), helper("beta").as_tool()],
     )
-    agent.coalesce_deltas = False  # as a durable run runs it
+    agent.coalesce_deltas = False  # many deltas: the stored updates are what is tested
     async with agent.stream("Go.") as events:
         return [e async for e in events]
 
@@ -103,10 +103,16 @@ def store_at(tmp_path: Path) -> EventStore:
     return EventStore(open_engine(f"sqlite:///{tmp_path / 'events.sqlite'}"))
 
 
-async def stored(store: EventStore, run_id: str, events: list[AgentEvent]) -> Replay:
+async def stored(
+    store: EventStore, run_id: str, events: list[AgentEvent], *, every: int = 1
+) -> Replay:
+    """``events`` stored as an execution stores them, with a write after each ``every``
+    (updates of one block queued between two writes are stored as one)."""
     replay = Replay(store, run_id, await store.read(run_id, -1, None))
-    for event in events:
+    for n, event in enumerate(events, 1):
         replay.add(event)
+        if n % every == 0:
+            await replay.flush()
     await replay.flush()
     return replay
 
@@ -142,6 +148,38 @@ async def test_every_cursor_reads_the_events_as_they_were_sent(tmp_path: Path) -
         assert dumps(got) == dumps(sent[after + 1 :])
 
 
+def streamed_text(events: list[AgentEvent]) -> dict[str, str]:
+    """Each loop's streamed text, deltas joined (however they were cut into updates)."""
+    texts: dict[str, str] = {}
+    for e in events:
+        if isinstance(e, MessageUpdate):
+            piece = getattr(e.delta, "text", None) or getattr(e.delta, "arguments", "")
+            texts[e.loop_id] = texts.get(e.loop_id, "") + piece
+    return texts
+
+
+async def test_updates_queued_between_two_writes_are_stored_as_one(tmp_path: Path) -> None:
+    """A write every 7 events: the updates of one block queued since the last write are
+    one stored update (its delta their deltas joined, its message the newest); every
+    other event is stored as sent, and ``seq`` has no gap."""
+    events = await run_events()
+    store = store_at(tmp_path)
+    await stored(store, "run", events, every=7)
+    got = await store.read("run", -1, None)
+    assert [e.seq for e in got] == list(range(len(got)))
+
+    def others(evs: list[AgentEvent]) -> list[dict[str, Any]]:
+        return [e.model_dump(exclude={"seq"}) for e in evs if e.type != "message_update"]
+
+    assert others(got) == others(events)
+    assert streamed_text(got) == streamed_text(events)
+    updates = [e for e in got if isinstance(e, MessageUpdate)]
+    assert len(updates) < sum(e.type == "message_update" for e in events) / 2
+    # each stored update's message is the message the newest update it joined carried
+    sent_messages = [e.message for e in events if isinstance(e, MessageUpdate)]
+    assert all(u.message in sent_messages for u in updates)
+
+
 async def store_rows(store: EventStore, run_id: str) -> list[str]:
     def rows() -> list[str]:
         table = store.table
@@ -157,10 +195,12 @@ async def answer_bytes(tokens: int) -> int:
     agent.coalesce_deltas = False
     async with agent.stream("Talk.") as events:
         replay = Replay(None, "run", [])  # type: ignore[arg-type]  # add() never writes
+        rows = []
         async for event in events:
             replay.add(event)
-    assert sum(text.startswith("[") for _, text in replay.pending) >= tokens - 1
-    return sum(len(text) for _, text in replay.pending)
+            rows += replay.take()  # a write per event: no two updates join into one
+    assert sum(text.startswith("[") for _, text in rows) >= tokens - 1
+    return sum(len(text) for _, text in rows)
 
 
 async def test_an_answers_stored_bytes_grow_linearly_with_its_length() -> None:
@@ -182,7 +222,7 @@ async def old_rows(store: EventStore, run_id: str, events: list[AgentEvent]) -> 
             {
                 "workflow_id": run_id,
                 "seq": e.seq,
-                "signature": signature(e),
+                "signature": e.type,  # nothing reads it
                 "event": e.model_dump_json(),
             }
             for e in events

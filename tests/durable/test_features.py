@@ -137,9 +137,13 @@ def test_a_run_started_here_is_awaited_not_polled(
     assert loop.run_until_complete(go()).text == "Hello."
 
 
-def test_only_a_tool_not_idempotent_has_a_start_marker(loop: asyncio.AbstractEventLoop) -> None:
-    """The marker step exists to tell a call cut by a crash from one never started: an
-    idempotent tool is run again either way, so its calls are one step, not two."""
+def test_only_a_tool_not_idempotent_has_steps_of_its_own(
+    loop: asyncio.AbstractEventLoop,
+) -> None:
+    """The marker step exists to tell a call cut by a crash from one never started, and
+    the result step to keep a side effect from happening twice: an idempotent tool needs
+    neither (its result is kept with the event log's write of its end), so its calls are
+    no DBOS step; a tool not idempotent has both."""
     from dbos import DBOS
 
     from treadle import tool
@@ -167,4 +171,7 @@ def test_only_a_tool_not_idempotent_has_a_start_marker(loop: asyncio.AbstractEve
     steps = loop.run_until_complete(DBOS.list_workflow_steps_async(run_id))
     names = [s["function_name"] for s in steps]
     assert names.count("treadle.tool.start") == 1
-    assert names.count("treadle.tool") == 2
+    assert names.count("treadle.tool") == 1
+    store = durable._connection.require("events")
+    kept = loop.run_until_complete(store.kept_results(run_id))
+    assert list(kept) == ["a1"] and "again 1" in kept["a1"]

@@ -36,24 +36,34 @@ def script(final: str) -> list[Any]:
     return [AssistantMessage(content=[TextContent(text="Both at once."), *calls]), final]
 
 
-async def execution(slow: str, final: str = "Both are done, in the end.") -> list[AgentEvent]:
-    """One execution's events: the call named ``slow`` ends last."""
+async def execution(
+    slow: str, final: str = "Both are done, in the end.", chunks: int = 5
+) -> list[AgentEvent]:
+    """One execution's events: the call named ``slow`` ends last; each answer streamed in
+    ``chunks`` deltas."""
     SLOW.clear()
     SLOW[slow] = 0.05
-    agent = Agent(ScriptedProvider(script(final), chunks=5), tools=[work])
-    agent.coalesce_deltas = False  # as DurableAgent runs it: one update per provider event
+    agent = Agent(ScriptedProvider(script(final), chunks=chunks), tools=[work])
+    agent.coalesce_deltas = False  # many updates: many cut points to recover from
     async with agent.stream("Do a and b.") as events:
         return [e async for e in events]
 
 
-def replayed(stored: list[AgentEvent], events: list[AgentEvent]) -> list[AgentEvent]:
-    """What an execution producing ``events`` adds to the ``stored`` ones."""
+def replayed(
+    stored: list[AgentEvent], events: list[AgentEvent], *, every: int = 1
+) -> list[AgentEvent]:
+    """What an execution producing ``events`` adds to the ``stored`` ones, with a write
+    after each ``every`` events (updates queued together are stored as one)."""
     replay = Replay(None, "run", stored)  # type: ignore[arg-type]  # add() never writes
-    for event in events:
+    rows = []
+    for n, event in enumerate(events, 1):
         replay.add(event)
+        if n % every == 0:
+            rows += replay.take()
+    rows += replay.take()
     rebuild = Rebuild("run")
     rebuild.events(stored)  # a reader that read the stored events, then the new rows
-    return rebuild.events(parse(replay.pending))
+    return rebuild.events(parse(rows))
 
 
 async def test_every_cut_of_a_run_with_parallel_calls_recovers_to_one_valid_run() -> None:
@@ -99,3 +109,30 @@ async def test_an_answer_cut_mid_stream_is_continued_or_discarded_once() -> None
         whole = twice + replayed(twice, other)
         check_run_events(whole)
         assert [e.type for e in whole].count("provider_retry") == 1
+
+
+def final_text(events: list[AgentEvent]) -> str:
+    """The main loop's last answer as its stored updates stream it (deltas joined)."""
+    start = max(i for i, e in enumerate(events) if e.type == "message_start" and e.depth == 0)
+    return "".join(
+        e.delta.text  # type: ignore[attr-defined]
+        for e in events[start:]
+        if e.type == "message_update" and e.depth == 0
+    )
+
+
+async def test_an_answer_cut_mid_stream_goes_on_whatever_its_updates_were_cut_into() -> None:
+    """The stored part's updates joined two deltas each (a write every 2 events); the
+    answer requested again streams the same text in other pieces (3 deltas, not 5), some
+    crossing the stored part's end. It is matched by its text, not update by update: the
+    answer goes on from the stored end, no retry, each character once."""
+    final = "Both are done, in the end, and checked twice."
+    first = replayed([], await execution(slow="a", final=final), every=2)
+    start = max(i for i, e in enumerate(first) if e.type == "message_start")
+    for cut in range(start + 1, len(first)):
+        stored = first[:cut]
+        again = await execution(slow="b", final=final, chunks=3)
+        whole = stored + replayed(stored, again, every=3)
+        check_run_events(whole)
+        assert [e.type for e in whole].count("provider_retry") == 0
+        assert final_text(whole) == final

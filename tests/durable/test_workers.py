@@ -17,6 +17,7 @@ import pytest
 
 from treadle import durable
 
+from .checks import check_run_events, events_of
 from .fake_model import FINAL
 
 WORKER = Path(__file__).with_name("worker.py")
@@ -168,3 +169,50 @@ def test_an_approval_from_another_process_resumes_a_suspended_run(
     assert [line for line in lines(tools_log) if line.startswith("end")] == [
         f"end careful-1/call-{k}" for k in range(3)
     ]
+
+
+def test_a_worker_taken_for_dead_while_alive_stops_at_its_next_write(
+    pg_db: str, model_server: tuple[str, Path], tmp_path: Path
+) -> None:
+    """Attack: a worker's heartbeat stalls (its row says it was last seen long ago) while
+    it is alive and mid-answer. Another worker takes its run and executes it again from the
+    checkpoints; then the first one goes on streaming. Its next event-log write is refused
+    (the run has a new owner), it stops without writing and says so, and the run ends
+    once, its events exact: no duplicate ``seq``, no unique-key error in either worker."""
+    import sqlalchemy as sa
+
+    url, server_log = model_server
+    tools_log = tmp_path / "tools.log"
+    gate = Path(str(server_log) + ".gate")
+    # the first worker beats once, at its start: the test makes it look stalled after
+    (first,) = serve(pg_db, url, tools_log, {"TOOL_SLEEP": "0.02", "HEARTBEAT_S": "3600"})
+    others: list[subprocess.Popen[str]] = []
+    try:
+        (handle,) = asyncio.run(run_all(pg_db, ["gate-1"]))
+
+        def wait_for(line: str, count: int = 1) -> None:
+            deadline = time.monotonic() + 60
+            while lines(server_log).count(line) < count:
+                assert time.monotonic() < deadline, f"never logged {line!r} x{count}"
+                time.sleep(0.02)
+
+        wait_for("half gate-1:3")  # the first worker is in the final answer's stream
+        engine = sa.create_engine(pg_db.replace("postgresql://", "postgresql+psycopg://"))
+        with engine.begin() as conn:  # its heartbeat stalls: seen long ago
+            conn.execute(sa.text("UPDATE treadle_durable_workers SET seen_at = 0"))
+        engine.dispose()
+        others = serve(pg_db, url, tools_log)  # takes the run for orphaned
+        wait_for("half gate-1:3", 2)  # the second execution is at the same point
+        gate.touch()  # both go on streaming
+        result = asyncio.run(handle.result())
+    finally:
+        stop([first, *others])
+    assert result.reason == "completed" and result.text == FINAL, (result.reason, result.error)
+    errors = [p.stderr.read() if p.stderr else "" for p in (first, *others)]
+    assert "this execution stops without writing" in "".join(errors), errors
+    for text in errors:
+        assert "IntegrityError" not in text and "UniqueViolation" not in text, text
+    events = events_of(pg_db, "gate-1")
+    check_run_events(events)
+    final = [e for e in events if e.type == "message_update" and e.depth == 0][-1]
+    assert final.message.text == FINAL  # type: ignore[attr-defined]

@@ -4,7 +4,8 @@ recovers it, and wait), ``serve`` (a queue worker), ``approve`` (only connected:
 call the ``careful`` run waits on until it ends), ``plain`` (the ``careful`` agent as a plain
 uninterrupted ``Agent.run`` that approves every call, no DBOS). It prints the run's result
 as JSON. ``EXECUTOR_ID`` sets the DBOS executor id (a restarted worker on PostgreSQL
-recovers the runs of its id). ``WAIT_FOR_GO=1``: a worker started ahead of time — it
+recovers the runs of its id). ``HEARTBEAT_S``: a
+serving worker's heartbeat interval. ``WAIT_FOR_GO=1``: a worker started ahead of time — it
 imports what it needs, then waits for a ``go`` line on stdin before it launches (and so
 recovers); the crash tests start the next worker so while the one they kill still runs."""
 
@@ -85,7 +86,8 @@ async def main() -> None:
         return
     if mode == "serve":  # a queue worker: take runs until killed
         # eight seconds: a loaded CI machine can stall a live worker's heartbeat for seconds
-        async with durable.worker(DB, heartbeat_s=0.5, dead_after_s=8):
+        beat = float(os.environ.get("HEARTBEAT_S", "0.5"))
+        async with durable.worker(DB, heartbeat_s=beat, dead_after_s=8):
             print("ready", flush=True)
             await asyncio.Event().wait()
     await durable.launch(DB, executor_id=os.environ.get("EXECUTOR_ID"))

@@ -20,6 +20,7 @@ from ..tools import Tool, ToolContext, ToolResult, Toolset, ToolTraits
 from ._connection import AGENTS, Registered, require
 from ._database import DurableError
 from ._events import Replay
+from ._owner import Owner, is_lost, lost
 from ._run import DurableRun, dump_result
 from ._runtime import workflow
 from ._steps import DurableProvider, DurableTool, RunSteps
@@ -152,6 +153,13 @@ class DurableAgent:
         store.wakes.began(workflow_id)  # this process's readers wait for its writes
         try:
             return await self._execute_here(store, workflow_id, prompt)
+        except BaseException as exc:
+            # Another execution owns the run (this worker was taken for dead): DBOS's own
+            # signal, bare (not in a task group's exception group), so DBOS waits for the
+            # owner's outcome and records none from here.
+            if is_lost(exc):
+                raise lost(workflow_id) from None
+            raise
         finally:
             store.wakes.ended(workflow_id)
 
@@ -160,21 +168,22 @@ class DurableAgent:
     ) -> dict[str, Any]:
         fresh = workflow_id in self._fresh  # started by start() here, with a new id
         self._fresh.discard(workflow_id)
-        steps = RunSteps(workflow_id, require("client"), fresh=fresh)
+        owner = Owner(workflow_id, fresh=fresh)
+        steps = RunSteps(workflow_id, require("client"), owner, fresh=fresh)
         # a conversation of its own, started fresh: the run's first loop is "initial"
         agent = self.agent.fork(workflow_id)
-        # One update per provider event: a replayed answer then cuts its deltas as the stored
-        # one did, so the two match update by update (joined updates depend on timing).
-        agent.coalesce_deltas = False
         agent.provider = DurableProvider(agent.provider, steps)
         agent.context.tools = [_durable(t, steps) for t in agent.context.tools]
         execution = self._executions.begin(workflow_id, agent)
         try:
+            if not fresh:  # taken before reading: a stale execution's later writes fail
+                await store.claim(owner)
+                steps.results = await store.kept_results(workflow_id)
             stored = [] if fresh else await store.read(workflow_id, -1, None)
-            replay = Replay(store, workflow_id, stored)
+            replay = steps.replay = Replay(store, workflow_id, stored, owner)
             result = await self._stream(agent, [prompt], replay, execution)
             usage = result.usage
-            await self._save(workflow_id, agent)
+            await self._save(workflow_id, agent, steps)
             stretch = 0
             while result.reason == "suspended":
                 stretch += 1
@@ -189,7 +198,7 @@ class DurableAgent:
                         agent.context.deny(call_id, reason or "No decision was given in time.")
                 result = await self._stream(agent, [], replay, execution)
                 usage = usage + result.usage
-                await self._save(workflow_id, agent)
+                await self._save(workflow_id, agent, steps)
         finally:
             self._executions.end(workflow_id)
         # the whole run, not its last stretch: every message since the prompt, every request
@@ -230,16 +239,19 @@ class DurableAgent:
             if answer is None or (isinstance(answer, dict) and answer.get("stretch") == stretch):
                 return answer
 
-    async def _save(self, run_id: str, agent: Agent[Any]) -> None:
+    async def _save(self, run_id: str, agent: Agent[Any], steps: RunSteps) -> None:
         """The run's history into the session store (a step: once per stretch of the run;
-        a repeat after a crash rewrites the same session)."""
+        a repeat after a crash rewrites the same session). An execution that lost the run
+        (see _owner.py) does not write it: it checks that it still owns the run first."""
         store = self.store
         if store is None:
             return
         messages = list(agent.messages)
+        events: EventStore = require("events")
 
         def write() -> int:
             assert store is not None
+            events.verify(steps.owner)  # raises Fenced: the new owner keeps the session
             if not store.exists(run_id):
                 store.create(run_id)
             writer = store.open_writer(run_id)
@@ -254,7 +266,7 @@ class DurableAgent:
 
         from dbos import DBOS
 
-        await DBOS.run_step_async({"name": "treadle.session"}, step)
+        await steps.checkpoint(DBOS.reserve_step(), "treadle.session", step)
 
     async def _stream(
         self, agent: Agent[Any], prompt: Sequence[Any], replay: Replay, execution: Execution

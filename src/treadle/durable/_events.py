@@ -29,8 +29,8 @@ write per streamed token.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -50,32 +50,80 @@ from ..types import (
     TurnEnd,
     TurnStart,
 )
+from ._owner import Fenced, Owner, lost
 from ._store import Chains
 
 if TYPE_CHECKING:
     from ._store import EventStore
 
 RESTARTED = "worker_restarted"
-_DELTA_TYPES = ("message_update", "tool_execution_update")
 
 
-def signature(event: AgentEvent) -> str:
-    """What identifies an event's content across a replay (not its time, ids or durations)."""
-    data: dict[str, Any] = {"type": event.type}
-    if isinstance(event, MessageUpdate):
-        data["delta"] = event.delta.model_dump(mode="json")
-    for name in ("turn_index", "tool_call_id", "reason", "is_error"):
-        if hasattr(event, name):
-            data[name] = getattr(event, name)
-    message: Any = None if isinstance(event, MessageUpdate) else getattr(event, "message", None)
-    if hasattr(message, "role"):
-        data["role"] = message.role
-        data["text"] = getattr(message, "text", "")
-        data["calls"] = [c.id for c in getattr(message, "tool_calls", [])]
-    result = getattr(event, "result", None)
-    if result is not None:
-        data["result"] = result.text
-    return json.dumps(data, sort_keys=True, default=str)
+_JOINED = {"text": "text", "thinking": "text", "tool_call_delta": "arguments"}
+
+
+def joinable(before: Any, after: Any) -> bool:
+    """Whether delta ``after`` continues ``before`` (the same text-like block): the two
+    store as one update, their text joined."""
+    kind = after.type
+    return kind == before.type and kind in _JOINED and after.index == before.index
+
+
+def joined(deltas: Sequence[Any]) -> Any:
+    """Joinable deltas as one (the first's fields, every text in order)."""
+    if len(deltas) == 1:
+        return deltas[0]
+    key = _JOINED[deltas[0].type]
+    return deltas[0].model_copy(update={key: "".join(getattr(d, key) for d in deltas)})
+
+
+class Streamed:
+    """What an answer's deltas add up to, however they were cut into updates: runs of
+    joinable deltas joined, every other delta whole. Two cuttings of one stream compare
+    equal, so a replayed answer is matched with the stored one whatever their updates."""
+
+    __slots__ = ("parts",)
+
+    def __init__(self) -> None:
+        self.parts: list[list[Any]] = []  # [type, index, text], or [type, index, delta JSON]
+
+    def add(self, delta: Any) -> None:
+        kind, parts = delta.type, self.parts
+        key = _JOINED.get(kind)
+        if key is None:
+            parts.append([kind, delta.index, delta.model_dump_json()])
+        elif parts and parts[-1][0] == kind and parts[-1][1] == delta.index:
+            parts[-1][2] += getattr(delta, key)
+        else:
+            parts.append([kind, delta.index, getattr(delta, key)])
+
+    def within(self, stored: Streamed) -> tuple[str, str | None]:
+        """Where this stream, one delta after the last look, stands against ``stored``:
+        ``("short", None)`` still within it; ``("equal", None)`` at its end; ``("past",
+        rest)`` the newest delta went past its end (``rest``: the part of a text-like
+        delta beyond it, None when the whole delta is); ``("differs", None)``."""
+        mine, theirs = self.parts, stored.parts
+        n, m = len(mine), len(theirs)
+        if n > m:  # the newest delta began a block the stored part does not have
+            return ("past", None) if n == m + 1 and mine[:m] == theirs else ("differs", None)
+        last = n - 1
+        if n == 0:
+            return ("equal", None) if m == 0 else ("short", None)
+        if mine[:last] != theirs[:last]:
+            return ("differs", None)
+        a, b = mine[last], theirs[last]  # [type, index, text]
+        if a[0] != b[0] or a[1] != b[1]:
+            return ("differs", None)
+        grown: str = a[2]
+        kept: str = b[2]
+        if grown == kept:
+            return ("equal", None) if n == m else ("short", None)
+        if a[0] in _JOINED:
+            if kept.startswith(grown):
+                return ("short", None)
+            if n == m and grown.startswith(kept):
+                return ("past", grown[len(kept) :])  # past the stored end inside this block
+        return ("differs", None)
 
 
 class _Keys:
@@ -145,7 +193,17 @@ class _Answer:
 
     loop_id: str
     state: str = "open"  # open | complete | discarded
-    updates: list[str] = field(default_factory=list)
+    streamed: Streamed = field(default_factory=Streamed)
+
+
+@dataclass
+class _Row:
+    """An event queued for storing; updates of one block queued together join into one."""
+
+    seq: int
+    event: AgentEvent  # for joined updates: the newest (its message is the joined one's)
+    stamp: dict[str, Any]
+    deltas: list[Any] | None = None  # an update's deltas, in order
 
 
 class Replay:
@@ -156,12 +214,14 @@ class Replay:
         store: EventStore,
         workflow_id: str,
         stored: list[AgentEvent],
+        owner: Owner | None = None,
         batch_s: float = 0.05,
         gather_s: float = 0.01,
         gap_s: float = 0.05,
     ) -> None:
         self.store = store
         self.workflow_id = workflow_id
+        self.owner = owner
         self.batch_s = batch_s
         self.gather_s = gather_s
         self.gap_s = gap_s
@@ -178,8 +238,8 @@ class Replay:
             kind = key[0]
             if kind == "answer_start":
                 self.answers[key[1]] = _Answer(event.loop_id)
-            elif kind == "answer_update" and key[1] in self.answers:
-                self.answers[key[1]].updates.append(signature(event))
+            elif isinstance(event, MessageUpdate) and key[1] in self.answers:
+                self.answers[key[1]].streamed.add(event.delta)
             elif kind == "answer_end" and key[1] in self.answers:
                 self.answers[key[1]].state = "complete"
             else:
@@ -196,15 +256,22 @@ class Replay:
         self.loops: dict[str, str] = {}  # this execution's loop ids -> the stored ones
         self.mode = ("live", -1)
         self.held: list[AgentEvent] = []
-        self.matched = 0
-        self.pending: list[tuple[int, str]] = []  # (seq, stored form) to write
+        self.replayed = Streamed()  # the held answer's deltas so far
+        self.pending: list[_Row] = []  # to write
+        self.results: list[tuple[str, str]] = []  # (call id, result JSON) to write with them
+        self._writing = anyio.Lock()  # one write at a time: seq lands in order
+        self._last = 0.0  # when the newest write began
+        self.tails: dict[str, _Row] = {}  # each loop's newest event in pending
         self.restarts = 0  # answers cut by the crash and requested again
         self._any = anyio.Event()
         self._urgent = anyio.Event()
 
     def add(self, event: AgentEvent) -> int:
         """Store ``event`` unless it is stored already; returns how many events were queued
-        for storing (a held answer's events may go with it)."""
+        for storing (a held answer's events may go with it). Nothing once this execution
+        lost its run (:mod:`._owner`)."""
+        if self.owner is not None and self.owner.fenced:
+            return 0
         key = self.keys.key(event)
         kind = key[0]
         if isinstance(event, AgentStart) and event.depth == 0:
@@ -215,35 +282,14 @@ class Replay:
                 self.mode = ("live", key[1])
                 return self._emit([event])
             self.mode = ("skip" if answer.state == "complete" else "match", key[1])
-            self.held, self.matched = [event], 0
+            self.held, self.replayed = [event], Streamed()
             return 0
         if kind in ("answer_update", "answer_end"):
             mode, index = self.mode
             if mode == "skip" and key[1] == index:
                 return 0
             if mode == "match" and key[1] == index:
-                stored = self.answers[index].updates
-                if kind == "answer_update" and self.matched < len(stored):
-                    if signature(event) == stored[self.matched]:
-                        self.matched += 1
-                        self.held.append(event)
-                        return 0
-                elif self.matched == len(stored):  # the stored part goes on: continue it
-                    self.mode = ("live", index)
-                    return self._emit([event])
-                self.mode = ("live", index)  # the answer differs: discard the stored part
-                self.restarts += 1
-                retry = ProviderRetry(
-                    attempt=1,
-                    max_retries=1,
-                    delay_s=0.0,
-                    error_kind=RESTARTED,
-                    message="the worker stopped mid-answer; the answer was requested again",
-                    discard_partial=True,
-                    loop_id=event.loop_id,
-                    depth=event.depth,
-                )
-                return self._emit([retry, *self.held, event])
+                return self._match(event, index)
             return self._emit([event])
         if isinstance(event, (ProviderRetry, ProviderFallback)):
             self.mode = ("live", -1)
@@ -253,40 +299,127 @@ class Replay:
             event = event.model_copy(update={"message": self.opened[key[1:]].message})
         return self._emit([event])
 
+    def _match(self, event: AgentEvent, index: int) -> int:
+        """An event of an answer the crash cut, requested again: while it streams what
+        is stored it is held; once past the stored part it goes on from there; if it
+        streams something else the stored part is discarded and it comes again whole."""
+        stored = self.answers[index].streamed
+        if isinstance(event, MessageUpdate):
+            self.replayed.add(event.delta)
+            where, rest = self.replayed.within(stored)
+            if where == "short":  # still within the stored part
+                self.held.append(event)
+                return 0
+            if where != "differs":  # at or past the stored end: the answer goes on from there
+                self.mode = ("live", index)
+                if where == "equal":
+                    return 0
+                if rest is not None:  # only the part beyond the stored end is new
+                    delta = event.delta
+                    delta = delta.model_copy(update={_JOINED[delta.type]: rest})
+                    event = event.model_copy(update={"delta": delta})
+                return self._emit([event])
+        elif self.replayed.within(stored)[0] == "equal":  # it ends where the stored part ended
+            self.mode = ("live", index)
+            return self._emit([event])
+        self.mode = ("live", index)  # the answer differs: discard the stored part
+        self.restarts += 1
+        retry = ProviderRetry(
+            attempt=1,
+            max_retries=1,
+            delay_s=0.0,
+            error_kind=RESTARTED,
+            message="the worker stopped mid-answer; the answer was requested again",
+            discard_partial=True,
+            loop_id=event.loop_id,
+            depth=event.depth,
+        )
+        return self._emit([retry, *self.held, event])
+
     def _emit(self, events: list[AgentEvent]) -> int:
         for event in events:
-            update: dict[str, Any] = {"seq": self.next_seq}
+            stamp: dict[str, Any] = {"seq": self.next_seq}
             if event.loop_id in self.loops:
-                update["loop_id"] = self.loops[event.loop_id]
+                stamp["loop_id"] = self.loops[event.loop_id]
             parent = event.parent_loop_id if isinstance(event, AgentStart) else None
             if parent in self.loops:
-                update["parent_loop_id"] = self.loops[parent]
-            self.pending.append((self.next_seq, self.chains.row(event, self.next_seq, update)))
+                stamp["parent_loop_id"] = self.loops[parent]
+            tail = self.tails.get(event.loop_id)  # its loop's newest queued event
+            if isinstance(event, MessageUpdate):
+                delta = event.delta
+                if (
+                    tail is not None
+                    and tail.deltas is not None
+                    and joinable(tail.deltas[-1], delta)
+                ):
+                    tail.event = event  # the same block: one stored update, deltas joined
+                    tail.deltas.append(delta)
+                    continue
+                row = _Row(self.next_seq, event, stamp, [delta])
+            else:
+                row = _Row(self.next_seq, event, stamp)
+                if event.type != "tool_execution_update":
+                    self._urgent.set()
+            self.pending.append(row)
+            self.tails[event.loop_id] = row
             self.next_seq += 1
-            if event.type not in _DELTA_TYPES:
-                self._urgent.set()
         if events:
             self._any.set()
         return len(events)
 
+    def take(self) -> list[tuple[int, str]]:
+        """The queued events' rows (``seq``, stored form), taken from the queue: built
+        here, once per write, so updates queued together are serialised as one."""
+        queued, self.pending = self.pending, []
+        self.tails = {}
+        rows = []
+        for row in queued:
+            delta = joined(row.deltas) if row.deltas is not None else None
+            rows.append((row.seq, self.chains.row(row.event, row.seq, row.stamp, delta)))
+        return rows
+
+    def keep(self, call_id: str, result: str) -> None:
+        """Store an idempotent tool call's result (JSON) with the next write: the same
+        transaction as its ``tool_execution_end``, queued right after it."""
+        self.results.append((call_id, result))
+        self._any.set()
+        self._urgent.set()
+
     async def flush(self) -> None:
-        rows, self.pending = self.pending, []
+        owner = self.owner
         with anyio.CancelScope(shield=True):  # rows taken are rows written
-            await self.store.write(self.workflow_id, rows)
+            async with self._writing:
+                if owner is not None and owner.fenced:
+                    self.pending, self.tails, self.results = [], {}, []
+                    return
+                rows, results = self.take(), self.results
+                self.results = []
+                if rows or results:
+                    self._last = anyio.current_time()
+                    await self._write(rows, results)
+
+    async def _write(self, rows: list[tuple[int, str]], results: list[tuple[str, str]]) -> None:
+        owner = self.owner
+        if rows or results:
+            try:
+                await self.store.write(self.workflow_id, rows, owner, results)
+            except Fenced:
+                assert owner is not None
+                owner.fence()
+                raise lost(self.workflow_id) from None
 
     async def flusher(self) -> None:
         """Write the queued events: ``gather_s`` after a lifecycle event (with the events
         that follow it at once), ``batch_s`` after the first of a run of deltas, and never
-        sooner than ``gap_s`` after the previous write began (on SQLite every write waits
-        for the database's one writer, a step's checkpoint included). Run it in a task
-        group; :meth:`flush` once more after it."""
-        last = anyio.current_time()  # no write in the first gap_s: a short run writes once
+        sooner than ``gap_s`` after the previous write began, whoever wrote it (on SQLite
+        every write waits for the database's one writer, a step's checkpoint included). Run
+        it in a task group; :meth:`flush` once more after it."""
+        self._last = anyio.current_time()  # no write in the first gap_s: a short run writes once
         while True:
             await self._any.wait()
             with anyio.move_on_after(self.batch_s):
                 await self._urgent.wait()
                 await anyio.sleep(self.gather_s)
-            await anyio.sleep(max(0.0, last + self.gap_s - anyio.current_time()))
-            last = anyio.current_time()
+            await anyio.sleep(max(0.0, self._last + self.gap_s - anyio.current_time()))
             self._any, self._urgent = anyio.Event(), anyio.Event()
             await self.flush()

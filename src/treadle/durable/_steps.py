@@ -1,12 +1,13 @@
 """Model requests and tool calls as DBOS steps.
 
-A model request is one step whose checkpoint is every event the provider streamed: after a
-crash a completed request is replayed from it (the same deltas, so the same events), and a
-request that was cut is sent again. A tool call is its result's step: a result on record is
-replayed, and a call with none runs. A tool not marked idempotent has a marker step too,
-written before it starts: a marker without a result means the call was in flight when the
-worker died, and the call gets an error result saying the outcome is unknown (it is never
-run twice silently). An idempotent tool needs no marker: with no result it runs again.
+A model request is one step whose checkpoint is what the provider streamed, each run of
+deltas of one block joined into one: after a crash a completed request is replayed from it
+(the same message, in fewer deltas), and a request that was cut is sent again. A tool call
+is its result's step: a result on record is replayed, and a call with none runs. A tool
+not marked idempotent has a marker step too, written before it starts: a marker without a
+result means the call was in flight when the worker died, and the call gets an error
+result saying the outcome is unknown (it is never run twice silently). An idempotent tool
+needs no marker: with no result it runs again.
 
 Step ids are drawn in an order that does not depend on timing: the model's step when the
 request is made, and all of a turn's tool steps together when the first of its calls
@@ -16,6 +17,7 @@ starts, so parallel tool calls replay to the same ids.
 from __future__ import annotations
 
 import inspect
+import json
 from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +27,8 @@ from ..providers import ModelRequest, StreamEvent
 from ..tools import Tool, ToolContext, ToolResult, to_tool_result, traits_of
 from ..types import AssistantMessage, Usage
 from ._database import DurableError
+from ._events import Replay, joinable, joined
+from ._owner import Owner, is_lost
 
 if TYPE_CHECKING:
     from dbos import DBOSClient, StepReservation
@@ -41,16 +45,21 @@ UNKNOWN_OUTCOME = (
 class RunSteps:
     """The step bookkeeping of one workflow execution."""
 
-    def __init__(self, workflow_id: str, client: DBOSClient, *, fresh: bool = False) -> None:
+    def __init__(
+        self, workflow_id: str, client: DBOSClient, owner: Owner, *, fresh: bool = False
+    ) -> None:
         self.workflow_id = workflow_id
         self.client = client
+        self.owner = owner
         self.model_calls = 0
         self.live_model_calls = 0
         self.tool_runs = 0
         self.child_usage = Usage()  # durable sub-agents' requests (their own workflows)
-        self._tool_steps: dict[str, tuple[StepReservation | None, StepReservation]] = {}
+        self._tool_steps: dict[str, tuple[StepReservation | None, StepReservation | None]] = {}
         self._recorded: set[int] | None = set() if fresh else None  # fresh: nothing yet
-        self.tools: dict[str, DurableTool] = {}  # by name: which calls need a marker
+        self.tools: dict[str, DurableTool] = {}  # by name: which calls need which steps
+        self.results: dict[str, str] = {}  # idempotent calls' results an earlier execution kept
+        self.replay: Replay | None = None  # this execution's event log (it keeps those results)
 
     async def recorded(self, step_id: int) -> bool:
         """Whether an earlier execution of the run recorded this step. Read once per
@@ -60,20 +69,48 @@ class RunSteps:
             self._recorded = {s["function_id"] for s in steps}
         return step_id in self._recorded
 
+    async def checkpoint(self, step: StepReservation, name: str, func: Any, *args: Any) -> Any:
+        """Run ``step``; DBOS refuses it when another execution owns the run (this worker
+        was taken for dead), and then this execution writes nothing more. Idempotent
+        calls' results still queued for the event log are written first: a step recorded
+        after a call never stands on a result that could still be lost."""
+        await self.settle()
+        try:
+            return await step.run_async({"name": name}, func, *args)
+        except BaseException as exc:
+            if is_lost(exc):
+                self.owner.fence()
+            raise
+
+    async def settle(self) -> None:
+        """Write the idempotent calls' results still queued (with the events before them):
+        before the next model request or step, so nothing that follows a call stands on a
+        result a crash could still lose."""
+        replay = self.replay
+        if replay is not None and replay.results:
+            await replay.flush()
+
+    def keep(self, call_id: str, result: str) -> None:
+        """An idempotent call's result (JSON), stored with the event log's next write."""
+        assert self.replay is not None
+        self.replay.keep(call_id, result)
+
     def tool_steps(
-        self, call_id: str, calls: Sequence[tuple[str, bool]]
-    ) -> tuple[StepReservation | None, StepReservation]:
-        """The (marker, result) steps of a call; ``calls`` is its turn's calls with whether
-        each needs a marker (a tool not marked idempotent: see the module docstring)."""
+        self, call_id: str, calls: Sequence[tuple[str, str]]
+    ) -> tuple[StepReservation | None, StepReservation | None]:
+        """The (marker, result) steps of a call; ``calls`` is its turn's calls with the
+        steps each needs (:func:`_steps_of`; see the module docstring)."""
         from dbos import DBOS
 
-        def reserve(marked: bool) -> tuple[StepReservation | None, StepReservation]:
-            return (DBOS.reserve_step() if marked else None, DBOS.reserve_step())
+        def reserve(kind: str) -> tuple[StepReservation | None, StepReservation | None]:
+            if kind == "kept":  # idempotent: its result rides on the event log, no step
+                return (None, None)
+            return (DBOS.reserve_step() if kind == "marked" else None, DBOS.reserve_step())
 
         if call_id not in self._tool_steps:
-            for cid, marked in calls:  # the whole turn's calls at once, in call order
+            for cid, kind in calls:  # the whole turn's calls at once, in call order
                 if cid not in self._tool_steps:
-                    self._tool_steps[cid] = reserve(marked)
+                    self._tool_steps[cid] = reserve(kind)
         return self._tool_steps.pop(call_id)
 
 
@@ -92,19 +129,23 @@ class DurableProvider:
         from dbos import DBOS
 
         self.steps.model_calls += 1
+        await self.steps.settle()  # the turn's tool results are stored before it goes on
         step = DBOS.reserve_step()
         if await self.steps.recorded(step.step_id):
-            recorded = await step.run_async({"name": "treadle.model"}, _never)
+            recorded = await self.steps.checkpoint(step, "treadle.model", _never)
             for event in _EVENTS.validate_python(recorded):
                 yield event
             return
         self.steps.live_model_calls += 1
-        events: list[StreamEvent] = []
+        runs: list[list[StreamEvent]] = []  # runs of deltas of one block: checkpointed joined
         async for event in self.inner.stream(request, cancel=cancel):
-            events.append(event)
+            if runs and joinable(runs[-1][-1], event):
+                runs[-1].append(event)
+            else:
+                runs.append([event])
             yield event
-        payload = _EVENTS.dump_python(events, mode="json")
-        await step.run_async({"name": "treadle.model"}, _value, payload)
+        payload = _EVENTS.dump_python([joined(run) for run in runs], mode="json")
+        await self.steps.checkpoint(step, "treadle.model", _value, payload)
 
 
 class DurableTool:
@@ -130,7 +171,7 @@ class DurableTool:
         in_flight_before = False
         if marker is not None:  # a tool not idempotent: its start is on record before it runs
             fresh: list[bool] = []
-            await marker.run_async({"name": "treadle.tool.start"}, _mark, fresh)
+            await self.steps.checkpoint(marker, "treadle.tool.start", _mark, fresh)
             in_flight_before = not fresh  # the marker was on record: a worker died mid-call
 
         async def run_tool() -> dict[str, Any]:
@@ -146,26 +187,36 @@ class DurableTool:
                 return ToolResult.error(f"{type(exc).__name__}: {exc}").model_dump(mode="json")
             return result.model_dump(mode="json")
 
-        recorded = await result_step.run_async({"name": "treadle.tool"}, run_tool)
+        if result_step is None:  # idempotent: its result is kept with the event log
+            kept = self.steps.results.get(call_id)
+            if kept is None:
+                kept = json.dumps(await run_tool())
+                self.steps.keep(call_id, kept)
+            return ToolResult.model_validate_json(kept)
+        recorded = await self.steps.checkpoint(result_step, "treadle.tool", run_tool)
         return ToolResult.model_validate(recorded)
 
 
 def _turn_calls(
     ctx: ToolContext[Any], name: str, tools: dict[str, DurableTool]
-) -> list[tuple[str, bool]]:
-    """The calls of this call's turn, in order, each with whether it needs a marker step."""
+) -> list[tuple[str, str]]:
+    """The calls of this call's turn, in order, each with the steps it needs."""
     messages = getattr(ctx.context, "messages", None) or []
     for message in reversed(messages):
         if isinstance(message, AssistantMessage) and message.tool_calls:
             if any(c.id == ctx.tool_call_id for c in message.tool_calls):
-                return [(c.id, _marked(tools.get(c.name))) for c in message.tool_calls]
-    return [(ctx.tool_call_id, _marked(tools.get(name)))]
+                return [(c.id, _steps_of(tools.get(c.name))) for c in message.tool_calls]
+    return [(ctx.tool_call_id, _steps_of(tools.get(name)))]
 
 
-def _marked(tool: Any) -> bool:
-    """A call needs a marker unless its tool is idempotent (run again after a crash) or
-    is no durable tool (an unknown name, a durable sub-agent: no tool step at all)."""
-    return isinstance(tool, DurableTool) and not tool.traits.idempotent
+def _steps_of(tool: Any) -> str:
+    """The steps a call needs: ``"marked"`` a marker and a result (a tool not marked
+    idempotent), ``"kept"`` none (an idempotent tool: its result is kept with the event
+    log), ``"result"`` a result step (a name that is no durable tool: it is drawn though
+    never run, as before, so step ids stay where they were)."""
+    if not isinstance(tool, DurableTool):
+        return "result"
+    return "kept" if tool.traits.idempotent else "marked"
 
 
 async def _never() -> Any:

@@ -40,6 +40,7 @@ from ..types import (
     ToolCall,
 )
 from ._database import DurableError
+from ._owner import Owner, owners_table
 from ._threads import Signal
 
 if TYPE_CHECKING:
@@ -65,6 +66,14 @@ def _table() -> sa.Table:
             # what identified an event's content in the first format; nothing reads it now
             sa.Column("signature", sa.Text, nullable=False),
             sa.Column("event", sa.Text, nullable=False),
+        )
+        # an idempotent tool call's result, written with the event log (see _steps.py)
+        _TABLES["results"] = sa.Table(
+            "treadle_durable_results",
+            meta,
+            sa.Column("workflow_id", sa.String(128), primary_key=True),
+            sa.Column("call_id", sa.String(256), primary_key=True),
+            sa.Column("result", sa.Text, nullable=False),
         )
     table: sa.Table = _TABLES["events"]
     return table
@@ -175,16 +184,18 @@ class Chains:
         elif isinstance(event, MessageUpdate) and loop in self.latest:
             self._put(loop, self.latest[loop][0], event.message)
 
-    def row(self, event: AgentEvent, seq: int, stamp: dict[str, Any]) -> str:
+    def row(self, event: AgentEvent, seq: int, stamp: dict[str, Any], delta: Any = None) -> str:
         """The stored form of ``event`` as the run's event ``seq``; ``stamp``: the fields
-        that change when stored (``seq``, the stored loop ids)."""
+        that change when stored (``seq``, the stored loop ids); ``delta``: an update's
+        delta when it is not the event's own (several updates joined into this one)."""
         loop = stamp.get("loop_id", event.loop_id)
         if isinstance(event, MessageUpdate):
             message = event.message
+            if delta is None:
+                delta = event.delta
             found = self.latest.get(loop)
             if found is not None:
                 base, before, loop_json = found
-                delta = event.delta
                 how = follows(before, delta, message)
                 if how is not None:
                     self.latest[loop] = (base, message, loop_json)
@@ -193,6 +204,8 @@ class Chains:
                         f"{delta.model_dump_json()}]"
                     )
             self._put(loop, seq, message)
+            if delta is not event.delta:
+                stamp = {**stamp, "delta": delta}
         elif isinstance(event, MessageStart) and isinstance(event.message, AssistantMessage):
             self._put(loop, seq, event.message)
         return event.model_copy(update=stamp).model_dump_json()
@@ -347,31 +360,91 @@ class EventStore:
         self.engine = engine
         self.table = _table()
         self.wakes = Wakes()
-        try:
-            _TABLES["meta"].create_all(engine, checkfirst=True)
-        except sa.exc.DBAPIError:
-            # Workers started together on a new database race to create the table: all
-            # but one fail ("already exists", or on PostgreSQL a unique violation in its
-            # catalog) and find it made. Anything else is a real failure.
-            if not sa.inspect(engine).has_table(self.table.name):
-                raise
+        self.results = _TABLES["results"]
+        for table in (self.table, self.results, owners_table()):
+            try:
+                table.create(engine, checkfirst=True)
+            except sa.exc.DBAPIError:
+                # Workers started together on a new database race to create the tables:
+                # all but one fail ("already exists", or on PostgreSQL a unique violation
+                # in its catalog) and find them made. Anything else is a real failure.
+                if not sa.inspect(engine).has_table(table.name):
+                    raise
         self.writes = 0  # transactions written by this process (benchmarks/durable.py)
+        # built once: building a statement costs more than running it
+        self._insert, self._keep = self.table.insert(), self.results.insert()
 
-    def _write(self, workflow_id: str, rows: list[tuple[int, str]]) -> None:
+    def _claim(self, owner: Owner) -> None:
+        import sqlalchemy as sa
+
+        try:
+            with self.engine.begin() as conn:
+                owner.claim(conn)
+        except sa.exc.IntegrityError:  # another execution inserted the first claim: raise it
+            with self.engine.begin() as conn:
+                owner.claim(conn)
+
+    def verify(self, owner: Owner) -> None:
+        """Raise :class:`._owner.Fenced` unless ``owner`` still owns its run (a check
+        before a write elsewhere, such as the session store)."""
         with self.engine.begin() as conn:
-            conn.execute(
-                self.table.insert(),
-                [
-                    {"workflow_id": workflow_id, "seq": s, "signature": "", "event": e}
-                    for s, e in rows
-                ],
-            )
+            owner.check(conn)
+
+    async def claim(self, owner: Owner) -> None:
+        """Take the run for this execution (see :mod:`._owner`), before reading it."""
+        await anyio.to_thread.run_sync(self._claim, owner)
+
+    def _write(
+        self,
+        workflow_id: str,
+        rows: list[tuple[int, str]],
+        owner: Owner | None,
+        results: list[tuple[str, str]],
+    ) -> None:
+        with self.engine.begin() as conn:
+            if owner is not None:
+                owner.check(conn)  # raises Fenced: nothing of this transaction is kept
+            if rows:
+                conn.execute(
+                    self._insert,
+                    [
+                        {"workflow_id": workflow_id, "seq": s, "signature": "", "event": e}
+                        for s, e in rows
+                    ],
+                )
+            if results:
+                conn.execute(
+                    self._keep,
+                    [{"workflow_id": workflow_id, "call_id": c, "result": r} for c, r in results],
+                )
         self.writes += 1
 
-    async def write(self, workflow_id: str, rows: list[tuple[int, str]]) -> None:
-        if rows:
-            await anyio.to_thread.run_sync(self._write, workflow_id, rows)
+    async def write(
+        self,
+        workflow_id: str,
+        rows: list[tuple[int, str]],
+        owner: Owner | None = None,
+        results: list[tuple[str, str]] | None = None,
+    ) -> None:
+        """Store ``rows`` (``seq``, stored form) and ``results`` (tool call id, result
+        JSON) in one transaction; with ``owner``, only while that execution owns the run
+        (else :class:`._owner.Fenced`)."""
+        if rows or results:
+            await anyio.to_thread.run_sync(
+                self._write, workflow_id, rows, owner, list(results or ())
+            )
             self.wakes.wrote(workflow_id)
+
+    def _kept(self, workflow_id: str) -> dict[str, str]:
+        table = self.results
+        query = table.select().with_only_columns(table.c.call_id, table.c.result)
+        with self.engine.connect() as conn:
+            found = conn.execute(query.where(table.c.workflow_id == workflow_id))
+            return {row[0]: row[1] for row in found}
+
+    async def kept_results(self, workflow_id: str) -> dict[str, str]:
+        """The idempotent tool calls' results the run stored: call id -> result JSON."""
+        return await anyio.to_thread.run_sync(self._kept, workflow_id)
 
     def _rows(
         self, conn: Any, workflow_id: str, after: int, upto: int | None, limit: int | None
