@@ -218,7 +218,8 @@ def pending_allowed(
 ) -> set[str]:
     """The calls ``agent_end`` may list as pending (contract §2.2): any on a suspended run;
     otherwise only calls a continued run never took up, or calls left waiting for a
-    decision (never started) when a hook failure or a cancellation ended the run."""
+    decision (never started, or ended waiting: the tool asked mid-call) when a hook failure
+    or a cancellation ended the run."""
     if end.reason == "suspended":
         return set(end.pending_tool_calls)
     if list(after) == list(before):
@@ -226,6 +227,7 @@ def pending_allowed(
     if end.reason not in ("error", "cancelled"):
         return set()
     started = {e.tool_call_id for e in main_events if isinstance(e, ToolExecutionStart)}
+    started -= {e.tool_call_id for e in main_events if isinstance(e, ToolExecutionEnd) and waits(e)}
     return set(open_calls_at_end(after)) - started
 
 

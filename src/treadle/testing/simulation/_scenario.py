@@ -125,6 +125,11 @@ FALLBACK_FROM = 17_000_000
 backup answers what the primary's faults leave, with or without ``after_tool_call``);
 lower seeds keep their scenarios."""
 
+ASK_FROM = 19_000_000
+"""Seeds from here may give a tool mid-call questions (``asks``: it raises
+``ApprovalRequired`` that many times, each answered by the approval handler or by the
+simulated person after the run suspends); lower seeds keep their scenarios."""
+
 OVERFLOW_FROM = 15_000_000
 """Seeds from here may draw the ``overflow`` move (a provider that counts more tokens than
 the loop's estimate and refuses, as llama.cpp does, any request over its context) and an
@@ -321,4 +326,9 @@ def generate(seed: int) -> Scenario:
         moves.append(
             {"move": "fallback", "after_tool_call": fall.random() < 0.4, "break_at": breaks}
         )
+    asking = random.Random(f"{seed}:ask")
+    if seed >= ASK_FROM:
+        for move in moves:
+            if move["move"] == "tool" and asking.random() < 0.3:
+                move["asks"] = asking.choice((1, 1, 2))
     return Scenario(seed, moves)
