@@ -34,7 +34,7 @@ from treadle import (
 from treadle.loop import RetryPolicy, ToolExecution
 from treadle.providers import ProviderError, StreamDone, StreamStart
 from treadle.testing import ScriptedProvider
-from treadle.tools import TaskComplete
+from treadle.tools import ApprovalRequired, TaskComplete
 from treadle.types import (
     MessageEnd,
     ProviderRetry,
@@ -747,3 +747,34 @@ async def test_cancel_at_every_await_point_with_eager_calls(mode: str) -> None:
         except Exception as exc:
             failures.append(f"cancel at event {k} ({baseline.events[k].type}): {exc!r}"[:400])
     assert not failures, "\n".join(failures)
+
+
+async def test_an_eager_call_that_asks_mid_call_waits_for_the_message_before_the_handler() -> None:
+    # The tool starts while the model streams and asks a person; the approval handler
+    # never runs while the message streams, so it is asked only after message_end.
+    asked = anyio.Event()
+    seen: list[str] = []
+
+    @tool(eager=True)
+    async def fetch(key: str, ctx: ToolContext[Any]) -> str:
+        """Fetch a value."""
+        if not ctx.approved:
+            asked.set()
+            raise ApprovalRequired(f"fetch {key}?", {"key": key})
+        return f"value of {ctx.saved['key']}"
+
+    async def approve(run: RunHandle, call: ToolCall, ask: Ask) -> bool:
+        final = [m for m in run.context.messages if isinstance(m, AssistantMessage)]
+        seen.append(f"approve {call.id}: {ask.prompt}, message final: {bool(final)}")
+        return True
+
+    provider = Gated(
+        [*streamed_call(0, "a", "fetch", key="a"), asked, done(tc("a", "fetch", key="a"))],
+        "ok",
+    )
+    config = AgentLoopConfig(provider=provider, approval_handler=approve)
+    rec = await run_recorded(["go"], AgentContext(tools=[fetch]), config)
+    check(rec)
+    assert start_of(rec, "a") < assistant_end(rec), "it started early"
+    assert seen == ["approve a: fetch a?, message final: True"]
+    assert results_of(rec.after)["a"].text == "value of a"

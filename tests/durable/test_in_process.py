@@ -18,6 +18,7 @@ from treadle import (
     RunHandle,
     TextContent,
     ToolCall,
+    ToolContext,
     UsageError,
     durable,
     tool,
@@ -25,6 +26,7 @@ from treadle import (
 from treadle.providers import StreamDone, StreamStart, TextDelta
 from treadle.sessions import JsonlStore
 from treadle.testing import ScriptedProvider
+from treadle.tools import ApprovalRequired
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -56,6 +58,14 @@ class Burst:
         yield StreamDone(message=AssistantMessage(content=[text], model=self.model))
 
 
+@tool(category="info")
+def pay(amount: int, ctx: ToolContext[Any]) -> str:
+    """Pay an amount; over 100 a person approves it first."""
+    if amount > 100 and not ctx.approved:
+        raise ApprovalRequired(f"Pay {amount}?", {"quote": f"q-{amount}"})
+    return f"paid {amount} with {ctx.saved['quote']}"
+
+
 def script(n: int) -> list[object]:
     calls = [
         AssistantMessage(content=[ToolCall(id=f"c{i}", name="lookup", arguments={"city": f"C{i}"})])
@@ -85,6 +95,20 @@ def launched(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, obj
             name="t-ask-gate",
         ),
     }
+    agents["pay"] = durable.DurableAgent(
+        Agent(
+            ScriptedProvider(
+                [
+                    AssistantMessage(
+                        content=[ToolCall(id="p0", name="pay", arguments={"amount": 500})]
+                    ),
+                    "Paid.",
+                ]
+            ),
+            tools=[pay],
+        ),
+        name="t-pay",
+    )
     loop = asyncio.new_event_loop()
     loop.run_until_complete(durable.launch(f"sqlite:///{root / 'db.sqlite'}"))
     try:
@@ -157,6 +181,28 @@ def test_approval_waits_then_a_denial_answers_the_call(launched: dict[str, objec
     assert result.reason == "completed"  # type: ignore[attr-defined]
     denied = [m for m in result.messages if m.role == "tool_result"]  # type: ignore[attr-defined]
     assert denied[0].is_error and "not now" in denied[0].text
+
+
+def test_a_tool_that_asks_mid_call_waits_and_gets_its_state_back(
+    launched: dict[str, object],
+) -> None:
+    loop: asyncio.AbstractEventLoop = launched["loop"]  # type: ignore[assignment]
+    agent: durable.DurableAgent = launched["pay"]  # type: ignore[assignment]
+
+    async def go() -> object:
+        run = await agent.start("Pay 500.")
+        for _ in range(3000):
+            if await run.waiting() == ["p0"]:
+                break
+            await asyncio.sleep(0.02)
+        assert await run.status() == "PENDING"
+        await run.approve("p0")
+        return await run.result()
+
+    result = loop.run_until_complete(go())
+    assert result.reason == "completed"  # type: ignore[attr-defined]
+    paid = [m for m in result.messages if m.role == "tool_result"]  # type: ignore[attr-defined]
+    assert [m.text for m in paid] == ["paid 500 with q-500"]
 
 
 def test_a_decision_names_a_call_the_run_waits_on(launched: dict[str, object]) -> None:

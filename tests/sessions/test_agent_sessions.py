@@ -20,6 +20,7 @@ from treadle import (
     ProviderError,
     RunHandle,
     ToolCall,
+    ToolContext,
     ToolResultMessage,
     UserMessage,
     agent_loop,
@@ -37,6 +38,7 @@ from treadle.sessions import (
     SessionStore,
 )
 from treadle.testing import ScriptedProvider
+from treadle.tools import ApprovalRequired
 
 StoreFactory = Callable[[], SessionStore]
 pytestmark = pytest.mark.anyio
@@ -53,6 +55,10 @@ def calls(*ids: str, seconds: float = 0.0) -> AssistantMessage:
     return AssistantMessage(
         content=[ToolCall(id=i, name="slow", arguments={"seconds": seconds}) for i in ids]
     )
+
+
+def calls_of(call_id: str, name: str, **arguments: Any) -> AssistantMessage:
+    return AssistantMessage(content=[ToolCall(id=call_id, name=name, arguments=arguments)])
 
 
 def dumps(messages: list[Any]) -> list[str]:
@@ -278,6 +284,41 @@ async def test_a_suspended_run_can_be_approved_after_a_restart(make_store: Store
     again.context.approve("x")
     done = await again.continue_()
     assert done.reason == "completed" and done.text == "did it"
+    assert_stored(make_store(), again)
+
+
+async def test_a_mid_call_question_and_its_saved_state_survive_a_restart(
+    make_store: StoreFactory,
+) -> None:
+    # A tool asks mid-call (ApprovalRequired); the process ends; another one restores the
+    # session: the suspension keeps its question and the tool's saved state, and the
+    # approved call gets that state back.
+    seen: list[tuple[bool, Any]] = []
+
+    @tool
+    async def pay(amount: int, ctx: ToolContext[Any]) -> str:
+        seen.append((ctx.approved, ctx.saved))
+        if not ctx.approved:
+            raise ApprovalRequired(f"Pay {amount}?", {"quote": "q-7", "amount": amount})
+        return f"paid with {ctx.saved['quote']}"
+
+    first: Agent[Any] = Agent(
+        ScriptedProvider([calls_of("p", "pay", amount=500)]), tools=[pay], store=make_store()
+    )
+    result = await first.run("pay")
+    assert result.reason == "suspended" and result.pending_tool_calls == ["p"]
+    first.close()
+    again: Agent[Any] = Agent(
+        ScriptedProvider(["paid"]), tools=[pay], store=make_store(), session_id=first.session_id
+    )
+    record = again.context.suspended["p"]
+    assert (record.prompt, record.saved) == ("Pay 500?", {"quote": "q-7", "amount": 500})
+    again.context.approve("p")
+    done = await again.continue_()
+    assert done.reason == "completed"
+    assert seen == [(False, None), (True, {"quote": "q-7", "amount": 500})]
+    last = [m for m in again.messages if isinstance(m, ToolResultMessage)][-1]
+    assert last.text == "paid with q-7"
     assert_stored(make_store(), again)
 
 

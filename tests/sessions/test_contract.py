@@ -11,6 +11,7 @@ from treadle import AssistantMessage, TextContent, ToolCall, ToolResultMessage, 
 from treadle.context import validate_transcript
 from treadle.sessions import (
     CANCELLED_TEXT,
+    SessionError,
     SessionExists,
     SessionLocked,
     SessionNotFound,
@@ -174,6 +175,30 @@ def test_pending_calls_of_a_suspended_run_stay_open(make_store: StoreFactory) ->
         writer.append(ToolResultMessage(tool_call_id="ask", tool_name="rm", content="ok"))
     again = make_store().load(sid)
     assert again.pending_tool_calls == [] and validate_transcript(again.messages) == []
+
+
+def test_what_a_suspended_run_waits_with_is_kept(make_store: StoreFactory) -> None:
+    # A call that asked mid-call suspends with a question and the tool's saved state: both
+    # come back on load (a copy), only for calls still pending; a value that is not JSON is
+    # refused with an error naming the call.
+    store = make_store()
+    sid = store.create()
+    call = AssistantMessage(
+        content=[ToolCall(id="pay", name="pay"), ToolCall(id="rm", name="rm")],
+        stop_reason="tool_use",
+    )
+    saved = {"step": 1, "task": {"id": "t-1", "context": None}}
+    with store.open_writer(sid) as writer:
+        writer.extend([UserMessage.of("pay it"), call])
+        writer.set_pending(["pay", "rm"], {"pay": {"prompt": "Pay 500?", "saved": saved}})
+        with pytest.raises(SessionError, match=r"'pay'.*not JSON"):
+            writer.set_pending(["pay"], {"pay": {"saved": object()}})
+    loaded = make_store().load(sid)
+    assert loaded.pending_tool_calls == ["pay", "rm"]
+    assert loaded.suspensions == {"pay": {"prompt": "Pay 500?", "saved": saved}}
+    with make_store().open_writer(sid) as writer:  # the run resumed and answered one
+        writer.append(ToolResultMessage(tool_call_id="pay", tool_name="pay", content="ok"))
+    assert make_store().load(sid).suspensions == {}
 
 
 def test_one_writer_at_a_time(make_store: StoreFactory) -> None:

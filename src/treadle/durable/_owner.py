@@ -22,6 +22,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
+from ._database import DurableError
+
 if TYPE_CHECKING:
     import sqlalchemy as sa
 
@@ -61,8 +63,9 @@ def owners_table() -> sa.Table:
     return table
 
 
-class Fenced(Exception):
-    """This execution no longer owns its run (another execution claimed it)."""
+class Fenced(DurableError):
+    """This execution no longer owns its run (another execution claimed it). Caught inside
+    treadle.durable, which stops the execution without writing; a caller never sees it."""
 
 
 class Owner:

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import TypeAdapter
 
 from ..providers import ModelRequest, StreamEvent
-from ..tools import Tool, ToolContext, ToolResult, to_tool_result, traits_of
+from ..tools import ApprovalRequired, Tool, ToolContext, ToolResult, to_tool_result, traits_of
 from ..types import AssistantMessage, Usage
 from ._database import DurableError
 from ._events import Replay, joinable, joined
@@ -40,6 +40,10 @@ UNKNOWN_OUTCOME = (
     "(it may or may not have taken effect). It was not run again because the tool is not "
     "marked idempotent."
 )
+
+
+ASKED = "treadle.approval_required"
+"""The key of a tool step whose tool asked a person mid-call (``ApprovalRequired``)."""
 
 
 class RunSteps:
@@ -183,6 +187,8 @@ class DurableTool:
                 if inspect.isasyncgen(value):  # drained as the loop drains it
                     value = [item async for item in value]
                 result = to_tool_result(value)
+            except ApprovalRequired as asked:  # recorded too: a replay asks the same again
+                return {ASKED: {"prompt": asked.prompt, "saved": asked.saved}}
             except Exception as exc:  # recorded like any result: the model sees the error
                 return ToolResult.error(f"{type(exc).__name__}: {exc}").model_dump(mode="json")
             return result.model_dump(mode="json")
@@ -190,10 +196,15 @@ class DurableTool:
         if result_step is None:  # idempotent: its result is kept with the event log
             kept = self.steps.results.get(call_id)
             if kept is None:
-                kept = json.dumps(await run_tool())
+                outcome = await run_tool()
+                if ASKED in outcome:  # not kept: an idempotent tool asks again on a replay
+                    raise ApprovalRequired(outcome[ASKED]["prompt"], outcome[ASKED]["saved"])
+                kept = json.dumps(outcome)
                 self.steps.keep(call_id, kept)
             return ToolResult.model_validate_json(kept)
         recorded = await self.steps.checkpoint(result_step, "treadle.tool", run_tool)
+        if isinstance(recorded, dict) and ASKED in recorded:  # the run suspends on the call
+            raise ApprovalRequired(recorded[ASKED]["prompt"], recorded[ASKED]["saved"])
         return ToolResult.model_validate(recorded)
 
 

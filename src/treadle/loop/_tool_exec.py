@@ -9,8 +9,14 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from .._signals import HookFailed
-from ..tools import TaskComplete, Tool, ToolArgumentsError, ToolContext, ToolTraits
-from ..tools.function_tool import thread_still_running
+from ..tools import (
+    ApprovalRequired,
+    TaskComplete,
+    Tool,
+    ToolArgumentsError,
+    ToolContext,
+    ToolTraits,
+)
 from ..tools.results import drained
 from ..types import (
     ToolCall,
@@ -27,7 +33,11 @@ from ._tool_values import (
     converted,
     describe,
     json_error,
+    read_answer,
+    run_with_retries,
     shape_problem,
+    timed_out,
+    waiting,
 )
 from .decisions import Allow, Ask, Deny, Suspension
 
@@ -43,6 +53,7 @@ class CallState:
     """Bookkeeping for one call: what was reported, so every path reports exactly once."""
 
     __slots__ = (
+        "approved",
         "ask",
         "call",
         "decided",
@@ -54,6 +65,7 @@ class CallState:
         "pending",
         "prompt",
         "result",
+        "saved",
         "scope",
         "started",
         "started_at",
@@ -69,6 +81,8 @@ class CallState:
         self.pending = False
         self.judged: ToolCall | None = None  # pending: the call as its hooks judged it
         self.prompt: str | None = None  # pending on an Ask: its question for the person
+        self.approved = False  # a person approved the call (ctx.approved)
+        self.saved: Any = None  # what the tool asked with (ApprovalRequired.saved): ctx.saved
         self.started = False
         self.ended = False
         self.result: ToolResult | None = None
@@ -98,6 +112,9 @@ class ToolBatch:
         self.discarded: list[CallState] = []  # eager calls of an answer that was not kept
         cap = scope.config.tool_execution.max_concurrency
         self.limiter = anyio.CapacityLimiter(cap) if cap else None
+        # set once the message is final and the batch runs: an eager call that asks a person
+        # mid-call waits for it (the approval handler never runs while the message streams)
+        self.executing = anyio.Event()
 
     @property
     def pending_ids(self) -> list[str]:
@@ -126,18 +143,9 @@ class ToolBatch:
             state.prompt = ask.prompt
             return
         answer = await scope.call_hook(handler, scope.handle, call, ask)
-        if answer is True:
-            decision = state.decision or Allow()
-        elif answer is False:
-            decision = Deny()
-        elif isinstance(answer, (Allow, Deny)):
-            decision = answer
-        else:  # fail closed
-            raise HookFailed(
-                "approval_handler",
-                TypeError(f"returned {answer!r}; return True, False, Allow(...) or Deny(...)"),
-            )
+        decision = read_answer(answer, state.decision)
         state.decision = decision
+        state.approved = isinstance(decision, Allow)
 
     async def consult(self, state: CallState) -> None:
         """The decision without the approval handler: the before_tool_call hooks, or a
@@ -158,6 +166,8 @@ class ToolBatch:
             if isinstance(forced, Deny):
                 state.decision = forced
                 return
+            state.approved = True  # a person approved it: the tool sees ctx.approved
+            state.saved = record.saved  # the server's record, never a client's
             target = record.arguments if forced.arguments is None else forced.arguments
             if target == record.arguments and not record.restored:
                 # exactly the call the run suspended on, as its hooks judged it
@@ -227,7 +237,11 @@ class ToolBatch:
             if state.pending and judged is not None:
                 external = self.scope.tools.traits(judged.name).external
                 suspended[judged.id] = Suspension(
-                    judged.name, dict(judged.arguments), external, prompt=state.prompt
+                    judged.name,
+                    dict(judged.arguments),
+                    external,
+                    prompt=state.prompt,
+                    saved=state.saved,
                 )
             else:
                 suspended.pop(state.call.id, None)
@@ -238,6 +252,7 @@ class ToolBatch:
         """Run every call by the configured strategy. Immediate cancellation stops the work;
         :meth:`finish` then reports whatever was left."""
         strategy = self.scope.config.tool_execution
+        self.executing.set()
         with self.scope.bridge.scope():
             if self.hook_failure is not None:  # a hook failed on an eager call
                 raise self.hook_failure
@@ -360,6 +375,8 @@ class ToolBatch:
         result = await self._invoke(state)
         if result is None:
             return
+        if state.pending:  # it asked a person mid-call: it ends in finish(), waiting
+            return
         result = bounded(result, self.scope.config.max_tool_result_chars)
         known = state.call.name in self.scope.tools  # before_tool_call ran only for a known tool
         for fn in self.scope.hooks.after_tool_call if known else ():
@@ -423,6 +440,44 @@ class ToolBatch:
             problem = shape_problem(args, tool.parameters)
             if problem:
                 return ToolResult.error(f"Invalid arguments for tool '{call.name}': {problem}")
+        while True:
+            outcome = await self._attempt(state, tool, traits, args)
+            if not isinstance(outcome, ApprovalRequired):
+                return outcome
+            decision = await self._asked(state, outcome)
+            if decision is None:  # it waits: the run suspends on the call
+                return waiting(outcome.prompt)
+            if isinstance(decision, Deny):
+                return ToolResult.error(decision.reason, details={"denied": True})
+            state.approved, state.saved = True, outcome.saved  # called again at once
+
+    async def _asked(self, state: CallState, asked: ApprovalRequired) -> Allow | Deny | None:
+        """A tool asked a person mid-call: the approval handler's decision, or None when the
+        call is left waiting (no handler: the run suspends on it, docs/contract.md §5)."""
+        await self.executing.wait()  # an eager call: not while its message streams
+        scope = self.scope
+        call = state.call
+        if isinstance(state.decision, Allow) and state.decision.arguments is not None:
+            call = call.model_copy(update={"arguments": state.decision.arguments})
+        handler = scope.config.approval_handler
+        if handler is not None:
+            answer = await scope.call_hook(handler, scope.handle, call, Ask(asked.prompt))
+            return read_answer(answer, None, running=True)
+        if self.resumed:  # new prompts: nothing may wait
+            return Deny("No decision was given for this tool call.")
+        state.pending = True
+        state.judged = call  # what was judged and run: the approval runs exactly this
+        state.prompt = asked.prompt
+        state.saved = asked.saved
+        return None
+
+    async def _attempt(
+        self, state: CallState, tool: Tool, traits: ToolTraits, args: dict[str, Any]
+    ) -> ToolResult | ApprovalRequired | None:
+        """One call of the tool, within its timeout: its result, an error result the model
+        can read, the tool's request to ask a person, or None (a re-raise)."""
+        scope = self.scope
+        call = state.call
         ctx: ToolContext[Any] = ToolContext(
             tool_call=call,
             deps=scope.config.deps,
@@ -433,17 +488,21 @@ class ToolBatch:
             context=scope.context,
             report=self._reporter(call),
             run=scope.handle,
+            approved=state.approved,
+            saved=state.saved,
         )
         timeout = traits.timeout_for(scope.config.tool_timeout)
         with anyio.move_on_after(timeout) as deadline:
             try:
-                value = await drained(await _run_with_retries(tool, traits, args, ctx))
+                value = await drained(await run_with_retries(tool, traits, args, ctx))
             except TaskComplete as done:
                 return ToolResult(
                     content=ToolResult.of(done.text).content, details=done.details, terminate=True
                 )
             except ToolArgumentsError as exc:
                 return ToolResult.error(str(exc))
+            except ApprovalRequired as asked:
+                return asked
             except anyio.get_cancelled_exc_class():
                 raise
             except BaseException as exc:
@@ -458,7 +517,7 @@ class ToolBatch:
                 return ToolResult.error(describe(exc))
             return converted(call.name, value)
         if deadline.cancelled_caught:
-            return ToolResult.error(_timed_out(call.name, timeout, ctx))
+            return ToolResult.error(timed_out(call.name, timeout, ctx))
         return cancelled()  # pragma: no cover - scope exits only by timeout
 
     def _reporter(self, call: ToolCall) -> Callable[[ToolResult], Awaitable[None]]:
@@ -481,8 +540,11 @@ class ToolBatch:
         await self.join(cancel=True)  # eager calls still running (a cancelled stream)
         for state in self.states:
             if state.pending and not suspend:
-                state.pending = False
+                state.pending = False  # one that asked mid-call ends Cancelled
             if state.pending:
+                if state.started and not state.ended:  # it asked mid-call: it waits
+                    state.result = waiting(state.prompt)
+                    await self._end(state)
                 continue
             if not state.started:
                 await self.start(state)
@@ -506,37 +568,6 @@ class ToolBatch:
         return results
 
 
-async def _run_with_retries(
-    tool: Tool, traits: ToolTraits, args: dict[str, Any], ctx: ToolContext[Any]
-) -> Any:
-    """``tool.run``, tried again after an exception when the tool is idempotent and asks for
-    retries (0.1 s, doubling); a tool that may have had effects runs once."""
-    retries = traits.retries if traits.idempotent else 0
-    delay = 0.1
-    for attempt in range(retries + 1):
-        try:
-            return await tool.run(args, ctx)
-        except (TaskComplete, ToolArgumentsError):
-            raise
-        except Exception:
-            if attempt == retries or ctx.cancelled:
-                raise
-        await anyio.sleep(delay)
-        delay = min(delay * 2, 5.0)
-    raise AssertionError("unreachable")  # pragma: no cover
-
-
 def _category_of(traits: ToolTraits | None) -> str | None:
     """A known tool's category as its plain value (``"exec"`` when it names none)."""
     return None if traits is None else traits.category.value
-
-
-def _timed_out(name: str, timeout: float, ctx: ToolContext[Any]) -> str:
-    """The text of a call that timed out: a worker thread (a plain ``def`` tool) cannot be
-    stopped, so such a call is said to be abandoned, not cancelled."""
-    if thread_still_running(ctx):
-        return (
-            f"Tool '{name}' timed out after {timeout:g}s. It runs in a worker thread, which "
-            "cannot be stopped: it may still be running, and its result will be ignored."
-        )
-    return f"Tool '{name}' timed out after {timeout:g}s and was cancelled."

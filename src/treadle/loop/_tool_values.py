@@ -7,15 +7,26 @@ import inspect
 import logging
 from typing import Any
 
+import anyio
 from pydantic_core import from_json
 
+from .._signals import HookFailed
 from ..errors import UsageError
-from ..tools import ToolResult
-from ..tools.function_tool import unawaited_error
+from ..tools import (
+    ApprovalRequired,
+    TaskComplete,
+    Tool,
+    ToolArgumentsError,
+    ToolContext,
+    ToolResult,
+    ToolTraits,
+)
+from ..tools.function_tool import thread_still_running, unawaited_error
 from ..tools.results import to_tool_result
 from ..types import TextContent
 from ..types.messages import CANCELLED_TEXT
 from ..types.text import clean_text, clip_text
+from .decisions import Allow, Deny
 
 logger = logging.getLogger("treadle.loop")
 
@@ -112,3 +123,70 @@ def shape_problem(args: dict[str, Any], schema: Any) -> str:
             f"{name}: Extra inputs are not permitted" for name in args if name not in properties
         ]
     return "; ".join(problems)
+
+
+WAITING_TEXT = "Waiting for a person's approval"
+
+
+def waiting(prompt: str | None) -> ToolResult:
+    """The end of a call whose tool asked a person mid-call and now waits for the answer
+    (not an error: the run suspends on it, and the approved call runs again)."""
+    text = f"{WAITING_TEXT}: {prompt}" if prompt else f"{WAITING_TEXT}."
+    return ToolResult.of(text, details={"waiting": True})
+
+
+def read_answer(
+    answer: Any, approved: Allow | Deny | None, *, running: bool = False
+) -> Allow | Deny:
+    """An ``approval_handler``'s answer as a decision (fail closed on anything else).
+    ``approved``: the decision an approval keeps (its arguments); ``running``: the call
+    asked mid-call, so an answer cannot give it new arguments."""
+    if answer is True:
+        return approved or Allow()
+    if answer is False:
+        return Deny()
+    if isinstance(answer, Allow) and running and answer.arguments is not None:
+        raise HookFailed(
+            "approval_handler",
+            TypeError(
+                f"returned {answer!r} for a tool that asked mid-call: the call is running, "
+                "so it cannot take new arguments; return True, False, Allow() or Deny(...)"
+            ),
+        )
+    if isinstance(answer, (Allow, Deny)):
+        return answer
+    raise HookFailed(
+        "approval_handler",
+        TypeError(f"returned {answer!r}; return True, False, Allow(...) or Deny(...)"),
+    )
+
+
+async def run_with_retries(
+    tool: Tool, traits: ToolTraits, args: dict[str, Any], ctx: ToolContext[Any]
+) -> Any:
+    """``tool.run``, tried again after an exception when the tool is idempotent and asks for
+    retries (0.1 s, doubling); a tool that may have had effects runs once."""
+    retries = traits.retries if traits.idempotent else 0
+    delay = 0.1
+    for attempt in range(retries + 1):
+        try:
+            return await tool.run(args, ctx)
+        except (TaskComplete, ToolArgumentsError, ApprovalRequired):
+            raise
+        except Exception:
+            if attempt == retries or ctx.cancelled:
+                raise
+        await anyio.sleep(delay)
+        delay = min(delay * 2, 5.0)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def timed_out(name: str, timeout: float, ctx: ToolContext[Any]) -> str:
+    """The text of a call that timed out: a worker thread (a plain ``def`` tool) cannot be
+    stopped, so such a call is said to be abandoned, not cancelled."""
+    if thread_still_running(ctx):
+        return (
+            f"Tool '{name}' timed out after {timeout:g}s. It runs in a worker thread, which "
+            "cannot be stopped: it may still be running, and its result will be ignored."
+        )
+    return f"Tool '{name}' timed out after {timeout:g}s and was cancelled."

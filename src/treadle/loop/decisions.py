@@ -31,6 +31,7 @@ class Ask:
     (``context.approve(id)`` / ``context.deny(id)``)."""
 
     prompt: str | None = None
+    saved: Any = None
 
 
 ToolDecision = Union[Allow, Deny, Ask]
@@ -44,10 +45,13 @@ class Suspension:
     runs them without asking the hooks again. ``restored``: rebuilt from a stored session
     (the hooks' own replacements were not stored), so an approval is judged by the hooks
     again, and an ``Ask`` among them is answered by it. ``prompt``: the ``Ask``'s question
-    for the person (a UI shows it with the call)."""
+    for the person (a UI shows it with the call). ``saved``: for a call whose tool asked
+    mid-call (``ApprovalRequired``), the state it gave, handed back as ``ctx.saved`` when
+    the approved call runs again; kept by the server, never taken from a client."""
 
     name: str
     arguments: dict[str, Any]
     external: bool = False
     restored: bool = False
     prompt: str | None = None
+    saved: Any = None

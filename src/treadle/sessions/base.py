@@ -10,7 +10,7 @@ import re
 import threading
 import uuid
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -96,6 +96,9 @@ class StoredSession(Model):
     info: SessionInfo
     messages: list[AgentMessage] = Field(default_factory=list)
     pending_tool_calls: list[str] = Field(default_factory=list)
+    suspensions: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    """For pending calls a run suspended on with a question or state (``{"prompt": ...,
+    "saved": ...}`` by call id): what restores ``Suspension.prompt`` and ``.saved``."""
     repaired_tool_calls: list[str] = Field(default_factory=list)
     torn_tail: bool = False
     missing_files: list[str] = Field(default_factory=list)
@@ -139,9 +142,16 @@ class SessionWriter(Protocol):
         """Drop the messages from index ``length`` on (the log keeps the record)."""
         ...
 
-    def set_pending(self, tool_call_ids: Sequence[str]) -> None:
+    def set_pending(
+        self,
+        tool_call_ids: Sequence[str],
+        suspensions: Mapping[str, Mapping[str, Any]] | None = None,
+    ) -> None:
         """Record which unanswered tool calls a suspended run waits on (they are not
-        repaired on load)."""
+        repaired on load), and for some of them what the run suspended with
+        (``{"prompt": ..., "saved": ...}``, JSON; :attr:`StoredSession.suspensions`). A
+        store written before ``suspensions`` existed is still called without it when a
+        run suspends with neither."""
         ...
 
     def close(self) -> None:
@@ -357,6 +367,38 @@ def repair_history(
     return repaired, still_pending, fixed
 
 
+def json_suspensions(
+    ids: Sequence[str], suspensions: Mapping[str, Mapping[str, Any]], session_id: str
+) -> dict[str, dict[str, Any]]:
+    """``suspensions`` of pending ``ids`` as stored: JSON values, copied (a store keeps
+    none of the caller's objects). Raises :class:`SessionError` naming a value that is
+    not JSON."""
+    kept: dict[str, dict[str, Any]] = {}
+    for call_id, record in suspensions.items():
+        if call_id not in ids:
+            continue
+        try:
+            kept[str(call_id)] = json.loads(json.dumps(dict(record)))
+        except (TypeError, ValueError) as exc:
+            raise SessionError(
+                f"session {session_id!r}: what tool call {call_id!r} suspended with is not "
+                f"JSON ({exc}); a tool's ApprovalRequired(saved=...) must be JSON-able"
+            ) from None
+    return kept
+
+
+def read_suspensions(value: Any) -> dict[str, dict[str, Any]]:
+    """Stored suspensions checked: a dict of dicts by call id."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict) or not all(isinstance(v, dict) for v in value.values()):
+        raise SessionCorrupt(
+            "the stored suspended calls are not an object of objects by tool call id; "
+            "the session's pending calls cannot be restored"
+        )
+    return {str(k): v for k, v in value.items()}
+
+
 def finish_load(
     info: SessionInfo,
     payloads: Sequence[Any],
@@ -365,8 +407,10 @@ def finish_load(
     torn: bool,
     repair: bool,
     missing: Sequence[str] = (),
+    suspensions: Mapping[str, dict[str, Any]] | None = None,
 ) -> StoredSession:
     messages = [parse_payload(p) for p in payloads]
+    held = suspensions or {}
     info = info.model_copy(update={"message_count": len(messages)})
     if not repair:
         still = [c for c in open_calls_at_end(messages) if c in set(pending)]
@@ -374,6 +418,7 @@ def finish_load(
             info=info,
             messages=messages,
             pending_tool_calls=still,
+            suspensions={c: held[c] for c in still if c in held},
             torn_tail=torn,
             missing_files=list(missing),
         )
@@ -382,6 +427,7 @@ def finish_load(
         info=info,
         messages=repaired,
         pending_tool_calls=still,
+        suspensions={c: held[c] for c in still if c in held},
         repaired_tool_calls=fixed,
         torn_tail=torn,
         missing_files=list(missing),
@@ -482,7 +528,9 @@ class WriterBase:
     def _write_truncate(self, length: int) -> None:
         raise NotImplementedError
 
-    def _write_pending(self, ids: builtins.list[str]) -> None:
+    def _write_pending(
+        self, ids: builtins.list[str], suspensions: dict[str, dict[str, Any]]
+    ) -> None:
         raise NotImplementedError
 
     def append(self, message: AgentMessage) -> int:
@@ -506,10 +554,16 @@ class WriterBase:
                 self._write_truncate(length)
                 self._length = length
 
-    def set_pending(self, tool_call_ids: Sequence[str]) -> None:
+    def set_pending(
+        self,
+        tool_call_ids: Sequence[str],
+        suspensions: Mapping[str, Mapping[str, Any]] | None = None,
+    ) -> None:
+        ids = [str(i) for i in tool_call_ids]
+        kept = json_suspensions(ids, suspensions or {}, self._session_id)
         with self._mutex:
             self._check_open()
-            self._write_pending([str(i) for i in tool_call_ids])
+            self._write_pending(ids, kept)
 
     def close(self) -> None:
         with self._mutex:

@@ -54,6 +54,7 @@ from .base import (
     ns_to_ms,
     payload_title,
     pid_alive,
+    read_suspensions,
     replay,
 )
 from .blobs import BlobResolver, MissingFiles, digest_of, encode_message, hex_of
@@ -73,6 +74,7 @@ class _Parsed:
     header: dict[str, Any]
     records: list[tuple[str, Any]] = field(default_factory=list)
     pending: list[str] = field(default_factory=list)
+    suspensions: dict[str, dict[str, Any]] = field(default_factory=dict)
     base: list[Any] | None = None
     length: int = 0
     title: str | None = None
@@ -177,6 +179,7 @@ def _apply(parsed: _Parsed, kind: Any, record: dict[str, Any]) -> None:
         if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
             raise ValueError("pending ids must be a list of strings")
         parsed.pending = list(ids)
+        parsed.suspensions = read_suspensions(record.get("s"))
     else:
         raise ValueError(f"unknown record type {kind!r}")
     stamp = record.get("ts", parsed.updated_ns)
@@ -298,7 +301,15 @@ class JsonlStore(StoreBase):
         payloads = resolver.resolve_all(payloads)
         missing = [str(p) for p in resolver.problems]
         info, pending, torn = parsed.info(), parsed.pending, parsed.torn
-        return finish_load(info, payloads, pending, torn=torn, repair=repair, missing=missing)
+        return finish_load(
+            info,
+            payloads,
+            pending,
+            torn=torn,
+            repair=repair,
+            missing=missing,
+            suspensions=parsed.suspensions,
+        )
 
     # ---- blobs ----
 
@@ -555,6 +566,10 @@ class JsonlWriter(WriterBase):
     def _write_truncate(self, length: int) -> None:
         self._write([b'{"t":"t","ts":%d,"n":%d}\n' % (time.time_ns(), length)])
 
-    def _write_pending(self, ids: builtins.list[str]) -> None:
-        record = {"t": "p", "ts": time.time_ns(), "ids": ids}
+    def _write_pending(
+        self, ids: builtins.list[str], suspensions: dict[str, dict[str, Any]]
+    ) -> None:
+        record: dict[str, Any] = {"t": "p", "ts": time.time_ns(), "ids": ids}
+        if suspensions:
+            record["s"] = suspensions
         self._write([json.dumps(record, separators=(",", ":")).encode() + b"\n"])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import builtins
+import json
 import threading
 import time
 from collections.abc import Sequence
@@ -46,6 +47,7 @@ class _Session:
     records: list[tuple[str, Any]] = field(default_factory=list)
     length: int = 0
     pending: list[str] = field(default_factory=list)
+    suspensions: dict[str, dict[str, Any]] = field(default_factory=dict)
     owner: object | None = None
 
 
@@ -115,8 +117,17 @@ class MemoryStore(StoreBase):
             s = self._get(session_id)
             payloads = resolver.resolve_all(replay(self._view, session_id))
             info, pending = self._info(s), list(s.pending)
+            suspensions = json.loads(json.dumps(s.suspensions))  # a copy, as stored
         missing = [str(p) for p in resolver.problems]
-        return finish_load(info, payloads, pending, torn=False, repair=repair, missing=missing)
+        return finish_load(
+            info,
+            payloads,
+            pending,
+            torn=False,
+            repair=repair,
+            missing=missing,
+            suspensions=suspensions,
+        )
 
     def restore_blob(self, data: bytes) -> str:
         """Keep a file's bytes (again) under their hash, which it returns: how a session
@@ -211,6 +222,10 @@ class MemoryWriter(WriterBase):
             s.length = length
             s.updated_ns = time.time_ns()
 
-    def _write_pending(self, ids: builtins.list[str]) -> None:
+    def _write_pending(
+        self, ids: builtins.list[str], suspensions: dict[str, dict[str, Any]]
+    ) -> None:
         with self._store._lock:
-            self._session().pending = ids
+            session = self._session()
+            session.pending = ids
+            session.suspensions = suspensions

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import anyio
@@ -36,9 +36,14 @@ def _rerunnable(messages: Sequence[AgentMessage], context: AgentContext) -> list
     return [c for c in open_calls_at_end(messages) if names.get(c) in safe]
 
 
-def _restore_suspended(context: AgentContext, waiting: Sequence[str]) -> None:
+def _restore_suspended(
+    context: AgentContext,
+    waiting: Sequence[str],
+    stored: Mapping[str, Mapping[str, Any]],
+) -> None:
     """The calls a stored run suspended on, as the context's suspensions: judged on their
-    stored arguments, and judged again by the hooks when approved (``restored``)."""
+    stored arguments, and judged again by the hooks when approved (``restored``), with
+    the question and the tool's saved state the run suspended with."""
     last = next((m for m in reversed(context.messages) if isinstance(m, AssistantMessage)), None)
     calls = {c.id: c for c in last.tool_calls} if last is not None else {}
     external = {t.name for t in context.tools if isinstance(t, Tool) and traits_of(t).external}
@@ -47,8 +52,14 @@ def _restore_suspended(context: AgentContext, waiting: Sequence[str]) -> None:
     for call_id in waiting:
         call = calls.get(call_id)
         if call is not None:
+            held = stored.get(call_id, {})
             context.suspended[call_id] = Suspension(
-                call.name, dict(call.arguments), call.name in external, restored=True
+                call.name,
+                dict(call.arguments),
+                call.name in external,
+                restored=True,
+                prompt=held.get("prompt"),
+                saved=held.get("saved"),
             )
 
 
@@ -108,6 +119,7 @@ class SessionRecorder(Hooks):
         self._stored: list[AgentMessage] = list(stored)
         self._list: list[AgentMessage] = context.messages
         self._pending: list[str] = list(pending)
+        self._suspensions: dict[str, dict[str, Any]] = {}
         self._ahead = 0  # trailing stored messages written ahead of the history
         self._mutex = threading.Lock()
 
@@ -160,7 +172,8 @@ class SessionRecorder(Hooks):
             context.messages[:] = messages
             # only the calls the run suspended on wait for a decision; a call left open to
             # run again is no decision's business: the hooks judge it when the run goes on
-            _restore_suspended(context, [c for c in loaded.pending_tool_calls if c in pending])
+            waiting = [c for c in loaded.pending_tool_calls if c in pending]
+            _restore_suspended(context, waiting, loaded.suspensions)
             context.session_id = session_id
             if loaded.info.agent_id:
                 context.agent_id = loaded.info.agent_id
@@ -253,9 +266,18 @@ class SessionRecorder(Hooks):
         with self._mutex:
             self._sync()
             pending = self.context.pending_tool_calls
-            if pending != self._pending:
-                self.writer.set_pending(pending)
-                self._pending = pending
+            suspended = self.context.suspended
+            details = {  # only what a Suspension keeps beyond the call itself
+                c: {"prompt": suspended[c].prompt, "saved": suspended[c].saved}
+                for c in pending
+                if c in suspended and (suspended[c].prompt, suspended[c].saved) != (None, None)
+            }
+            if pending != self._pending or details != self._suspensions:
+                if details:
+                    self.writer.set_pending(pending, details)
+                else:  # a store written before suspensions existed takes this call
+                    self.writer.set_pending(pending)
+                self._pending, self._suspensions = pending, details
 
     async def sync(self) -> None:
         """:meth:`sync_now` in a worker thread (nothing to do: no thread is used)."""

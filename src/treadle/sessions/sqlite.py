@@ -53,6 +53,7 @@ from .base import (
     new_session_id,
     ns_to_ms,
     pid_alive,
+    read_suspensions,
     replay,
     title_of,
 )
@@ -238,10 +239,22 @@ class SqliteStore(StoreBase):
                 payloads = resolver.resolve_all(replay(self._view, session_id))
             finally:
                 self._db.execute("COMMIT")
-        pending = json.loads(row[11]) if row[11] else []
+        pending: Any = json.loads(row[11]) if row[11] else []
+        suspensions: dict[str, dict[str, Any]] = {}
+        if isinstance(pending, dict):  # {"ids": [...], "s": {...}}: with suspensions
+            suspensions = read_suspensions(pending.get("s"))
+            pending = pending.get("ids") or []
         missing = [str(p) for p in resolver.problems]
         info = self._info(row)
-        return finish_load(info, payloads, pending, torn=False, repair=repair, missing=missing)
+        return finish_load(
+            info,
+            payloads,
+            pending,
+            torn=False,
+            repair=repair,
+            missing=missing,
+            suspensions=suspensions,
+        )
 
     def _read_blob(self, digest: str) -> bytes | None:
         found = self._db.execute("SELECT data FROM blobs WHERE digest = ?", (digest,)).fetchone()
@@ -451,9 +464,12 @@ class SqliteWriter(WriterBase):
                 (pos + 1, length, time.time_ns(), self._session_id),
             )
 
-    def _write_pending(self, ids: builtins.list[str]) -> None:
+    def _write_pending(
+        self, ids: builtins.list[str], suspensions: dict[str, dict[str, Any]]
+    ) -> None:
+        value: Any = {"ids": ids, "s": suspensions} if suspensions else ids
         with self._owned() as (db, _):
             db.execute(
                 "UPDATE sessions SET pending = ? WHERE id = ?",
-                (json.dumps(ids) if ids else None, self._session_id),
+                (json.dumps(value) if ids else None, self._session_id),
             )

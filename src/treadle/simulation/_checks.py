@@ -41,6 +41,8 @@ def _main_loop(events: Sequence[AgentEvent]) -> str | None:
 
 
 def _check_no_rerun(executions: Sequence[Any], where: str) -> None:
+    """A non-idempotent tool runs once per call; a run that only asked a person mid-call
+    (``ApprovalRequired``, before any effect) is followed by the approved one."""
     seen: set[str] = set()
     for ex in executions:
         if not ex.idempotent:
@@ -49,7 +51,27 @@ def _check_no_rerun(executions: Sequence[Any], where: str) -> None:
                 "INV-NO-RERUN",
                 f"{where}: non-idempotent tool {ex.tool} ran twice for call {ex.key}",
             )
-        seen.add(ex.key)
+        if ex.asked is None:
+            seen.add(ex.key)
+
+
+def _check_asked(executions: Sequence[Any], where: str) -> None:
+    """INV-GATE for questions asked mid-call: a tool called approved with saved state got
+    exactly what it asked with, on its own call, the last time it asked (the state never
+    comes from anywhere else)."""
+    asked: dict[str, Any] = {}
+    for ex in executions:
+        if ex.approved and ex.saved is not None:
+            require(
+                asked.get(ex.key) == ex.saved,
+                "INV-GATE",
+                f"{where}: tool {ex.tool} got saved state {ex.saved!r} for call {ex.key}; "
+                f"it asked with {asked.get(ex.key)!r}",
+            )
+        if ex.asked is not None:
+            asked[ex.key] = ex.asked
+        else:
+            asked.pop(ex.key, None)
 
 
 def _check_gate(ledger: Any, where: str, since: int = 0) -> None:

@@ -9,7 +9,7 @@ from ..loop import (
     AgentLoopConfig,
     RetryPolicy,
 )
-from ._checks import Outcome, _check_gate, _check_no_rerun, _main_loop, _trace
+from ._checks import Outcome, _check_asked, _check_gate, _check_no_rerun, _main_loop, _trace
 from ._invariants import (
     check_call,
     check_history,
@@ -105,6 +105,7 @@ async def _resume_after_crash(sim: _Sim, outcome: Outcome) -> None:
             check_observer(call.observed, call.events)
         outcome.reasons.append("resumed:" + end.reason)
         _check_no_rerun(sim.ledger.executions, "the run and its resumption after a crash")
+        _check_asked(sim.ledger.executions, "the run and its resumption after a crash")
         if gate is not None:
             said = "the run resumed after a crash"
             _check_gate(sim.ledger, said, since=executed_before)

@@ -218,7 +218,8 @@ def pending_allowed(
 ) -> set[str]:
     """The calls ``agent_end`` may list as pending (contract §2.2): any on a suspended run;
     otherwise only calls a continued run never took up, or calls left waiting for a
-    decision (never started) when a hook failure or a cancellation ended the run."""
+    decision (never started, or ended waiting: the tool asked mid-call) when a hook failure
+    or a cancellation ended the run."""
     if end.reason == "suspended":
         return set(end.pending_tool_calls)
     if list(after) == list(before):
@@ -226,6 +227,7 @@ def pending_allowed(
     if end.reason not in ("error", "cancelled"):
         return set()
     started = {e.tool_call_id for e in main_events if isinstance(e, ToolExecutionStart)}
+    started -= {e.tool_call_id for e in main_events if isinstance(e, ToolExecutionEnd) and waits(e)}
     return set(open_calls_at_end(after)) - started
 
 
@@ -473,12 +475,15 @@ def _check_loop(evs: list[Any]) -> None:
                 "INV-TOOL-EVENTS",
                 f"result message for {cid} differs from its tool_execution_end ({lid})",
             )
+    # a call whose tool asked a person mid-call and waits (pending) ended saying so, and
+    # has no result message yet
+    asking = {c for c in pending & set(states) if c in ended_at and waits(ended_at[c])}
     require(
-        results == set(states),
+        results == set(states) - asking,
         "INV-TOOL-EVENTS",
-        f"executions without a result message: {sorted(set(states) - results)} ({lid})",
+        f"executions without a result message: {sorted(set(states) - asking - results)} ({lid})",
     )
-    require(not pending & set(states), "INV-TOOL-EVENTS", f"a pending call ran ({lid})")
+    require(not pending & set(states) - asking, "INV-TOOL-EVENTS", f"a pending call ran ({lid})")
     for e in evs:
         if isinstance(e, MessageEnd) and isinstance(e.message, AssistantMessage):
             for call in e.message.tool_calls:
@@ -487,6 +492,12 @@ def _check_loop(evs: list[Any]) -> None:
                     "INV-TOOL-EVENTS",
                     f"tool call {call.id} never executed nor pending ({lid})",
                 )
+
+
+def waits(end: Any) -> bool:
+    """A ``tool_execution_end`` saying the call waits for a person (it asked mid-call)."""
+    details = end.result.details
+    return not end.is_error and isinstance(details, dict) and details.get("waiting") is True
 
 
 def check_subscriber(

@@ -16,6 +16,7 @@ from ..sessions.base import open_calls_at_end
 from ..types import AgentEnd, AgentMessage, ToolResultMessage, UserMessage
 from ._checks import (
     Outcome,
+    _check_asked,
     _check_gate,
     _check_hooks,
     _check_no_rerun,
@@ -224,6 +225,7 @@ async def _drive(sim: _Sim, outcome: Outcome) -> None:
                 "the history",
             )
     _check_no_rerun(sim.ledger.executions, "the run")
+    _check_asked(sim.ledger.executions, "the run")
     _check_gate(sim.ledger, "the run")
     _check_ran_kept(sim.ledger.executions, context.messages)
     if sim.token is not None and sim.token.mode == "after_turn":

@@ -129,6 +129,10 @@ FILES_FROM = 20_000_000
 """Seeds from here may draw the ``files`` move (the prompts carry the same PDF, so session
 stores keep it once by hash, written before the record naming it, and a crash's snapshot
 holds what was on disk); lower seeds keep their scenarios."""
+ASK_FROM = 19_000_000
+"""Seeds from here may give a tool mid-call questions (``asks``: it raises
+``ApprovalRequired`` that many times, each answered by the approval handler or by the
+simulated person after the run suspends); lower seeds keep their scenarios."""
 
 OVERFLOW_FROM = 15_000_000
 """Seeds from here may draw the ``overflow`` move (a provider that counts more tokens than
@@ -340,4 +344,9 @@ def generate(seed: int) -> Scenario:
                     "rerun": files.random() < 0.5,
                 }
             )
+    asking = random.Random(f"{seed}:ask")
+    if seed >= ASK_FROM:
+        for move in moves:
+            if move["move"] == "tool" and asking.random() < 0.3:
+                move["asks"] = asking.choice((1, 1, 2))
     return Scenario(seed, moves)

@@ -24,7 +24,7 @@ from ..loop import (
     Warn,
 )
 from ..providers.base import ModelRequest, ProviderError
-from ..tools import ToolContext, ToolResult, tool
+from ..tools import ApprovalRequired, ToolContext, ToolResult, tool
 from ..types import (
     AgentMessage,
     AssistantMessage,
@@ -65,6 +65,9 @@ class Execution:
     idempotent: bool
     finished: bool = False
     """An async body got past its last wait: its outcome is decided."""
+    approved: bool = False  # ctx.approved
+    saved: Any = None  # ctx.saved
+    asked: Any = None  # it raised ApprovalRequired with this saved state (no effects)
 
 
 @dataclass
@@ -98,6 +101,18 @@ def make_tool(move: Move, ledger: Ledger) -> Any:
     name, behaviour, delay = move["name"], move["behaviour"], float(move["delay"])
     idempotent = bool(move["idempotent"] or move["eager"])
     retries = int(move["retries"]) if idempotent else 0
+    asks = int(move.get("asks") or 0)
+
+    def began(ctx: ToolContext[Any]) -> Execution:
+        """The run recorded; a question asked mid-call first, while ``asks`` are left."""
+        execution = Execution(_key(ctx), name, idempotent, approved=ctx.approved, saved=ctx.saved)
+        ledger.executions.append(execution)
+        saved = ctx.saved if ctx.approved and isinstance(ctx.saved, dict) else {}
+        step = int(saved.get("step", 0))
+        if step < asks:
+            execution.asked = {"step": step + 1, "key": execution.key}
+            raise ApprovalRequired(f"{name}: go on? ({step + 1}/{asks})", execution.asked)
+        return execution
 
     def outcome() -> Any:
         if behaviour == "raise":
@@ -114,8 +129,8 @@ def make_tool(move: Move, ledger: Ledger) -> Any:
     if move["sync"]:
 
         def body_sync(x: int, ctx: ToolContext[Any]) -> Any:
-            ledger.executions.append(Execution(_key(ctx), name, idempotent))
             try:
+                began(ctx)
                 return outcome()
             finally:
                 ledger.hold(_key(ctx))
@@ -124,8 +139,7 @@ def make_tool(move: Move, ledger: Ledger) -> Any:
     else:
 
         async def body_async(x: int, ctx: ToolContext[Any]) -> Any:
-            execution = Execution(_key(ctx), name, idempotent)
-            ledger.executions.append(execution)
+            execution = began(ctx)
             if behaviour == "progress":
                 for i in range(2):
                     await ctx.update(f"{name} step {i}")

@@ -2,6 +2,7 @@
 
 from ..types import ToolResult
 from .base import (
+    ApprovalRequired,
     TaskComplete,
     Tool,
     ToolArgumentsError,
@@ -16,6 +17,7 @@ from .results import to_tool_result
 from .traits import ToolTraits, traits_of
 
 __all__ = [
+    "ApprovalRequired",
     "ExternalTool",
     "FunctionTool",
     "TaskComplete",

@@ -52,6 +52,24 @@ class TaskComplete(TreadleError):
         self.details = details
 
 
+class ApprovalRequired(TreadleError):
+    """Raise from a tool to ask a person before going on, mid-call.
+
+    The call has started; the loop asks the config's ``approval_handler`` (with
+    ``Ask(prompt)``) or, without one, ends the run ``suspended`` on the call like an
+    ``Ask`` of the hooks. Once a person approves, the tool is called again with
+    ``ctx.approved`` true and ``ctx.saved`` set to ``saved``; a denial never calls it
+    again (the model gets the denial). ``saved``: JSON-able state the tool wants back
+    (kept by the server with the suspension, stored with a session; never from a client).
+    Raising it again after an approval asks again (a multi-step approval).
+    """
+
+    def __init__(self, prompt: str | None = None, saved: Any = None) -> None:
+        super().__init__(prompt or "The tool asks for a person's approval.")
+        self.prompt = prompt
+        self.saved = saved
+
+
 class ToolArgumentsError(TreadleError, ValueError):
     """A tool's arguments did not match its schema. The message lists what was wrong."""
 
@@ -69,11 +87,16 @@ class ToolContext(Generic[DepsT]):
     - ``run``: the run handle (``treadle.RunHandle``) of the run calling the tool; a tool that
       starts a loop of its own passes it on (``agent_loop(..., parent=ctx.run)``), so the
       parent's ``on_event`` observers see the sub-agent's events.
+    - ``approved``: true when a person approved this call (after a hook's ``Ask``, or after
+      the tool raised :class:`ApprovalRequired`); ``saved``: what the tool gave
+      ``ApprovalRequired(saved=...)`` when it asked, on the call after the approval
+      (``None`` otherwise).
     """
 
     __slots__ = (
         "_report",
         "_thread",
+        "approved",
         "cancel",
         "context",
         "deps",
@@ -81,6 +104,7 @@ class ToolContext(Generic[DepsT]):
         "events",
         "loop_id",
         "run",
+        "saved",
         "tool_call",
     )
 
@@ -96,6 +120,8 @@ class ToolContext(Generic[DepsT]):
         context: Any = None,
         report: Callable[[ToolResult], Awaitable[None]] | None = None,
         run: Any = None,
+        approved: bool = False,
+        saved: Any = None,
     ) -> None:
         self.tool_call = tool_call
         self.deps = deps
@@ -106,6 +132,8 @@ class ToolContext(Generic[DepsT]):
         self.context = context
         self._report = report
         self.run = run
+        self.approved = approved
+        self.saved = saved
         self._thread = False  # a plain def tool's worker thread is running (function_tool.py)
 
     @property
