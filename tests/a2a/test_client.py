@@ -75,27 +75,50 @@ async def test_a_remote_approval_is_asked_of_the_callers_handler(a2a_url: str) -
     assert tool_result(lead).text == "Tool said: deleted approved.txt"
 
 
-@pytest.mark.parametrize("handler", ["deny", "none"])
-async def test_a_remote_approval_denied_or_unanswerable_runs_nothing(
-    a2a_url: str, handler: str
-) -> None:
+async def test_a_remote_approval_denied_by_the_handler_runs_nothing(a2a_url: str) -> None:
     async def deny(run: Any, call: ToolCall, ask: Any) -> Deny:
         return Deny("Not that file.")
 
-    path = f"refused-{handler}.txt"
     async with A2AAgent(a2a_url, token=TOKEN) as remote:
-        lead = Agent(
-            calling(f"delete {path}", "Fine."),
-            tools=[remote],
-            approval_handler=deny if handler == "deny" else None,
-        )
+        lead = Agent(calling("delete refused.txt", "Fine."), tools=[remote], approval_handler=deny)
         await lead.run("go")
         said = tool_result(lead).text
         check = Agent(calling("deleted?"), tools=[remote])
         await check.run("go")
-    reason = "Not that file." if handler == "deny" else "no approval handler"
-    assert said.startswith("Tool said:") and reason in said
-    assert path not in tool_result(check).text
+    assert said.startswith("Tool said:") and "Not that file." in said
+    assert "refused.txt" not in tool_result(check).text
+
+
+@pytest.mark.parametrize("decision", ["approve", "deny"])
+async def test_without_a_handler_a_remote_approval_suspends_the_caller(
+    a2a_url: str, decision: str
+) -> None:
+    """No approval handler: the caller's run suspends on the call with the remote's
+    question; approved, the call is made again and the remote task goes on from where it
+    waited; denied, nothing runs there."""
+    path = f"asked-{decision}.txt"
+    async with A2AAgent(a2a_url, token=TOKEN) as remote:
+        lead = Agent(calling(f"delete {path}", "Fine."), tools=[remote])
+        first = await lead.run("go")
+        assert first.reason == "suspended" and first.pending_tool_calls == ["lead-1"]
+        suspension = lead.context.suspended["lead-1"]
+        assert suspension.prompt is not None and "Delete this file?" in suspension.prompt
+        assert suspension.saved["task_id"] and suspension.saved["requests"]
+        if decision == "approve":
+            lead.context.approve("lead-1")
+        else:
+            lead.context.deny("lead-1", "Not that one.")
+        second = await lead.continue_()
+        said = tool_result(lead).text
+        check = Agent(calling("deleted?"), tools=[remote])
+        await check.run("go")
+    assert second.reason == "completed"
+    if decision == "approve":
+        assert said == f"Tool said: deleted {path}"
+        assert path in tool_result(check).text
+    else:
+        assert said == "Not that one."
+        assert path not in tool_result(check).text
 
 
 async def test_a_remote_question_is_answered_by_calling_again(a2a_url: str) -> None:

@@ -5,9 +5,11 @@ A call runs a child loop nested under the caller's (its own ``loop_id``, ``depth
 the caller's event stream and cancel token), whose one "model answer" is the remote
 task: its text arrives as that answer's deltas, so the remote agent shows in the event
 tree as a sub-agent does. When the remote task asks for an approval, the caller's
-``approval_handler`` decides (none: refused); a question ends the call with the question,
-and the model answers it by calling again with ``task_id``. A cancelled call cancels the
-remote task.
+``approval_handler`` decides; without one the call asks the caller's person
+(:class:`~treadle.tools.ApprovalRequired`: the calling run suspends on the call, and once it
+is approved the call is made again and answers the remote task, which then goes on). A
+question ends the call with the question, and the model answers it by calling again with
+``task_id``. A cancelled call cancels the remote task.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from ..cancellation import CancellationToken
 from ..errors import ConfigurationError, TreadleError
 from ..loop import AgentContext, AgentLoopConfig, Allow, Ask, Deny, agent_loop
 from ..providers import ModelRequest, StreamDone, StreamEvent, StreamStart, TextEnd, TextStart
-from ..tools import ToolCategory, ToolContext, ToolTraits
+from ..tools import ApprovalRequired, ToolCategory, ToolContext, ToolTraits
 from ..types import AssistantMessage, TextContent, TextDelta, ToolCall, ToolResult, UserMessage
 from ._parts import data_of, data_part
 
@@ -210,6 +212,8 @@ class A2ATool:
         task_id = arguments.get("task_id")
         conversation = getattr(ctx.context, "session_id", "") or ""
         bridge = RemoteTask(self, ctx, conversation, task_id if isinstance(task_id, str) else None)
+        if ctx.approved and isinstance(ctx.saved, dict) and ctx.saved.get("requests"):
+            bridge.resume(ctx.saved)  # the person approved what the remote task asked
         child = AgentContext(
             loop_id=uuid.uuid4().hex,
             parent_loop_id=ctx.loop_id or None,
@@ -229,6 +233,17 @@ class A2ATool:
         text = bridge.text()
         if bridge.error is not None:
             return ToolResult.error(bridge.error, details=details)
+        if bridge.asking:  # no handler: the caller's run suspends on this call
+            prompts = [str(r.get("prompt") or "") for r in bridge.asking]
+            question = "\n".join(p for p in prompts if p) or "The agent asks to run a tool."
+            raise ApprovalRequired(
+                f"The agent '{self.name}' asks: {question}",
+                saved={
+                    "task_id": bridge.task_id,
+                    "context_id": bridge.context_id,
+                    "requests": bridge.asking,
+                },
+            )
         if bridge.state == "input-required":
             details["input_required"] = True
             question = bridge.question or text or "The agent needs more input."
@@ -265,8 +280,19 @@ class RemoteTask:
         self.error: str | None = None
         self.question: str | None = None
         self.final_text = ""
+        self.asking: list[dict[str, Any]] = []  # approvals to ask the caller's person
+        self._approved: list[dict[str, Any]] = []  # approvals a person gave, to send first
         self._blocks: dict[str, int] = {}  # artifact id -> text block index
         self._shown: list[str] = []  # each block's text so far
+
+    def resume(self, saved: dict[str, Any]) -> None:
+        """Continue the remote task a person approved (``saved``: what the call asked with)."""
+        self.task_id = str(saved.get("task_id") or self.task_id or "") or None
+        self.context_id = str(saved.get("context_id") or self.context_id or "") or None
+        requests = [r for r in saved.get("requests") or () if isinstance(r, dict)]
+        self._approved = [
+            {"tool_call_id": str(r.get("tool_call_id", "")), "approved": True} for r in requests
+        ]
 
     def text(self) -> str:
         shown = "\n\n".join(t for t in self._shown if t)
@@ -277,7 +303,8 @@ class RemoteTask:
     ) -> AsyncIterator[StreamEvent]:
         prompt = next((m for m in reversed(request.messages) if isinstance(m, UserMessage)), None)
         yield StreamStart(model=self.model)
-        message: Message | None = self._message([Part(text=prompt.text if prompt else "")])
+        first = [data_part(answer) for answer in self._approved]
+        message: Message | None = self._message(first or [Part(text=prompt.text if prompt else "")])
         finished = False
         try:
             while message is not None:
@@ -392,19 +419,20 @@ class RemoteTask:
         ]
         if not requests:
             return None
+        if self._handler() is None:  # the caller's person decides: the call asks
+            self.asking = requests
+            return None
         parts = [data_part(await self._decide(r)) for r in requests]
         return self._message(parts)
+
+    def _handler(self) -> Any:
+        return getattr(getattr(self.ctx.run, "config", None), "approval_handler", None)
 
     async def _decide(self, request: dict[str, Any]) -> dict[str, Any]:
         call_id = str(request.get("tool_call_id", ""))
         run = self.ctx.run
-        handler = getattr(getattr(run, "config", None), "approval_handler", None)
-        if handler is None:
-            return {
-                "tool_call_id": call_id,
-                "approved": False,
-                "reason": "The calling agent has no approval handler to ask.",
-            }
+        handler = self._handler()
+        assert handler is not None
         arguments = request.get("arguments")
         call = ToolCall(
             id=call_id,
