@@ -21,6 +21,7 @@ from .._signals import HookFailed
 from ..cancellation import CancelBridge, CancellationToken
 from ..providers.base import ModelRequest, Provider
 from ..types import AgentMessage, AssistantMessage, ProviderRetry
+from ._bounds import StreamBounds
 from ._dispatch import hook_dispatch, hook_name
 from ._streaming import StreamState, stream_message
 from .config import AgentLoopConfig, RunHandle
@@ -111,11 +112,23 @@ async def call_model(
     sink = EventSink(None, "", 0, observers=[log_retry])
     state = StreamState(request, name, snapshots=False)
     bridge = CancelBridge(cancel)
+    # the limits of one model call hold for side calls too: a stream gone quiet (max_idle_s)
+    # or too long (max_call_duration_s) is cut and retried as a turn's call is
+    limits = config.limits
+    bounds = StreamBounds(None, None, limits.max_idle_s, limits.max_call_duration_s)
     message: AssistantMessage | None = None
     try:
         with bridge.scope():
             message = await stream_message(
-                provider, request, sink, config.retry, state, bridge.token, keep, text_only=True
+                provider,
+                request,
+                sink,
+                config.retry,
+                state,
+                bridge.token,
+                keep,
+                text_only=True,
+                bounds=bounds,
             )
     finally:
         bridge.close()

@@ -58,7 +58,8 @@ def _check_no_rerun(executions: Sequence[Any], where: str) -> None:
 def _check_asked(executions: Sequence[Any], where: str) -> None:
     """INV-GATE for questions asked mid-call: a tool called approved with saved state got
     exactly what it asked with, on its own call, the last time it asked (the state never
-    comes from anywhere else)."""
+    comes from anywhere else); an idempotent tool's retry after an exception is the same
+    approved call, with the same state."""
     asked: dict[str, Any] = {}
     for ex in executions:
         if ex.approved and ex.saved is not None:
@@ -70,8 +71,8 @@ def _check_asked(executions: Sequence[Any], where: str) -> None:
             )
         if ex.asked is not None:
             asked[ex.key] = ex.asked
-        else:
-            asked.pop(ex.key, None)
+        elif not (ex.approved and ex.saved is not None):
+            asked.pop(ex.key, None)  # (a retry of an approved call keeps what it was given)
 
 
 def _check_gate(ledger: Any, where: str, since: int = 0) -> None:
