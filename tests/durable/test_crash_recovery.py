@@ -230,3 +230,39 @@ def test_a_non_idempotent_call_cut_by_a_crash_is_never_run_twice(
     starts = [line for line in lines(tools_log) if line.startswith("start once/call-1")]
     assert starts == ["start once/call-1"]  # started once, cut, never again
     assert "end once/call-1" not in lines(tools_log)
+
+
+UPGRADE = Path(__file__).parents[1] / "fixtures" / "durable" / "run-begun-by-0.1.sql"
+
+
+def test_a_run_begun_by_treadle_0_1_is_finished_without_repeating_its_steps(
+    tmp_path: Path, model_server: tuple[str, Path]
+) -> None:
+    """treadle 0.1 checkpointed each model request as a DBOS step; this version keeps the
+    answer with the event log. A run 0.1 began — killed inside its second tool call, its
+    first two answers and first tool result checkpointed (the database as it left it, in
+    ``tests/fixtures/durable``) — is recovered as it began: no checkpointed request is
+    sent again and the finished call does not run again."""
+    url, server_log = model_server
+    path = tmp_path / "durable.sqlite"
+    with sqlite3.connect(path) as db:
+        db.executescript(UPGRADE.read_text())
+    with sqlite3.connect(path) as db:  # the 0.1 layout: requests are DBOS steps
+        steps = db.execute("select function_name from operation_outputs").fetchall()
+    assert steps == [("treadle.model",), ("treadle.model",)]
+    tools_log = tmp_path / "tools.log"
+    result = finish(worker(f"sqlite:///{path}", url, tools_log, "recover", "legacy"))
+    assert result.reason == "completed" and result.text == FINAL
+    validate_transcript(result.messages)
+    requests = [line for line in lines(server_log) if line.startswith("request")]
+    assert requests == ["request legacy:2", "request legacy:3"]  # 0 and 1 replayed
+    assert lines(tools_log) == [  # call-0 kept; call-1 was cut (idempotent: run again)
+        "start legacy/call-1",
+        "end legacy/call-1",
+        "start legacy/call-2",
+        "end legacy/call-2",
+    ]
+    events = events_of(f"sqlite:///{path}", "legacy")
+    assert [e["seq"] for e in events] == list(range(len(events)))
+    ends = [e for e in events if e["type"] == "tool_execution_end"]
+    assert [e["tool_call_id"] for e in ends] == ["call-0", "call-1", "call-2"]

@@ -175,3 +175,31 @@ def test_only_a_tool_not_idempotent_has_steps_of_its_own(
     store = durable._connection.require("events")
     kept = loop.run_until_complete(store.kept_results(run_id))
     assert list(kept) == ["a1"] and "again 1" in kept["a1"]
+
+
+def test_a_model_request_is_kept_with_the_event_log_not_as_a_step(
+    loop: asyncio.AbstractEventLoop,
+) -> None:
+    """A model request's checkpoint (what the provider streamed) is stored with the event
+    log, in the write of its message_end or an earlier one: no DBOS step of its own."""
+    from dbos import DBOS
+
+    from treadle import tool
+
+    @tool(idempotent=True)
+    def again(n: int) -> str:
+        """Safe to repeat."""
+        return f"again {n}"
+
+    call = ToolCall(id="a1", name="again", arguments={"n": 1})
+    agent = durable.DurableAgent(
+        Agent(ScriptedProvider([AssistantMessage(content=[call]), "Done."]), tools=[again]),
+        name="f-answers",
+    )
+    result, _, run_id = run(loop, agent, "Go.")
+    assert result.text == "Done."
+    assert loop.run_until_complete(DBOS.list_workflow_steps_async(run_id)) == []
+    store = durable._connection.require("events")
+    results, answers = loop.run_until_complete(store.kept(run_id))
+    assert sorted(answers) == [0, 1] and list(results) == ["a1"]
+    assert '"a1"' in answers[0] and "Done." in answers[1]

@@ -178,7 +178,7 @@ class DurableAgent:
         try:
             if not fresh:  # taken before reading: a stale execution's later writes fail
                 await store.claim(owner)
-                steps.results = await store.kept_results(workflow_id)
+                await steps.load(store)
             stored = [] if fresh else await store.read(workflow_id, -1, None)
             replay = steps.replay = Replay(store, workflow_id, stored, owner)
             result = await self._stream(agent, [prompt], replay, execution)
@@ -320,6 +320,8 @@ class _ChildRunTool:
         try:
             if cancel is not None and cancel.mode is not None:
                 stop(cancel.mode)
+            if self.steps is not None:  # the answer that asked for it is stored first
+                await self.steps.settle()
             with SetWorkflowID(run_id):
                 handle = await DBOS.start_workflow_async(workflow(), self.child.name, task)
             data = await handle.get_result()

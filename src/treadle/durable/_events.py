@@ -259,6 +259,7 @@ class Replay:
         self.replayed = Streamed()  # the held answer's deltas so far
         self.pending: list[_Row] = []  # to write
         self.results: list[tuple[str, str]] = []  # (call id, result JSON) to write with them
+        self.checkpoints: list[tuple[int, str]] = []  # (model request, answer JSON), likewise
         self._writing = anyio.Lock()  # one write at a time: seq lands in order
         self._last = 0.0  # when the newest write began
         self.tails: dict[str, _Row] = {}  # each loop's newest event in pending
@@ -385,24 +386,41 @@ class Replay:
         self._any.set()
         self._urgent.set()
 
+    def keep_answer(self, request: int, answer: str) -> None:
+        """Store a model request's answer (JSON) with the next write: queued before its
+        ``message_end``, so it is stored with it or sooner."""
+        self.checkpoints.append((request, answer))
+        self._any.set()
+        self._urgent.set()
+
+    @property
+    def holding(self) -> bool:
+        """Whether checkpoints (tool results, answers) wait for the next write."""
+        return bool(self.results or self.checkpoints)
+
     async def flush(self) -> None:
         owner = self.owner
         with anyio.CancelScope(shield=True):  # rows taken are rows written
             async with self._writing:
                 if owner is not None and owner.fenced:
-                    self.pending, self.tails, self.results = [], {}, []
+                    self.pending, self.tails, self.results, self.checkpoints = [], {}, [], []
                     return
-                rows, results = self.take(), self.results
-                self.results = []
-                if rows or results:
+                rows, results, answers = self.take(), self.results, self.checkpoints
+                self.results, self.checkpoints = [], []
+                if rows or results or answers:
                     self._last = anyio.current_time()
-                    await self._write(rows, results)
+                    await self._write(rows, results, answers)
 
-    async def _write(self, rows: list[tuple[int, str]], results: list[tuple[str, str]]) -> None:
+    async def _write(
+        self,
+        rows: list[tuple[int, str]],
+        results: list[tuple[str, str]],
+        answers: list[tuple[int, str]] | None = None,
+    ) -> None:
         owner = self.owner
-        if rows or results:
+        if rows or results or answers:
             try:
-                await self.store.write(self.workflow_id, rows, owner, results)
+                await self.store.write(self.workflow_id, rows, owner, results, answers)
             except Fenced:
                 assert owner is not None
                 owner.fence()

@@ -1,17 +1,23 @@
-"""Model requests and tool calls as DBOS steps.
+"""Model requests and tool calls, checkpointed.
 
-A model request is one step whose checkpoint is what the provider streamed, each run of
-deltas of one block joined into one: after a crash a completed request is replayed from it
-(the same message, in fewer deltas), and a request that was cut is sent again. A tool call
-is its result's step: a result on record is replayed, and a call with none runs. A tool
-not marked idempotent has a marker step too, written before it starts: a marker without a
-result means the call was in flight when the worker died, and the call gets an error
-result saying the outcome is unknown (it is never run twice silently). An idempotent tool
-needs no marker: with no result it runs again.
+A model request's checkpoint is what the provider streamed, each run of deltas of one block
+joined into one: after a crash a completed request is replayed from it (the same message,
+in fewer deltas), and a request that was cut is sent again. It is kept with the event log
+(:mod:`._events`), in the transaction that stores its ``message_end`` or an earlier one,
+and costs no DBOS step: the event log's write is fenced by the run's owner as a step is
+(:mod:`._owner`), and it is written before anything that follows the answer (the next
+request, a tool's step, a child workflow, the run's end).
 
-Step ids are drawn in an order that does not depend on timing: the model's step when the
-request is made, and all of a turn's tool steps together when the first of its calls
-starts, so parallel tool calls replay to the same ids.
+A tool call is its result's checkpoint: a result on record is replayed, and a call with
+none runs. An idempotent tool's result is kept with the event log too, before the next
+model request; any other tool's is a DBOS step, with a marker step written before it
+starts: a marker without a result means the call was in flight when the worker died, and
+the call gets an error result saying the outcome is unknown (it is never run twice
+silently). An idempotent tool needs no marker: with no result it runs again.
+
+Model requests are numbered in the order they are made, and a turn's tool steps are drawn
+together when the first of its calls starts, so parallel tool calls replay to the same ids.
+A run begun by treadle 0.1 (its model requests DBOS steps) is recovered as it began.
 """
 
 from __future__ import annotations
@@ -42,6 +48,9 @@ UNKNOWN_OUTCOME = (
 )
 
 
+MODEL_STEP = "treadle.model"
+"""The name of a model request's DBOS step, in runs begun by treadle 0.1."""
+
 ASKED = "treadle.approval_required"
 """The key of a tool step whose tool asked a person mid-call (``ApprovalRequired``)."""
 
@@ -63,7 +72,17 @@ class RunSteps:
         self._recorded: set[int] | None = set() if fresh else None  # fresh: nothing yet
         self.tools: dict[str, DurableTool] = {}  # by name: which calls need which steps
         self.results: dict[str, str] = {}  # idempotent calls' results an earlier execution kept
-        self.replay: Replay | None = None  # this execution's event log (it keeps those results)
+        self.answers: dict[int, str] = {}  # model requests' answers an earlier execution kept
+        self.model_steps = False  # a run begun by treadle 0.1: its model requests are steps
+        self.replay: Replay | None = None  # this execution's event log (it keeps those)
+
+    async def load(self, store: Any) -> None:
+        """What earlier executions of the run recorded: its steps (read once), and the
+        results and answers they kept with the event log."""
+        steps = await self.client.list_workflow_steps_async(self.workflow_id, load_output=False)
+        self._recorded = {s["function_id"] for s in steps}
+        self.model_steps = any(s["function_name"] == MODEL_STEP for s in steps)
+        self.results, self.answers = await store.kept(self.workflow_id)
 
     async def recorded(self, step_id: int) -> bool:
         """Whether an earlier execution of the run recorded this step. Read once per
@@ -87,17 +106,22 @@ class RunSteps:
             raise
 
     async def settle(self) -> None:
-        """Write the idempotent calls' results still queued (with the events before them):
-        before the next model request or step, so nothing that follows a call stands on a
-        result a crash could still lose."""
+        """Write the answers and idempotent calls' results still queued (with the events
+        before them): before the next model request, step or child workflow, so nothing
+        that follows them stands on a checkpoint a crash could still lose."""
         replay = self.replay
-        if replay is not None and replay.results:
+        if replay is not None and replay.holding:
             await replay.flush()
 
     def keep(self, call_id: str, result: str) -> None:
         """An idempotent call's result (JSON), stored with the event log's next write."""
         assert self.replay is not None
         self.replay.keep(call_id, result)
+
+    def keep_answer(self, number: int, answer: str) -> None:
+        """A model request's answer (JSON), stored with the event log's next write."""
+        assert self.replay is not None
+        self.replay.keep_answer(number, answer)
 
     def tool_steps(
         self, call_id: str, calls: Sequence[tuple[str, str]]
@@ -130,17 +154,20 @@ class DurableProvider:
     async def stream(
         self, request: ModelRequest, *, cancel: Any = None
     ) -> AsyncIterator[StreamEvent]:
-        from dbos import DBOS
-
-        self.steps.model_calls += 1
-        await self.steps.settle()  # the turn's tool results are stored before it goes on
-        step = DBOS.reserve_step()
-        if await self.steps.recorded(step.step_id):
-            recorded = await self.steps.checkpoint(step, "treadle.model", _never)
-            for event in _EVENTS.validate_python(recorded):
+        steps = self.steps
+        number = steps.model_calls
+        steps.model_calls += 1
+        await steps.settle()  # the turn's tool results are stored before it goes on
+        if steps.model_steps:  # a run begun by treadle 0.1 goes on as it began
+            async for event in self._stream_as_step(request, cancel):
                 yield event
             return
-        self.steps.live_model_calls += 1
+        kept = steps.answers.get(number)
+        if kept is not None:
+            for event in _EVENTS.validate_json(kept):
+                yield event
+            return
+        steps.live_model_calls += 1
         runs: list[list[StreamEvent]] = []  # runs of deltas of one block: checkpointed joined
         async for event in self.inner.stream(request, cancel=cancel):
             if runs and joinable(runs[-1][-1], event):
@@ -148,8 +175,32 @@ class DurableProvider:
             else:
                 runs.append([event])
             yield event
+        # runs when the loop asks past the last event, before it sends the message_end
+        answer = _EVENTS.dump_json([joined(run) for run in runs]).decode()
+        steps.keep_answer(number, answer)
+
+    async def _stream_as_step(
+        self, request: ModelRequest, cancel: Any
+    ) -> AsyncIterator[StreamEvent]:
+        """A model request as a DBOS step of its own (a run begun by treadle 0.1)."""
+        from dbos import DBOS
+
+        step = DBOS.reserve_step()
+        if await self.steps.recorded(step.step_id):
+            recorded = await self.steps.checkpoint(step, MODEL_STEP, _never)
+            for event in _EVENTS.validate_python(recorded):
+                yield event
+            return
+        self.steps.live_model_calls += 1
+        runs: list[list[StreamEvent]] = []
+        async for event in self.inner.stream(request, cancel=cancel):
+            if runs and joinable(runs[-1][-1], event):
+                runs[-1].append(event)
+            else:
+                runs.append([event])
+            yield event
         payload = _EVENTS.dump_python([joined(run) for run in runs], mode="json")
-        await self.steps.checkpoint(step, "treadle.model", _value, payload)
+        await self.steps.checkpoint(step, MODEL_STEP, _value, payload)
 
 
 class DurableTool:
@@ -169,6 +220,7 @@ class DurableTool:
 
     async def run(self, arguments: dict[str, Any], ctx: ToolContext[Any]) -> Any:
         call_id = ctx.tool_call_id
+        await self.steps.settle()  # the answer that asked for the call is stored before it runs
         calls = _turn_calls(ctx, self.name, self.steps.tools)
         marker, result_step = self.steps.tool_steps(call_id, calls)
         idempotent = self.traits.idempotent

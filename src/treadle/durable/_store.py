@@ -75,6 +75,14 @@ def _table() -> sa.Table:
             sa.Column("call_id", sa.String(256), primary_key=True),
             sa.Column("result", sa.Text, nullable=False),
         )
+        # a model request's answer (what the provider streamed), likewise (see _steps.py)
+        _TABLES["answers"] = sa.Table(
+            "treadle_durable_answers",
+            meta,
+            sa.Column("workflow_id", sa.String(128), primary_key=True),
+            sa.Column("request", sa.Integer, primary_key=True, autoincrement=False),
+            sa.Column("answer", sa.Text, nullable=False),
+        )
     table: sa.Table = _TABLES["events"]
     return table
 
@@ -361,7 +369,8 @@ class EventStore:
         self.table = _table()
         self.wakes = Wakes()
         self.results = _TABLES["results"]
-        for table in (self.table, self.results, owners_table()):
+        self.answers = _TABLES["answers"]
+        for table in (self.table, self.results, self.answers, owners_table()):
             try:
                 table.create(engine, checkfirst=True)
             except sa.exc.DBAPIError:
@@ -373,6 +382,7 @@ class EventStore:
         self.writes = 0  # transactions written by this process (benchmarks/durable.py)
         # built once: building a statement costs more than running it
         self._insert, self._keep = self.table.insert(), self.results.insert()
+        self._answer = self.answers.insert()
 
     def _claim(self, owner: Owner) -> None:
         import sqlalchemy as sa
@@ -400,6 +410,7 @@ class EventStore:
         rows: list[tuple[int, str]],
         owner: Owner | None,
         results: list[tuple[str, str]],
+        answers: list[tuple[int, str]],
     ) -> None:
         with self.engine.begin() as conn:
             if owner is not None:
@@ -417,6 +428,11 @@ class EventStore:
                     self._keep,
                     [{"workflow_id": workflow_id, "call_id": c, "result": r} for c, r in results],
                 )
+            if answers:
+                conn.execute(
+                    self._answer,
+                    [{"workflow_id": workflow_id, "request": n, "answer": a} for n, a in answers],
+                )
         self.writes += 1
 
     async def write(
@@ -425,26 +441,42 @@ class EventStore:
         rows: list[tuple[int, str]],
         owner: Owner | None = None,
         results: list[tuple[str, str]] | None = None,
+        answers: list[tuple[int, str]] | None = None,
     ) -> None:
-        """Store ``rows`` (``seq``, stored form) and ``results`` (tool call id, result
-        JSON) in one transaction; with ``owner``, only while that execution owns the run
-        (else :class:`._owner.Fenced`)."""
-        if rows or results:
+        """Store ``rows`` (``seq``, stored form), ``results`` (tool call id, result JSON)
+        and ``answers`` (model request number, what it streamed as JSON) in one
+        transaction; with ``owner``, only while that execution owns the run (else
+        :class:`._owner.Fenced`)."""
+        if rows or results or answers:
             await anyio.to_thread.run_sync(
-                self._write, workflow_id, rows, owner, list(results or ())
+                self._write, workflow_id, rows, owner, list(results or ()), list(answers or ())
             )
             self.wakes.wrote(workflow_id)
 
-    def _kept(self, workflow_id: str) -> dict[str, str]:
-        table = self.results
-        query = table.select().with_only_columns(table.c.call_id, table.c.result)
+    def _kept(self, workflow_id: str) -> tuple[dict[str, str], dict[int, str]]:
+        results, answers = self.results, self.answers
         with self.engine.connect() as conn:
-            found = conn.execute(query.where(table.c.workflow_id == workflow_id))
-            return {row[0]: row[1] for row in found}
+            found = conn.execute(
+                results.select()
+                .with_only_columns(results.c.call_id, results.c.result)
+                .where(results.c.workflow_id == workflow_id)
+            )
+            kept = {row[0]: row[1] for row in found}
+            found = conn.execute(
+                answers.select()
+                .with_only_columns(answers.c.request, answers.c.answer)
+                .where(answers.c.workflow_id == workflow_id)
+            )
+            return kept, {int(row[0]): row[1] for row in found}
+
+    async def kept(self, workflow_id: str) -> tuple[dict[str, str], dict[int, str]]:
+        """What the run kept with its event log: the idempotent tool calls' results (call
+        id -> result JSON) and the model requests' answers (request number -> JSON)."""
+        return await anyio.to_thread.run_sync(self._kept, workflow_id)
 
     async def kept_results(self, workflow_id: str) -> dict[str, str]:
         """The idempotent tool calls' results the run stored: call id -> result JSON."""
-        return await anyio.to_thread.run_sync(self._kept, workflow_id)
+        return (await self.kept(workflow_id))[0]
 
     def _rows(
         self, conn: Any, workflow_id: str, after: int, upto: int | None, limit: int | None
