@@ -23,6 +23,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from ._database import DurableError
+from ._sql import run
 
 if TYPE_CHECKING:
     import sqlalchemy as sa
@@ -31,19 +32,8 @@ logger = logging.getLogger("treadle.durable")
 _TABLES: dict[str, Any] = {}
 
 
-def _statements() -> dict[str, Any]:
-    """The statements a write runs, built once (building one costs more than running it)."""
-    if "kept" not in _TABLES:
-        import sqlalchemy as sa
-
-        table = owners_table()
-        _TABLES["kept"] = (
-            table.update()
-            .where(table.c.workflow_id == sa.bindparam("w"), table.c.epoch == sa.bindparam("e"))
-            .values(epoch=table.c.epoch)
-        )
-        _TABLES["first"] = table.insert().values(workflow_id=sa.bindparam("w"), epoch=1)
-    return _TABLES
+KEPT = "UPDATE treadle_durable_owners SET epoch = epoch WHERE workflow_id = ? AND epoch = ?"
+FIRST = "INSERT INTO treadle_durable_owners (workflow_id, epoch) VALUES (?, 1)"
 
 
 def owners_table() -> sa.Table:
@@ -103,15 +93,14 @@ class Owner:
         owns the run (and hold the owner row until the transaction ends)."""
         import sqlalchemy as sa
 
-        statements = _statements()
         if not self.inserted:  # a fresh run's first write: its claim goes in with it
             try:  # (the failed insert's transaction is rolled back: nothing is written)
-                conn.execute(statements["first"], {"w": self.workflow_id})
+                run(conn, FIRST, (self.workflow_id,))
             except sa.exc.IntegrityError:
                 raise Fenced(self.workflow_id) from None
             self.inserted = True
             return
-        kept = conn.execute(statements["kept"], {"w": self.workflow_id, "e": self.epoch})
+        kept = run(conn, KEPT, (self.workflow_id, self.epoch))
         if kept.rowcount != 1:
             raise Fenced(self.workflow_id)
 

@@ -41,6 +41,7 @@ from ..types import (
 )
 from ._database import DurableError
 from ._owner import Owner, owners_table
+from ._sql import insert_rows
 from ._threads import Signal
 
 if TYPE_CHECKING:
@@ -381,8 +382,6 @@ class EventStore:
                     raise
         self.writes = 0  # transactions written by this process (benchmarks/durable.py)
         # built once: building a statement costs more than running it
-        self._insert, self._keep = self.table.insert(), self.results.insert()
-        self._answer = self.answers.insert()
 
     def _claim(self, owner: Owner) -> None:
         import sqlalchemy as sa
@@ -416,23 +415,11 @@ class EventStore:
             if owner is not None:
                 owner.check(conn)  # raises Fenced: nothing of this transaction is kept
             if rows:
-                conn.execute(
-                    self._insert,
-                    [
-                        {"workflow_id": workflow_id, "seq": s, "signature": "", "event": e}
-                        for s, e in rows
-                    ],
-                )
+                insert_rows(conn, self.table, [(workflow_id, s, "", e) for s, e in rows])
             if results:
-                conn.execute(
-                    self._keep,
-                    [{"workflow_id": workflow_id, "call_id": c, "result": r} for c, r in results],
-                )
+                insert_rows(conn, self.results, [(workflow_id, c, r) for c, r in results])
             if answers:
-                conn.execute(
-                    self._answer,
-                    [{"workflow_id": workflow_id, "request": n, "answer": a} for n, a in answers],
-                )
+                insert_rows(conn, self.answers, [(workflow_id, n, a) for n, a in answers])
         self.writes += 1
 
     async def write(
