@@ -67,6 +67,44 @@ async def _timed(plain: Any, durable: Any, runs: int, warmup: int) -> dict[str, 
     return _medians(times)
 
 
+STEPS = {"treadle": 0, "pydantic-ai": 3, "pydantic-ai+step": 5}
+"""DBOS steps a run of each takes: treadle's idempotent tool calls and model requests are
+kept with its event log; pydantic-ai makes each model request a step (and, +step, each
+tool call)."""
+
+
+def floor_workflow() -> Any:
+    """A bare DBOS workflow of ``n`` steps, each returning a small value: what DBOS itself
+    costs for a run of that many steps (register before ``DBOS.launch()``)."""
+    from dbos import DBOS
+
+    @DBOS.step(name="floor.step")
+    async def step(i: int) -> dict[str, int]:
+        return {"i": i}
+
+    @DBOS.workflow(name="floor.run")
+    async def run(n: int) -> str:
+        for i in range(n):
+            await step(i)
+        return "5"  # as the runs' answers, for _timed's check
+
+    return run
+
+
+async def _floor(workflow: Any, steps: int, runs: int, warmup: int) -> dict[str, float]:
+    """The bare workflow's cost, as ``_timed`` measures a run (interleaved with nothing:
+    DBOS's floor, not an overhead)."""
+
+    async def none() -> str:
+        return "5"
+
+    async def bare() -> str:
+        return str(await workflow(steps))
+
+    times = await _timed(none, bare, runs, warmup)
+    return {"floor_ms": times["durable_ms"], "floor_cpu_ms": times["durable_cpu_ms"]}
+
+
 async def treadle_driver(base_url: str, db: str, runs: int, warmup: int) -> dict[str, float]:
     from treadle import Agent, durable, tool
     from treadle.providers import OpenAIChat
@@ -81,6 +119,7 @@ async def treadle_driver(base_url: str, db: str, runs: int, warmup: int) -> dict
         return Agent(model, system_prompt=INSTRUCTIONS, tools=[add])
 
     plain_agent, runner = agent(), durable.DurableAgent(agent(), name="bench")
+    floor = floor_workflow()
     await durable.launch(db)
 
     async def plain() -> str:
@@ -90,7 +129,8 @@ async def treadle_driver(base_url: str, db: str, runs: int, warmup: int) -> dict
         return (await (await runner.start(PROMPT)).result()).text
 
     try:
-        return await _timed(plain, durable_run, runs, warmup)
+        timed = await _timed(plain, durable_run, runs, warmup)
+        return timed | await _floor(floor, STEPS["treadle"], runs, warmup)
     finally:
         stopped = durable.shutdown()
         if inspect.isawaitable(stopped):  # sync before treadle 0.2 (--before)
@@ -122,6 +162,7 @@ async def pai_driver(
     agent = Agent(model, instructions=INSTRUCTIONS, tools=[Tool(add, name="add")], name="bench")
     DBOS(config={"name": "pai-bench", "system_database_url": db, "log_level": "WARNING"})
     durable_agent = DBOSAgent(agent, event_stream_handler=streamed)
+    floor = floor_workflow()
     DBOS.launch()
 
     async def plain() -> str:
@@ -131,7 +172,9 @@ async def pai_driver(
         return str((await durable_agent.run(PROMPT)).output)
 
     try:
-        return await _timed(plain, durable_run, runs, warmup)
+        timed = await _timed(plain, durable_run, runs, warmup)
+        steps = STEPS["pydantic-ai+step" if step_tool else "pydantic-ai"]
+        return timed | await _floor(floor, steps, runs, warmup)
     finally:
         DBOS.destroy()
 
@@ -202,17 +245,24 @@ def compare(args: argparse.Namespace) -> None:
     print(f"median over {args.rounds} rounds of the per-process medians ({args.runs} runs each)")
     print(
         f"{'library':18} {'database':11} {'plain':>9} {'durable':>9} {'overhead':>9}"
-        f" {'CPU overhead':>13}"
+        f" {'CPU overhead':>13} {'DBOS floor':>11} {'CPU floor':>10}"
     )
     for (library, kind), rounds in found.items():
         plain = statistics.median(r["plain_ms"] for r in rounds)
         durable = statistics.median(r["durable_ms"] for r in rounds)
         overhead = statistics.median(r["durable_ms"] - r["plain_ms"] for r in rounds)
         cpu = statistics.median(r["durable_cpu_ms"] - r["plain_cpu_ms"] for r in rounds)
+        floor = statistics.median(r.get("floor_ms", float("nan")) for r in rounds)
+        floor_cpu = statistics.median(r.get("floor_cpu_ms", float("nan")) for r in rounds)
         print(
             f"{library:18} {kind:11} {plain:7.1f}ms {durable:7.1f}ms {overhead:7.1f}ms"
-            f" {cpu:11.1f}ms"
+            f" {cpu:11.1f}ms {floor:9.1f}ms {floor_cpu:8.1f}ms"
         )
+    print(
+        "DBOS floor: a bare DBOS workflow with as many steps as the library's durable run "
+        "takes (treadle 0, pydantic-ai 3, +step 5), small values, in the same process. An "
+        "overhead under it means the durable run skips work the plain run does."
+    )
 
 
 def main() -> None:

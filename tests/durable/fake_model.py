@@ -3,7 +3,9 @@ process: `python fake_model.py LOG PORT_FILE`. It answers by the number of tool 
 the request (three tool turns, then a paced final answer) and writes to LOG one line per
 request it got and one per response it finished sending — the server-side count. A run
 whose tag starts with ``gate`` gets the first half of its final answer, then the rest only
-once the file ``LOG.gate`` exists (``half <tag>:3`` is logged between)."""
+once the file ``LOG.gate`` exists (``half <tag>:3`` is logged between). A run whose tag
+starts with ``flaky`` has its first request's first response cut halfway (the connection
+dropped, ``cut <tag>:0`` logged): the client retries it."""
 
 from __future__ import annotations
 
@@ -63,6 +65,7 @@ class Counting:
     def __init__(self, fake: FakeTransport, log: Path) -> None:
         self.fake = fake
         self.log = log
+        self.cut: set[str] = set()  # the flaky runs' first requests, cut once
 
     def write(self, line: str) -> None:
         with open(self.log, "a") as f:
@@ -77,8 +80,18 @@ class Counting:
 
         gated = key.startswith("gate") and key.endswith(f":{TURNS}")
         gate = Path(str(self.log) + ".gate")
+        cut = key.startswith("flaky") and key.endswith(":0") and key not in self.cut
+        if cut:
+            self.cut.add(key)
+            reply.chunks = reply.chunks[: len(reply.chunks) // 2]
+            reply.reset = True
 
         async def counted() -> Any:
+            if cut:
+                async for chunk in chunks():
+                    yield chunk
+                self.write(f"cut {key}")
+                return
             if not gated:
                 async for chunk in chunks():
                     yield chunk

@@ -266,3 +266,35 @@ def test_a_run_begun_by_treadle_0_1_is_finished_without_repeating_its_steps(
     assert [e["seq"] for e in events] == list(range(len(events)))
     ends = [e for e in events if e["type"] == "tool_execution_end"]
     assert [e["tool_call_id"] for e in ends] == ["call-0", "call-1", "call-2"]
+
+
+def test_a_request_retried_before_a_crash_is_not_sent_again(
+    tmp_path: Path, model_server: tuple[str, Path]
+) -> None:
+    """The run's first response is cut halfway (the connection dropped) and the request
+    retried; the worker is then killed inside the second tool call. However many attempts
+    a request took, its answer is one checkpoint: the recovered worker sends neither
+    answered request again, and the events read as one run (the retry kept once)."""
+    url, server_log = model_server
+    db = f"sqlite:///{tmp_path / 'durable.sqlite'}"
+    tools_log = tmp_path / "tools.log"
+    first = worker(db, url, tools_log, "start", "flaky")
+    second = ahead(db, url, tools_log, "flaky")
+    kill_when(
+        lambda: wait_for(lambda: KILL_POINTS["inside a tool"](server_log, tools_log, "flaky")),
+        first,
+        second,
+    )
+    assert lines(server_log)[:3] == ["request flaky:0", "cut flaky:0", "request flaky:0"]
+    result = finish(go(second))
+    check(result, server_log, tools_log, "flaky")
+    assert lines(server_log).count("request flaky:0") == 2  # the cut one and its retry only
+    events = events_of(db, "flaky")
+    assert [e["seq"] for e in events] == list(range(len(events)))
+    types = [e["type"] for e in events]
+    assert types.count("provider_retry") == 1 and types.count("agent_start") == 1
+    assert [e["tool_call_id"] for e in events if e["type"] == "tool_execution_end"] == [
+        "call-0",
+        "call-1",
+        "call-2",
+    ]

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import sqlite3
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -203,3 +206,72 @@ def test_a_model_request_is_kept_with_the_event_log_not_as_a_step(
     results, answers = loop.run_until_complete(store.kept(run_id))
     assert sorted(answers) == [0, 1] and list(results) == ["a1"]
     assert '"a1"' in answers[0] and "Done." in answers[1]
+
+
+def _hold_write_lock(path: str, hold_s: float) -> None:
+    """Another connection takes the database's write lock and keeps it ``hold_s``: the
+    event log's next write waits for it (returns once the lock is taken)."""
+    taken = threading.Event()
+
+    def hold() -> None:
+        with sqlite3.connect(path, timeout=5, isolation_level=None) as db:
+            db.execute("BEGIN IMMEDIATE")
+            taken.set()
+            time.sleep(hold_s)
+            db.execute("COMMIT")
+
+    threading.Thread(target=hold, daemon=True).start()
+    taken.wait(5)
+
+
+class _Counting:
+    """Answers as ``inner`` does; at each request counts the tool results the run has
+    stored."""
+
+    def __init__(self, inner: Any, path: str) -> None:
+        self.inner, self.path = inner, path
+        self.name, self.model = "counting", "counting"
+        self.stored: list[int] = []
+
+    async def stream(self, request: Any, *, cancel: Any = None) -> Any:
+        from dbos import DBOS
+
+        with sqlite3.connect(self.path, timeout=5) as db:
+            found = db.execute(
+                "select count(*) from treadle_durable_results where workflow_id = ?",
+                (DBOS.workflow_id,),
+            ).fetchone()
+        self.stored.append(found[0])
+        async for event in self.inner.stream(request, cancel=cancel):
+            yield event
+
+
+def test_the_next_request_waits_for_a_tool_result_already_being_written(
+    loop: asyncio.AbstractEventLoop,
+) -> None:
+    """An idempotent call's result is stored before the next model request goes out, also
+    when the event log's flusher took it and its write is still in flight (a check that
+    found nothing queued let the request go before the write committed)."""
+    from treadle import Hooks, RunHandle, tool
+
+    path = str(durable._connection.require("events").engine.url.database)
+
+    @tool(idempotent=True)
+    def look(n: int) -> str:
+        """Looks, and leaves the database locked for a while."""
+        _hold_write_lock(path, 0.4)  # the flusher's write of this result waits for it
+        return "ok"
+
+    class Slow(Hooks):
+        async def after_tool_call(self, run: RunHandle, call: Any, result: Any) -> Any:
+            await asyncio.sleep(0.15)  # the flusher takes the result meanwhile
+            return None
+
+    call = ToolCall(id="l1", name="look", arguments={"n": 1})
+    provider = _Counting(ScriptedProvider([AssistantMessage(content=[call]), "Done."]), path)
+    agent = durable.DurableAgent(
+        Agent(provider, tools=[look], hooks=[Slow()]), name="f-result-first"
+    )
+    result, _, _ = run(loop, agent, "Look.")
+    assert result.text == "Done."
+    assert provider.stored == [0, 1]  # the second request saw the result stored

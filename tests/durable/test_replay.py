@@ -136,3 +136,61 @@ async def test_an_answer_cut_mid_stream_goes_on_whatever_its_updates_were_cut_in
         check_run_events(whole)
         assert [e.type for e in whole].count("provider_retry") == 0
         assert final_text(whole) == final
+
+
+class FailsMidAnswerOnce:
+    """``inner``'s answers, but the first request is cut after ``after`` events of
+    ``cut``'s answer by a retryable error (the loop retries it: ``provider_retry`` with
+    ``discard_partial``, then ``inner`` answers)."""
+
+    def __init__(self, inner: Any, cut: Any, after: int) -> None:
+        self.inner, self.cut, self.after = inner, cut, after
+        self.name, self.model = "flaky", "flaky"
+        self.failed = False
+
+    async def stream(self, request: Any, *, cancel: Any = None) -> Any:
+        from treadle import ProviderError
+
+        if self.failed:
+            async for event in self.inner.stream(request, cancel=cancel):
+                yield event
+            return
+        self.failed = True
+        n = 0
+        async for event in self.cut.stream(request, cancel=cancel):
+            if n == self.after:
+                raise ProviderError("network", "the connection dropped", provider="flaky")
+            n += 1
+            yield event
+
+
+async def test_a_retried_answer_is_one_answer_after_a_crash() -> None:
+    """The first execution's first answer is cut by a provider error and requested again
+    (its partial part discarded); the recovered execution replays that answer from its
+    checkpoint, at once. By identity the two are one answer: nothing is stored twice and
+    the answers after it are not taken for it, wherever the first execution was cut."""
+    from treadle.loop import RetryPolicy
+
+    def agent(provider: Any) -> Agent[Any]:
+        made = Agent(provider, tools=[work], retry=RetryPolicy(initial_delay_s=0, jitter=0))
+        made.coalesce_deltas = False
+        return made
+
+    SLOW.clear()
+    answers = script("Both are done.")
+    cut = ScriptedProvider(answers[:1], chunks=5)
+    flaky = FailsMidAnswerOnce(ScriptedProvider(answers, chunks=5), cut, after=3)
+    async with agent(flaky).stream("Do a and b.") as events:
+        first = replayed([], [e async for e in events])
+    assert [e.type for e in first].count("provider_retry") == 1
+    async with agent(ScriptedProvider(script("Both are done."), chunks=5)).stream(
+        "Do a and b."
+    ) as events:
+        again = [e async for e in events]  # the recovered execution: no retry
+    retried = next(i for i, e in enumerate(first) if e.type == "provider_retry")
+    for cut in range(retried + 1, len(first) + 1):
+        stored = first[:cut]
+        whole = stored + replayed(stored, again)
+        check_run_events(whole)
+        assert len(whole) == len(first), cut  # each event once
+        assert whole[-1].messages[-1].text == "Both are done."  # type: ignore[attr-defined]

@@ -133,7 +133,7 @@ class _Keys:
         self.stretch = -1
         self.answers = -1  # the main loop's assistant messages (one per model request)
         self.open_answer: int | None = None
-        self.restarted = False  # after a worker_restarted retry the same answer comes again
+        self.restarted = False  # after a retry that discarded it, the same answer comes again
         self.counts: Counter[tuple[Any, ...]] = Counter()
         self.open_other: tuple[Any, ...] | None = None
 
@@ -176,12 +176,15 @@ class _Keys:
                 return ("answer_end", answer)
             opened, self.open_other = self.open_other, None
             return ("message_end", *(opened or ("?",))[1:])
-        if isinstance(event, ProviderFallback) and event.discard_partial:
-            self.open_answer = None  # a fresh answer follows, as after a retry
-        if isinstance(event, ProviderRetry):
-            self.open_answer = None
-            if event.error_kind == RESTARTED:
+        if isinstance(event, (ProviderRetry, ProviderFallback)):
+            # A partial answer discarded: the same request's answer comes again (however
+            # many attempts a request took, it is one answer: a replay from its
+            # checkpoint makes none).
+            if event.discard_partial and self.open_answer is not None:
                 self.restarted = True
+            self.open_answer = None
+        if isinstance(event, ProviderRetry):
+            if event.error_kind == RESTARTED:
                 return (kind, RESTARTED, self._next(RESTARTED))
             return (kind, self._next(kind))
         return (kind, self.stretch, self._next(kind, self.stretch))
@@ -393,10 +396,12 @@ class Replay:
         self._any.set()
         self._urgent.set()
 
-    @property
-    def holding(self) -> bool:
-        """Whether checkpoints (tool results, answers) wait for the next write."""
-        return bool(self.results or self.checkpoints)
+    async def settle(self) -> None:
+        """Return once every checkpoint queued so far (tool results, answers) is stored:
+        write them now, or wait for the write that took them (another caller's, or the
+        flusher's) to commit."""
+        if self.results or self.checkpoints or self._writing.locked():
+            await self.flush()
 
     async def flush(self) -> None:
         owner = self.owner

@@ -15,8 +15,10 @@ starts: a marker without a result means the call was in flight when the worker d
 the call gets an error result saying the outcome is unknown (it is never run twice
 silently). An idempotent tool needs no marker: with no result it runs again.
 
-Model requests are numbered in the order they are made, and a turn's tool steps are drawn
-together when the first of its calls starts, so parallel tool calls replay to the same ids.
+Model requests are numbered in the order they are answered (an attempt that fails and is
+retried gives its number to the retry: a replay makes no failed attempt), and a turn's tool
+steps are drawn together when the first of its calls starts, so parallel tool calls replay
+to the same ids.
 A run begun by treadle 0.1 (its model requests DBOS steps) is recovered as it began.
 """
 
@@ -109,9 +111,8 @@ class RunSteps:
         """Write the answers and idempotent calls' results still queued (with the events
         before them): before the next model request, step or child workflow, so nothing
         that follows them stands on a checkpoint a crash could still lose."""
-        replay = self.replay
-        if replay is not None and replay.holding:
-            await replay.flush()
+        if self.replay is not None:
+            await self.replay.settle()
 
     def keep(self, call_id: str, result: str) -> None:
         """An idempotent call's result (JSON), stored with the event log's next write."""
@@ -169,12 +170,19 @@ class DurableProvider:
             return
         steps.live_model_calls += 1
         runs: list[list[StreamEvent]] = []  # runs of deltas of one block: checkpointed joined
-        async for event in self.inner.stream(request, cancel=cancel):
-            if runs and joinable(runs[-1][-1], event):
-                runs[-1].append(event)
-            else:
-                runs.append([event])
-            yield event
+        try:
+            async for event in self.inner.stream(request, cancel=cancel):
+                if runs and joinable(runs[-1][-1], event):
+                    runs[-1].append(event)
+                else:
+                    runs.append([event])
+                yield event
+        except BaseException:
+            # No answer: the number goes to the attempt that answers (a retry), so a
+            # replay, which makes no failed attempt, finds each answer under its number.
+            if steps.model_calls == number + 1:
+                steps.model_calls = number
+            raise
         # runs when the loop asks past the last event, before it sends the message_end
         answer = _EVENTS.dump_json([joined(run) for run in runs]).decode()
         steps.keep_answer(number, answer)
