@@ -1,7 +1,8 @@
 """Durable execution on DBOS: runs that outlive a process and a machine (extra ``dbos``).
 
 ``DurableAgent(agent, name=...)`` runs an :class:`~treadle.Agent`'s runs as DBOS workflows:
-each model request and each tool call is a step, so a run whose worker dies is finished by
+each model request and each tool call is checkpointed (with the run's event log, or as a
+DBOS step for a tool that must not run twice), so a run whose worker dies is finished by
 the next worker (or the same one restarted) without repeating what completed. See
 docs/durable.md.
 """

@@ -34,7 +34,7 @@ logger = logging.getLogger("treadle.durable")
 
 
 class DurableAgent:
-    """Runs of ``agent`` as durable workflows: each model request and tool call a step.
+    """Runs of ``agent`` as durable workflows: each model request and tool call checkpointed.
 
     ``name`` identifies the agent to every worker (recovery finds it by name, so create the
     same DurableAgents in every worker before :func:`launch`). ``queue_concurrency`` sets up
