@@ -169,7 +169,7 @@ class DurableAgent:
         fresh = workflow_id in self._fresh  # started by start() here, with a new id
         self._fresh.discard(workflow_id)
         owner = Owner(workflow_id, fresh=fresh)
-        steps = RunSteps(workflow_id, require("client"), owner, fresh=fresh)
+        steps = RunSteps(workflow_id, require("client"), owner)
         # a conversation of its own, started fresh: the run's first loop is "initial"
         agent = self.agent.fork(workflow_id)
         agent.provider = DurableProvider(agent.provider, steps)

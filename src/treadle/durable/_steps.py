@@ -60,9 +60,7 @@ ASKED = "treadle.approval_required"
 class RunSteps:
     """The step bookkeeping of one workflow execution."""
 
-    def __init__(
-        self, workflow_id: str, client: DBOSClient, owner: Owner, *, fresh: bool = False
-    ) -> None:
+    def __init__(self, workflow_id: str, client: DBOSClient, owner: Owner) -> None:
         self.workflow_id = workflow_id
         self.client = client
         self.owner = owner
@@ -71,7 +69,7 @@ class RunSteps:
         self.tool_runs = 0
         self.child_usage = Usage()  # durable sub-agents' requests (their own workflows)
         self._tool_steps: dict[str, tuple[StepReservation | None, StepReservation | None]] = {}
-        self._recorded: set[int] | None = set() if fresh else None  # fresh: nothing yet
+        self._recorded: set[int] = set()  # the steps earlier executions recorded (load())
         self.tools: dict[str, DurableTool] = {}  # by name: which calls need which steps
         self.results: dict[str, str] = {}  # idempotent calls' results an earlier execution kept
         self.answers: dict[int, str] = {}  # model requests' answers an earlier execution kept
@@ -86,12 +84,9 @@ class RunSteps:
         self.model_steps = any(s["function_name"] == MODEL_STEP for s in steps)
         self.results, self.answers = await store.kept(self.workflow_id)
 
-    async def recorded(self, step_id: int) -> bool:
-        """Whether an earlier execution of the run recorded this step. Read once per
-        execution: a step this execution records comes after every one read here."""
-        if self._recorded is None:
-            steps = await self.client.list_workflow_steps_async(self.workflow_id, load_output=False)
-            self._recorded = {s["function_id"] for s in steps}
+    def recorded(self, step_id: int) -> bool:
+        """Whether an earlier execution of the run recorded this step (read by :meth:`load`
+        when the execution began: a step this execution records comes after all of them)."""
         return step_id in self._recorded
 
     async def checkpoint(self, step: StepReservation, name: str, func: Any, *args: Any) -> Any:
@@ -194,7 +189,7 @@ class DurableProvider:
         from dbos import DBOS
 
         step = DBOS.reserve_step()
-        if await self.steps.recorded(step.step_id):
+        if self.steps.recorded(step.step_id):
             recorded = await self.steps.checkpoint(step, MODEL_STEP, _never)
             for event in _EVENTS.validate_python(recorded):
                 yield event
