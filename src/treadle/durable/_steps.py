@@ -164,13 +164,10 @@ class DurableProvider:
                 yield event
             return
         steps.live_model_calls += 1
-        runs: list[list[StreamEvent]] = []  # runs of deltas of one block: checkpointed joined
+        runs = _Runs()
         try:
             async for event in self.inner.stream(request, cancel=cancel):
-                if runs and joinable(runs[-1][-1], event):
-                    runs[-1].append(event)
-                else:
-                    runs.append([event])
+                runs.add(event)
                 yield event
         except BaseException:
             # No answer: the number goes to the attempt that answers (a retry), so a
@@ -179,8 +176,7 @@ class DurableProvider:
                 steps.model_calls = number
             raise
         # runs when the loop asks past the last event, before it sends the message_end
-        answer = _EVENTS.dump_json([joined(run) for run in runs]).decode()
-        steps.keep_answer(number, answer)
+        steps.keep_answer(number, _EVENTS.dump_json(runs.joined()).decode())
 
     async def _stream_as_step(
         self, request: ModelRequest, cancel: Any
@@ -195,15 +191,32 @@ class DurableProvider:
                 yield event
             return
         self.steps.live_model_calls += 1
-        runs: list[list[StreamEvent]] = []
+        runs = _Runs()
         async for event in self.inner.stream(request, cancel=cancel):
-            if runs and joinable(runs[-1][-1], event):
-                runs[-1].append(event)
-            else:
-                runs.append([event])
+            runs.add(event)
             yield event
-        payload = _EVENTS.dump_python([joined(run) for run in runs], mode="json")
+        payload = _EVENTS.dump_python(runs.joined(), mode="json")
         await self.steps.checkpoint(step, MODEL_STEP, _value, payload)
+
+
+class _Runs:
+    """A request's events as they stream, in runs of deltas of one block: checkpointed
+    joined, one event a run."""
+
+    __slots__ = ("runs",)
+
+    def __init__(self) -> None:
+        self.runs: list[list[StreamEvent]] = []
+
+    def add(self, event: StreamEvent) -> None:
+        runs = self.runs
+        if runs and joinable(runs[-1][-1], event):
+            runs[-1].append(event)
+        else:
+            runs.append([event])
+
+    def joined(self) -> list[StreamEvent]:
+        return [joined(run) for run in self.runs]
 
 
 class DurableTool:
