@@ -118,7 +118,8 @@ async def overhead(runs: int) -> None:
         print(f"  {name:18} {median(values) * 1000:8.1f} ms   ({median(values) / base:.1f}x)")
     print(
         f"  durability costs   {(median(times['durable (SQLite)']) - base) * 1000:8.1f} ms a run "
-        "(4 model steps written, the idempotent tools' results with the events)"
+        "(no DBOS step: the answers and the idempotent tools' results are kept with the "
+        "event log's writes)"
     )
 
 
