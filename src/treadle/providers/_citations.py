@@ -64,6 +64,83 @@ def from_openai(raw: dict[str, Any]) -> Citation | None:
     )
 
 
+# Bedrock Converse: each location kind's key, and whether it names a document or a search result.
+_BEDROCK_LOCATIONS = (
+    "web",
+    "documentChar",
+    "documentPage",
+    "documentChunk",
+    "searchResultLocation",
+)
+
+
+def from_bedrock(raw: dict[str, Any]) -> Citation:
+    """One of Bedrock Converse's citations (a ``citationsContent`` block's, or a streamed
+    ``citation`` delta): ``kind`` is its location's key (``documentChar``, ``documentPage``,
+    ``documentChunk``, ``searchResultLocation``, ``web``), which cites its whole block."""
+    location = raw.get("location")
+    location = location if isinstance(location, dict) else {}
+    kind = next((key for key in _BEDROCK_LOCATIONS if isinstance(location.get(key), dict)), "")
+    where: dict[str, Any] = location.get(kind) or {}
+    index = where.get("searchResultIndex" if kind == "searchResultLocation" else "documentIndex")
+    quoted = [p.get("text") for p in raw.get("sourceContent") or () if isinstance(p, dict)]
+    source = _text(raw.get("source"))
+    return Citation(
+        kind=kind,
+        url=_text(where.get("url")) or (source if source and "://" in source else None),
+        title=_text(raw.get("title")) or _text(where.get("domain")),
+        cited_text="".join(q for q in quoted if isinstance(q, str)) or None,
+        document_index=_int(index),
+        source_start=None if kind == "web" else _int(where.get("start")),
+        source_end=None if kind == "web" else _int(where.get("end")),
+    )
+
+
+def from_gemini(metadata: dict[str, Any], text: str) -> list[Citation]:
+    """A Gemini candidate's ``groundingMetadata``: a citation for each source (grounding
+    chunk) of each supported segment of ``text``, the answer's text. Gemini counts the
+    segment's ``startIndex`` / ``endIndex`` in UTF-8 bytes; they become characters here, and
+    a segment whose bytes do not hold its own ``text`` is looked for by that text."""
+    chunks = [c for c in metadata.get("groundingChunks") or () if isinstance(c, dict)]
+    encoded = text.encode("utf-8")
+    found: list[Citation] = []
+    for support in metadata.get("groundingSupports") or ():
+        segment = support.get("segment") if isinstance(support, dict) else None
+        if not isinstance(segment, dict):
+            continue
+        start, end = _gemini_span(segment, encoded, text)
+        for n in support.get("groundingChunkIndices") or ():
+            chunk = chunks[n] if isinstance(n, int) and 0 <= n < len(chunks) else None
+            kind = next((k for k, v in (chunk or {}).items() if isinstance(v, dict)), "")
+            source: dict[str, Any] = (chunk or {}).get(kind) or {}
+            found.append(
+                Citation(
+                    kind=kind,
+                    url=_text(source.get("uri")),
+                    title=_text(source.get("title")),
+                    cited_text=_text(source.get("text")),  # a retrieved context's passage
+                    start=start,
+                    end=end,
+                )
+            )
+    return found
+
+
+def _gemini_span(
+    segment: dict[str, Any], encoded: bytes, text: str
+) -> tuple[int | None, int | None]:
+    first = _int(segment.get("startIndex")) or 0  # proto3 JSON leaves a 0 out
+    last = _int(segment.get("endIndex"))
+    said = _text(segment.get("text"))
+    if last is not None and 0 <= first <= last <= len(encoded):
+        start = len(encoded[:first].decode("utf-8", "ignore"))
+        end = len(encoded[:last].decode("utf-8", "ignore"))
+        if said is None or text[start:end] == said:
+            return start, end
+    at = text.find(said) if said else -1
+    return (at, at + len(said)) if said and at >= 0 else (None, None)
+
+
 def _text(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
