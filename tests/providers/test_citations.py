@@ -14,7 +14,7 @@ import anyio
 import pytest
 from tests import wire
 
-from treadle import AgentContext, AgentLoopConfig, agent_loop
+from treadle import Agent, AgentContext, AgentLoopConfig, agent_loop
 from treadle.loop import Hooks, RunHandle
 from treadle.providers import (
     Anthropic,
@@ -27,7 +27,7 @@ from treadle.providers import (
     Provider,
 )
 from treadle.providers.base import StreamDone, StreamEvent, TextEnd
-from treadle.testing import Raw, WireFake
+from treadle.testing import Cassette, Raw, WireFake
 from treadle.testing.formats.bedrock import frame
 from treadle.types import (
     AgentEvent,
@@ -353,3 +353,38 @@ def test_a_cited_answer_goes_back_as_its_text(adapter: str) -> None:
     sent = provider.build_body(ModelRequest(messages=with_them))
     assert sent == provider.build_body(ModelRequest(messages=without))
     assert "citations" not in json.dumps(sent) and NEWS not in json.dumps(sent)
+
+
+BEFORE = Path(__file__).resolve().parents[1] / "fixtures" / "before-citations"
+CASSETTE = BEFORE / "anthropic-two-turns.json"
+
+
+async def two_turns(provider: Provider) -> list[Any]:
+    agent = Agent(provider)
+    await agent.run("How is green tea made and brewed, and when is shipping free?")
+    await agent.run("And black tea?")
+    return agent.messages
+
+
+async def test_a_cassette_recorded_before_citations_replays_and_records_the_same(
+    tmp_path: Path,
+) -> None:
+    """The cassette was recorded by the code before citations: its first answer cites three
+    documents, and the second request carries that answer back. Replayed now (requests
+    matched by body), the answer has its citations and the second request is still the
+    same bytes; recorded again, the file is the same."""
+    replay = Cassette(CASSETTE, mode="replay")
+    provider = Anthropic("claude-sonnet-4-5", api_key="k", client=replay.client())
+    messages = await two_turns(provider)
+    await provider.aclose()
+    replay.assert_all_played()
+    assert cited(messages[1]) == ANTHROPIC_DOCS
+
+    fixture = load("anthropic/messages-stream-citations-documents")
+    answer = Raw(fixture["response"]["body"], headers=fixture["response"]["headers"])
+    fake = WireFake.anthropic([answer, "Black tea is fully oxidised."])
+    again = Cassette(tmp_path / "again.json", mode="record")
+    provider = fake.provider("claude-sonnet-4-5", client=again.client(fake))
+    await two_turns(provider)
+    await provider.aclose()
+    assert (tmp_path / "again.json").read_bytes() == CASSETTE.read_bytes()
