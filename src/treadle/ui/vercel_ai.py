@@ -9,7 +9,8 @@ and its resume request ``GET /api/chat/{id}/stream``. For other frameworks,
 Mapping: ``start`` / ``finish`` per run, ``start-step`` / ``finish-step`` per turn,
 ``text-*`` and ``reasoning-*`` parts, ``tool-input-start`` / ``-delta`` / ``-available``,
 ``tool-output-available`` / ``-error`` / ``-denied`` (a tool's files and images: a ``file``
-chunk each, after its output), ``error``, then ``[DONE]``. A call a
+chunk each, after its output), a ``source-url`` per web page an answer cites (after its
+text), ``error``, then ``[DONE]``. A call a
 ``before_tool_call`` hook answers with ``Ask`` becomes ``tool-approval-request``; the
 client's answer (a tool part in state ``approval-responded``) resumes the run. Tools the
 client runs itself are :class:`~treadle.tools.ExternalTool` on the agent: the run stops on
@@ -207,6 +208,18 @@ class VercelAITranslator(PartsTranslator):
 
     def on_reasoning_end(self, part_id: str) -> None:
         self._emit("reasoning-end", id=part_id)
+
+    def on_message_end(self, message_id: str, message: AssistantMessage) -> None:
+        # Each web page the answer cites, once, as the AI SDK's source part (its documents
+        # and files have no address to link to).
+        urls: dict[str, str | None] = {}
+        for block in message.content:
+            for citation in block.citations if isinstance(block, TextContent) else ():
+                if citation.url and citation.url not in urls:
+                    urls[citation.url] = citation.title
+        for n, (url, title) in enumerate(urls.items()):
+            source = {"sourceId": f"{message_id}-source-{n}", "url": url}
+            self._emit("source-url", **source, **({"title": title} if title else {}))
 
     def on_tool_input_start(self, call_id: str, name: str) -> None:
         self._emit("tool-input-start", toolCallId=call_id, toolName=name)
