@@ -101,8 +101,9 @@ async def test_vercel_gets_unstreamed_text_and_data_parts() -> None:
 
 
 async def test_vercel_sends_each_cited_web_page_once_after_the_text() -> None:
-    """A cited answer: one ``source-url`` per distinct URL, after its text and before the
-    step ends; a citation without a URL (a document) sends none. AG-UI has no event for a
+    """A cited answer: one ``source-url`` per distinct web page, after its text and before
+    the step ends; a citation without an http(s) address (a document, a ``javascript:`` or
+    ``gs:`` one) sends none. AG-UI has no event for a
     source: its frames are the same as for the text alone."""
     page = "https://news.example.org/first-flush-2026"
     cited = AssistantMessage(
@@ -114,6 +115,8 @@ async def test_vercel_sends_each_cited_web_page_once_after_the_text() -> None:
             TextContent(text=" The harvest came early.", citations=[
                 Citation(kind="url_citation", url=page, title="An early first flush"),
                 Citation(kind="web", url="https://tea.example.com/harvest"),
+                Citation(kind="url_citation", url="javascript:alert(1)", title="Click"),
+                Citation(kind="retrievedContext", url="gs://corpus/notes.pdf"),
             ]),
         ]
     )  # fmt: skip

@@ -169,6 +169,24 @@ def _assistant(
     flush()
 
 
+def source_parts(message: AssistantMessage, message_id: str) -> list[dict[str, Any]]:
+    """Each web page ``message`` cites, once, as the AI SDK's ``source-url`` part. Only
+    ``http(s)`` addresses: a client renders these as links, and a model's answer is data
+    (a ``javascript:`` address must never become one); cited documents and files have no
+    address to link to."""
+    urls: dict[str, str | None] = {}
+    for block in message.content:
+        for citation in block.citations if isinstance(block, TextContent) else ():
+            url = citation.url or ""
+            if url[:8].lower().startswith(("http://", "https://")) and url not in urls:
+                urls[url] = citation.title
+    return [
+        {"type": "source-url", "sourceId": f"{message_id}-source-{n}", "url": url}
+        | ({"title": title} if title else {})
+        for n, (url, title) in enumerate(urls.items())
+    ]
+
+
 class VercelAITranslator(PartsTranslator):
     """treadle events → UI message stream chunks for one run."""
 
@@ -210,16 +228,7 @@ class VercelAITranslator(PartsTranslator):
         self._emit("reasoning-end", id=part_id)
 
     def on_message_end(self, message_id: str, message: AssistantMessage) -> None:
-        # Each web page the answer cites, once, as the AI SDK's source part (its documents
-        # and files have no address to link to).
-        urls: dict[str, str | None] = {}
-        for block in message.content:
-            for citation in block.citations if isinstance(block, TextContent) else ():
-                if citation.url and citation.url not in urls:
-                    urls[citation.url] = citation.title
-        for n, (url, title) in enumerate(urls.items()):
-            source = {"sourceId": f"{message_id}-source-{n}", "url": url}
-            self._emit("source-url", **source, **({"title": title} if title else {}))
+        self.out.extend(source_parts(message, message_id))
 
     def on_tool_input_start(self, call_id: str, name: str) -> None:
         self._emit("tool-input-start", toolCallId=call_id, toolName=name)
