@@ -20,24 +20,37 @@ class Citation(Model):
 
     Models that cite their sources put these on the text they wrote
     (``TextContent.citations``); each adapter reads its provider's own shape into this one
-    (docs/providers.md#citations). Every field but ``kind`` is optional: a provider fills
-    what it knows.
+    (docs/providers.md#citations). Every field is optional: a provider fills what it knows,
+    and what it did not say is left out of the JSON.
+
+    Example:
+        ```python
+        from treadle import TextContent
+        from treadle.types import Citation
+
+        page = Citation(kind="url_citation", url="https://example.com/tea", start=0, end=26)
+        block = TextContent(text="Green tea is not oxidised. It is steamed.", citations=[page])
+        cited = block.citations[0]
+        assert block.text[cited.start : cited.end] == "Green tea is not oxidised."
+        ```
     """
 
     kind: str = ""
     """The provider's own name for the kind of citation: ``"char_location"``,
     ``"page_location"``, ``"content_block_location"``, ``"web_search_result_location"``,
     ``"search_result_location"`` (Anthropic), ``"url_citation"``, ``"file_citation"``,
-    ``"container_file_citation"`` (OpenAI)."""
+    ``"container_file_citation"`` (OpenAI), ``"web"``, ``"retrievedContext"``, ``"maps"``
+    (Gemini's grounding), ``"documentChar"``, ``"documentPage"``, ``"documentChunk"``,
+    ``"searchResultLocation"`` (Bedrock)."""
     url: str | None = None
     """The web page cited."""
     title: str | None = None
     """The page's or document's title, or the cited file's name."""
     cited_text: str | None = None
-    """The words of the source the answer relies on, where the provider quotes them."""
+    """The source's words the answer relies on, where the provider quotes them."""
     document_index: int | None = None
     """Which of the request's documents (0-based, in the order they were sent) it cites;
-    for ``search_result_location``, which search result."""
+    for a search result location, which search result."""
     file_id: str | None = None
     """The provider's id of the cited file (its Files API, a vector store, a container)."""
     start: int | None = None
@@ -49,8 +62,9 @@ class Citation(Model):
     marks one point of the text (OpenAI ``file_citation``)."""
     source_start: int | None = None
     """Where the cited passage begins in the source, in the unit ``kind`` says: characters
-    (``char_location``), pages, 1-based (``page_location``), or content blocks
-    (``content_block_location``, ``search_result_location``)."""
+    (``char_location``, ``documentChar``), pages, 1-based (``page_location``,
+    ``documentPage``), or content blocks (``content_block_location``,
+    ``search_result_location``, ``documentChunk``, ``searchResultLocation``)."""
     source_end: int | None = None
     """Where the cited passage ends in the source (exclusive), in the same unit."""
 
@@ -100,10 +114,10 @@ class TextContent(Watched):
         @model_serializer(mode="wrap")
         def _serialize(self, handler: SerializerFunctionWrapHandler):
             # No return annotation: pydantic then keeps the fields' serialization schema.
-            return without_empty_citations(handler(self))
+            return _without_empty_citations(handler(self))
 
 
-def without_empty_citations(data: Any) -> Any:
+def _without_empty_citations(data: Any) -> Any:
     """A text block's dumped fields without ``citations`` when it has none (the serializer
     older pydantic versions use)."""
     if isinstance(data, dict) and not data.get("citations"):
