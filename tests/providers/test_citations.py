@@ -388,3 +388,39 @@ async def test_a_cassette_recorded_before_citations_replays_and_records_the_same
     await two_turns(provider)
     await provider.aclose()
     assert (tmp_path / "again.json").read_bytes() == CASSETTE.read_bytes()
+
+
+def test_anthropic_asks_for_citations_on_every_document_when_told() -> None:
+    """``cite_documents=True``: each document block, a tool result's too, asks for
+    citations (what the documents fixture's request carries); off, the body is as before."""
+    from treadle.providers.vertex import VertexAnthropic
+    from treadle.types import FileContent, ToolCall, ToolResultMessage
+
+    note = FileContent.from_bytes(TEA.encode(), "text/plain", name="Tea notes")
+    guide = FileContent.from_bytes(b"%PDF-1.4\n%%EOF\n", "application/pdf", name="Guide")
+    call = ToolCall(id="c1", name="fetch", arguments={})
+    history = [
+        UserMessage.of("Read these.", files=[note]),
+        AssistantMessage(content=[call], stop_reason="tool_use", provider="anthropic"),
+        ToolResultMessage(tool_call_id="c1", tool_name="fetch", content=[guide]),
+    ]
+    request = ModelRequest(messages=history)
+
+    def documents(body: dict[str, Any]) -> list[dict[str, Any]]:
+        found = []
+        for turn in body["messages"]:
+            for block in turn["content"]:
+                found += [p for p in [block, *block.get("content", [])] if p["type"] == "document"]
+        return found
+
+    plain = Anthropic("claude-sonnet-4-5", api_key="k").build_body(request)
+    assert len(documents(plain)) == 2 and all("citations" not in d for d in documents(plain))
+    for provider in (
+        Anthropic("claude-sonnet-4-5", api_key="k", cite_documents=True),
+        VertexAnthropic("claude-sonnet-4-5", project="p", auth=lambda: "t", cite_documents=True),
+    ):
+        cited = documents(provider.build_body(request))
+        assert [d["citations"] for d in cited] == [{"enabled": True}] * 2
+    recorded = load("anthropic/messages-stream-citations-documents")["request"]["body"]
+    sent = [b for b in recorded["messages"][0]["content"] if b["type"] == "document"]
+    assert {json.dumps(d["citations"]) for d in sent} == {json.dumps({"enabled": True})}
