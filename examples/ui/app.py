@@ -10,9 +10,10 @@ The offline model (no TREADLE_MODEL) answers by rule so every protocol feature s
 "weather" calls a server tool ("forecast" says a sentence first), "delete" a tool that
 needs the user's approval, "todo" a tool that changes the shared state, "colour" the
 client's own ``pick_colour`` tool, "chart" a tool that returns an image (a file part on
-both protocols); a message with files attached is answered with their names, types and
-sizes (what the model was given); anything else gets a paced, longer answer (so a
-dropped connection lands mid-answer).
+both protocols), "sources" an answer citing two web pages and a document (``source-url``
+parts on the AI SDK stream; AG-UI has no event for a source); a message with files
+attached is answered with their names, types and sizes (what the model was given);
+anything else gets a paced, longer answer (so a dropped connection lands mid-answer).
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from treadle import (
 from treadle.providers import ModelRequest
 from treadle.testing import ScriptedProvider
 from treadle.tools import ExternalTool, ToolContext
-from treadle.types import FileContent, ToolResultMessage, UserMessage
+from treadle.types import Citation, FileContent, ToolResultMessage, UserMessage
 from treadle.ui.ag_ui import ag_ui_app
 from treadle.ui.vercel_ai import vercel_ai_app
 
@@ -111,6 +112,8 @@ def answer(request: ModelRequest) -> AssistantMessage:
         "colour": ("pick_colour", {"options": ["red", "blue"]}),
         "chart": ("chart", {"week": "this"}),
     }
+    if "sources" in text:  # an answer with the sources it cites
+        return AssistantMessage(content=[TextContent(text=CITED, citations=SOURCES)])
     if "forecast" in text:  # a sentence and a tool call in one assistant message
         call = ToolCall(id="call-weather", name="weather", arguments={"city": "Porto"})
         return AssistantMessage(content=[TextContent(text="Let me look that up."), call])
@@ -124,6 +127,16 @@ def answer(request: ModelRequest) -> AssistantMessage:
         seen = ", ".join(f"{f.name} ({f.mime_type}, {f.size} bytes)" for f in files)
         return AssistantMessage(content=f"You attached {seen}. {LONG[:80]}")
     return AssistantMessage(content=f"You said: {last.text if last else ''}. {LONG}")
+
+
+CITED = "Green tea is not oxidised, and the 2026 harvest came early."
+SOURCES = [
+    Citation(kind="char_location", title="Tea notes", cited_text="Green tea is made from "
+             "unoxidised leaves.", document_index=0, source_start=0, source_end=41),
+    Citation(kind="url_citation", url="https://news.example.org/first-flush-2026",
+             title="An early first flush", start=31, end=60),
+    Citation(kind="url_citation", url="https://tea.example.com/harvest", start=31, end=60),
+]  # fmt: skip
 
 
 class OfflineModel:

@@ -18,7 +18,7 @@ from treadle.sessions import (
     SessionStore,
     SessionWriter,
 )
-from treadle.types import ErrorInfo, ExtensionMessage, ImageContent, ThinkingContent
+from treadle.types import Citation, ErrorInfo, ExtensionMessage, ImageContent, ThinkingContent
 
 StoreFactory = Callable[[], SessionStore]
 
@@ -39,7 +39,26 @@ def every_kind() -> list:
         AssistantMessage(
             content=[
                 ThinkingContent(thinking="hmm", signature="sig==", redacted=False),
-                TextContent(text="Let me check."),
+                TextContent(
+                    text="Let me check.",
+                    citations=[
+                        Citation(
+                            kind="url_citation",
+                            url="https://example.com/a",
+                            title="A",
+                            start=0,
+                            end=6,
+                        ),
+                        Citation(
+                            kind="page_location",
+                            title="Guide ✓",
+                            cited_text="p. 2",
+                            document_index=1,
+                            source_start=2,
+                            source_end=3,
+                        ),
+                    ],
+                ),
                 ToolCall(id="c1", name="look", arguments={"x": [1, 2, {"y": None}]}),
                 ToolCall(id="c2", name="bad", arguments={}, raw_arguments="{not json"),
             ],

@@ -2,3 +2,4 @@
 
 STORY = "Here is a longer answer, streamed in small pieces so you can watch it arrive. " * 4
 WEATHER = "Done: Sunny and 21 °C in Porto. " + STORY[:120]
+CITED = "Green tea is not oxidised, and the 2026 harvest came early."

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from tests.node_packages import install
 
-from .expected import STORY, WEATHER
+from .expected import CITED, STORY, WEATHER
 
 JS = Path(__file__).with_name("js")
 
@@ -162,6 +162,16 @@ def test_vercel_text_and_tool(clients: dict[str, Any]) -> None:
     assert weather["output"] == "Sunny and 21 °C in Porto."
     assert [p["text"] for p in parts(tool, "text")] == [WEATHER]
     assert len(parts(tool, "step-start")) == 2
+
+
+def test_vercel_sources(clients: dict[str, Any]) -> None:
+    """An answer's cited web pages reach useChat's message as ``source-url`` parts."""
+    cited = clients["vercel"]["sources"]
+    assert [p["text"] for p in parts(cited, "text")] == [CITED]
+    assert [(p["url"], p.get("title")) for p in parts(cited, "source-url")] == [
+        ("https://news.example.org/first-flush-2026", "An early first flush"),
+        ("https://tea.example.com/harvest", None),
+    ]
 
 
 def test_vercel_approval(clients: dict[str, Any]) -> None:

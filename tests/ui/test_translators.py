@@ -23,7 +23,7 @@ from treadle import (
 from treadle.loop import RunEnding
 from treadle.providers import ModelRequest, StreamDone, StreamStart
 from treadle.testing import ScriptedProvider
-from treadle.types import ThinkingContent
+from treadle.types import Citation, ThinkingContent
 from treadle.ui.ag_ui import AGUITranslator
 from treadle.ui.vercel_ai import VercelAITranslator
 
@@ -98,3 +98,47 @@ async def test_vercel_gets_unstreamed_text_and_data_parts() -> None:
     assert deltas == ["All at once."]
     assert {"type": "data-summary", "data": {"words": 3}} in frames
     assert frames[-1] == "[DONE]"
+
+
+async def test_vercel_sends_each_cited_web_page_once_after_the_text() -> None:
+    """A cited answer: one ``source-url`` per distinct web page, after its text and before
+    the step ends; a citation without an http(s) address (a document, a ``javascript:`` or
+    ``gs:`` one) sends none. AG-UI has no event for a
+    source: its frames are the same as for the text alone."""
+    page = "https://news.example.org/first-flush-2026"
+    cited = AssistantMessage(
+        content=[
+            TextContent(text="Green tea is not oxidised.", citations=[
+                Citation(kind="char_location", title="Tea notes", document_index=0),
+                Citation(kind="url_citation", url=page, title="An early first flush"),
+            ]),
+            TextContent(text=" The harvest came early.", citations=[
+                Citation(kind="url_citation", url=page, title="An early first flush"),
+                Citation(kind="web", url="https://tea.example.com/harvest"),
+                Citation(kind="url_citation", url="javascript:alert(1)", title="Click"),
+                Citation(kind="retrievedContext", url="gs://corpus/notes.pdf"),
+            ]),
+        ]
+    )  # fmt: skip
+    translator = VercelAITranslator("r1")
+    frames = [f for e in await events(ScriptedProvider([cited])) for f in translator.translate(e)]
+    data = [f for f in frames if isinstance(f, dict)]
+    sources = [f for f in data if f["type"] == "source-url"]
+    assert sources == [
+        {"type": "source-url", "sourceId": "r1-1-source-0", "url": page,
+         "title": "An early first flush"},
+        {"type": "source-url", "sourceId": "r1-1-source-1", "url": "https://tea.example.com/harvest"},
+    ]  # fmt: skip
+    kinds = [f["type"] for f in data]
+    last_text = max(i for i, kind in enumerate(kinds) if kind == "text-end")
+    assert last_text < kinds.index("source-url") < kinds.index("finish-step")
+
+    texts = [b.text for b in cited.content if isinstance(b, TextContent)]
+    plain = AssistantMessage(content=[TextContent(text=text) for text in texts])
+    kinds_by_message = []
+    for message in (cited, plain):
+        ag_ui = AGUITranslator("r1", "t1")
+        found = [f for e in await events(ScriptedProvider([message])) for f in ag_ui.translate(e)]
+        kinds_by_message.append([f["type"] for f in found if isinstance(f, dict)])
+    with_sources, without = kinds_by_message
+    assert with_sources == without

@@ -4,9 +4,11 @@ scripted model answering by keyword, so every part of the page shows.
 "weather" calls a tool, "delete" a tool that asks for approval, "parallel" two slow tools
 at once, "biglog" a tool returning 5,000 lines, "markdown" answers with a table and a code
 block, "think" thinks first, "hostile" answers with HTML and script, "chart" calls a tool
-returning an image, a message with files is answered with their names, types and sizes
-(what the model got); anything else gets a long answer streamed in small paced pieces
-(``WEB_TEST_DELAY`` seconds apart), long enough to stop or reload mid-answer.
+returning an image, "sources" answers citing two web pages, a document and a
+``javascript:`` address (never a link); a message with files is answered with
+their names, types and sizes (what the model got); anything else gets a long answer
+streamed in small paced pieces (``WEB_TEST_DELAY`` seconds apart), long enough to stop or
+reload mid-answer.
 ``WEB_TEST_STORE``: a SQLite file for the sessions.
 """
 
@@ -25,6 +27,7 @@ from treadle.testing import ScriptedProvider
 from treadle.testing.scripted import ScriptItem
 from treadle.types import (
     AssistantMessage,
+    Citation,
     FileContent,
     TextContent,
     ThinkingContent,
@@ -77,6 +80,12 @@ def read_log(lines: int) -> str:
     return "\n".join(f"log line {n}: all quiet" for n in range(1, lines + 1))
 
 
+SOURCES = [
+    Citation(kind="url_citation", url="https://news.example.org/first-flush", title="Early flush"),
+    Citation(kind="char_location", title="Tea notes", document_index=0),
+    Citation(kind="web", url="https://tea.example.com/harvest"),
+    Citation(kind="url_citation", url="javascript:window.pwned=4", title="Click me"),
+]
 MARKDOWN = (
     "| tool | calls | share |\n| :--- | ---: | :-: |\n| weather | 12 | 60% |\n"
     "| read\\|log | 8 | `40%` |\n\n"
@@ -109,6 +118,10 @@ def answer(request: ModelRequest) -> AssistantMessage:
     if files:
         seen = ", ".join(f"{f.name} ({f.mime_type}, {f.size} bytes)" for f in files)
         return AssistantMessage(content=f"You attached {seen}.")
+    if "sources" in low:
+        return AssistantMessage(
+            content=[TextContent(text="Green tea is not oxidised.", citations=SOURCES)]
+        )
     if "chart" in low:
         return AssistantMessage(
             content=[ToolCall(id="call-chart", name="chart", arguments={"week": "this"})]

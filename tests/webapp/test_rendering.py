@@ -40,6 +40,29 @@ def test_a_long_tool_result_is_collapsed_with_show_all(page: WebPage) -> None:
     assert "log line 5000:" not in page.js(result)
 
 
+def test_an_answers_sources_are_links_under_it_and_after_a_reload(page: WebPage) -> None:
+    page.send("your sources please")
+    page.wait(
+        lambda: page.js("document.querySelector('[data-testid=sources]') !== null"), "sources"
+    )
+    page.idle()
+    shown = (
+        "[...document.querySelectorAll('[data-role=assistant] [data-testid=source]')]"
+        ".map(s => [s.tagName, s.textContent, s.getAttribute('href')])"
+    )
+    expected = [
+        ["A", "Early flush", "https://news.example.org/first-flush"],
+        ["A", "tea.example.com", "https://tea.example.com/harvest"],
+    ]  # a javascript: address is not sent: never a link
+    assert page.js(shown) == expected
+    kinds = page.js("[...document.querySelector('[data-role=assistant] .body').children]"
+                    ".map(c => c.dataset.testid || c.className)")  # fmt: skip
+    assert kinds[-1] == "sources" and "md" in kinds  # under the text
+    page.reload()  # from the stored session
+    page.wait(lambda: page.js(shown) == expected, "the sources after the reload")
+    assert page.js("window.pwned === undefined")
+
+
 def test_tables_and_code_blocks_are_rendered_as_text(page: WebPage) -> None:
     page.send("markdown please")
     page.wait(lambda: page.js("document.querySelector('.md table') !== null"), "the table")

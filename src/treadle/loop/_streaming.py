@@ -226,6 +226,10 @@ class StreamState:
         elif kind == "thinking_start":
             if block is None:
                 self._put(index, ThinkingContent(thinking="", redacted=event.redacted))
+        elif kind == "text_end":
+            cited = event.__dict__.get("citations")
+            if cited and type(block) is TextContent:  # sources come with the block's end
+                self._put(index, block.model_copy(update={"citations": list(cited)}))
         elif kind == "thinking_end":
             if isinstance(block, ThinkingContent) and event.signature is not None:
                 self._put(index, block.model_copy(update={"signature": event.signature}))

@@ -13,6 +13,7 @@ from ..cancellation import CancellationToken
 from ..types import (
     AssistantContent,
     AssistantMessage,
+    Citation,
     ErrorInfo,
     TextContent,
     TextDelta,
@@ -115,6 +116,7 @@ class Block:
     announced: bool = False  # a tool call's ToolCallStart was sent
     done: bool = False
     call: ToolCall | None = None
+    citations: list[Citation] = field(default_factory=list)  # a text block's sources
 
 
 class Assembler:
@@ -218,6 +220,11 @@ class Assembler:
             at = self.current = self.open(kind)
         self.add(at, text)
 
+    def cite(self, at: int, citation: Citation) -> None:
+        """A source the model cited for text block ``at``: on its ``TextEnd`` and on the
+        final message (one cited after the block ended reaches the final message only)."""
+        self.blocks[at].citations.append(citation)
+
     def close_current(self) -> None:
         """End the block :meth:`text` feeds, if any."""
         at, self.current = self.current, None
@@ -231,7 +238,10 @@ class Assembler:
             return
         block.done = True
         if block.kind == "text":
-            self.out.append(TextEnd(index=at))
+            cited = block.citations
+            self.out.append(
+                TextEnd(index=at, citations=list(cited)) if cited else TextEnd(index=at)
+            )
         elif block.kind == "thinking":
             self.out.append(ThinkingEnd(index=at, signature=block.signature))
         else:
@@ -285,7 +295,10 @@ class Assembler:
         for block in self.blocks:
             text = "".join(block.parts)
             if block.kind == "text":
-                content.append(TextContent(text=text))
+                cited = block.citations
+                content.append(
+                    TextContent(text=text, citations=cited) if cited else TextContent(text=text)
+                )
             elif block.kind == "thinking":
                 signature, redacted = block.signature, block.redacted
                 content.append(

@@ -50,11 +50,14 @@ class Anthropic(HTTPAdapter):
         *,
         max_tokens: int = 8192,
         thinking_budgets: Mapping[str, int] | None = None,
+        cite_documents: bool = False,
         **options: Unpack[HTTPOptions],
     ) -> None:
         super().__init__(model, **options)
         self.max_tokens = max_tokens
         self.thinking_budgets = {**DEFAULT_THINKING_BUDGETS, **(thinking_budgets or {})}
+        # every document sent asks for citations: docs/providers.md#citations
+        self.cite_documents = cite_documents
 
     def _key(self) -> str:
         return self._required_key("ANTHROPIC_API_KEY", "Anthropic")
@@ -85,6 +88,8 @@ class Anthropic(HTTPAdapter):
         check_files(self.file_support, request.messages, self.name, model)
         marked: list[dict[str, Any]] = []  # the last block of each cache_point message
         messages = _convert_messages(request.messages, self.name, marked)
+        if self.cite_documents:
+            _cite_documents(messages)
         body: dict[str, Any] = {"model": model}
         automatic: list[dict[str, Any]] = []  # the cache points every request gets
         if request.system_prompt:
@@ -247,6 +252,16 @@ def _assistant_blocks(message: AssistantMessage, provider: str) -> list[dict[str
     return assistant_parts(
         message, provider, text=_text_block, thinking=_signed_thinking, call=_tool_use
     )
+
+
+def _cite_documents(wire: list[dict[str, Any]]) -> None:
+    """Citations enabled on each document of the turns, tool results' included."""
+    for turn in wire:
+        for block in turn["content"]:
+            inner = block.get("content") if block["type"] == "tool_result" else None
+            for part in [block, *(inner if isinstance(inner, list) else ())]:
+                if part.get("type") == "document":
+                    part["citations"] = {"enabled": True}
 
 
 def _thinking_allowed(wire: list[dict[str, Any]]) -> bool:

@@ -8,6 +8,7 @@ from pydantic_core import to_json
 
 from ..types.usage import StopReason
 from ._assemble import Assembler, json_object, usage
+from ._citations import from_anthropic
 from ._errors import classify
 from .base import StreamEvent
 
@@ -111,6 +112,8 @@ class StreamState(Assembler):
         if kind in ("text", "thinking"):
             signature = (block.get("signature") or None) if kind == "thinking" else None
             at = self.open(kind, signature=signature)
+            for cited in block.get("citations") or () if kind == "text" else ():
+                self._cite(at, cited)  # a non-streamed block carries its citations here
             if block.get(kind):  # the text, or the thinking
                 self.add(at, block[kind])
         elif kind == "redacted_thinking":
@@ -129,6 +132,9 @@ class StreamState(Assembler):
             return
         block = self.blocks[at]
         delta = event.get("delta") or {}
+        if delta.get("type") == "citations_delta" and block.kind == "text":
+            self._cite(at, delta.get("citation"))
+            return
         kind, field = _DELTAS.get(str(delta.get("type")), ("", ""))
         if kind != block.kind or block.redacted:
             return
@@ -136,3 +142,7 @@ class StreamState(Assembler):
             block.signature = (block.signature or "") + (delta.get("signature") or "")
         elif delta.get(field):
             self.add(at, delta[field])
+
+    def _cite(self, at: int, raw: Any) -> None:
+        if isinstance(raw, dict):
+            self.cite(at, from_anthropic(raw))

@@ -13,6 +13,7 @@ from ..errors import TreadleError
 from ..types import (
     AgentMessage,
     AssistantMessage,
+    Citation,
     TextDelta,
     ThinkingDelta,
     ToolCallDelta,
@@ -108,8 +109,12 @@ class TextStart(Model):
 
 
 class TextEnd(Model):
+    """A text block is complete. ``citations``: the sources the model cited for it (its
+    ``TextContent.citations``), which the loop puts on the block of the partial message."""
+
     type: Literal["text_end"] = "text_end"
     index: int
+    citations: list[Citation] = Field(default_factory=list)
 
 
 class ThinkingStart(Model):

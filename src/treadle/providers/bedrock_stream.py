@@ -11,6 +11,7 @@ from pydantic_core import from_json, to_json
 from ..types import ErrorInfo
 from ..types.usage import StopReason
 from ._assemble import Assembler, count, json_object, usage
+from ._citations import from_bedrock
 from ._errors import classify, parse_retry_after
 from ._eventstream import EventStreamDecoder, Frame
 from .base import ErrorKind, ProviderError, StreamEvent
@@ -145,18 +146,20 @@ class BedrockResponse(Assembler):
                 if isinstance(piece, str) and piece:
                     self.add(at, piece)
             return
-        if "text" in delta:
-            kind, text = "text", delta["text"]
+        if "text" in delta or isinstance(delta.get("citation"), dict):
+            kind, text = "text", delta.get("text")  # a cited block: citations and its text
         elif isinstance(delta.get("reasoningContent"), dict):
             kind, text = "thinking", ""
         else:
-            return  # citations and other kinds have no treadle content type
+            return  # other kinds have no treadle content type
         if at is None:
             at = self.index_map[index] = self.open(kind)  # type: ignore[arg-type]
         block = self.blocks[at]
         if block.kind != kind:
             return
         if kind == "text":
+            if isinstance(delta.get("citation"), dict):
+                self.cite(at, from_bedrock(delta["citation"]))
             if isinstance(text, str) and text:
                 self.add(at, text)
             return
@@ -215,6 +218,11 @@ def _whole_block(index: int, block: Any) -> list[tuple[str, dict[str, Any]]]:
     at = {"contentBlockIndex": index}
     if isinstance(block.get("text"), str):
         deltas = [{"text": block["text"]}]
+    elif isinstance(block.get("citationsContent"), dict):  # text with the sources it cites
+        cited = block["citationsContent"]
+        deltas = [{"citation": c} for c in cited.get("citations") or () if isinstance(c, dict)]
+        parts = [p.get("text") for p in cited.get("content") or () if isinstance(p, dict)]
+        deltas.append({"text": "".join(p for p in parts if isinstance(p, str))})
     elif isinstance(block.get("reasoningContent"), dict):
         reasoning = block["reasoningContent"]
         if "redactedContent" in reasoning:

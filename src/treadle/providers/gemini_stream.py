@@ -10,6 +10,7 @@ from pydantic_core import from_json
 from ..types import ErrorInfo
 from ..types.usage import StopReason
 from ._assemble import Assembler, count, usage
+from ._citations import from_gemini
 from ._convert import safe_tool_call_id
 from ._errors import classify
 from ._sse import MAX_LINE_CHARS, SSEDecoder, SSEEvent, StreamLineTooLong
@@ -127,6 +128,7 @@ class Response(Assembler):
         self.blocked: str | None = None
         self.usage: dict[str, Any] = {}
         self._id_base = uuid.uuid4().hex[:16]  # for call ids when there is no response id
+        self.grounding: dict[str, Any] | None = None  # the candidate's latest groundingMetadata
 
     def whole(self, payload: Any) -> list[Any]:
         return payload if isinstance(payload, list) else [payload]
@@ -156,6 +158,8 @@ class Response(Assembler):
         )
         if not isinstance(candidate, dict):
             return self.take()
+        if isinstance(candidate.get("groundingMetadata"), dict):
+            self.grounding = candidate["groundingMetadata"]
         content = candidate.get("content") or {}
         for part in content.get("parts") or []:
             if isinstance(part, dict):
@@ -188,7 +192,17 @@ class Response(Assembler):
         n = sum(block.kind == "tool" for block in self.blocks)
         return safe_tool_call_id(f"call_{self.response_id or self._id_base}_{n}")
 
+    def _ground(self) -> None:
+        """Grounding (Search, a RAG corpus, Maps) as the citations of the answer's text: it
+        comes with the last chunks, and its offsets count in the text of the last text block."""
+        texts = [at for at, block in enumerate(self.blocks) if block.kind == "text"]
+        if self.grounding is None or not texts:
+            return
+        block = self.blocks[texts[-1]]
+        block.citations = from_gemini(self.grounding, "".join(block.parts))
+
     def end(self) -> list[StreamEvent]:
+        self._ground()
         meta = self.usage  # tool-use prompt tokens are input that promptTokenCount leaves out
         prompt = count(meta, "promptTokenCount") + count(meta, "toolUsePromptTokenCount")
         thoughts = count(meta, "thoughtsTokenCount")

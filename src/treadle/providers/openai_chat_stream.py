@@ -10,9 +10,10 @@ from typing import Any
 
 from pydantic_core import from_json
 
-from ..types import ErrorInfo, Usage
+from ..types import Citation, ErrorInfo, Usage
 from ..types.usage import StopReason
 from ._assemble import Assembler, count, text_delta, usage
+from ._citations import from_openai
 from ._errors import classify, filter_message, filtered_categories
 from ._sse import SSEDecoder, SSEEvent
 from .base import ProviderError, StreamEvent
@@ -76,6 +77,7 @@ class ChatStream(Assembler):
         super().__init__(provider, model)
         self._calls: dict[Any, int] = {}  # the server's index (None: the last call) -> block
         self.flagged: list[str] | None = None  # what a content filter stopped the answer for
+        self.uncited: list[Citation] = []  # citations that came before the text they cite
 
     def feed(self, value: Any) -> Sequence[StreamEvent]:
         """The stream events of one wire event: a chunk's JSON, or an SSE event to read."""
@@ -186,10 +188,27 @@ class ChatStream(Assembler):
                 continue
             if isinstance(text, str) and text:
                 self.text(kind, text)
+        annotations = delta.get("annotations")  # search models' url_citation
+        if isinstance(annotations, list) and annotations:
+            self._annotate(annotations)
         calls = delta.get("tool_calls")
         for fragment in calls if isinstance(calls, list) else ():
             if isinstance(fragment, dict):
                 self._tool_fragment(fragment)
+
+    def _annotate(self, annotations: list[Any]) -> None:
+        """Citations of the message's text: its indices count in the whole content, which
+        is one text block unless thinking or a tool call cut it (then the last one). Some
+        come before any text: they wait for it."""
+        for raw in annotations:
+            cited = from_openai(raw) if isinstance(raw, dict) else None
+            if cited is not None:
+                self.uncited.append(cited)
+        texts = [at for at, block in enumerate(self.blocks) if block.kind == "text"]
+        if texts:
+            for cited in self.uncited:
+                self.cite(texts[-1], cited)
+            self.uncited.clear()
 
     def _tool_fragment(self, fragment: dict[str, Any]) -> None:
         function = fragment.get("function")
@@ -219,6 +238,8 @@ class ChatStream(Assembler):
             self.announce(at)
 
     def end(self) -> list[StreamEvent]:
+        if self.uncited:
+            self._annotate([])
         stop = self.stop_for(self.reason, self.stops)
         error = None
         if stop == "error":

@@ -8,10 +8,16 @@ from pydantic_core import to_json
 
 from ..types.usage import ErrorInfo, StopReason
 from ._assemble import Assembler, count, json_object, usage
+from ._citations import from_openai
 from ._errors import classify
 from .base import ProviderError, StreamEvent
 
 _FILTERED = "the provider's content filter stopped the response"
+# The API reference's spelling, and the one some SDK versions give the event.
+_ANNOTATION_ADDED = (
+    "response.output_text.annotation.added",
+    "response.output_text_annotation.added",
+)
 
 
 def _stream_error(payload: dict[str, Any], provider: str) -> ProviderError:
@@ -76,6 +82,8 @@ class StreamState(Assembler):
         elif kind in ("response.output_text.delta", "response.refusal.delta"):
             if event.get("delta"):
                 self.add(self._text_block(event), event["delta"])
+        elif kind in _ANNOTATION_ADDED:
+            self._annotate(self._text_block(event), [event.get("annotation")])
         elif kind in ("response.output_text.done", "response.refusal.done"):
             self._text_done(event, event.get("text") or event.get("refusal"))
         elif kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
@@ -117,6 +125,12 @@ class StreamState(Assembler):
         if final and not self.blocks[at].parts:
             self.add(at, final)
         self.close(at)
+
+    def _annotate(self, at: int, annotations: list[Any]) -> None:
+        for raw in annotations:
+            cited = from_openai(raw) if isinstance(raw, dict) else None
+            if cited is not None:
+                self.cite(at, cited)
 
     def _reasoning_delta(self, event: dict[str, Any]) -> None:
         at = self._find(event)
@@ -166,6 +180,11 @@ class StreamState(Assembler):
                 text = text if text is not None else part.get("refusal")
                 if text is not None:
                     key = {"output_index": output_index, "content_index": content_index}
+                    annotations = part.get("annotations")
+                    if annotations and isinstance(annotations, list):  # the final word
+                        cited = self._text_block(key)
+                        self.blocks[cited].citations = []
+                        self._annotate(cited, annotations)
                     self._text_done(key, text)
             return
         if kind not in ("reasoning", "function_call"):

@@ -204,6 +204,7 @@ class VertexAnthropic(Anthropic):
         credentials: Any = None,
         max_tokens: int = 8192,
         thinking_budgets: Mapping[str, int] | None = None,
+        cite_documents: bool = False,
         **options: Unpack[HTTPOptions],
     ) -> None:
         auth = _credentials(type(self).__name__, credentials, options)
@@ -213,7 +214,13 @@ class VertexAnthropic(Anthropic):
                 f"{type(self).__name__} needs a project: pass project= or set GOOGLE_CLOUD_PROJECT"
             )
         options["base_url"] = self.place.base_url
-        super().__init__(model, max_tokens=max_tokens, thinking_budgets=thinking_budgets, **options)
+        super().__init__(
+            model,
+            max_tokens=max_tokens,
+            thinking_budgets=thinking_budgets,
+            cite_documents=cite_documents,
+            **options,
+        )
 
     @property
     def project(self) -> str | None:

@@ -148,7 +148,7 @@ class ScriptedProvider:
                 for piece in _chunks(block.text, self.chunks):
                     await self._pause(cancel)
                     yield TextDelta(index=index, text=piece)
-                yield TextEnd(index=index)
+                yield TextEnd(index=index, citations=block.citations)  # as adapters do
             elif isinstance(block, ThinkingContent):
                 yield ThinkingStart(index=index, redacted=block.redacted)
                 for piece in _chunks(block.thinking, self.chunks):

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from ._base import now_ms
 from .content import (
     AssistantContent,
+    Citation,
     ContentBlock,
     FileContent,
     ImageContent,
@@ -110,6 +111,7 @@ __all__ = [
     "AgentStart",
     "AssistantContent",
     "AssistantMessage",
+    "Citation",
     "CompactionEnd",
     "CompactionStart",
     "ContentBlock",

@@ -89,8 +89,8 @@ class ContentMark:
     are unchanged: :func:`edit_count` when it looked (no field of a watched message or block
     assigned since), each message's content list with its length and blocks (by identity),
     and — with ``containers`` — a copy of each dict or list a block holds (a tool call's
-    arguments, compared by value). That the messages themselves are the same objects, in
-    order, is the caller's to check."""
+    arguments, compared by value; a text block's citations aside, never sent to a model).
+    That the messages themselves are the same objects, in order, is the caller's to check."""
 
     __slots__ = ("blocks", "containers", "edits", "kept", "lens", "lists", "track")
 
@@ -116,8 +116,9 @@ class ContentMark:
         for block in content:
             watch(block)
             if self.track:
-                for value in block.__dict__.values():
-                    if isinstance(value, (dict, list)):
+                for key, value in block.__dict__.items():
+                    # a text block's citations are never sent: no cache derives from them
+                    if isinstance(value, (dict, list)) and key != "citations":
                         self.containers.append(value)
                         self.kept.append(copied(value))
         self.lists.append(content)

@@ -9,7 +9,8 @@ and its resume request ``GET /api/chat/{id}/stream``. For other frameworks,
 Mapping: ``start`` / ``finish`` per run, ``start-step`` / ``finish-step`` per turn,
 ``text-*`` and ``reasoning-*`` parts, ``tool-input-start`` / ``-delta`` / ``-available``,
 ``tool-output-available`` / ``-error`` / ``-denied`` (a tool's files and images: a ``file``
-chunk each, after its output), ``error``, then ``[DONE]``. A call a
+chunk each, after its output), a ``source-url`` per web page an answer cites (after its
+text), ``error``, then ``[DONE]``. A call a
 ``before_tool_call`` hook answers with ``Ask`` becomes ``tool-approval-request``; the
 client's answer (a tool part in state ``approval-responded``) resumes the run. Tools the
 client runs itself are :class:`~treadle.tools.ExternalTool` on the agent: the run stops on
@@ -168,6 +169,24 @@ def _assistant(
     flush()
 
 
+def source_parts(message: AssistantMessage, message_id: str) -> list[dict[str, Any]]:
+    """Each web page ``message`` cites, once, as the AI SDK's ``source-url`` part. Only
+    ``http(s)`` addresses: a client renders these as links, and a model's answer is data
+    (a ``javascript:`` address must never become one); cited documents and files have no
+    address to link to."""
+    urls: dict[str, str | None] = {}
+    for block in message.content:
+        for citation in block.citations if isinstance(block, TextContent) else ():
+            url = citation.url or ""
+            if url[:8].lower().startswith(("http://", "https://")) and url not in urls:
+                urls[url] = citation.title
+    return [
+        {"type": "source-url", "sourceId": f"{message_id}-source-{n}", "url": url}
+        | ({"title": title} if title else {})
+        for n, (url, title) in enumerate(urls.items())
+    ]
+
+
 class VercelAITranslator(PartsTranslator):
     """treadle events → UI message stream chunks for one run."""
 
@@ -207,6 +226,9 @@ class VercelAITranslator(PartsTranslator):
 
     def on_reasoning_end(self, part_id: str) -> None:
         self._emit("reasoning-end", id=part_id)
+
+    def on_message_end(self, message_id: str, message: AssistantMessage) -> None:
+        self.out.extend(source_parts(message, message_id))
 
     def on_tool_input_start(self, call_id: str, name: str) -> None:
         self._emit("tool-input-start", toolCallId=call_id, toolName=name)

@@ -159,7 +159,7 @@ export async function runAll(base, { HttpAgent, DefaultChatTransport, readUIMess
     const send = (t, chatId, messages) =>
       t.sendMessages({ chatId, messages, trigger: "submit-message", messageId: undefined, abortSignal: undefined });
 
-    for (const [key, text] of [["text", "hello there"], ["tool", "what is the weather"]]) {
+    for (const [key, text] of [["text", "hello there"], ["tool", "what is the weather"], ["sources", "your sources?"]]) {
       const messages = [user(`${key}-u1`, text)];
       result[key] = await finalMessage(await send(transport(), `chat-${key}`, messages));
     }

@@ -20,6 +20,7 @@ from ...types import (
     UserMessage,
 )
 from .._files import media_of, ui_file_part
+from ..vercel_ai import source_parts
 
 
 def messages_to_ui(
@@ -73,6 +74,7 @@ def messages_to_ui(
                             part["approval"]["prompt"] = prompts[block.id]
                     tools[block.id] = part
                     parts.append(part)
+            parts.extend(source_parts(message, f"m{index}"))
             if message.stop_reason == "aborted":
                 current["stopped"] = True
             if message.error is not None and message.stop_reason == "error":

@@ -336,6 +336,7 @@ function renderPart(message, part) {
     } else if (part.type === "error") part.el = el("div", { class: "error", role: "alert" });
     else if (part.type.startsWith("tool-")) part.el = toolCard(part);
     else if (part.type === "file") { part.el = filePreview(part); message.body.append(part.el); return; }
+    else if (part.type === "source-url") { sourceLink(message, part); return; }
     else return;
     message.body.append(part.el);
   }
@@ -343,6 +344,22 @@ function renderPart(message, part) {
   else if (part.type === "reasoning") part.inner.textContent = part.text;
   else if (part.type === "error") part.el.textContent = part.errorText;
   else updateTool(part);
+}
+
+// The web pages an answer cites, as links in one line under it (an address that is not
+// http(s) is shown, never followed).
+function sourceLink(message, part) {
+  if (!message.sources) {
+    message.sources = el("div", { class: "sources", "data-testid": "sources" }, el("span", { class: "sources-label", text: "Sources:" }));
+  }
+  message.body.append(message.sources); // stays after the parts that came before it
+  let label = part.title;
+  try { label = label || new URL(part.url).hostname; } catch { label = label || part.url; }
+  const link = /^https?:\/\//i.test(part.url)
+    ? el("a", { href: part.url, rel: "noopener noreferrer", target: "_blank", title: part.url, "data-testid": "source", text: label })
+    : el("span", { title: part.url, "data-testid": "source", text: label });
+  part.el = link;
+  message.sources.append(link);
 }
 
 function toolCard(part) {
@@ -483,6 +500,8 @@ function apply(chunk) {
     else if (t === "tool-output-denied") { part.state = "output-denied"; }
     else if (t === "tool-approval-request") { part.state = "approval-requested"; part.approval = { id: chunk.approvalId, prompt: state.asked.get(chunk.toolCallId) }; }
     updateTool(part);
+  } else if (t === "source-url") { // a web page the answer cites: a link under it
+    addPart({ type: "source-url", sourceId: chunk.sourceId, url: chunk.url, title: chunk.title });
   } else if (t === "file") { // a tool's file (an image, a PDF): after the tool's output
     addPart({ type: "file", url: chunk.url, mediaType: chunk.mediaType, providerMetadata: chunk.providerMetadata });
   } else if (t === "error") {
