@@ -275,3 +275,21 @@ def test_the_next_request_waits_for_a_tool_result_already_being_written(
     result, _, _ = run(loop, agent, "Look.")
     assert result.text == "Done."
     assert provider.stored == [0, 1]  # the second request saw the result stored
+
+
+def test_an_answers_citations_are_in_the_result_and_the_stored_events(
+    loop: asyncio.AbstractEventLoop,
+) -> None:
+    """Citations come on a text block's end (not as deltas): the durable run's stored
+    events and its result carry them, as the Agent's do."""
+    from treadle.types import Citation
+
+    page = Citation(kind="url_citation", url="https://example.com/tea", start=0, end=9)
+    answer = AssistantMessage(content=[TextContent(text="Green tea is steamed.", citations=[page])])
+    agent = durable.DurableAgent(Agent(ScriptedProvider([answer])), name="f-cited")
+    result, events, _ = run(loop, agent, "Tea?")
+    assert result.messages[-1].content[0].citations == [page]
+    ends = [e for e in events if e.type == "message_end" and e.message.role == "assistant"]
+    assert ends[-1].message.content[0].citations == [page]
+    updates = [e for e in events if e.type == "message_update"]
+    assert updates and updates[0].message.content[0].text  # updates read back whole
