@@ -28,6 +28,7 @@ from ..types import (
     MessageUpdate,
     ProviderFallback,
     ProviderRetry,
+    TextContent,
     ToolCall,
     ToolExecutionEnd,
     ToolExecutionStart,
@@ -49,6 +50,8 @@ INVARIANTS: dict[str, str] = {
     "INV-MESSAGE-PAIRS": "message_start/end pairs never interleave; updates only inside one",
     "INV-DELTAS": "a block's deltas, joined, are its text; each update's message is the text "
     "so far; an update looked at when received never changes",
+    "INV-CITED": "a text block's citations appear once its text is whole and stay, the same, "
+    "on every later update and on the message at message_end",
     "INV-TOOL-EVENTS": "per call: one start, updates, one end, then its one result message",
     "INV-ANSWERED": "every tool call in the history has exactly one result, in its place",
     "INV-TRANSCRIPT": "validate_transcript finds nothing wrong with the history",
@@ -145,6 +148,7 @@ def check_call(
     for evs in loops.values():
         _check_loop(evs)
         _check_deltas(evs)
+        _check_citations(evs)
     end = loops[main][-1]
     assert isinstance(end, AgentEnd)
     main_events = loops[main]
@@ -304,6 +308,41 @@ def _check_deltas(evs: list[Any]) -> None:
                         f"message_end block {at} is {held!r}, its deltas {text!r} ({lid})",
                     )
             streamed = None
+
+
+def _check_citations(evs: list[Any]) -> None:
+    """INV-CITED over one loop's events: per assistant message, once an update shows a text
+    block cited, that block's text and citations never change again (no delta comes for
+    it after its end), and the message at message_end holds the block as cited."""
+    lid = evs[0].loop_id[:8]
+    cited: dict[int, tuple[str, list[Any]]] | None = None  # block index -> (text, citations)
+    for e in evs:
+        if isinstance(e, MessageStart) and isinstance(e.message, AssistantMessage):
+            cited = {}
+        elif isinstance(e, MessageUpdate) and cited is not None:
+            for index, block in enumerate(e.message.content):
+                if not isinstance(block, TextContent):
+                    continue
+                if index in cited:
+                    require(
+                        (block.text, block.citations) == cited[index],
+                        "INV-CITED",
+                        f"update seq {e.seq}: cited block {index} changed after its end ({lid})",
+                    )
+                elif block.citations:
+                    cited[index] = (block.text, block.citations)
+        elif isinstance(e, MessageEnd) and isinstance(e.message, AssistantMessage):
+            if cited and e.message.stop_reason != "error":
+                final = [
+                    (b.text, b.citations) for b in e.message.content if isinstance(b, TextContent)
+                ]
+                for index, whole in cited.items():
+                    require(
+                        whole in final,
+                        "INV-CITED",
+                        f"message_end lost block {index}'s citations ({lid})",
+                    )
+            cited = None
 
 
 def _check_loop(evs: list[Any]) -> None:

@@ -134,6 +134,12 @@ ASK_FROM = 19_000_000
 ``ApprovalRequired`` that many times, each answered by the approval handler or by the
 simulated person after the run suspends); lower seeds keep their scenarios."""
 
+CITE_FROM = 23_000_000
+"""Seeds from here may draw citations on the replies' text (the ``cite`` flag of a reply
+move: its text block arrives cited, the sources coming with the block's end, as a
+provider's do); lower seeds keep their scenarios. Scripted providers only: the wire fakes
+write no citations."""
+
 OVERFLOW_FROM = 15_000_000
 """Seeds from here may draw the ``overflow`` move (a provider that counts more tokens than
 the loop's estimate and refuses, as llama.cpp does, any request over its context) and an
@@ -349,4 +355,10 @@ def generate(seed: int) -> Scenario:
         for move in moves:
             if move["move"] == "tool" and asking.random() < 0.3:
                 move["asks"] = asking.choice((1, 1, 2))
+    citing = random.Random(f"{seed}:cite")
+    wired = any(m["move"] == "provider" and m["kind"] == "wire" for m in moves)
+    if seed >= CITE_FROM and not wired and citing.random() < 0.4:
+        for move in moves:
+            if move["move"] == "reply" and move["text"] and citing.random() < 0.6:
+                move["cite"] = True
     return Scenario(seed, moves)

@@ -28,6 +28,7 @@ from ..tools import ApprovalRequired, ToolContext, ToolResult, tool
 from ..types import (
     AgentMessage,
     AssistantMessage,
+    Citation,
     ExtensionMessage,
     FileContent,
     TextContent,
@@ -169,13 +170,17 @@ def make_tool(move: Move, ledger: Ledger) -> Any:
 
 
 def assistant(
-    calls: list[tuple[str, str, dict[str, Any]]], text: str | None, thinking: bool
+    calls: list[tuple[str, str, dict[str, Any]]],
+    text: str | None,
+    thinking: bool,
+    cite: bool = False,
 ) -> AssistantMessage:
     content: list[Any] = []
     if thinking:
         content.append(ThinkingContent(thinking="thinking it over"))
     if text:
-        content.append(TextContent(text=text))
+        sources = [sim_citation(text)] if cite else []
+        content.append(TextContent(text=text, citations=sources))
     content.extend(ToolCall(id=cid, name=n, arguments=args) for cid, n, args in calls)
     return AssistantMessage(content=content, stop_reason="tool_use" if calls else "stop")
 
@@ -185,7 +190,12 @@ def reply_message(move: Move, subagents: set[str]) -> AssistantMessage:
     for i, (tname, x) in enumerate(move["calls"]):
         args = {"task": f"task {x}"} if tname in subagents else {"x": x}
         calls.append((f"r{move['index']}c{i}", tname, args))
-    return assistant(calls, move["text"], bool(move["thinking"]))
+    return assistant(calls, move["text"], bool(move["thinking"]), bool(move.get("cite")))
+
+
+def sim_citation(text: str) -> Citation:
+    """The source a cited reply's text block carries (``cite`` moves)."""
+    return Citation(kind="url_citation", url="https://sim.example/source", start=0, end=len(text))
 
 
 def make_subagent(move: Move, ledger: Ledger, retry: Any) -> Any:
