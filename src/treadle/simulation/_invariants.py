@@ -12,7 +12,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..context.transcript import validate_transcript
-from ..errors import TreadleError
 from ..sessions.base import open_calls_at_end
 from ..types import (
     AgentEnd,
@@ -28,8 +27,6 @@ from ..types import (
     MessageUpdate,
     ProviderFallback,
     ProviderRetry,
-    TextContent,
-    ToolCall,
     ToolExecutionEnd,
     ToolExecutionStart,
     ToolExecutionUpdate,
@@ -39,64 +36,11 @@ from ..types import (
     Usage,
     event_from_json,
 )
+from ._streamed import check_citations, check_deltas
+from ._violations import INVARIANTS, InvariantViolation, require
 from ._world import MID_RUN_EVENT
 
-INVARIANTS: dict[str, str] = {
-    "INV-SEQ": "seq strictly increases on every stream, across all loops sharing it",
-    "INV-ONE-END": "exactly one agent_end per loop, the last of that loop's events",
-    "INV-START": "agent_start is a loop's first event; absent only after a before_loop veto",
-    "INV-REJECT": "input_rejected is followed by agent_end(reason=rejected), only custom between",
-    "INV-TURNS": "turn_start / turn_end alternate with indices 0, 1, 2 ...; none left open",
-    "INV-MESSAGE-PAIRS": "message_start/end pairs never interleave; updates only inside one",
-    "INV-DELTAS": "a block's deltas, joined, are its text; each update's message is the text "
-    "so far; an update looked at when received never changes",
-    "INV-CITED": "a text block's citations appear once its text is whole and stay, the same, "
-    "on every later update and on the message at message_end",
-    "INV-TOOL-EVENTS": "per call: one start, updates, one end, then its one result message",
-    "INV-ANSWERED": "every tool call in the history has exactly one result, in its place",
-    "INV-TRANSCRIPT": "validate_transcript finds nothing wrong with the history",
-    "INV-REQUEST": "each turn's request carries the history as it stands, extension "
-    "messages left out, repaired",
-    "INV-END-MESSAGES": "agent_end.messages == the return value == what joined the history",
-    "INV-USAGE": "agent_end.usage is the sum of the turn_end usages",
-    "INV-DEPTH": "sub-agent events carry their own loop_id and a depth one below the parent",
-    "INV-JSON": "every event round-trips through JSON unchanged",
-    "INV-CUSTOM-LAST": "custom events come between agent_start and agent_end; a before_end "
-    "hook's come just before agent_end",
-    "INV-NO-RERUN": "a non-idempotent tool never runs twice for one call id",
-    "INV-GATE": "no tool runs unless the before_tool_call hooks judged its call (or it is a "
-    "call the run suspended on and a decision names it)",
-    "INV-COMPACTION-HONEST": "a compaction that applied no strategy reports no change",
-    "INV-STOPPED-EARLY": "under an after_turn cancellation a sub-agent's result is its answer "
-    "so far, marked stopped_early, not an error",
-    "INV-FALLBACK": "a FallbackModel moves on only while no eager call of the turn has "
-    "started (unless it allows it), and the next answer is the next model's",
-    "INV-OBSERVER": "with a stream, on_event observers see exactly the consumer's sequence",
-    "INV-SUBSCRIBER": "each EventLog subscriber sees exactly the direct consumer's sequence",
-    "INV-RAN-KEPT": "a call whose tool ran to its end keeps its result (never Cancelled)",
-    "INV-HOOK-PAIRS": "hooks come in pairs: after_X only after its before_X, once",
-    "INV-NO-MUTATION": "nothing the caller passed in (prompts, messages, steering) is mutated",
-    "INV-INPUT-KEPT": "a steering or follow-up message the loop took joins the history",
-    "INV-RESUME": "after a crash the resumed history equals what was reported before it",
-    "INV-NO-RAISE": "a loop call raises only what the contract lets through, after agent_end",
-    "INV-TERMINATES": "every run ends (no hang), in bounded virtual time",
-    "INV-DETERMINISM": "the same seed gives the same scenario and event trace (same backend)",
-}
-
-
-class InvariantViolation(TreadleError, AssertionError):
-    """An invariant of the contract did not hold; ``invariant`` is its id (``INV-...``)."""
-
-    def __init__(self, invariant: str, message: str) -> None:
-        assert invariant in INVARIANTS, invariant
-        self.invariant = invariant
-        self.detail = message
-        super().__init__(f"{invariant} ({INVARIANTS[invariant]}): {message}")
-
-
-def require(condition: Any, invariant: str, message: str) -> None:
-    if not condition:
-        raise InvariantViolation(invariant, message)
+__all__ = ["INVARIANTS", "InvariantViolation", "require"]  # also imported from here
 
 
 def _roles(messages: Sequence[Any]) -> list[str]:
@@ -147,8 +91,8 @@ def check_call(
             )
     for evs in loops.values():
         _check_loop(evs)
-        _check_deltas(evs)
-        _check_citations(evs)
+        check_deltas(evs)
+        check_citations(evs)
     end = loops[main][-1]
     assert isinstance(end, AgentEnd)
     main_events = loops[main]
@@ -264,85 +208,6 @@ def check_history(messages: Sequence[AgentMessage], pending: set[str]) -> None:
     )
     problems = validate_transcript(list(messages), allow_pending=pending)
     require(not problems, "INV-TRANSCRIPT", f"{problems}")
-
-
-def _check_deltas(evs: list[Any]) -> None:
-    """INV-DELTAS over one loop's events: per assistant message (start to end), the text
-    and thinking deltas of each block add up to that block, update by update. A delta's
-    index is the block's place in the message as it streamed; the closed message may have
-    dropped tool calls that never completed, which moves the blocks after them up."""
-    lid = evs[0].loop_id[:8]
-    streamed: dict[int, str] | None = None
-    partial: list[Any] = []  # the message as the last update had it
-    for e in evs:
-        if isinstance(e, MessageStart) and isinstance(e.message, AssistantMessage):
-            streamed, partial = {}, []
-        elif isinstance(e, MessageUpdate) and streamed is not None:
-            partial = e.message.content
-            delta = e.delta
-            if delta.type not in ("text", "thinking"):
-                continue
-            so_far = streamed[delta.index] = streamed.get(delta.index, "") + delta.text
-            block = partial[delta.index]
-            held = getattr(block, "text" if delta.type == "text" else "thinking", None)
-            require(
-                held == so_far,
-                "INV-DELTAS",
-                f"update seq {e.seq}: block {delta.index} holds {held!r}, its deltas {so_far!r}"
-                f" ({lid})",
-            )
-        elif isinstance(e, MessageEnd) and isinstance(e.message, AssistantMessage):
-            if streamed is not None and e.message.stop_reason != "error":
-                content = e.message.content
-                kept = {c.id for c in content if isinstance(c, ToolCall)}
-                places = [
-                    i for i, b in enumerate(partial) if not isinstance(b, ToolCall) or b.id in kept
-                ]
-                for index, text in streamed.items():
-                    at = places.index(index) if index in places else index
-                    last = content[at] if at < len(content) else None
-                    held = getattr(last, "text", None) or getattr(last, "thinking", None)
-                    require(
-                        held == text,
-                        "INV-DELTAS",
-                        f"message_end block {at} is {held!r}, its deltas {text!r} ({lid})",
-                    )
-            streamed = None
-
-
-def _check_citations(evs: list[Any]) -> None:
-    """INV-CITED over one loop's events: per assistant message, once an update shows a text
-    block cited, that block's text and citations never change again (no delta comes for
-    it after its end), and the message at message_end holds the block as cited."""
-    lid = evs[0].loop_id[:8]
-    cited: dict[int, tuple[str, list[Any]]] | None = None  # block index -> (text, citations)
-    for e in evs:
-        if isinstance(e, MessageStart) and isinstance(e.message, AssistantMessage):
-            cited = {}
-        elif isinstance(e, MessageUpdate) and cited is not None:
-            for index, block in enumerate(e.message.content):
-                if not isinstance(block, TextContent):
-                    continue
-                if index in cited:
-                    require(
-                        (block.text, block.citations) == cited[index],
-                        "INV-CITED",
-                        f"update seq {e.seq}: cited block {index} changed after its end ({lid})",
-                    )
-                elif block.citations:
-                    cited[index] = (block.text, block.citations)
-        elif isinstance(e, MessageEnd) and isinstance(e.message, AssistantMessage):
-            if cited and e.message.stop_reason != "error":
-                final = [
-                    (b.text, b.citations) for b in e.message.content if isinstance(b, TextContent)
-                ]
-                for index, whole in cited.items():
-                    require(
-                        whole in final,
-                        "INV-CITED",
-                        f"message_end lost block {index}'s citations ({lid})",
-                    )
-            cited = None
 
 
 def _check_loop(evs: list[Any]) -> None:

@@ -169,6 +169,9 @@ def make_tool(move: Move, ledger: Ledger) -> Any:
     )(body)
 
 
+SOURCE = "https://sim.example/source"  # what a cited reply's text cites (``cite`` moves)
+
+
 def assistant(
     calls: list[tuple[str, str, dict[str, Any]]],
     text: str | None,
@@ -179,8 +182,8 @@ def assistant(
     if thinking:
         content.append(ThinkingContent(thinking="thinking it over"))
     if text:
-        sources = [sim_citation(text)] if cite else []
-        content.append(TextContent(text=text, citations=sources))
+        source = Citation(kind="url_citation", url=SOURCE, start=0, end=len(text))
+        content.append(TextContent(text=text, citations=[source] if cite else []))
     content.extend(ToolCall(id=cid, name=n, arguments=args) for cid, n, args in calls)
     return AssistantMessage(content=content, stop_reason="tool_use" if calls else "stop")
 
@@ -191,11 +194,6 @@ def reply_message(move: Move, subagents: set[str]) -> AssistantMessage:
         args = {"task": f"task {x}"} if tname in subagents else {"x": x}
         calls.append((f"r{move['index']}c{i}", tname, args))
     return assistant(calls, move["text"], bool(move["thinking"]), bool(move.get("cite")))
-
-
-def sim_citation(text: str) -> Citation:
-    """The source a cited reply's text block carries (``cite`` moves)."""
-    return Citation(kind="url_citation", url="https://sim.example/source", start=0, end=len(text))
 
 
 def make_subagent(move: Move, ledger: Ledger, retry: Any) -> Any:
