@@ -18,9 +18,11 @@ $(STAMP): $(BIN)/python pyproject.toml
 # processes, paced streams and a browser); tests sharing a module fixture (a server, a DBOS
 # launch) stay on one worker, long ones start first (tests/scheduling.py). About 9 minutes
 # on two cores (2026-11-28; the target is 4). `make test PYTEST_WORKERS=0` runs it in one process.
+# PYTHONDONTWRITEBYTECODE is cleared for the run: with it set, pytest rewrites the asserts of
+# every test module again in each worker (about 12 s of CPU per worker) instead of caching them.
 PYTEST_WORKERS ?= auto
 test: $(STAMP)
-	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup
 
 demo: $(STAMP)
 	$(BIN)/python examples/quickstart.py
