@@ -227,7 +227,7 @@ class StreamState:
             if block is None:
                 self._put(index, ThinkingContent(thinking="", redacted=event.redacted))
         elif kind == "text_end":
-            cited = event.__dict__.get("citations")
+            cited = event.citations
             if cited and type(block) is TextContent:  # sources come with the block's end
                 self._put(index, block.model_copy(update={"citations": list(cited)}))
         elif kind == "thinking_end":
