@@ -8,6 +8,12 @@ and durable runs interleaved and reports their medians; the figure that matters 
 time, and in CPU time (the process's, every thread's: on a loaded machine the wall time is
 mostly waiting for a core).
 
+A plain run does what the durable run does but keep it: each library's runs read their
+events as they come (pydantic-ai's through an ``event_stream_handler``; treadle's through
+``Agent.stream`` on a fresh fork, as a durable run's feed its event log). treadle's durable
+run is also timed over a run that makes no events at all (``run_ephemeral``): the
+"over quiet" column.
+
 - treadle: ``DurableAgent.start(...)`` + ``result()``; the tool is ``idempotent=True``
   (no DBOS step: its result is kept with the event log's write of its end).
 - pydantic-ai ``DBOSAgent``: its default (model requests are steps, tools are not), and
@@ -48,15 +54,20 @@ def _medians(times: dict[str, list[float]]) -> dict[str, float]:
     return {key: statistics.median(values) * 1e3 for key, values in times.items()}
 
 
-async def _timed(plain: Any, durable: Any, runs: int, warmup: int) -> dict[str, float]:
+async def _timed(
+    plain: Any, durable: Any, runs: int, warmup: int, quiet: Any = None
+) -> dict[str, float]:
+    arms = [(plain, "plain"), (durable, "durable")]
+    if quiet is not None:
+        arms.append((quiet, "quiet"))
     for _ in range(warmup):
-        await plain()
-        await durable()
+        for run, _kind in arms:
+            await run()
     times: dict[str, list[float]] = {
-        k: [] for k in ("plain_ms", "durable_ms", "plain_cpu_ms", "durable_cpu_ms")
+        f"{k}{unit}": [] for _, k in arms for unit in ("_ms", "_cpu_ms")
     }
     for _ in range(runs):
-        for run, kind in ((plain, "plain"), (durable, "durable")):
+        for run, kind in arms:
             started, cpu = time.perf_counter(), time.process_time()
             text = await run()
             times[f"{kind}_ms"].append(time.perf_counter() - started)
@@ -123,13 +134,23 @@ async def treadle_driver(base_url: str, db: str, runs: int, warmup: int) -> dict
     await durable.launch(db)
 
     async def plain() -> str:
+        # A fresh conversation (as each durable run's), its events read as they come: the
+        # durable run streams them to its event log, and pydantic-ai's plain run streams
+        # them to its handler.
+        async with plain_agent.fork(uuid.uuid4().hex).stream(PROMPT) as events:
+            async for _ in events:
+                pass
+        assert events.result is not None
+        return events.result.text
+
+    async def quiet() -> str:  # no events at all: what a plain run costs at the least
         return (await plain_agent.run_ephemeral(PROMPT)).text
 
     async def durable_run() -> str:
         return (await (await runner.start(PROMPT)).result()).text
 
     try:
-        timed = await _timed(plain, durable_run, runs, warmup)
+        timed = await _timed(plain, durable_run, runs, warmup, quiet)
         return timed | await _floor(floor, STEPS["treadle"], runs, warmup)
     finally:
         stopped = durable.shutdown()
@@ -245,8 +266,9 @@ def compare(args: argparse.Namespace) -> None:
     print(f"median over {args.rounds} rounds of the per-process medians ({args.runs} runs each)")
     print(
         f"{'library':18} {'database':11} {'plain':>9} {'durable':>9} {'overhead':>9}"
-        f" {'CPU overhead':>13} {'DBOS floor':>11} {'CPU floor':>10}"
+        f" {'CPU overhead':>13} {'DBOS floor':>11} {'CPU floor':>10} {'over quiet':>11}"
     )
+    nan = float("nan")
     for (library, kind), rounds in found.items():
         plain = statistics.median(r["plain_ms"] for r in rounds)
         durable = statistics.median(r["durable_ms"] for r in rounds)
@@ -254,10 +276,16 @@ def compare(args: argparse.Namespace) -> None:
         cpu = statistics.median(r["durable_cpu_ms"] - r["plain_cpu_ms"] for r in rounds)
         floor = statistics.median(r.get("floor_ms", float("nan")) for r in rounds)
         floor_cpu = statistics.median(r.get("floor_cpu_ms", float("nan")) for r in rounds)
+        quiet = statistics.median(r["durable_ms"] - r.get("quiet_ms", nan) for r in rounds)
         print(
             f"{library:18} {kind:11} {plain:7.1f}ms {durable:7.1f}ms {overhead:7.1f}ms"
-            f" {cpu:11.1f}ms {floor:9.1f}ms {floor_cpu:8.1f}ms"
+            f" {cpu:11.1f}ms {floor:9.1f}ms {floor_cpu:8.1f}ms {quiet:9.1f}ms"
         )
+    print(
+        "plain: each library's run without durability, its events read as they come (treadle:"
+        " Agent.stream on a fresh fork; pydantic-ai: run with an event_stream_handler). over "
+        "quiet: treadle's durable run over a run that makes no events (run_ephemeral)."
+    )
     print(
         "DBOS floor: a bare DBOS workflow with as many steps as the library's durable run "
         "takes (treadle 0, pydantic-ai 3, +step 5), small values, in the same process. An "

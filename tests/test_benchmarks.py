@@ -26,6 +26,7 @@ CASES = {
     "tool_kinds.py": (["--reps", "1", "--runs", "5"], "per tool call"),
     "eager_tools.py": (["--runs", "1", "--tool-ms", "20", "--token-ms", "1"], "saved"),
     "web_first_paint.py": (["--runs", "1"], "first paint:"),
+    "durable_vs_pydantic_ai.py": (["--rounds", "1", "--runs", "2"], "DBOS floor"),
 }
 
 

@@ -12,9 +12,10 @@ workflow); both refusals reach the workflow as DBOS's ``DBOSWorkflowConflictIDEr
 which makes DBOS wait for the new owner's outcome instead of recording one of its own.
 
 A run that ``DurableAgent.start`` starts under a new id cannot have been taken over before
-its first write, so it claims in that write's transaction (an ``INSERT``: if a recovering
-execution claimed first, the insert fails and this execution stops) and costs no extra
-transaction. Every other execution claims in a transaction of its own when it begins.
+its first write, so it claims in that write's transaction (an ``INSERT`` that does nothing
+when a recovering execution claimed first: then nothing of the write is stored and this
+execution stops) and costs no extra transaction. Every other execution claims in a
+transaction of its own when it begins.
 """
 
 from __future__ import annotations
@@ -23,17 +24,13 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from ._database import DurableError
-from ._sql import run
+from ._sql import FIRST, KEPT, run
 
 if TYPE_CHECKING:
     import sqlalchemy as sa
 
 logger = logging.getLogger("treadle.durable")
 _TABLES: dict[str, Any] = {}
-
-
-KEPT = "UPDATE treadle_durable_owners SET epoch = epoch WHERE workflow_id = ? AND epoch = ?"
-FIRST = "INSERT INTO treadle_durable_owners (workflow_id, epoch) VALUES (?, 1)"
 
 
 def owners_table() -> sa.Table:
@@ -88,21 +85,28 @@ class Owner:
             conn.execute(table.insert().values(workflow_id=self.workflow_id, epoch=1))
         self.epoch = int(conn.execute(sa.select(table.c.epoch).where(mine)).scalar_one())
 
-    def check(self, conn: sa.Connection) -> None:
-        """Inside a write's transaction: raise :class:`Fenced` unless this execution still
-        owns the run (and hold the owner row until the transaction ends)."""
-        import sqlalchemy as sa
+    @property
+    def write_check(self) -> tuple[str, int]:
+        """The owner check a write makes (see :func:`._sql.write_log`): a fresh run's first
+        write claims the run with it (``"first"``); every other checks the epoch."""
+        return ("kept", self.epoch) if self.inserted else ("first", 1)
 
-        if not self.inserted:  # a fresh run's first write: its claim goes in with it
-            try:  # (the failed insert's transaction is rolled back: nothing is written)
-                run(conn, FIRST, (self.workflow_id,))
-            except sa.exc.IntegrityError:
-                raise Fenced(self.workflow_id) from None
-            self.inserted = True
-            return
-        kept = run(conn, KEPT, (self.workflow_id, self.epoch))
-        if kept.rowcount != 1:
+    def checked(self, owned: bool) -> None:
+        """After a write's check: raise :class:`Fenced` when it failed (nothing of that
+        transaction is kept)."""
+        if not owned:
             raise Fenced(self.workflow_id)
+        self.inserted = True
+
+    def check(self, conn: sa.Connection) -> None:
+        """Inside a transaction: raise :class:`Fenced` unless this execution still owns
+        the run (and hold the owner row until the transaction ends)."""
+        kind, epoch = self.write_check
+        if kind == "first":  # a fresh run's first write: its claim goes in with it
+            done = run(conn, FIRST, (self.workflow_id,))
+        else:
+            done = run(conn, KEPT, (self.workflow_id, epoch))
+        self.checked(done.rowcount == 1)
 
 
 def lost(workflow_id: str) -> BaseException:

@@ -1,10 +1,19 @@
-"""Statements on the durable tables' hot path, run through the database driver.
+"""The event log's write, run through the database driver.
 
-An event-log write runs a few small statements in one transaction. Built and compiled by
-SQLAlchemy each costs more than the database's own work, and a driver's ``executemany``
-(psycopg's pipeline) a round per row: these are written once as SQL text in the driver's
-placeholder style (sqlite3's ``?``, psycopg's ``%s``: the only two drivers
-:mod:`._database` opens), and rows go in one multi-row ``INSERT`` per chunk.
+An event-log write stores a few rows in up to three tables, fenced by the run's owner
+(:mod:`._owner`), in one transaction. Built and compiled by SQLAlchemy each statement costs
+more than the database's own work, and each statement sent on its own is a round trip to a
+server. So the write is SQL text, made once per shape (how many rows of each kind):
+
+- PostgreSQL: **one statement**, sent in autocommit mode (so one round trip, and one
+  transaction): the owner check is a data-modifying CTE whose row every insert requires
+  (``WHERE EXISTS``), so a fenced write stores nothing; the statement returns whether the
+  check passed.
+- SQLite: the check, then one multi-row ``INSERT`` per table, in one transaction (the
+  database is in process: statements cost no round trip).
+
+Only the two drivers :mod:`._database` opens are written for: sqlite3 (``?``
+placeholders) and psycopg (``%s``).
 """
 
 from __future__ import annotations
@@ -14,38 +23,145 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import sqlalchemy as sa
 
-_MARKS = {"qmark": "?", "format": "%s", "pyformat": "%s"}
 CHUNK = 200  # rows per INSERT: far below any driver's limit on parameters
-_CACHE: dict[tuple[str, str, int], str] = {}
+_MARKS = {"qmark": "?", "format": "%s", "pyformat": "%s"}
+_SHAPES = 512  # statement texts kept (one per shape seen; a run has a handful)
+_CACHE: dict[tuple[Any, ...], str] = {}
+
+OWNERS = "treadle_durable_owners"
+KEPT = f"UPDATE {OWNERS} SET epoch = epoch WHERE workflow_id = ? AND epoch = ?"
+"""The owner check: still this execution's epoch (and the row's lock, held to the end)."""
+FIRST = f"INSERT INTO {OWNERS} (workflow_id, epoch) VALUES (?, 1) ON CONFLICT DO NOTHING"
+"""A fresh run's claim, in its first write: none there yet (else another execution's)."""
 
 
-def _mark(conn: sa.Connection) -> str:
-    style = conn.dialect.paramstyle
+def _mark(dialect: sa.Dialect) -> str:
+    style = dialect.paramstyle
     if style not in _MARKS:  # _database opens sqlite3 and psycopg only
         raise NotImplementedError(f"a database driver with paramstyle {style!r}")
     return _MARKS[style]
 
 
-def run(conn: sa.Connection, sql: str, params: tuple[Any, ...]) -> Any:
-    """``sql`` (written with ``?`` placeholders) with ``params``."""
-    key = (sql, conn.dialect.name, -1)
+def _memo(key: tuple[Any, ...], make: Any) -> str:
     text = _CACHE.get(key)
     if text is None:
-        text = _CACHE[key] = sql.replace("?", _mark(conn))
+        if len(_CACHE) >= _SHAPES:
+            _CACHE.clear()
+        text = _CACHE[key] = make()
+    return text
+
+
+def run(conn: sa.Connection, sql: str, params: tuple[Any, ...]) -> Any:
+    """``sql`` (written with ``?`` placeholders) with ``params``, through ``conn``."""
+    dialect = conn.dialect
+    text = _memo((sql, dialect.name), lambda: sql.replace("?", _mark(dialect)))
     return conn.exec_driver_sql(text, params)
 
 
-def insert_rows(conn: sa.Connection, table: sa.Table, rows: list[tuple[Any, ...]]) -> None:
-    """``rows`` (values in the table's column order) into ``table``."""
-    dialect = conn.dialect
-    for start in range(0, len(rows), CHUNK):
-        chunk = rows[start : start + CHUNK]
-        key = (table.name, dialect.name, len(chunk))
-        sql = _CACHE.get(key)
-        if sql is None:
-            quote, mark = dialect.identifier_preparer.quote, _mark(conn)
-            columns = ", ".join(quote(c.name) for c in table.columns)
-            one = "(" + ", ".join([mark] * len(table.columns)) + ")"
-            values = ", ".join([one] * len(chunk))
-            sql = _CACHE[key] = f"INSERT INTO {quote(table.name)} ({columns}) VALUES {values}"
-        conn.exec_driver_sql(sql, tuple(value for row in chunk for value in row))
+def _values(mark: str, table: sa.Table, count: int, typed: bool) -> str:
+    one = "(" + ", ".join([mark] * len(table.columns)) + ")"
+    if not typed:
+        return ", ".join([one] * count)
+    # PostgreSQL types a VALUES list's columns by its first row: their types go there
+    types = ["integer" if c.type.python_type is int else "text" for c in table.columns]
+    first = "(" + ", ".join(f"{mark}::{t}" for t in types) + ")"
+    return ", ".join([first, *[one] * (count - 1)])
+
+
+def _insert(table: sa.Table, values: str, guard: str = "") -> str:
+    names = ", ".join(c.name for c in table.columns)
+    if not guard:
+        return f"INSERT INTO {table.name} ({names}) VALUES {values}"
+    return (
+        f"INSERT INTO {table.name} ({names}) SELECT * FROM (VALUES {values}) AS v ({names}){guard}"
+    )
+
+
+def write_log(
+    engine: sa.Engine,
+    claim: tuple[str, int] | None,
+    workflow_id: str,
+    inserts: list[tuple[sa.Table, list[tuple[Any, ...]]]],
+) -> bool:
+    """Insert ``inserts`` (a table, its rows with values in column order) in one
+    transaction, with ``claim`` (``("first", 1)``: a fresh run's first write claims it;
+    ``("kept", epoch)``: the owner check) when given. False: the check failed (the run
+    has another owner) and nothing was stored."""
+    parts = [
+        (table, rows[i : i + CHUNK]) for table, rows in inserts for i in range(0, len(rows), CHUNK)
+    ]
+    raw = engine.raw_connection()
+    try:
+        if engine.dialect.name == "postgresql":
+            return _postgres(raw, claim, workflow_id, parts)
+        return _sqlite(raw, engine.dialect, claim, workflow_id, parts)
+    finally:
+        raw.close()  # back to the pool
+
+
+def _postgres(raw: Any, claim: tuple[str, int] | None, workflow_id: str, parts: list[Any]) -> bool:
+    shape = tuple((table.name, len(rows)) for table, rows in parts)
+    kind = claim[0] if claim is not None else None
+
+    def make() -> str:
+        ctes = []
+        if kind is not None:
+            check = (FIRST if kind == "first" else KEPT).replace("?", "%s")
+            ctes.append(f"owner AS ({check} RETURNING 1)")
+        guard = " WHERE EXISTS (SELECT FROM owner)" if kind is not None else ""
+        for i, (table, rows) in enumerate(parts):
+            values = _values("%s", table, len(rows), typed=True)
+            ctes.append(f"i{i} AS ({_insert(table, values, guard or ' WHERE true')})")
+        result = "(SELECT count(*) FROM owner)" if kind is not None else "1"
+        return ("WITH " + ", ".join(ctes) + " " if ctes else "") + f"SELECT {result}"
+
+    sql = _memo(("postgresql", kind, shape), make)
+    params: list[Any] = []
+    if claim is not None:
+        params += [workflow_id] if kind == "first" else [workflow_id, claim[1]]
+    for _, rows in parts:
+        params += [value for row in rows for value in row]
+    conn = raw.driver_connection
+    conn.autocommit = True  # the one statement is the transaction: one round trip
+    try:
+        with conn.cursor() as cursor:
+            cursor.execute(sql, params)
+            found = cursor.fetchone()
+    finally:
+        conn.autocommit = False  # as the pool hands it out
+    return claim is None or bool(found and found[0] == 1)
+
+
+def _sqlite(
+    raw: Any,
+    dialect: sa.Dialect,
+    claim: tuple[str, int] | None,
+    workflow_id: str,
+    parts: list[Any],
+) -> bool:
+    mark = _mark(dialect)
+    cursor = raw.cursor()
+    try:
+        if claim is not None:
+            kind, epoch = claim
+            if kind == "first":
+                cursor.execute(FIRST.replace("?", mark), (workflow_id,))
+            else:
+                cursor.execute(KEPT.replace("?", mark), (workflow_id, epoch))
+            if cursor.rowcount != 1:
+                raw.rollback()
+                return False
+        for table, rows in parts:
+
+            def make(table: sa.Table = table, count: int = len(rows)) -> str:
+                return _insert(table, _values(mark, table, count, typed=False))
+
+            sql = _memo(("sqlite", table.name, len(rows)), make)
+            cursor.execute(sql, tuple(value for row in rows for value in row))
+        raw.commit()
+        return True
+    except BaseException:
+        raw.rollback()
+        raise
+    finally:
+        cursor.close()

@@ -41,7 +41,7 @@ from ..types import (
 )
 from ._database import DurableError
 from ._owner import Owner, owners_table
-from ._sql import insert_rows
+from ._sql import write_log
 from ._threads import Signal
 
 if TYPE_CHECKING:
@@ -411,15 +411,15 @@ class EventStore:
         results: list[tuple[str, str]],
         answers: list[tuple[int, str]],
     ) -> None:
-        with self.engine.begin() as conn:
-            if owner is not None:
-                owner.check(conn)  # raises Fenced: nothing of this transaction is kept
-            if rows:
-                insert_rows(conn, self.table, [(workflow_id, s, "", e) for s, e in rows])
-            if results:
-                insert_rows(conn, self.results, [(workflow_id, c, r) for c, r in results])
-            if answers:
-                insert_rows(conn, self.answers, [(workflow_id, n, a) for n, a in answers])
+        inserts: list[tuple[sa.Table, list[tuple[Any, ...]]]] = [
+            (self.table, [(workflow_id, s, "", e) for s, e in rows]),
+            (self.results, [(workflow_id, c, r) for c, r in results]),
+            (self.answers, [(workflow_id, n, a) for n, a in answers]),
+        ]
+        claim = owner.write_check if owner is not None else None
+        owned = write_log(self.engine, claim, workflow_id, inserts)
+        if owner is not None:
+            owner.checked(owned)  # raises Fenced: nothing of this transaction was kept
         self.writes += 1
 
     async def write(

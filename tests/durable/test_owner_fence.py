@@ -1,0 +1,74 @@
+"""An event-log write is fenced by the run's owner in the write's own transaction, on
+SQLite and on PostgreSQL (where the check and the inserts are one statement): a write by
+an execution that lost the run stores nothing — no event, no tool result, no answer — and
+raises ``Fenced``; a fresh run's first write claims the run, and fails when another
+execution claimed it first (``_store.EventStore`` with ``_owner.Owner``, no DBOS)."""
+
+from __future__ import annotations
+
+import uuid
+
+import anyio
+import pytest
+
+from treadle.durable._database import open_engine, resolve
+from treadle.durable._owner import Fenced, Owner
+from treadle.durable._store import EventStore
+
+
+def _store(url: str) -> EventStore:
+    return EventStore(open_engine(resolve(url, None)))
+
+
+def _counts(store: EventStore, run_id: str) -> tuple[int, dict[str, str], dict[int, str]]:
+    events = anyio.run(store.read, run_id, -1, None)
+    results, answers = anyio.run(store.kept, run_id)
+    return len(events), results, answers
+
+
+EVENT = '{"seq":%d,"loop_id":"l","depth":0,"timestamp":1,"type":"turn_start","turn_index":%d}'
+
+
+def _rows(first: int, count: int) -> list[tuple[int, str]]:
+    return [(s, EVENT % (s, s)) for s in range(first, first + count)]
+
+
+def test_a_write_by_an_execution_that_lost_the_run_stores_nothing(database: str) -> None:
+    store = _store(database)
+    run_id = uuid.uuid4().hex
+    first = Owner(run_id, fresh=True)
+    anyio.run(store.write, run_id, _rows(0, 3), first, [("c1", '{"r": 1}')], [(0, "[]")])
+    assert _counts(store, run_id) == (3, {"c1": '{"r": 1}'}, {0: "[]"})
+
+    # a recovering execution claims the run: the first one's epoch is stale now
+    second = Owner(run_id, fresh=False)
+    anyio.run(store.claim, second)
+    assert second.epoch == 2
+    with pytest.raises(Fenced):
+        anyio.run(store.write, run_id, _rows(3, 250), first, [("c2", "{}")], [(1, "[]")])
+    assert _counts(store, run_id) == (3, {"c1": '{"r": 1}'}, {0: "[]"})  # nothing of it
+
+    # the owner writes (several chunks of rows in one write)
+    anyio.run(store.write, run_id, _rows(3, 250), second, [("c2", "{}")], [(1, "[]")])
+    assert _counts(store, run_id)[0] == 253
+    store.engine.dispose()
+
+
+def test_a_fresh_runs_first_write_claims_it_unless_another_did(database: str) -> None:
+    store = _store(database)
+    run_id = uuid.uuid4().hex
+    recovering = Owner(run_id, fresh=False)
+    anyio.run(store.claim, recovering)  # claimed before the fresh execution's first write
+    fresh = Owner(run_id, fresh=True)
+    with pytest.raises(Fenced):
+        anyio.run(store.write, run_id, _rows(0, 2), fresh, [], [(0, "[]")])
+    assert _counts(store, run_id) == (0, {}, {})
+    anyio.run(store.write, run_id, _rows(0, 2), recovering, [], [])
+    assert _counts(store, run_id)[0] == 2
+
+    other = uuid.uuid4().hex  # unclaimed: the first write claims it, the next ones check
+    owner = Owner(other, fresh=True)
+    anyio.run(store.write, other, _rows(0, 1), owner, [], [])
+    anyio.run(store.write, other, _rows(1, 1), owner, [("c", "{}")], [])
+    assert _counts(store, other) == (2, {"c": "{}"}, {})
+    store.engine.dispose()
