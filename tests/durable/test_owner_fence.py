@@ -20,6 +20,14 @@ def _store(url: str) -> EventStore:
     return EventStore(open_engine(resolve(url, None)))
 
 
+def _stored(store: EventStore, run_id: str) -> int:
+    import sqlalchemy as sa
+
+    with store.engine.connect() as conn:
+        query = sa.select(sa.func.count()).where(store.table.c.workflow_id == run_id)
+        return int(conn.execute(query).scalar_one())
+
+
 def _counts(store: EventStore, run_id: str) -> tuple[int, dict[str, str], dict[int, str]]:
     events = anyio.run(store.read, run_id, -1, None)
     results, answers = anyio.run(store.kept, run_id)
@@ -71,4 +79,27 @@ def test_a_fresh_runs_first_write_claims_it_unless_another_did(database: str) ->
     anyio.run(store.write, other, _rows(0, 1), owner, [], [])
     anyio.run(store.write, other, _rows(1, 1), owner, [("c", "{}")], [])
     assert _counts(store, other) == (2, {"c": "{}"}, {})
+    store.engine.dispose()
+
+
+def test_a_write_too_big_for_one_statement_is_fenced_whole(database: str) -> None:
+    """More rows than one PostgreSQL statement takes go in several statements of one
+    transaction: fenced, none of them is stored; owned, all are."""
+    store = _store(database)
+    run_id = uuid.uuid4().hex
+    stale = Owner(run_id, fresh=True)
+    anyio.run(store.write, run_id, _rows(0, 1), stale, [], [])
+    owner = Owner(run_id, fresh=False)
+    anyio.run(store.claim, owner)
+    big = _rows(1, 17_000)  # 68,000 values: over the 65,535 one PostgreSQL statement takes
+    with pytest.raises(Fenced):
+        anyio.run(store.write, run_id, big, stale, [("c", "{}")], [])
+    assert _stored(store, run_id) == 1 and _counts(store, run_id)[1] == {}
+    anyio.run(store.write, run_id, big, owner, [("c", "{}")], [])
+    assert _stored(store, run_id) == 17_001
+
+    fresh_id = uuid.uuid4().hex  # a fresh run's first write, that big: claims, then checks
+    fresh = Owner(fresh_id, fresh=True)
+    anyio.run(store.write, fresh_id, _rows(0, 17_000), fresh, [], [])
+    assert _stored(store, fresh_id) == 17_000
     store.engine.dispose()

@@ -99,7 +99,39 @@ def write_log(
         raw.close()  # back to the pool
 
 
+GROUP = 30
+"""Chunks of rows one PostgreSQL statement takes (24,000 parameters at most: the protocol
+allows 65,535). A write of more rows is several statements in one transaction."""
+
+
 def _postgres(raw: Any, claim: tuple[str, int] | None, workflow_id: str, parts: list[Any]) -> bool:
+    conn = raw.driver_connection
+    groups = [parts[i : i + GROUP] for i in range(0, len(parts), GROUP)] or [[]]
+    if len(groups) == 1:
+        conn.autocommit = True  # the one statement is the transaction: one round trip
+        try:
+            return _statement(conn, claim, workflow_id, groups[0])
+        finally:
+            conn.autocommit = False  # as the pool hands it out
+    try:
+        for i, group in enumerate(groups):
+            check = claim
+            if claim is not None and i > 0:  # claimed by the first statement, if fresh
+                check = ("kept", 1 if claim[0] == "first" else claim[1])
+            if not _statement(conn, check, workflow_id, group):
+                conn.rollback()
+                return False
+        conn.commit()
+        return True
+    except BaseException:
+        conn.rollback()
+        raise
+
+
+def _statement(
+    conn: Any, claim: tuple[str, int] | None, workflow_id: str, parts: list[Any]
+) -> bool:
+    """One statement: the owner check and the inserts it guards."""
     shape = tuple((table.name, len(rows)) for table, rows in parts)
     kind = claim[0] if claim is not None else None
 
@@ -108,10 +140,10 @@ def _postgres(raw: Any, claim: tuple[str, int] | None, workflow_id: str, parts: 
         if kind is not None:
             check = (FIRST if kind == "first" else KEPT).replace("?", "%s")
             ctes.append(f"owner AS ({check} RETURNING 1)")
-        guard = " WHERE EXISTS (SELECT FROM owner)" if kind is not None else ""
+        guard = " WHERE EXISTS (SELECT FROM owner)" if kind is not None else " WHERE true"
         for i, (table, rows) in enumerate(parts):
             values = _values("%s", table, len(rows), typed=True)
-            ctes.append(f"i{i} AS ({_insert(table, values, guard or ' WHERE true')})")
+            ctes.append(f"i{i} AS ({_insert(table, values, guard)})")
         result = "(SELECT count(*) FROM owner)" if kind is not None else "1"
         return ("WITH " + ", ".join(ctes) + " " if ctes else "") + f"SELECT {result}"
 
@@ -121,14 +153,9 @@ def _postgres(raw: Any, claim: tuple[str, int] | None, workflow_id: str, parts: 
         params += [workflow_id] if kind == "first" else [workflow_id, claim[1]]
     for _, rows in parts:
         params += [value for row in rows for value in row]
-    conn = raw.driver_connection
-    conn.autocommit = True  # the one statement is the transaction: one round trip
-    try:
-        with conn.cursor() as cursor:
-            cursor.execute(sql, params)
-            found = cursor.fetchone()
-    finally:
-        conn.autocommit = False  # as the pool hands it out
+    with conn.cursor() as cursor:
+        cursor.execute(sql, params)
+        found = cursor.fetchone()
     return claim is None or bool(found and found[0] == 1)
 
 
