@@ -1,5 +1,6 @@
 """Every example runs to the end offline (no TREADLE_MODEL) and exits 0, copied alone into
-an empty folder as a reader would copy it (no sibling helper module to import)."""
+an empty folder as a reader would copy it (no sibling helper module to import), and leaves
+no temporary file behind."""
 
 from __future__ import annotations
 
@@ -21,7 +22,10 @@ COMPANIONS = {"mcp_tools.py": ["_mcp_server.py"]}
 def test_example_runs_offline(script: Path, tmp_path: Path) -> None:
     for name in [script.name, *COMPANIONS.get(script.name, [])]:
         shutil.copy(EXAMPLES / name, tmp_path / name)
+    temp = tmp_path / "tmp"  # its temporary files: none may be left behind
+    temp.mkdir()
     env = {k: v for k, v in os.environ.items() if k != "TREADLE_MODEL"}
+    env["TMPDIR"] = str(temp)
     for key in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY"):
         env.pop(key, None)
     done = subprocess.run(
@@ -34,3 +38,5 @@ def test_example_runs_offline(script: Path, tmp_path: Path) -> None:
     )
     assert done.returncode == 0, f"{script.name} failed:\n{done.stdout}\n{done.stderr}"
     assert "offline" in (done.stdout + done.stderr).lower(), "offline mode must be announced"
+    left = sorted(p.name for p in temp.iterdir())
+    assert not left, f"{script.name} left temporary files behind: {left}"
