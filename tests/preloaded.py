@@ -207,9 +207,11 @@ def _run(request: dict[str, Any], fds: list[int]) -> None:
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
-    script = request["argv"][0]
+    if "tempfile" in sys.modules:  # its folder is read from TMPDIR once, then kept
+        sys.modules["tempfile"].tempdir = None
+    script = os.path.abspath(request["argv"][0])  # __file__, as python gives it
     sys.argv = list(request["argv"])
-    sys.path[0] = os.path.dirname(os.path.abspath(script))
+    sys.path[0] = os.path.dirname(script)
     runpy.run_path(script, run_name="__main__")
 
 
