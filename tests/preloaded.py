@@ -124,15 +124,29 @@ def serve(path: str, modules: list[str]) -> None:
     listener.bind(path)
     listener.listen(64)
     print("ready", flush=True)
-    request, fds = _accept(listener)  # returns in a script's process only
+    try:
+        request, fds = _accept(listener)  # returns in a script's process only
+    except SystemExit:
+        for remove, name in ((os.unlink, path), (os.rmdir, os.path.dirname(path))):
+            try:
+                remove(name)
+            except OSError:
+                pass
+        raise
     _run(request, fds)
 
 
 def _accept(listener: socket.socket) -> tuple[dict[str, Any], list[int]]:
-    """Fork a relay (below) per launch. The relays are reaped here, so their CPU time (and
-    their scripts') counts in this process's children's, as a plain start's would."""
+    """Fork a relay (below) per launch, until stopped (SIGTERM) or the starter is gone (an
+    end of file on stdin). The relays are reaped here, so their CPU time (and their
+    scripts') counts in this process's children's, as a plain start's would."""
+    import select
+
     try:
         while True:
+            ready, _, _ = select.select([listener, sys.stdin], [], [])
+            if sys.stdin in ready:
+                sys.exit(0)
             conn, _ = listener.accept()
             if os.fork() == 0:
                 listener.close()
@@ -243,6 +257,7 @@ class Preloader:
             path = os.path.join(self.folder, "socket")
             self.process = subprocess.Popen(
                 [sys.executable, HERE, "serve", path, *self.modules],
+                stdin=subprocess.PIPE,  # closed when this process ends: the preloader stops
                 stdout=subprocess.PIPE,
                 text=True,
             )
@@ -259,9 +274,9 @@ class Preloader:
             self.process.wait(10)
             self.process = None
         if self.folder is not None:
-            for name in os.listdir(self.folder):
-                os.unlink(os.path.join(self.folder, name))
-            os.rmdir(self.folder)
+            import shutil
+
+            shutil.rmtree(self.folder, ignore_errors=True)  # (the preloader removes it)
             self.folder = None
 
 
