@@ -100,7 +100,8 @@ def launch(path: str, script: str, args: list[str]) -> None:
     if ended is None:
         os._exit(70)
     if "signal" in ended:
-        signal.signal(ended["signal"], signal.SIG_DFL)
+        if ended["signal"] != signal.SIGKILL:  # (whose handler cannot be set)
+            signal.signal(ended["signal"], signal.SIG_DFL)
         os.kill(os.getpid(), ended["signal"])
     os._exit(ended["exit"])
 
@@ -199,10 +200,15 @@ def _relay(conn: socket.socket) -> tuple[dict[str, Any], list[int]] | None:
         except ProcessLookupError:
             pass
     _, status = os.waitpid(pid, 0)
-    if os.WIFSIGNALED(status):
-        _send(conn, {"signal": os.WTERMSIG(status)})
-    else:
-        _send(conn, {"exit": os.WEXITSTATUS(status)})
+    ended_by = (
+        {"signal": os.WTERMSIG(status)}
+        if os.WIFSIGNALED(status)
+        else {"exit": os.WEXITSTATUS(status)}
+    )
+    try:
+        _send(conn, ended_by)
+    except OSError:  # the launch is gone
+        pass
     return None
 
 
@@ -223,7 +229,7 @@ def _run(request: dict[str, Any], fds: list[int]) -> None:
     os.environ.update(request["env"])
     if "tempfile" in sys.modules:  # its folder is read from TMPDIR once, then kept
         sys.modules["tempfile"].tempdir = None
-    script = os.path.abspath(request["argv"][0])  # __file__, as python gives it
+    script = os.path.abspath(request["argv"][0])  # __file__ (and sys.argv[0]: runpy's)
     sys.argv = list(request["argv"])
     sys.path[0] = os.path.dirname(script)
     runpy.run_path(script, run_name="__main__")
