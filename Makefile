@@ -16,11 +16,13 @@ $(STAMP): $(BIN)/python pyproject.toml
 
 # The suite runs on pytest-xdist workers, one more than the cores (much of it waits on
 # processes, paced streams and a browser); tests sharing a module fixture (a server, a DBOS
-# launch) stay on one worker, long ones start first (tests/scheduling.py). About 7.75 minutes
-# on two cores beside another session's tests (2026-11-28; 8.85 before the shared TLS context
-# and the assert-rewrite cache; the target is 4): it is CPU-bound, ~780 s of CPU, of which the
-# durable crash tests and the MCP SDK's process starts are 320. `make test PYTEST_WORKERS=0`
-# runs it in one process.
+# launch) stay on one worker, long ones start first (tests/scheduling.py). It is CPU-bound:
+# ~740 s of CPU (2026-11-28; ~810 before the MCP test server and client, the examples and
+# the ext.md snippets were forked from a preloader, tests/preloaded.py), of which tests/durable
+# takes ~180. Its wall time follows the share of the two cores it gets: 9.75
+# minutes measured beside other sessions' suites (63% of the cores; before: 8.7 minutes with
+# 77%), so about 6.5 with both cores to itself. The target is 4. `make test
+# PYTEST_WORKERS=0` runs it in one process.
 # PYTHONDONTWRITEBYTECODE is cleared for the run: with it set, pytest rewrites the asserts of
 # every test module again in each worker (about 12 s of CPU per worker) instead of caching them.
 PYTEST_WORKERS ?= auto

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -39,6 +40,7 @@ def model_or_script(script: Sequence[ScriptItem]) -> Provider:
 # The two processes share one database and one booking log: in a folder of this run's own
 # (made by the first process, named to the others through the environment), so two runs of
 # the example at once never share a file.
+OWN_HOME = not os.environ.get("DURABLE_EXAMPLE_HOME")  # the first process: removes it at the end
 HOME = Path(os.environ.get("DURABLE_EXAMPLE_HOME") or tempfile.mkdtemp(prefix="treadle-durable-"))
 DB = os.environ.get("DURABLE_EXAMPLE_DB") or f"sqlite:///{HOME / 'example.sqlite'}"
 LOG = HOME / "bookings.log"
@@ -103,5 +105,9 @@ if __name__ == "__main__":
             Path(path).unlink(missing_ok=True)
         shared = {**os.environ, "DURABLE_EXAMPLE_HOME": str(HOME), "DURABLE_EXAMPLE_DB": DB}
         crash = {**shared, "CRASH_IN_BOOKING": "Taberna"}
-        subprocess.run([sys.executable, __file__, "first"], check=False, env=crash)
-        subprocess.run([sys.executable, __file__, "second"], check=True, env=shared)
+        try:
+            subprocess.run([sys.executable, __file__, "first"], check=False, env=crash)
+            subprocess.run([sys.executable, __file__, "second"], check=True, env=shared)
+        finally:
+            if OWN_HOME:
+                shutil.rmtree(HOME, ignore_errors=True)

@@ -83,8 +83,7 @@ lead = durable.DurableAgent(
 )
 
 
-async def main() -> None:
-    home = Path(tempfile.mkdtemp(prefix="treadle-durable-stop-"))
+async def main(home: Path) -> None:
     await durable.launch(f"sqlite:///{home / 'stop.sqlite'}")
     run = await lead.start("What do my notes say about anyio?")
 
@@ -108,4 +107,5 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    with tempfile.TemporaryDirectory(prefix="treadle-durable-stop-") as folder:  # removed after
+        asyncio.run(main(Path(folder)))

@@ -59,9 +59,9 @@ def model() -> tuple[Provider, WireFake | None]:
     return fake.provider("claude-sonnet-4-5"), fake
 
 
-def main() -> None:
+def main(folder: str) -> None:
     provider, fake = model()
-    store = JsonlStore(tempfile.mkdtemp(prefix="treadle-files-"))
+    store = JsonlStore(folder)
     agent = Agent(provider, tools=[make_invoice], system_prompt="Be brief.", store=store)
     contract = FileContent.from_bytes(PDF, name="contract.pdf")  # type read from %PDF
     sales = FileContent.from_bytes(b"region,total\nnorth,3\n", name="sales.csv")
@@ -96,4 +96,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with tempfile.TemporaryDirectory(prefix="treadle-files-") as folder:  # removed at the end
+        main(folder)

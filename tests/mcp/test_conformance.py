@@ -12,12 +12,12 @@ import os
 import re
 import shlex
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 from tests.node_packages import install
+from tests.preloaded import Preloader
 
 pytest.importorskip("mcp", reason="the mcp extra is not installed: pip install -e '.[mcp]'")
 
@@ -97,11 +97,14 @@ def checks_of(out: Path, scenario: str) -> list[dict[str, Any]]:
 
 
 @pytest.fixture(scope="module")
-def results(runner: list[str], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def results(
+    runner: list[str], tmp_path_factory: pytest.TempPathFactory, preloader: Preloader
+) -> dict[str, Any]:
     """Every scenario's checks, from one run of the runner's whole client suite (it runs
-    the scenarios side by side, each with a test server of its own and a client process)."""
+    the scenarios side by side, each with a test server of its own and a client process,
+    forked from the worker's preloader of the MCP SDK: conftest.py)."""
     out = tmp_path_factory.mktemp("conformance")
-    command = f"{shlex.quote(sys.executable)} {shlex.quote(str(CLIENT))}"
+    command = shlex.join(preloader.command(CLIENT))
     env = dict(os.environ, PATH=f"{NODE.parent}{os.pathsep}{os.environ.get('PATH', '')}")
     subprocess.run(
         [*runner, "--command", command, "--suite", "all", "--timeout", "120000", "-o", str(out)],

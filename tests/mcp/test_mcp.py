@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,10 @@ SERVER = str(Path(__file__).with_name("mcp_server.py"))
 SECRET = "Bearer sk-test-mcp-0123456789"
 
 
-def stdio(name: str = "demo", **options: Any) -> MCPStdioClient:
+def plain_stdio(name: str = "demo", **options: Any) -> MCPStdioClient:
+    """The test server over stdio, started the plain way (``python mcp_server.py stdio``):
+    for the tests of the process itself. The others use the ``stdio`` fixture (conftest.py:
+    the same server, forked from a process that has imported the MCP SDK)."""
     return MCPStdioClient(
         name, command=sys.executable, args=[SERVER, "stdio"], errlog=subprocess.DEVNULL, **options
     )
@@ -46,7 +50,9 @@ def results(messages: list[Any]) -> list[ToolResultMessage]:
     return [m for m in messages if isinstance(m, ToolResultMessage)]
 
 
-async def test_tools_are_listed_with_prefix_description_and_schema() -> None:
+async def test_tools_are_listed_with_prefix_description_and_schema(
+    stdio: Callable[..., MCPStdioClient],
+) -> None:
     async with stdio() as server:
         tools = {t.name: t for t in await server.get_tools()}
         assert "mcp__demo__add" in tools and "mcp__demo__echo" in tools
@@ -60,7 +66,9 @@ async def test_tools_are_listed_with_prefix_description_and_schema() -> None:
         assert [t.name for t in await bare.get_tools()] == ["add"]
 
 
-async def test_an_agent_run_calls_mcp_tools_over_stdio() -> None:
+async def test_an_agent_run_calls_mcp_tools_over_stdio(
+    stdio: Callable[..., MCPStdioClient],
+) -> None:
     provider = ScriptedProvider([call("mcp__demo__add", {"a": 2, "b": 3}), "It is 5."])
     agent = Agent(provider, tools=[stdio()])
     async with agent:
@@ -72,7 +80,9 @@ async def test_an_agent_run_calls_mcp_tools_over_stdio() -> None:
     assert "mcp__demo__add" in offered
 
 
-async def test_content_kinds_and_errors_map_to_tool_results() -> None:
+async def test_content_kinds_and_errors_map_to_tool_results(
+    stdio: Callable[..., MCPStdioClient],
+) -> None:
     async with stdio() as server:
         failed = await server.call_tool("fail", {"reason": "disk full"})
         assert failed.is_error and "disk full" in failed.text
@@ -85,7 +95,9 @@ async def test_content_kinds_and_errors_map_to_tool_results() -> None:
         assert weather.details == {"structured_content": {"city": "Porto", "celsius": 21}}
 
 
-async def test_list_changed_refreshes_the_tools_before_the_next_turn() -> None:
+async def test_list_changed_refreshes_the_tools_before_the_next_turn(
+    stdio: Callable[..., MCPStdioClient],
+) -> None:
     provider = ScriptedProvider(
         [call("mcp__demo__grow"), call("mcp__demo__extra", call_id="c2"), "ok"]
     )
@@ -101,7 +113,7 @@ async def test_a_server_killed_mid_call_is_an_error_result_then_a_restart() -> N
     provider = ScriptedProvider(
         [call("mcp__demo__crash"), call("mcp__demo__echo", {"text": "back"}, "c2"), "done"]
     )
-    server = stdio(timeout=20)
+    server = plain_stdio(timeout=20)
     agent = Agent(provider, tools=[server])
     async with agent:
         result = await agent.run("crash it")
@@ -111,22 +123,20 @@ async def test_a_server_killed_mid_call_is_an_error_result_then_a_restart() -> N
     assert result.reason == "completed"
 
 
-async def test_without_restart_a_dead_server_is_reported() -> None:
+async def test_without_restart_a_dead_server_is_reported(
+    stdio: Callable[..., MCPStdioClient],
+) -> None:
     async with stdio(restart=False) as server:
         await server.call_tool("crash", {})
         again = await server.call_tool("echo", {"text": "x"})
     assert again.is_error and "restart=False" in again.text
 
 
-async def test_cancelling_a_run_cancels_the_mcp_request(tmp_path: Path) -> None:
+async def test_cancelling_a_run_cancels_the_mcp_request(
+    tmp_path: Path, stdio: Callable[..., MCPStdioClient]
+) -> None:
     marker = tmp_path / "marker"
-    server = MCPStdioClient(
-        "demo",
-        command=sys.executable,
-        args=[SERVER, "stdio"],
-        env={"TREADLE_MCP_MARKER": str(marker)},
-        errlog=subprocess.DEVNULL,
-    )
+    server = stdio(env={"TREADLE_MCP_MARKER": str(marker)})
     import anyio
 
     provider = ScriptedProvider([call("mcp__demo__slow", {"seconds": 30})])
@@ -176,7 +186,9 @@ async def test_resources_and_prompts(http_url: str) -> None:
         assert message.content.text == "Hello, Ada!"
 
 
-async def test_name_clashes_between_servers_are_reported_clearly() -> None:
+async def test_name_clashes_between_servers_are_reported_clearly(
+    stdio: Callable[..., MCPStdioClient],
+) -> None:
     provider = ScriptedProvider(["never"])
     agent = Agent(provider, tools=[stdio("a", prefix=""), stdio("b", prefix="")])
     async with agent:
@@ -186,7 +198,7 @@ async def test_name_clashes_between_servers_are_reported_clearly() -> None:
     assert not provider.requests  # no model call with an ambiguous tool list
 
 
-async def test_a_server_that_is_not_started_says_how() -> None:
+async def test_a_server_that_is_not_started_says_how(stdio: Callable[..., MCPStdioClient]) -> None:
     agent = Agent(ScriptedProvider(["never"]), tools=[stdio()])
     result = await agent.run("hi")  # no `async with agent`
     assert result.reason == "error" and result.error is not None
@@ -212,7 +224,9 @@ def test_import_treadle_does_not_import_mcp() -> None:
     assert done.stdout.strip() == "False"
 
 
-async def test_sampling_requests_are_answered_by_the_agents_provider() -> None:
+async def test_sampling_requests_are_answered_by_the_agents_provider(
+    stdio: Callable[..., MCPStdioClient],
+) -> None:
     summariser = ScriptedProvider(["three word summary"], model="summary-model")
     async with stdio(sampling_provider=summariser) as server:
         result = await server.call_tool("summarize", {"text": "a long story " * 20})
@@ -222,13 +236,17 @@ async def test_sampling_requests_are_answered_by_the_agents_provider() -> None:
     assert request.messages[0].text.startswith("a long story")  # type: ignore[union-attr]
 
 
-async def test_without_a_sampling_provider_sampling_is_refused() -> None:
+async def test_without_a_sampling_provider_sampling_is_refused(
+    stdio: Callable[..., MCPStdioClient],
+) -> None:
     async with stdio() as server:
         result = await server.call_tool("summarize", {"text": "x"})
     assert result.is_error
 
 
-async def test_elicitation_goes_to_the_handler_and_is_refused_without_one() -> None:
+async def test_elicitation_goes_to_the_handler_and_is_refused_without_one(
+    stdio: Callable[..., MCPStdioClient],
+) -> None:
     asked: list[tuple[str, dict[str, Any]]] = []
 
     async def approve(message: str, schema: dict[str, Any]) -> dict[str, Any]:

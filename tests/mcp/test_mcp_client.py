@@ -31,7 +31,10 @@ SERVER = str(Path(__file__).with_name("mcp_server.py"))
 TOKEN = "tok-7f3a9c51e2"
 
 
-def stdio(name: str = "demo", **options: Any) -> MCPStdioClient:
+def plain_stdio(name: str = "demo", **options: Any) -> MCPStdioClient:
+    """The test server over stdio, started the plain way (``python mcp_server.py stdio``):
+    for the tests of the process itself. The others use the ``stdio`` fixture (conftest.py:
+    the same server, forked from a process that has imported the MCP SDK)."""
     return MCPStdioClient(
         name, command=sys.executable, args=[SERVER, "stdio"], errlog=subprocess.DEVNULL, **options
     )
@@ -176,7 +179,9 @@ async def test_auth_sends_and_refreshes_bearer_tokens(start_mcp_server: Callable
 # ---- what the client says about itself ----
 
 
-async def test_the_client_announces_treadle_and_only_what_it_handles() -> None:
+async def test_the_client_announces_treadle_and_only_what_it_handles(
+    stdio: Callable[..., MCPStdioClient],
+) -> None:
     async with stdio() as client:
         bare = json.loads((await client.call_tool("whoami", {})).text)
     assert bare["name"] == "treadle" and bare["version"] == treadle.__version__
@@ -192,7 +197,9 @@ async def test_the_client_announces_treadle_and_only_what_it_handles() -> None:
     assert "sampling" in full["capabilities"]
 
 
-async def test_an_accepted_elicitation_gets_the_schemas_defaults() -> None:
+async def test_an_accepted_elicitation_gets_the_schemas_defaults(
+    stdio: Callable[..., MCPStdioClient],
+) -> None:
     answers: list[dict[str, Any]] = [{}, {"name": "Bo", "email": "bo@example.com"}]
 
     async def handler(message: str, schema: dict[str, Any]) -> dict[str, Any]:
@@ -208,7 +215,9 @@ async def test_an_accepted_elicitation_gets_the_schemas_defaults() -> None:
 # ---- one connection, many agents ----
 
 
-async def test_two_agents_share_a_client_opened_by_its_owner() -> None:
+async def test_two_agents_share_a_client_opened_by_its_owner(
+    stdio: Callable[..., MCPStdioClient],
+) -> None:
     client = stdio()
     first = Agent(ScriptedProvider([call("mcp__demo__add", {"a": 1, "b": 2}), "3"]), tools=[client])
     second = Agent(
@@ -228,7 +237,9 @@ async def test_two_agents_share_a_client_opened_by_its_owner() -> None:
     assert [r.text for r in results(second.messages)] == ["4"]
 
 
-async def test_the_first_agent_owns_the_connection_and_a_second_borrows_it() -> None:
+async def test_the_first_agent_owns_the_connection_and_a_second_borrows_it(
+    stdio: Callable[..., MCPStdioClient],
+) -> None:
     client = stdio()
     first = Agent(ScriptedProvider(["a"]), tools=[client])
     second = Agent(ScriptedProvider([call("mcp__demo__echo", {"text": "hi"}), "b"]), tools=[client])
@@ -240,7 +251,9 @@ async def test_the_first_agent_owns_the_connection_and_a_second_borrows_it() -> 
     assert not client.running
 
 
-async def test_a_borrower_in_another_task_never_closes_the_owners_connection() -> None:
+async def test_a_borrower_in_another_task_never_closes_the_owners_connection(
+    stdio: Callable[..., MCPStdioClient],
+) -> None:
     client = stdio()
     entered, leave = anyio.Event(), anyio.Event()
 
@@ -263,7 +276,9 @@ async def test_a_borrower_in_another_task_never_closes_the_owners_connection() -
     assert not client.running
 
 
-async def test_an_owner_closing_closes_it_for_a_borrower_which_is_told_so() -> None:
+async def test_an_owner_closing_closes_it_for_a_borrower_which_is_told_so(
+    stdio: Callable[..., MCPStdioClient],
+) -> None:
     client = stdio()
     borrowed, closed = anyio.Event(), anyio.Event()
     seen: list[Any] = []
@@ -289,7 +304,7 @@ async def test_an_owner_closing_closes_it_for_a_borrower_which_is_told_so() -> N
 async def test_a_stdio_servers_process_is_known_and_followed() -> None:
     import os
 
-    client = stdio(timeout=20)
+    client = plain_stdio(timeout=20)
     assert client.pid is None and not client.alive and client.returncode is None
     async with client:
         first = client.pid
