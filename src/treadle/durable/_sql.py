@@ -112,7 +112,8 @@ def _postgres(raw: Any, claim: tuple[str, int] | None, workflow_id: str, parts: 
         try:
             return _statement(conn, claim, workflow_id, groups[0])
         finally:
-            conn.autocommit = False  # as the pool hands it out
+            if not conn.closed:  # (a broken connection keeps the error it raised)
+                conn.autocommit = False  # as the pool hands it out
     try:
         for i, group in enumerate(groups):
             check = claim
