@@ -19,10 +19,9 @@ $(STAMP): $(BIN)/python pyproject.toml
 # launch) stay on one worker, long ones start first (tests/scheduling.py). It is CPU-bound:
 # ~740 s of CPU (2026-11-28; ~810 before the MCP test server and client, the examples and
 # the ext.md snippets were forked from a preloader, tests/preloaded.py), of which tests/durable
-# takes ~180. Its wall time follows the share of the two cores it gets: 9.75
-# minutes measured beside other sessions' suites (63% of the cores; before: 8.7 minutes with
-# 77%), so about 6.5 with both cores to itself. The target is 4. `make test
-# PYTEST_WORKERS=0` runs it in one process.
+# takes ~180. Its wall time follows the share of the two cores it gets: 7.4 minutes in CI
+# with the cores to itself (2026-11-28, 5,077 tests; 9.75 beside other sessions' suites).
+# The target is 4. `make test PYTEST_WORKERS=0` runs it in one process.
 # PYTHONDONTWRITEBYTECODE is cleared for the run: with it set, pytest rewrites the asserts of
 # every test module again in each worker (about 12 s of CPU per worker) instead of caching them.
 PYTEST_WORKERS ?= auto
