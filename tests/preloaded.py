@@ -75,6 +75,21 @@ def _receive(sock: socket.socket, max_fds: int = 0) -> tuple[dict[str, Any] | No
 
 
 def launch(path: str, script: str, args: list[str]) -> None:
+    script_pid: list[int] = []  # known once the preloader has forked it
+    early: list[int] = []  # signals that came before: forwarded once it is known
+
+    def forward(signum: int, _frame: Any) -> None:
+        if not script_pid:
+            early.append(signum)
+            return
+        try:
+            os.killpg(script_pid[0], signum)
+        except ProcessLookupError:
+            pass
+
+    # before the script can start (and tell its starter so): no signal is missed
+    for signum in _FORWARDED:
+        signal.signal(signum, forward)
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.connect(path)
     request = {"argv": [script, *args], "cwd": os.getcwd(), "env": dict(os.environ)}
@@ -86,16 +101,9 @@ def launch(path: str, script: str, args: list[str]) -> None:
     started, _ = _receive(sock)
     if started is None:
         os._exit(70)
-    pid = started["pid"]
-
-    def forward(signum: int, _frame: Any) -> None:
-        try:
-            os.killpg(pid, signum)
-        except ProcessLookupError:
-            pass
-
-    for signum in _FORWARDED:
-        signal.signal(signum, forward)
+    script_pid.append(started["pid"])
+    for number in early:
+        forward(number, None)
     ended, _ = _receive(sock)
     if ended is None:
         os._exit(70)
@@ -185,15 +193,26 @@ def _relay(conn: socket.socket) -> tuple[dict[str, Any], list[int]] | None:
     request, fds = _receive(conn, max_fds=3)
     if request is None or len(fds) != 3:
         return None
+    session, led = os.pipe()
     pid = os.fork()
     if pid == 0:
         conn.close()
+        os.close(session)
+        os.setsid()  # its own session and process group, before anyone signals that group
+        os.close(led)
         return request, fds
+    os.close(led)
+    os.read(session, 1)  # end of file: the script leads its group (or died trying)
+    os.close(session)
     for fd in fds:
         os.close(fd)
-    _send(conn, {"pid": pid})
+    try:
+        _send(conn, {"pid": pid})
+        gone = False
+    except OSError:  # the launch was killed already (the script may have printed first)
+        gone = True
     ended = os.pidfd_open(pid)
-    ready, _, _ = select.select([ended, conn], [], [])
+    ready = [] if gone else select.select([ended, conn], [], [])[0]
     if ended not in ready:  # the launch is gone (killed): so is the script
         try:
             os.killpg(pid, signal.SIGKILL)
@@ -217,7 +236,6 @@ def _run(request: dict[str, Any], fds: list[int]) -> None:
     arguments; then run it as ``python SCRIPT`` would (its exit, atexit and all)."""
     import runpy
 
-    os.setsid()
     for fd, target in zip(fds, (0, 1, 2), strict=True):  # received as 3 and up
         os.dup2(fd, target)
         os.close(fd)

@@ -21,9 +21,11 @@ pytestmark = pytest.mark.skipif(not Preloader.available(), reason="fork and pidf
 
 SCRIPT = textwrap.dedent(
     """
-    import atexit, json, os, sys, tempfile, time
+    import atexit, json, os, signal, sys, tempfile, time
     atexit.register(lambda: print("atexit"))
     what = sys.argv[1]
+    if what == "wait":  # before the first line: a starter that read it may signal at once
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit("got SIGTERM"))
     print(json.dumps({"argv": sys.argv[1:], "cwd": os.getcwd(), "pid": os.getpid(),
                       "env": os.environ.get("PRELOADED_TEST"), "tmp": tempfile.gettempdir(),
                       "name": __name__, "file": __file__, "preloaded": "json" in PRELOADED}),
@@ -36,8 +38,6 @@ SCRIPT = textwrap.dedent(
     if what == "crash":
         os._exit(5)
     if what == "wait":
-        import signal
-        signal.signal(signal.SIGTERM, lambda *_: sys.exit("got SIGTERM"))
         time.sleep(60)
     if what == "hold":
         time.sleep(60)
