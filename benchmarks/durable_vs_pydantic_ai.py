@@ -26,8 +26,9 @@ pydantic-ai runs from its own virtualenv (never installed beside treadle)::
         [--rounds 5] [--runs 20] [--postgres]
 
 ``--before OTHER/src`` measures another treadle checkout beside this one. ``--postgres``
-adds a throwaway PostgreSQL cluster (tests/durable/postgres.py; skipped when PostgreSQL is
-not installed). Without ``--pai-python`` only treadle is measured.
+adds a throwaway PostgreSQL cluster (tests/durable/postgres.py, the tests' own: it runs with
+``fsync=off``, so its commits cost no disk sync, for either library; skipped when PostgreSQL
+is not installed). Without ``--pai-python`` only treadle is measured.
 """
 
 from __future__ import annotations
