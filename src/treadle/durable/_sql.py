@@ -51,11 +51,14 @@ def _memo(key: tuple[Any, ...], make: Any) -> str:
     return text
 
 
+def _marked(sql: str, dialect: sa.Dialect) -> str:
+    """``sql`` (written with ``?`` placeholders) in the driver's placeholder style."""
+    return _memo((sql, dialect.name), lambda: sql.replace("?", _mark(dialect)))
+
+
 def run(conn: sa.Connection, sql: str, params: tuple[Any, ...]) -> Any:
     """``sql`` (written with ``?`` placeholders) with ``params``, through ``conn``."""
-    dialect = conn.dialect
-    text = _memo((sql, dialect.name), lambda: sql.replace("?", _mark(dialect)))
-    return conn.exec_driver_sql(text, params)
+    return conn.exec_driver_sql(_marked(sql, conn.dialect), params)
 
 
 def _values(mark: str, table: sa.Table, count: int, typed: bool) -> str:
@@ -173,9 +176,9 @@ def _sqlite(
         if claim is not None:
             kind, epoch = claim
             if kind == "first":
-                cursor.execute(FIRST.replace("?", mark), (workflow_id,))
+                cursor.execute(_marked(FIRST, dialect), (workflow_id,))
             else:
-                cursor.execute(KEPT.replace("?", mark), (workflow_id, epoch))
+                cursor.execute(_marked(KEPT, dialect), (workflow_id, epoch))
             if cursor.rowcount != 1:
                 raw.rollback()
                 return False
