@@ -2,7 +2,9 @@
 SQLite and on PostgreSQL (where the check and the inserts are one statement): a write by
 an execution that lost the run stores nothing — no event, no tool result, no answer — and
 raises ``Fenced``; a fresh run's first write claims the run, and fails when another
-execution claimed it first (``_store.EventStore`` with ``_owner.Owner``, no DBOS)."""
+execution claimed it first; a write of a run DBOS marked cancelled stores nothing and raises
+``RunCancelled`` (``_store.EventStore`` with ``_owner.Owner``; DBOS's workflow table stands
+in as the two columns the write reads: DBOS is not launched here)."""
 
 from __future__ import annotations
 
@@ -12,12 +14,38 @@ import anyio
 import pytest
 
 from treadle.durable._database import open_engine, resolve
-from treadle.durable._owner import Fenced, Owner
+from treadle.durable._owner import Fenced, Owner, RunCancelled
 from treadle.durable._store import EventStore
 
 
 def _store(url: str) -> EventStore:
-    return EventStore(open_engine(resolve(url, None)))
+    import sqlalchemy as sa
+
+    engine = open_engine(resolve(url, None))
+    with engine.begin() as conn:  # DBOS's workflow table, as far as the write reads it
+        table = "workflow_status"
+        if engine.dialect.name == "postgresql":
+            conn.execute(sa.text("CREATE SCHEMA IF NOT EXISTS dbos"))
+            table = "dbos.workflow_status"
+        conn.execute(
+            sa.text(
+                f"CREATE TABLE IF NOT EXISTS {table} (workflow_uuid TEXT PRIMARY KEY, status TEXT)"
+            )
+        )
+    return EventStore(engine)
+
+
+def _dbos_status(store: EventStore, run_id: str, status: str) -> None:
+    import sqlalchemy as sa
+
+    table = (
+        "dbos.workflow_status" if store.engine.dialect.name == "postgresql" else "workflow_status"
+    )
+    with store.engine.begin() as conn:
+        conn.execute(sa.text(f"DELETE FROM {table} WHERE workflow_uuid = :id"), {"id": run_id})
+        conn.execute(
+            sa.text(f"INSERT INTO {table} VALUES (:id, :status)"), {"id": run_id, "status": status}
+        )
 
 
 def _stored(store: EventStore, run_id: str) -> int:
@@ -102,4 +130,26 @@ def test_a_write_too_big_for_one_statement_is_fenced_whole(database: str) -> Non
     fresh = Owner(fresh_id, fresh=True)
     anyio.run(store.write, fresh_id, _rows(0, 17_000), fresh, [], [])
     assert _stored(store, fresh_id) == 17_000
+    store.engine.dispose()
+
+
+def test_a_write_of_a_cancelled_run_stores_nothing(database: str) -> None:
+    """DBOS's ``cancel`` marks the workflow CANCELLED: the run's next write (a fresh run's
+    first one too) stores nothing and says why — not the run's loss to another owner."""
+    store = _store(database)
+    run_id = uuid.uuid4().hex
+    owner = Owner(run_id, fresh=True)
+    _dbos_status(store, run_id, "PENDING")
+    anyio.run(store.write, run_id, _rows(0, 2), owner, [], [(0, "[]")])
+    _dbos_status(store, run_id, "CANCELLED")
+    with pytest.raises(RunCancelled):
+        anyio.run(store.write, run_id, _rows(2, 250), owner, [("c", "{}")], [(1, "[]")])
+    assert _counts(store, run_id) == (2, {}, {0: "[]"})
+    assert owner.cancelled and owner.stopped and not owner.fenced
+
+    fresh_id = uuid.uuid4().hex  # cancelled before its first write: not even claimed
+    _dbos_status(store, fresh_id, "CANCELLED")
+    with pytest.raises(RunCancelled):
+        anyio.run(store.write, fresh_id, _rows(0, 17_000), Owner(fresh_id, fresh=True), [], [])
+    assert _stored(store, fresh_id) == 0
     store.engine.dispose()

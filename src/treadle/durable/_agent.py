@@ -19,8 +19,9 @@ from ..sessions import SessionStore
 from ..tools import Tool, ToolContext, ToolResult, Toolset, ToolTraits
 from ._connection import AGENTS, Registered, require
 from ._database import DurableError
+from ._ending import Ended
 from ._events import Replay
-from ._owner import Owner, is_lost, lost
+from ._owner import Owner, cancelled, is_cancelled, is_lost, lost
 from ._run import DurableRun, dump_result
 from ._runtime import workflow
 from ._steps import DurableProvider, DurableTool, RunSteps
@@ -66,6 +67,7 @@ class DurableAgent:
         self.queue_concurrency = queue_concurrency
         self.queue: Queue | None = None  # registered by launch()
         self._fresh: set[str] = set()  # runs start() is starting: nothing recorded yet
+        self._ended: dict[str, Ended] = {}  # their handles, waiting for them to end here
         self._executions = Executions()  # its runs executing in this process
         if previous is not None and previous.queue_concurrency == queue_concurrency:
             self.queue = previous.queue
@@ -93,15 +95,18 @@ class DurableAgent:
         require("configured")
         fresh = run_id is None  # a new id: the run has no checkpoints or events to read
         run_id = run_id or uuid.uuid4().hex
+        ended = None
         if fresh:
             self._fresh.add(run_id)
+            ended = self._ended[run_id] = Ended()
         try:
             with SetWorkflowID(run_id):
                 handle = await DBOS.start_workflow_async(workflow(), self.name, prompt)
         except BaseException:
             self._fresh.discard(run_id)  # else its execution, which starts here, takes it
+            self._ended.pop(run_id, None)
             raise
-        return DurableRun._started(handle, self.agent.output_type)
+        return DurableRun._started(handle, self.agent.output_type, ended)
 
     async def enqueue(self, prompt: str, *, run_id: str | None = None) -> DurableRun:
         """Put a run on this agent's queue: any worker serving it takes it."""
@@ -159,9 +164,14 @@ class DurableAgent:
             # owner's outcome and records none from here.
             if is_lost(exc):
                 raise lost(workflow_id) from None
+            if is_cancelled(exc):  # found at a write: DBOS keeps the run cancelled
+                raise cancelled(workflow_id) from None
             raise
         finally:
             store.wakes.ended(workflow_id)
+            ended = self._ended.pop(workflow_id, None)
+            if ended is not None:  # no result to hand over: its handle waits for DBOS
+                ended.set(None)
 
     async def _execute_here(
         self, store: EventStore, workflow_id: str, prompt: str
@@ -208,6 +218,9 @@ class DurableAgent:
         data = dump_result(whole, self.agent.output_type)
         if whole.reason == "cancelled" and execution.mode == "after_turn":
             data["stopped_early"] = True  # its parent's tool result says so, replayed too
+        ended = self._ended.pop(workflow_id, None)
+        if ended is not None:  # every checkpoint is stored: see _ending
+            ended.set(whole)
         return data
 
     async def _decision_or_stop(self, call_id: str, stretch: int, execution: Execution) -> Any:

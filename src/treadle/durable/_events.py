@@ -50,7 +50,7 @@ from ..types import (
     TurnEnd,
     TurnStart,
 )
-from ._owner import Fenced, Owner, lost
+from ._owner import Fenced, Owner, RunCancelled
 from ._store import Chains
 
 if TYPE_CHECKING:
@@ -274,7 +274,7 @@ class Replay:
         """Store ``event`` unless it is stored already; returns how many events were queued
         for storing (a held answer's events may go with it). Nothing once this execution
         lost its run (:mod:`._owner`)."""
-        if self.owner is not None and self.owner.fenced:
+        if self.owner is not None and self.owner.stopped:
             return 0
         key = self.keys.key(event)
         kind = key[0]
@@ -400,6 +400,8 @@ class Replay:
         """Return once every checkpoint queued so far (tool results, answers) is stored:
         write them now, or wait for the write that took them (another caller's, or the
         flusher's) to commit."""
+        if self.owner is not None and self.owner.stopped:
+            raise self.owner.stop_signal()  # what would follow must not happen
         if self.results or self.checkpoints or self._writing.locked():
             await self.flush()
 
@@ -407,9 +409,10 @@ class Replay:
         owner = self.owner
         with anyio.CancelScope(shield=True):  # rows taken are rows written
             async with self._writing:
-                if owner is not None and owner.fenced:
+                if owner is not None and owner.stopped:
+                    # nothing more, and nothing that waits for a checkpoint goes on
                     self.pending, self.tails, self.results, self.checkpoints = [], {}, [], []
-                    return
+                    raise owner.stop_signal()
                 rows, results, answers = self.take(), self.results, self.checkpoints
                 self.results, self.checkpoints = [], []
                 if rows or results or answers:
@@ -426,10 +429,11 @@ class Replay:
         if rows or results or answers:
             try:
                 await self.store.write(self.workflow_id, rows, owner, results, answers)
-            except Fenced:
+            except (Fenced, RunCancelled) as refused:
                 assert owner is not None
-                owner.fence()
-                raise lost(self.workflow_id) from None
+                if isinstance(refused, Fenced):
+                    owner.fence()
+                raise owner.stop_signal() from None
 
     async def flusher(self) -> None:
         """Write the queued events: ``gather_s`` after a lifecycle event (with the events

@@ -24,7 +24,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from ._database import DurableError
-from ._sql import FIRST, KEPT, run
+from ._sql import CANCELLED, FIRST, KEPT, OK, run
 
 if TYPE_CHECKING:
     import sqlalchemy as sa
@@ -55,6 +55,11 @@ class Fenced(DurableError):
     treadle.durable, which stops the execution without writing; a caller never sees it."""
 
 
+class RunCancelled(DurableError):
+    """The run was cancelled (``DurableRun.cancel``): found by a write's check. Caught
+    inside treadle.durable, which stops the execution; a caller never sees it."""
+
+
 class Owner:
     """One execution's claim on a run: its epoch, and whether it lost the run."""
 
@@ -63,6 +68,16 @@ class Owner:
         self.epoch = 1 if fresh else 0  # 0: not claimed yet (claim() before any write)
         self.inserted = not fresh  # a fresh run's first write inserts its claim
         self.fenced = False
+        self.cancelled = False  # a write found the run cancelled: nothing more is written
+
+    @property
+    def stopped(self) -> bool:
+        """This execution writes nothing more: it lost the run, or the run was cancelled."""
+        return self.fenced or self.cancelled
+
+    def stop_signal(self) -> BaseException:
+        """What a write of a stopped execution raises out of the workflow."""
+        return cancelled(self.workflow_id) if self.cancelled else lost(self.workflow_id)
 
     def fence(self) -> None:
         """Lost the run: nothing more is written by this execution."""
@@ -91,10 +106,13 @@ class Owner:
         write claims the run with it (``"first"``); every other checks the epoch."""
         return ("kept", self.epoch) if self.inserted else ("first", 1)
 
-    def checked(self, owned: bool) -> None:
-        """After a write's check: raise :class:`Fenced` when it failed (nothing of that
-        transaction is kept)."""
-        if not owned:
+    def checked(self, found: str) -> None:
+        """After a write's check (:func:`._sql.write_log`): raise :class:`Fenced` or
+        :class:`RunCancelled` when it failed (nothing of that transaction is kept)."""
+        if found == CANCELLED:
+            self.cancelled = True
+            raise RunCancelled(self.workflow_id)
+        if found != OK:
             raise Fenced(self.workflow_id)
         self.inserted = True
 
@@ -106,7 +124,9 @@ class Owner:
             done = run(conn, FIRST, (self.workflow_id,))
         else:
             done = run(conn, KEPT, (self.workflow_id, epoch))
-        self.checked(done.rowcount == 1)
+        if done.rowcount != 1:
+            raise Fenced(self.workflow_id)
+        self.inserted = True
 
 
 def lost(workflow_id: str) -> BaseException:
@@ -116,6 +136,27 @@ def lost(workflow_id: str) -> BaseException:
 
     conflict: BaseException = error.DBOSWorkflowConflictIDError(workflow_id)
     return conflict
+
+
+def cancelled(workflow_id: str) -> BaseException:
+    """What an execution that found its run cancelled raises out of the workflow: DBOS's own
+    signal for it (DBOS then keeps the run cancelled, as when a step finds it so)."""
+    from dbos import error  # DBOS's public errors
+
+    stop: BaseException = error.DBOSWorkflowCancelledError(
+        f"durable run {workflow_id!r} was cancelled"
+    )
+    return stop
+
+
+def is_cancelled(exc: BaseException) -> bool:
+    """Whether ``exc`` (or any exception grouped in it) says the run was cancelled."""
+    from dbos import error  # DBOS's public errors
+
+    if isinstance(exc, (error.DBOSWorkflowCancelledError, RunCancelled)):
+        return True
+    inner: Any = getattr(exc, "exceptions", None)
+    return isinstance(inner, tuple) and any(is_cancelled(e) for e in inner)
 
 
 def is_lost(exc: BaseException) -> bool:

@@ -13,6 +13,7 @@ from ..cancellation import CancelMode
 from ..errors import ConfigurationError, StateError, UsageError
 from ..types import AgentEnd, AgentEvent, AgentStart
 from ._connection import AGENTS, require
+from ._ending import Ended
 from ._store import EventStore, Rebuild
 from ._threads import Signal
 
@@ -55,18 +56,26 @@ class DurableRun:
         self.run_id = run_id
         self.output_type = output_type
         self._handle: Any = None  # DBOS's handle of a run this process started
+        self._ended: Ended | None = None  # set by that run's execution here as it ends
 
     @classmethod
-    def _started(cls, handle: Any, output_type: Any) -> DurableRun:
-        """The handle of a run started in this process: its result is awaited directly."""
+    def _started(cls, handle: Any, output_type: Any, ended: Ended | None = None) -> DurableRun:
+        """The handle of a run started in this process: its result is awaited directly (with
+        ``ended``: handed over by its execution here as it ends, see :mod:`._ending`)."""
         run = cls(handle.get_workflow_id(), output_type=output_type)
         run._handle = handle
+        run._ended = ended
         return run
 
     def __repr__(self) -> str:
         return f"DurableRun({self.run_id!r})"
 
     async def status(self) -> str:
+        """The run's DBOS status: ``PENDING``, ``SUCCESS``, ``ERROR``, ``CANCELLED`` ...;
+        ``UNKNOWN`` when there is no such run."""
+        store: EventStore = require("events")
+        if store.recording.pending(self.run_id):  # result() returned before DBOS recorded it
+            await store.recording.wait(self.run_id)
         client = require("client")
         found = await client.list_workflows_async(
             workflow_ids=[self.run_id], load_input=False, load_output=False
@@ -88,9 +97,36 @@ class DurableRun:
                         f"there is no durable run {self.run_id!r} in this database"
                     ) from None
                 raise
+        if self._ended is not None:  # its execution here hands the result over as it ends
+            return await self._as_it_ends(self._ended, handle)
         # A run started here ends its DBOS task: awaited, no poll (the interval serves a
         # cancelled run, whose end DBOS then reads from the database).
         return load_result(await handle.get_result(polling_interval_sec=POLL_S), self.output_type)
+
+    async def _as_it_ends(self, ended: Ended, handle: Any) -> RunResult[Any]:
+        """The result as the execution here hands it over, or as DBOS records it when it
+        ends without one (or never begins here: cancelled before it started)."""
+        recorded: list[Any] = []
+        failed: list[Exception] = []
+        async with anyio.create_task_group() as tg:
+
+            async def record() -> None:
+                try:
+                    recorded.append(await handle.get_result(polling_interval_sec=POLL_S))
+                except Exception as exc:  # raised below, bare, as DBOS raised it
+                    failed.append(exc)
+                ended.signal.set()
+
+            tg.start_soon(record)
+            await ended.signal.wait()
+            if ended.result is not None:
+                tg.cancel_scope.cancel()  # DBOS records it on its own (status() waits)
+                store: EventStore = require("events")
+                store.recording.add(self.run_id, handle)
+                return ended.result
+        if failed:
+            raise failed[0]
+        return load_result(recorded[0], self.output_type)
 
     async def events(
         self, after: int | None = None, *, from_seq: int | None = None, poll_s: float = 0.05

@@ -11,10 +11,12 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
+import anyio
 import anyio.to_thread
 
 from ._connection import AGENTS, STATE, require
 from ._database import DurableError, open_engine, redact, resolve
+from ._ending import KEPT_S
 from ._store import EventStore
 
 if TYPE_CHECKING:
@@ -139,6 +141,10 @@ async def enqueue(agent_name: str, prompt: str, *, run_id: str | None = None) ->
 async def shutdown() -> None:
     """Stop DBOS in this process (runs in flight are recovered by the next worker)."""
     started = time.perf_counter()
+    events: EventStore | None = STATE.get("events")
+    if events is not None:  # results handed over as their runs ended: DBOS records them
+        with anyio.move_on_after(KEPT_S):
+            await events.recording.wait()
     # DBOS joins its background threads (up to its 0.1 s polling interval): off the loop
     await anyio.to_thread.run_sync(_close)
     TIMINGS["shutdown"] = time.perf_counter() - started

@@ -12,6 +12,11 @@ server. So the write is SQL text, made once per shape (how many rows of each kin
 - SQLite: the check, then one multi-row ``INSERT`` per table, in one transaction (the
   database is in process: statements cost no round trip).
 
+The owner check also looks at DBOS's own record of the workflow (its documented system
+table ``workflow_status``): a run ``cancel()`` marked ``CANCELLED`` stores nothing more, as
+DBOS refuses a cancelled workflow's next step. A run of idempotent tools takes no DBOS step,
+so this is where it learns of the cancel.
+
 Only the two drivers :mod:`._database` opens are written for: sqlite3 (``?``
 placeholders) and psycopg (``%s``).
 """
@@ -28,11 +33,29 @@ _MARKS = {"qmark": "?", "format": "%s", "pyformat": "%s"}
 _SHAPES = 512  # statement texts kept (one per shape seen; a run has a handful)
 _CACHE: dict[tuple[Any, ...], str] = {}
 
+OK, FENCED, CANCELLED = "ok", "fenced", "cancelled"
+"""What a write with an owner check found: stored; refused, another execution owns the run;
+refused, the run was cancelled."""
+
 OWNERS = "treadle_durable_owners"
 KEPT = f"UPDATE {OWNERS} SET epoch = epoch WHERE workflow_id = ? AND epoch = ?"
 """The owner check: still this execution's epoch (and the row's lock, held to the end)."""
 FIRST = f"INSERT INTO {OWNERS} (workflow_id, epoch) VALUES (?, 1) ON CONFLICT DO NOTHING"
 """A fresh run's claim, in its first write: none there yet (else another execution's)."""
+SQLITE_STATUS = "SELECT status FROM workflow_status WHERE workflow_uuid = ?"
+"""DBOS's record of the workflow (SQLite keeps DBOS's tables in the same file, no schema)."""
+_PG_LIVE = (
+    "live AS (SELECT 1 WHERE NOT EXISTS (SELECT FROM dbos.workflow_status"
+    " WHERE workflow_uuid = %s AND status = 'CANCELLED'))"
+)
+_PG_FIRST = (
+    f"INSERT INTO {OWNERS} (workflow_id, epoch) SELECT %s, 1 WHERE EXISTS (SELECT FROM live)"
+    " ON CONFLICT DO NOTHING RETURNING 1"
+)
+_PG_KEPT = (
+    f"UPDATE {OWNERS} SET epoch = epoch WHERE workflow_id = %s AND epoch = %s"
+    " AND EXISTS (SELECT FROM live) RETURNING 1"
+)
 
 
 def _mark(dialect: sa.Dialect) -> str:
@@ -85,11 +108,11 @@ def write_log(
     claim: tuple[str, int] | None,
     workflow_id: str,
     inserts: list[tuple[sa.Table, list[tuple[Any, ...]]]],
-) -> bool:
+) -> str:
     """Insert ``inserts`` (a table, its rows with values in column order) in one
     transaction, with ``claim`` (``("first", 1)``: a fresh run's first write claims it;
-    ``("kept", epoch)``: the owner check) when given. False: the check failed (the run
-    has another owner) and nothing was stored."""
+    ``("kept", epoch)``: the owner check) when given. :data:`OK`, or what refused the
+    write (:data:`FENCED`, :data:`CANCELLED`): then nothing was stored."""
     parts = [
         (table, rows[i : i + CHUNK]) for table, rows in inserts for i in range(0, len(rows), CHUNK)
     ]
@@ -107,7 +130,7 @@ GROUP = 30
 allows 65,535). A write of more rows is several statements in one transaction."""
 
 
-def _postgres(raw: Any, claim: tuple[str, int] | None, workflow_id: str, parts: list[Any]) -> bool:
+def _postgres(raw: Any, claim: tuple[str, int] | None, workflow_id: str, parts: list[Any]) -> str:
     conn = raw.driver_connection
     groups = [parts[i : i + GROUP] for i in range(0, len(parts), GROUP)] or [[]]
     if len(groups) == 1:
@@ -122,19 +145,18 @@ def _postgres(raw: Any, claim: tuple[str, int] | None, workflow_id: str, parts: 
             check = claim
             if claim is not None and i > 0:  # claimed by the first statement, if fresh
                 check = ("kept", 1 if claim[0] == "first" else claim[1])
-            if not _statement(conn, check, workflow_id, group):
+            found = _statement(conn, check, workflow_id, group)
+            if found != OK:
                 conn.rollback()
-                return False
+                return found
         conn.commit()
-        return True
+        return OK
     except BaseException:
         conn.rollback()
         raise
 
 
-def _statement(
-    conn: Any, claim: tuple[str, int] | None, workflow_id: str, parts: list[Any]
-) -> bool:
+def _statement(conn: Any, claim: tuple[str, int] | None, workflow_id: str, parts: list[Any]) -> str:
     """One statement: the owner check and the inserts it guards."""
     shape = tuple((table.name, len(rows)) for table, rows in parts)
     kind = claim[0] if claim is not None else None
@@ -142,25 +164,26 @@ def _statement(
     def make() -> str:
         ctes = []
         if kind is not None:
-            check = (FIRST if kind == "first" else KEPT).replace("?", "%s")
-            ctes.append(f"owner AS ({check} RETURNING 1)")
+            ctes += [_PG_LIVE, f"owner AS ({_PG_FIRST if kind == 'first' else _PG_KEPT})"]
         guard = " WHERE EXISTS (SELECT FROM owner)" if kind is not None else " WHERE true"
         for i, (table, rows) in enumerate(parts):
             values = _values("%s", table, len(rows), typed=True)
             ctes.append(f"i{i} AS ({_insert(table, values, guard)})")
-        result = "(SELECT count(*) FROM owner)" if kind is not None else "1"
+        result = "1, 1"
+        if kind is not None:
+            result = "(SELECT count(*) FROM owner), (SELECT count(*) FROM live)"
         return ("WITH " + ", ".join(ctes) + " " if ctes else "") + f"SELECT {result}"
 
     sql = _memo(("postgresql", kind, shape), make)
     params: list[Any] = []
     if claim is not None:
-        params += [workflow_id] if kind == "first" else [workflow_id, claim[1]]
+        params += [workflow_id, workflow_id] + ([] if kind == "first" else [claim[1]])
     for _, rows in parts:
         params += [value for row in rows for value in row]
     with conn.cursor() as cursor:
         cursor.execute(sql, params)
-        found = cursor.fetchone()
-    return claim is None or bool(found and found[0] == 1)
+        owned, live = cursor.fetchone()
+    return OK if owned == 1 else CANCELLED if live == 0 else FENCED
 
 
 def _sqlite(
@@ -169,11 +192,16 @@ def _sqlite(
     claim: tuple[str, int] | None,
     workflow_id: str,
     parts: list[Any],
-) -> bool:
+) -> str:
     mark = _mark(dialect)
     cursor = raw.cursor()
     try:
         if claim is not None:
+            cursor.execute(_marked(SQLITE_STATUS, dialect), (workflow_id,))
+            status = cursor.fetchone()
+            if status is not None and status[0] == "CANCELLED":
+                raw.rollback()
+                return CANCELLED
             kind, epoch = claim
             if kind == "first":
                 cursor.execute(_marked(FIRST, dialect), (workflow_id,))
@@ -181,7 +209,7 @@ def _sqlite(
                 cursor.execute(_marked(KEPT, dialect), (workflow_id, epoch))
             if cursor.rowcount != 1:
                 raw.rollback()
-                return False
+                return FENCED
         for table, rows in parts:
 
             def make(table: sa.Table = table, count: int = len(rows)) -> str:
@@ -190,7 +218,7 @@ def _sqlite(
             sql = _memo(("sqlite", table.name, len(rows)), make)
             cursor.execute(sql, tuple(value for row in rows for value in row))
         raw.commit()
-        return True
+        return OK
     except BaseException:
         raw.rollback()
         raise

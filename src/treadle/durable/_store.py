@@ -40,6 +40,7 @@ from ..types import (
     ToolCall,
 )
 from ._database import DurableError
+from ._ending import Recording
 from ._owner import Owner, owners_table
 from ._sql import write_log
 from ._threads import Signal
@@ -369,6 +370,7 @@ class EventStore:
         self.engine = engine
         self.table = _table()
         self.wakes = Wakes()
+        self.recording = Recording()  # results handed over before DBOS recorded them
         self.results = _TABLES["results"]
         self.answers = _TABLES["answers"]
         for table in (self.table, self.results, self.answers, owners_table()):
@@ -417,9 +419,9 @@ class EventStore:
             (self.answers, [(workflow_id, n, a) for n, a in answers]),
         ]
         claim = owner.write_check if owner is not None else None
-        owned = write_log(self.engine, claim, workflow_id, inserts)
+        found = write_log(self.engine, claim, workflow_id, inserts)
         if owner is not None:
-            owner.checked(owned)  # raises Fenced: nothing of this transaction was kept
+            owner.checked(found)  # raises Fenced, RunCancelled: nothing of it was kept
         self.writes += 1
 
     async def write(
@@ -433,7 +435,7 @@ class EventStore:
         """Store ``rows`` (``seq``, stored form), ``results`` (tool call id, result JSON)
         and ``answers`` (model request number, what it streamed as JSON) in one
         transaction; with ``owner``, only while that execution owns the run (else
-        :class:`._owner.Fenced`)."""
+        :class:`._owner.Fenced`; :class:`._owner.RunCancelled` once the run was cancelled)."""
         if rows or results or answers:
             await anyio.to_thread.run_sync(
                 self._write, workflow_id, rows, owner, list(results or ()), list(answers or ())
