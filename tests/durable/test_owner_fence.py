@@ -153,3 +153,34 @@ def test_a_write_of_a_cancelled_run_stores_nothing(database: str) -> None:
         anyio.run(store.write, fresh_id, _rows(0, 17_000), Owner(fresh_id, fresh=True), [], [])
     assert _stored(store, fresh_id) == 0
     store.engine.dispose()
+
+
+@pytest.mark.parametrize("stop", ["fenced", "cancelled"])
+def test_a_stopped_execution_never_gets_past_a_checkpoint_wait(database: str, stop: str) -> None:
+    """Once a write was refused, every later wait for a checkpoint (before a model request,
+    a tool call, a step) raises DBOS's signal — also when nothing is queued: a refusal that
+    reached the loop as a tool's error result must not let the next request go out."""
+    from dbos import error
+
+    from treadle.durable._events import Replay
+
+    store = _store(database)
+    run_id = uuid.uuid4().hex
+    owner = Owner(run_id, fresh=True)
+    replay = Replay(store, run_id, [], owner)
+    anyio.run(replay.settle)  # running: nothing queued, nothing to wait for
+    if stop == "fenced":
+        owner.fence()
+    else:
+        _dbos_status(store, run_id, "CANCELLED")
+        replay.keep("c1", "{}")
+        with pytest.raises(error.DBOSWorkflowCancelledError):
+            anyio.run(replay.settle)  # the write that finds the cancel
+    expected = (
+        error.DBOSWorkflowConflictIDError if stop == "fenced" else error.DBOSWorkflowCancelledError
+    )
+    for _ in range(2):
+        with pytest.raises(expected):
+            anyio.run(replay.settle)
+    assert _counts(store, run_id) == (0, {}, {})
+    store.engine.dispose()
