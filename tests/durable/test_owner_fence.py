@@ -184,3 +184,33 @@ def test_a_stopped_execution_never_gets_past_a_checkpoint_wait(database: str, st
             anyio.run(replay.settle)
     assert _counts(store, run_id) == (0, {}, {})
     store.engine.dispose()
+
+
+def test_a_postgresql_write_goes_on_after_the_server_dropped_its_connection(
+    pg_db: str,
+) -> None:
+    """Attack: the server ends the writer's idle connections between two writes (a restart,
+    a failover, an idle timeout). The next write is made on a new connection; nothing is
+    lost or stored twice."""
+    import sqlalchemy as sa
+
+    store = _store(pg_db)
+    run_id = uuid.uuid4().hex
+    owner = Owner(run_id, fresh=True)
+
+    async def go() -> None:
+        await store.write(run_id, _rows(0, 2), owner, [], [])
+        with store.engine.connect() as conn:  # every other session of this database
+            ended = conn.execute(
+                sa.text(
+                    "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM"
+                    " pg_stat_activity WHERE datname = current_database()"
+                    " AND pid <> pg_backend_pid()) AS t"
+                )
+            ).scalar_one()
+        assert ended >= 1  # the writer's connection was among them
+        await store.write(run_id, _rows(2, 2), owner, [("c", "{}")], [])
+
+    anyio.run(go, backend="asyncio")
+    assert _counts(store, run_id) == (4, {"c": "{}"}, {})
+    store.close()

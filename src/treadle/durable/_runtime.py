@@ -156,7 +156,7 @@ def _close() -> None:
         client.destroy()
     events: EventStore | None = STATE.pop("events", None)
     if events is not None:
-        events.engine.dispose()
+        events.close()
     STATE.pop("url", None)
     if STATE.pop("configured", None):
         from dbos import DBOS

@@ -5,10 +5,10 @@ An event-log write stores a few rows in up to three tables, fenced by the run's 
 more than the database's own work, and each statement sent on its own is a round trip to a
 server. So the write is SQL text, made once per shape (how many rows of each kind):
 
-- PostgreSQL: **one statement**, sent in autocommit mode (so one round trip, and one
-  transaction): the owner check is a data-modifying CTE whose row every insert requires
-  (``WHERE EXISTS``), so a fenced write stores nothing; the statement returns whether the
-  check passed.
+- PostgreSQL: **one statement**, sent in autocommit mode on an async connection
+  (:mod:`._pgwrite`: one round trip, one transaction, no thread): the owner check is a
+  data-modifying CTE whose row every insert requires (``WHERE EXISTS``), so a fenced write
+  stores nothing; the statement returns what the check found.
 - SQLite: the check, then one multi-row ``INSERT`` per table, in one transaction (the
   database is in process: statements cost no round trip).
 
@@ -104,60 +104,25 @@ def _insert(table: sa.Table, values: str, guard: str = "") -> str:
 
 
 def write_log(
-    engine: sa.Engine,
-    claim: tuple[str, int] | None,
-    workflow_id: str,
-    inserts: list[tuple[sa.Table, list[tuple[Any, ...]]]],
+    engine: sa.Engine, claim: tuple[str, int] | None, workflow_id: str, parts: list[Any]
 ) -> str:
-    """Insert ``inserts`` (a table, its rows with values in column order) in one
-    transaction, with ``claim`` (``("first", 1)``: a fresh run's first write claims it;
-    ``("kept", epoch)``: the owner check) when given. :data:`OK`, or what refused the
-    write (:data:`FENCED`, :data:`CANCELLED`): then nothing was stored."""
-    parts = [
-        (table, rows[i : i + CHUNK]) for table, rows in inserts for i in range(0, len(rows), CHUNK)
-    ]
+    """SQLite: insert ``parts`` (:func:`chunks`: a table, its rows with values in column
+    order) in one transaction, with ``claim`` (``("first", 1)``: a fresh run's first write
+    claims it; ``("kept", epoch)``: the owner check) when given. :data:`OK`, or what
+    refused the write (:data:`FENCED`, :data:`CANCELLED`): then nothing was stored.
+    (PostgreSQL's write is :class:`._pgwrite.Writers`'.)"""
     raw = engine.raw_connection()
     try:
-        if engine.dialect.name == "postgresql":
-            return _postgres(raw, claim, workflow_id, parts)
         return _sqlite(raw, engine.dialect, claim, workflow_id, parts)
     finally:
         raw.close()  # back to the pool
 
 
-GROUP = 30
-"""Chunks of rows one PostgreSQL statement takes (24,000 parameters at most: the protocol
-allows 65,535). A write of more rows is several statements in one transaction."""
-
-
-def _postgres(raw: Any, claim: tuple[str, int] | None, workflow_id: str, parts: list[Any]) -> str:
-    conn = raw.driver_connection
-    groups = [parts[i : i + GROUP] for i in range(0, len(parts), GROUP)] or [[]]
-    if len(groups) == 1:
-        conn.autocommit = True  # the one statement is the transaction: one round trip
-        try:
-            return _statement(conn, claim, workflow_id, groups[0])
-        finally:
-            if not conn.closed:  # (a broken connection keeps the error it raised)
-                conn.autocommit = False  # as the pool hands it out
-    try:
-        for i, group in enumerate(groups):
-            check = claim
-            if claim is not None and i > 0:  # claimed by the first statement, if fresh
-                check = ("kept", 1 if claim[0] == "first" else claim[1])
-            found = _statement(conn, check, workflow_id, group)
-            if found != OK:
-                conn.rollback()
-                return found
-        conn.commit()
-        return OK
-    except BaseException:
-        conn.rollback()
-        raise
-
-
-def _statement(conn: Any, claim: tuple[str, int] | None, workflow_id: str, parts: list[Any]) -> str:
-    """One statement: the owner check and the inserts it guards."""
+def statement(
+    claim: tuple[str, int] | None, workflow_id: str, parts: list[Any]
+) -> tuple[str, list[Any]]:
+    """One PostgreSQL statement (its text, its parameters): the owner check and the inserts
+    it guards. Its one row is read by :func:`found`."""
     shape = tuple((table.name, len(rows)) for table, rows in parts)
     kind = claim[0] if claim is not None else None
 
@@ -180,10 +145,39 @@ def _statement(conn: Any, claim: tuple[str, int] | None, workflow_id: str, parts
         params += [workflow_id, workflow_id] + ([] if kind == "first" else [claim[1]])
     for _, rows in parts:
         params += [value for row in rows for value in row]
-    with conn.cursor() as cursor:
-        cursor.execute(sql, params)
-        owned, live = cursor.fetchone()
+    return sql, params
+
+
+def found(row: tuple[Any, ...]) -> str:
+    """What a statement's check found, from its row (owned, not cancelled)."""
+    owned, live = row
     return OK if owned == 1 else CANCELLED if live == 0 else FENCED
+
+
+def chunks(inserts: list[tuple[sa.Table, list[tuple[Any, ...]]]]) -> list[Any]:
+    """``inserts`` cut into parts of at most :data:`CHUNK` rows."""
+    return [
+        (table, rows[i : i + CHUNK]) for table, rows in inserts for i in range(0, len(rows), CHUNK)
+    ]
+
+
+GROUP = 30
+"""Chunks of rows one PostgreSQL statement takes (24,000 parameters at most: the protocol
+allows 65,535). A write of more rows is several statements in one transaction."""
+
+
+def groups(claim: tuple[str, int] | None, parts: list[Any]) -> list[tuple[Any, list[Any]]]:
+    """The statements of a PostgreSQL write (each with its owner check): one, or, for more
+    rows than one takes, several for one transaction (the first claims a fresh run, the
+    next ones check the claim it made)."""
+    cut = [parts[i : i + GROUP] for i in range(0, len(parts), GROUP)] or [[]]
+    out = []
+    for i, group in enumerate(cut):
+        check = claim
+        if claim is not None and i > 0:
+            check = ("kept", 1 if claim[0] == "first" else claim[1])
+        out.append((check, group))
+    return out
 
 
 def _sqlite(

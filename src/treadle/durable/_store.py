@@ -42,7 +42,8 @@ from ..types import (
 from ._database import DurableError
 from ._ending import Recording
 from ._owner import Owner, owners_table
-from ._sql import write_log
+from ._pgwrite import Writers
+from ._sql import chunks, write_log
 from ._threads import Signal
 
 if TYPE_CHECKING:
@@ -383,7 +384,17 @@ class EventStore:
                 if not sa.inspect(engine).has_table(table.name):
                     raise
         self.writes = 0  # transactions written by this process (benchmarks/durable.py)
+        self.writers: Writers | None = None  # PostgreSQL: the event log's async writes
+        if engine.dialect.name == "postgresql":
+            url = engine.url.set(drivername="postgresql")
+            self.writers = Writers(url.render_as_string(hide_password=False))
         # built once: building a statement costs more than running it
+
+    def close(self) -> None:
+        """Close the database connections (every event loop's, from any thread)."""
+        if self.writers is not None:
+            self.writers.close()
+        self.engine.dispose()
 
     def _claim(self, owner: Owner) -> None:
         import sqlalchemy as sa
@@ -405,24 +416,8 @@ class EventStore:
         """Take the run for this execution (see :mod:`._owner`), before reading it."""
         await anyio.to_thread.run_sync(self._claim, owner)
 
-    def _write(
-        self,
-        workflow_id: str,
-        rows: list[tuple[int, str]],
-        owner: Owner | None,
-        results: list[tuple[str, str]],
-        answers: list[tuple[int, str]],
-    ) -> None:
-        inserts: list[tuple[sa.Table, list[tuple[Any, ...]]]] = [
-            (self.table, [(workflow_id, s, "", e) for s, e in rows]),
-            (self.results, [(workflow_id, c, r) for c, r in results]),
-            (self.answers, [(workflow_id, n, a) for n, a in answers]),
-        ]
-        claim = owner.write_check if owner is not None else None
-        found = write_log(self.engine, claim, workflow_id, inserts)
-        if owner is not None:
-            owner.checked(found)  # raises Fenced, RunCancelled: nothing of it was kept
-        self.writes += 1
+    def _write(self, claim: tuple[str, int] | None, workflow_id: str, parts: list[Any]) -> str:
+        return write_log(self.engine, claim, workflow_id, parts)
 
     async def write(
         self,
@@ -435,12 +430,27 @@ class EventStore:
         """Store ``rows`` (``seq``, stored form), ``results`` (tool call id, result JSON)
         and ``answers`` (model request number, what it streamed as JSON) in one
         transaction; with ``owner``, only while that execution owns the run (else
-        :class:`._owner.Fenced`; :class:`._owner.RunCancelled` once the run was cancelled)."""
-        if rows or results or answers:
-            await anyio.to_thread.run_sync(
-                self._write, workflow_id, rows, owner, list(results or ()), list(answers or ())
-            )
-            self.wakes.wrote(workflow_id)
+        :class:`._owner.Fenced`; :class:`._owner.RunCancelled` once the run was cancelled).
+        On PostgreSQL the write is awaited on this event loop (:mod:`._pgwrite`); SQLite's
+        runs in a worker thread (its commit waits for the disk)."""
+        if not (rows or results or answers):
+            return
+        parts = chunks(
+            [
+                (self.table, [(workflow_id, s, "", e) for s, e in rows]),
+                (self.results, [(workflow_id, c, r) for c, r in results or ()]),
+                (self.answers, [(workflow_id, n, a) for n, a in answers or ()]),
+            ]
+        )
+        claim = owner.write_check if owner is not None else None
+        if self.writers is not None:
+            found = await self.writers.write(claim, workflow_id, parts)
+        else:
+            found = await anyio.to_thread.run_sync(self._write, claim, workflow_id, parts)
+        if owner is not None:
+            owner.checked(found)  # raises Fenced, RunCancelled: nothing of it was kept
+        self.writes += 1
+        self.wakes.wrote(workflow_id)
 
     def _kept(self, workflow_id: str) -> tuple[dict[str, str], dict[int, str]]:
         results, answers = self.results, self.answers
