@@ -7,6 +7,10 @@ normal tool result marked ``stopped_early``; the lead ends its own turn and stop
 in this process follows the lead's events as they are written (it wakes on each write, no
 polling).
 
+Then a second run is cancelled from a handle made from its id alone, as another process
+would: ``cancel()`` marks the workflow cancelled, and the run stops at its next
+checkpoint, so the tool at work finishes but no further model request is sent.
+
     pip install 'treadle[dbos]'
     python examples/durable_stop.py
 """
@@ -14,6 +18,7 @@ polling).
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import tempfile
 from collections.abc import Sequence
@@ -65,6 +70,21 @@ researcher = durable.DurableAgent(
     ),
     name="researcher",
 )
+# the second run's agent: it reads notes, then would answer (it never gets to)
+note_taker = durable.DurableAgent(
+    Agent(
+        model_or_script(
+            [
+                AssistantMessage(
+                    content=[ToolCall(id="t1", name="read_notes", arguments={"topic": "trio"})]
+                ),
+                "An answer no one asks for: the run was cancelled.",
+            ]
+        ),
+        tools=[read_notes],
+    ),
+    name="note-taker",
+)
 lead = durable.DurableAgent(
     Agent(
         model_or_script(
@@ -103,6 +123,22 @@ async def main(home: Path) -> None:
     print(f"the lead ended {result.reason!r}; the researcher's tool result:")
     print(f"  error: {answer.is_error}, stopped_early: {answer.details['stopped_early']}")
     print("  " + answer.text.replace("\n\n", "\n  "))
+
+    in_the_tool.clear()
+    may_finish.clear()
+    second = await note_taker.start("Notes on trio, please.")
+    await in_the_tool.wait()
+    # DBOS logs a workflow cancelled mid-run as an error, with a traceback: not one here
+    logging.getLogger("dbos").setLevel(logging.CRITICAL)
+    await durable.DurableRun(second.run_id).cancel()  # from anywhere: only its id is needed
+    may_finish.set()
+    try:
+        await second.result()
+    except Exception as exc:  # DBOS's DBOSAwaitedWorkflowCancelledError: there is no result
+        print(f"the second run was cancelled: {type(exc).__name__}")
+    requests = getattr(note_taker.agent.provider, "requests", None)
+    sent = "" if requests is None else f"; model requests sent: {len(requests)}"
+    print(f"  its status: {await second.status()}{sent}")
     await durable.shutdown()
 
 
