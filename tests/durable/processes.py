@@ -34,7 +34,9 @@ PRELOADED = (
     "sqlalchemy.dialects.postgresql.psycopg",
     "psycopg",
     "httpx",
+    "httpcore",  # (imported by httpx's first client)
     "anyio._core._sockets",
+    "anyio._backends._asyncio",
 )
 
 
