@@ -17,11 +17,13 @@ $(STAMP): $(BIN)/python pyproject.toml
 # The suite runs on pytest-xdist workers, one more than the cores (much of it waits on
 # processes, paced streams and a browser); tests sharing a module fixture (a server, a DBOS
 # launch) stay on one worker, long ones start first (tests/scheduling.py). It is CPU-bound:
-# ~740 s of CPU (2026-11-28; ~810 before the MCP test server and client, the examples and
-# the ext.md snippets were forked from a preloader, tests/preloaded.py), of which tests/durable
-# takes ~180. Its wall time follows the share of the two cores it gets: 7.4 minutes in CI
-# with the cores to itself (2026-11-28, 5,077 tests; 9.75 beside other sessions' suites).
-# The target is 4. `make test PYTEST_WORKERS=0` runs it in one process.
+# ~630 s of CPU (2026-11-28, 5,080 tests; ~740 before the durable tests' worker and model
+# server processes were forked from a preloader too, tests/preloaded.py, and before each
+# xdist worker rewrote only its share of the test modules' asserts on a fresh clone), of
+# which tests/durable takes ~80. Its wall time follows the share of the two cores it gets:
+# 7.4 minutes in CI with the cores to itself at ~740 s; 10.2 niced beside another
+# session's suites (load 5-7). The target is 4. `make test PYTEST_WORKERS=0` runs it in one
+# process.
 # PYTHONDONTWRITEBYTECODE is cleared for the run: with it set, pytest rewrites the asserts of
 # every test module again in each worker (about 12 s of CPU per worker) instead of caching them.
 PYTEST_WORKERS ?= auto

@@ -4,6 +4,7 @@ download: Debian's chromium, which scripts/install-system-deps.sh installs)."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import tempfile
@@ -61,8 +62,14 @@ def browser() -> Iterator[str]:
 
 @contextmanager
 def launch_chromium() -> Iterator[str]:
-    """Start a headless chromium; yield its DevTools HTTP endpoint; stop it."""
-    profile = tempfile.mkdtemp()
+    """Start a headless chromium; yield its DevTools HTTP endpoint; stop it, leaving nothing
+    behind: its profile and its temporary folder are in one folder removed afterwards
+    (chromium makes its single-instance socket's folder, ``org.chromium.Chromium.*``, in
+    ``TMPDIR`` and does not remove it when it is stopped)."""
+    root = tempfile.mkdtemp(prefix="treadle-chromium-")
+    profile, temp = os.path.join(root, "profile"), os.path.join(root, "tmp")
+    os.mkdir(profile)
+    os.mkdir(temp)
     assert CHROMIUM is not None
     process = subprocess.Popen(
         [
@@ -79,6 +86,7 @@ def launch_chromium() -> Iterator[str]:
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        env={**os.environ, "TMPDIR": temp},
     )
     port_file = Path(profile) / "DevToolsActivePort"
     try:
@@ -89,4 +97,4 @@ def launch_chromium() -> Iterator[str]:
     finally:
         process.terminate()
         process.wait(10)
-        shutil.rmtree(profile, ignore_errors=True)
+        shutil.rmtree(root, ignore_errors=True)

@@ -19,7 +19,9 @@ import pytest
 # ``pytest -n N --dist loadgroup`` (``make test``): which tests run together on one worker,
 # and in which order (tests/scheduling.py says how).
 from tests.scheduling import (  # noqa: F401
+    in_suite_order,
     pytest_collection_finish,
+    pytest_configure,
     pytest_configure_node,
     pytest_unconfigure,
     pytest_xdist_auto_num_workers,
@@ -41,7 +43,9 @@ def anyio_backend(request: pytest.FixtureRequest) -> str:
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """A test marked ``one_backend`` (its backend cannot matter: pure parsing, encoding,
-    formatting) runs on asyncio only; the loop, cancellation, streams and I/O keep both."""
+    formatting) runs on asyncio only; the loop, cancellation, streams and I/O keep both.
+    (First, on an xdist worker, the tests are put back in the suite's order.)"""
+    in_suite_order(config, items)
     kept, dropped = [], []
     for item in items:
         callspec = getattr(item, "callspec", None)

@@ -3,7 +3,7 @@ their heavy modules (the MCP SDK builds hundreds of pydantic models on import: a
 of CPU for every process that imports it, where a fork takes a few milliseconds).
 
     python preloaded.py serve SOCKET MODULE...   # import MODULEs; fork a process per launch
-    python -S preloaded.py run SOCKET SCRIPT ARG...  # a launch: SCRIPT runs as __main__
+    python -S preloaded.py run SOCKET [--pid-file PATH] SCRIPT ARG...  # SCRIPT as __main__
 
 A launch hands the preloader its standard streams, arguments, working directory and
 environment; the preloader forks a process that takes them, starts a session of its own and
@@ -14,7 +14,9 @@ is killed the script is killed too. It keeps none of the streams, so the script'
 end of file to its reader as it would be for the script itself.
 
 ``Preloader(*modules).command(script, *args)`` is the command line of a launch, or the plain
-``python script args`` where fork or pidfd_open is missing (not Linux).
+``python script args`` where fork or pidfd_open is missing (not Linux). ``Launch`` starts one
+and knows its script's own pid: a test that kills the script at a chosen point signals it
+there and then, not through the launch and its relay (tests/launched.py).
 """
 
 from __future__ import annotations
@@ -26,10 +28,11 @@ import signal
 import socket
 import struct
 import sys
-from typing import TYPE_CHECKING, Any
 
+TYPE_CHECKING = False  # (typing would be the launch's costliest import: ~10 ms of CPU)
 if TYPE_CHECKING:
     import subprocess
+    from typing import Any
 
 HERE = os.path.abspath(__file__)
 _LENGTH = struct.Struct("!I")
@@ -74,7 +77,7 @@ def _receive(sock: socket.socket, max_fds: int = 0) -> tuple[dict[str, Any] | No
 # ---- the launch (runs under ``python -S``: the standard library only) ----
 
 
-def launch(path: str, script: str, args: list[str]) -> None:
+def launch(path: str, script: str, args: list[str], pid_file: str | None = None) -> None:
     script_pid: list[int] = []  # known once the preloader has forked it
     early: list[int] = []  # signals that came before: forwarded once it is known
 
@@ -102,6 +105,10 @@ def launch(path: str, script: str, args: list[str]) -> None:
     if started is None:
         os._exit(70)
     script_pid.append(started["pid"])
+    if pid_file is not None:  # whole or not there: its reader polls for it
+        with open(pid_file + ".tmp", "w") as out:
+            out.write(str(started["pid"]))
+        os.replace(pid_file + ".tmp", pid_file)
     for number in early:
         forward(number, None)
     ended, _ = _receive(sock)
@@ -266,11 +273,16 @@ class Preloader:
     def available() -> bool:
         return hasattr(os, "fork") and hasattr(os, "pidfd_open") and hasattr(socket, "AF_UNIX")
 
-    def command(self, script: str | os.PathLike[str], *args: str) -> list[str]:
-        """The command line that runs ``python script args`` from the preloader."""
+    def command(
+        self, script: str | os.PathLike[str], *args: str, pid_file: str | None = None
+    ) -> list[str]:
+        """The command line that runs ``python script args`` from the preloader; with
+        ``pid_file``, the launch writes the script's pid there as soon as it knows it (the
+        plain command writes nothing: the script is the process started)."""
         if not self.available():
             return [sys.executable, str(script), *args]
-        return [sys.executable, "-S", HERE, "run", self.socket(), str(script), *args]
+        told = ["--pid-file", pid_file] if pid_file is not None else []
+        return [sys.executable, "-S", HERE, "run", self.socket(), *told, str(script), *args]
 
     def socket(self) -> str:
         import subprocess
@@ -307,5 +319,7 @@ class Preloader:
 if __name__ == "__main__":
     if sys.argv[1] == "serve":
         serve(sys.argv[2], sys.argv[3:])
+    elif sys.argv[1] == "run" and sys.argv[3] == "--pid-file":
+        launch(sys.argv[2], sys.argv[5], sys.argv[6:], pid_file=sys.argv[4])
     elif sys.argv[1] == "run":
         launch(sys.argv[2], sys.argv[3], sys.argv[4:])

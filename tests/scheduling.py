@@ -15,6 +15,13 @@ where); a worker always collects the whole suite before anything runs.
 Order: units holding tests marked ``slow`` go first, larger ones before smaller, so the
 long ones never start last and leave one worker busy alone at the end; then the rest,
 larger units first. A worker takes the next unit when it has at most two tests left.
+
+Collection: each worker imports every test module, and pytest rewrites a module's asserts
+the first time it is imported, caching the result in ``__pycache__`` (about 10 s of CPU for
+the suite; nothing is cached on a fresh clone, where CI runs). Workers collecting in the
+same order would each rewrite every module; here worker k of n starts at k/n of the suite
+(by size) and goes round, so each rewrites its own share and finds the others' cached.
+The collected tests are then put back in the suite's order, the same on every worker.
 """
 
 from __future__ import annotations
@@ -112,6 +119,64 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     path = Path(folder) / f"{worker}.json"
     path.with_suffix(".tmp").write_text(json.dumps(units_of(session.items)))
     os.replace(path.with_suffix(".tmp"), path)
+
+
+_SUITE = Path(__file__).resolve().parent
+_ORDER = pytest.StashKey[list[Path]]()  # the suite folder's entries, in pytest's order
+
+
+class _RoundDir(pytest.Dir):
+    """The suite's folder, its entries collected from this worker's own starting point."""
+
+    def collect(self) -> list[pytest.Item | pytest.Collector]:
+        children = list(super().collect())
+        self.config.stash[_ORDER] = [c.path for c in children]
+        worker = self.config.workerinput  # type: ignore[attr-defined]
+        share = int(worker["workerid"].removeprefix("gw")) / int(worker["workercount"])
+        sizes = [_size(c.path) for c in children]
+        before = [sum(sizes[:n]) for n in range(len(sizes))]
+        start = next((n for n, b in enumerate(before) if b >= share * sum(sizes)), 0)
+        return children[start:] + children[:start]
+
+
+def _size(path: Path) -> int:
+    if path.is_file():
+        return path.stat().st_size
+    return sum(p.stat().st_size for p in path.rglob("test_*.py"))
+
+
+class _RoundCollection:
+    """(worker) A plugin, not a conftest hook: pytest asks the conftests of a folder's
+    parent, not its own, how to collect it."""
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collect_directory(
+        self, path: Path, parent: pytest.Collector
+    ) -> pytest.Collector | None:
+        if path != _SUITE:
+            return None
+        return _RoundDir.from_parent(parent, path=path)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """(worker) The suite's folder is collected from this worker's starting point."""
+    if hasattr(config, "workerinput"):
+        config.pluginmanager.register(_RoundCollection(), "treadle-round-collection")
+
+
+def in_suite_order(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """(worker) Put the tests back in the order pytest collects them in (a stable sort by
+    the suite folder's entry each is under: each entry's tests were collected together)."""
+    order = config.stash.get(_ORDER, None)
+    if order is None:
+        return
+    rank = {path: n for n, path in enumerate(order)}
+
+    def entry(item: pytest.Item) -> int:
+        relative = item.path.relative_to(_SUITE)
+        return rank[_SUITE / relative.parts[0]]
+
+    items.sort(key=entry)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

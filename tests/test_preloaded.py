@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests.launched import Launch
 from tests.preloaded import Preloader
 
 pytestmark = pytest.mark.skipif(not Preloader.available(), reason="fork and pidfd_open")
@@ -132,6 +133,36 @@ def test_a_killed_launch_takes_the_script_along(preloader: Preloader, script: Pa
     while _alive(pid):
         assert time.monotonic() < deadline, "the script outlived its killed launch"
         time.sleep(0.02)
+
+
+def test_a_launch_tells_its_script_s_own_pid_where_a_test_kills_it(
+    preloader: Preloader, script: Path
+) -> None:
+    import json
+
+    def start() -> Launch:
+        return Launch(
+            preloader,
+            script.name,
+            "hold",
+            folder=str(script.parent),
+            cwd=script.parent,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+
+    running = start()
+    assert running.stdout is not None
+    pid = json.loads(running.stdout.readline())["pid"]
+    assert running.script_pid() == pid != running.pid
+    running.kill_script()
+    assert running.returncode == -signal.SIGKILL and not _alive(pid)
+    running.communicate()
+
+    early = start()
+    early.kill_script()  # (it waits for the pid: before the script's first line is fine)
+    assert early.returncode == -signal.SIGKILL
+    early.communicate()
 
 
 def _alive(pid: int) -> bool:

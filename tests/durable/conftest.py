@@ -1,11 +1,9 @@
 """The fake model server for the durable tests, in its own process (its counts survive the
-workers the tests kill)."""
+workers the tests kill); the worker processes; a PostgreSQL cluster."""
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -15,18 +13,31 @@ import pytest
 
 pytest.importorskip("dbos", reason="the dbos extra is not installed: pip install -e '.[dbos]'")
 
-from .postgres import cluster
+from tests.launched import Launch
+from tests.preloaded import Preloader
 
-HERE = Path(__file__).resolve().parent
+from .postgres import cluster
+from .processes import FAKE_MODEL, PRELOADED, Workers
+
+
+@pytest.fixture(scope="session")
+def preloader() -> Iterator[Preloader]:
+    """The worker's preloader of what the durable tests' processes import."""
+    preloader = Preloader(*PRELOADED)
+    yield preloader
+    preloader.close()
 
 
 @pytest.fixture
-def model_server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+def workers(preloader: Preloader, tmp_path: Path) -> Workers:
+    return Workers(preloader, tmp_path)
+
+
+@pytest.fixture
+def model_server(tmp_path: Path, preloader: Preloader) -> Iterator[tuple[str, Path]]:
     log, port_file = tmp_path / "server.log", tmp_path / "server.json"
     log.touch()
-    process = subprocess.Popen(
-        [sys.executable, str(HERE / "fake_model.py"), str(log), str(port_file)]
-    )
+    process = Launch(preloader, FAKE_MODEL, str(log), str(port_file), folder=str(tmp_path))
     deadline = time.monotonic() + 30
     while not port_file.exists() or not port_file.read_text():
         if time.monotonic() > deadline or process.poll() is not None:
@@ -36,8 +47,7 @@ def model_server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     try:
         yield json.loads(port_file.read_text())["url"], log
     finally:
-        process.kill()
-        process.wait(10)
+        process.kill_script()
 
 
 @pytest.fixture(scope="session")

@@ -8,71 +8,38 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import random
-import signal
 import sqlite3
-import subprocess
-import sys
 import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from tests.launched import Launch
 
 from treadle import RunResult
 from treadle.context import validate_transcript
 from treadle.durable import UNKNOWN_OUTCOME
 
 from .fake_model import FINAL
-
-WORKER = Path(__file__).with_name("worker.py")
+from .processes import Workers, go
 
 # each test starts, kills and restarts worker processes: long, so scheduled first
 pytestmark = pytest.mark.slow
 
 
-def worker(
-    db: str, url: str, tools_log: Path, mode: str, run_id: str, **extra: str
-) -> subprocess.Popen[str]:
-    env = {k: v for k, v in os.environ.items() if k != "TREADLE_DURABLE_DB"} | extra
-    return subprocess.Popen(
-        [sys.executable, str(WORKER), db, url, str(tools_log), mode, run_id],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-
-
-def ahead(db: str, url: str, tools_log: Path, run_id: str, **extra: str) -> subprocess.Popen[str]:
-    """A worker to recover the run, started ahead (it imports while the one to be killed
-    runs) and launched by :func:`go` once that one is dead."""
-    return worker(db, url, tools_log, "recover", run_id, WAIT_FOR_GO="1", **extra)
-
-
-def kill_when(
-    ready: Callable[[], None], first: subprocess.Popen[str], second: subprocess.Popen[str]
-) -> None:
-    """Once ``ready()`` returns, kill ``first``; if anything fails before, the recovering
-    worker started ahead (``second``) is stopped too, so no process outlives the test."""
+def kill_when(ready: Callable[[], None], first: Launch, second: Launch) -> None:
+    """Once ``ready()`` returns, SIGKILL ``first`` where it is; if anything fails before, the
+    recovering worker started ahead (``second``) is stopped too, so no process outlives the
+    test."""
     try:
         ready()
-        first.send_signal(signal.SIGKILL)
-        first.wait(10)
+        first.kill_script()
     except BaseException:
         second.kill()
         second.wait(10)
         raise
-
-
-def go(process: subprocess.Popen[str]) -> subprocess.Popen[str]:
-    assert process.stdin is not None
-    process.stdin.write("go\n")
-    process.stdin.flush()
-    return process
 
 
 def lines(path: Path) -> list[str]:
@@ -88,7 +55,7 @@ def wait_for(condition: Callable[[], bool], timeout: float = 90) -> None:
         time.sleep(0.005)
 
 
-def finish(process: subprocess.Popen[str]) -> RunResult:  # type: ignore[type-arg]
+def finish(process: Launch) -> RunResult:  # type: ignore[type-arg]
     out, err = process.communicate(timeout=120)
     assert process.returncode == 0, err[-3000:]
     return RunResult.model_validate_json(out.strip().splitlines()[-1])
@@ -153,14 +120,17 @@ KILL_POINTS: dict[str, Callable[[Path, Path, str], bool]] = {
 
 @pytest.mark.parametrize("point", [*KILL_POINTS, "random-1", "random-2"])
 def test_a_killed_worker_s_run_is_finished_exactly_once(
-    point: str, tmp_path: Path, model_server: tuple[str, Path]
+    point: str,
+    tmp_path: Path,
+    model_server: tuple[str, Path],
+    workers: Workers,
 ) -> None:
     url, server_log = model_server
     db = f"sqlite:///{tmp_path / 'durable.sqlite'}"
     tools_log = tmp_path / "tools.log"
     run_id = f"run-{point.replace(' ', '-')}"
-    first = worker(db, url, tools_log, "start", run_id)
-    second = ahead(db, url, tools_log, run_id)
+    first = workers.start(db, url, tools_log, "start", run_id)
+    second = workers.ahead(db, url, tools_log, run_id)
 
     def ready() -> None:
         if point in KILL_POINTS:
@@ -198,24 +168,29 @@ def test_a_killed_worker_s_run_is_finished_exactly_once(
     assert [m["message"]["content"][0]["text"] for m in texts][-1] == FINAL
 
 
-def test_an_uninterrupted_run(tmp_path: Path, model_server: tuple[str, Path]) -> None:
+def test_an_uninterrupted_run(
+    tmp_path: Path, model_server: tuple[str, Path], workers: Workers
+) -> None:
     url, server_log = model_server
     db = f"sqlite:///{tmp_path / 'durable.sqlite'}"
     tools_log = tmp_path / "tools.log"
-    check(finish(worker(db, url, tools_log, "start", "plain")), server_log, tools_log, "plain")
+    result = finish(workers.start(db, url, tools_log, "start", "plain"))
+    check(result, server_log, tools_log, "plain")
     assert [line for line in lines(server_log) if line.startswith("request")] == [
         f"request plain:{k}" for k in range(4)
     ]
 
 
 def test_a_non_idempotent_call_cut_by_a_crash_is_never_run_twice(
-    tmp_path: Path, model_server: tuple[str, Path]
+    tmp_path: Path,
+    model_server: tuple[str, Path],
+    workers: Workers,
 ) -> None:
     url, server_log = model_server
     db = f"sqlite:///{tmp_path / 'durable.sqlite'}"
     tools_log = tmp_path / "tools.log"
-    first = worker(db, url, tools_log, "start", "once", TOOL_IDEMPOTENT="0")
-    second = ahead(db, url, tools_log, "once", TOOL_IDEMPOTENT="0")
+    first = workers.start(db, url, tools_log, "start", "once", TOOL_IDEMPOTENT="0")
+    second = workers.ahead(db, url, tools_log, "once", TOOL_IDEMPOTENT="0")
     kill_when(
         lambda: wait_for(lambda: KILL_POINTS["inside a tool"](server_log, tools_log, "once")),
         first,
@@ -236,7 +211,9 @@ UPGRADE = Path(__file__).parents[1] / "fixtures" / "durable" / "run-begun-by-0.1
 
 
 def test_a_run_begun_by_treadle_0_1_is_finished_without_repeating_its_steps(
-    tmp_path: Path, model_server: tuple[str, Path]
+    tmp_path: Path,
+    model_server: tuple[str, Path],
+    workers: Workers,
 ) -> None:
     """treadle 0.1 checkpointed each model request as a DBOS step; this version keeps the
     answer with the event log. A run 0.1 began — killed inside its second tool call, its
@@ -251,7 +228,7 @@ def test_a_run_begun_by_treadle_0_1_is_finished_without_repeating_its_steps(
         steps = db.execute("select function_name from operation_outputs").fetchall()
     assert steps == [("treadle.model",), ("treadle.model",)]
     tools_log = tmp_path / "tools.log"
-    result = finish(worker(f"sqlite:///{path}", url, tools_log, "recover", "legacy"))
+    result = finish(workers.start(f"sqlite:///{path}", url, tools_log, "recover", "legacy"))
     assert result.reason == "completed" and result.text == FINAL
     validate_transcript(result.messages)
     requests = [line for line in lines(server_log) if line.startswith("request")]
@@ -269,7 +246,9 @@ def test_a_run_begun_by_treadle_0_1_is_finished_without_repeating_its_steps(
 
 
 def test_a_request_retried_before_a_crash_is_not_sent_again(
-    tmp_path: Path, model_server: tuple[str, Path]
+    tmp_path: Path,
+    model_server: tuple[str, Path],
+    workers: Workers,
 ) -> None:
     """The run's first response is cut halfway (the connection dropped) and the request
     retried; the worker is then killed inside the second tool call. However many attempts
@@ -278,8 +257,8 @@ def test_a_request_retried_before_a_crash_is_not_sent_again(
     url, server_log = model_server
     db = f"sqlite:///{tmp_path / 'durable.sqlite'}"
     tools_log = tmp_path / "tools.log"
-    first = worker(db, url, tools_log, "start", "flaky")
-    second = ahead(db, url, tools_log, "flaky")
+    first = workers.start(db, url, tools_log, "start", "flaky")
+    second = workers.ahead(db, url, tools_log, "flaky")
     kill_when(
         lambda: wait_for(lambda: KILL_POINTS["inside a tool"](server_log, tools_log, "flaky")),
         first,

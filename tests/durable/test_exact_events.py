@@ -8,11 +8,8 @@ uninterrupted ``Agent.run``."""
 from __future__ import annotations
 
 import asyncio
-import os
 import random
 import signal
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -20,41 +17,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.launched import Launch
 
 from treadle import AgentEvent, RunResult, durable
 from treadle.context import validate_transcript
 
 from .checks import check_run_events, events_of, stretches
 from .fake_model import FINAL
-
-WORKER = Path(__file__).with_name("worker.py")
+from .processes import Workers, go
 
 # each test starts, kills and restarts worker processes: long, so scheduled first
 pytestmark = pytest.mark.slow
-
-
-def worker(db: str, url: str, tools_log: Path, mode: str, run_id: str, **env: str) -> Any:
-    base = {k: v for k, v in os.environ.items() if k != "TREADLE_DURABLE_DB"}
-    return subprocess.Popen(
-        [sys.executable, str(WORKER), db, url, str(tools_log), mode, run_id],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=base | env,
-    )
-
-
-def ahead(db: str, url: str, tools_log: Path, run_id: str, **env: str) -> Any:
-    """A worker to recover the run, started ahead (it imports while the one to be killed
-    runs) and launched by :func:`go` once that one is dead."""
-    return worker(db, url, tools_log, "recover", run_id, WAIT_FOR_GO="1", **env)
-
-
-def go(process: Any) -> Any:
-    process.stdin.write("go\n")
-    process.stdin.flush()
-    return process
 
 
 def lines(path: Path) -> list[str]:
@@ -68,13 +41,14 @@ def wait_for(what: str, condition: Callable[[], bool], timeout: float = 60) -> N
         time.sleep(0.005)
 
 
-def kill(process: Any) -> None:
+def kill(process: Launch) -> None:
+    """SIGKILL the worker where it is (its own process, at once)."""
     assert process.poll() is None, "the worker ended before it could be killed"
-    process.send_signal(signal.SIGKILL)
-    process.wait(10)
+    process.kill_script()
+    assert process.returncode == -signal.SIGKILL, "the worker ended before it could be killed"
 
 
-def finish(process: Any) -> RunResult[Any]:
+def finish(process: Launch) -> RunResult[Any]:
     out, err = process.communicate(timeout=120)
     assert process.returncode == 0, err[-3000:]
     return RunResult.model_validate_json(out.strip().splitlines()[-1])
@@ -119,15 +93,19 @@ class Follower:
 
 @pytest.mark.parametrize("seed", [11, 22, 33])
 def test_parallel_calls_killed_twice_read_as_one_valid_run(
-    seed: int, database: str, tmp_path: Path, model_server: tuple[str, Path]
+    seed: int,
+    database: str,
+    tmp_path: Path,
+    model_server: tuple[str, Path],
+    workers: Workers,
 ) -> None:
     url, server_log = model_server
     tools_log = tmp_path / "tools.log"
     run_id = f"par-{seed}"  # "par": two parallel calls a turn, the first slower
     env = {"TOOL_SLEEP": "0.2", "EXECUTOR_ID": f"crash-{seed}"}
     rng = random.Random(seed)
-    first = worker(database, url, tools_log, "start", run_id, **env)
-    second, third = ahead(database, url, tools_log, run_id, **env), None
+    first = workers.start(database, url, tools_log, "start", run_id, **env)
+    second, third = workers.ahead(database, url, tools_log, run_id, **env), None
     try:
         wait_for("the first request", lambda: f"request {run_id}:0" in lines(server_log))
         follower = Follower(database, run_id)
@@ -135,7 +113,7 @@ def test_parallel_calls_killed_twice_read_as_one_valid_run(
         kill(first)
         progress = len(lines(server_log)) + len(lines(tools_log))
         go(second)
-        third = ahead(database, url, tools_log, run_id, **env)
+        third = workers.ahead(database, url, tools_log, run_id, **env)
         wait_for(
             "the recovered run's progress",
             lambda: len(lines(server_log)) + len(lines(tools_log)) > progress,
@@ -163,11 +141,14 @@ def test_parallel_calls_killed_twice_read_as_one_valid_run(
 
 
 def test_a_reader_in_another_process_sees_a_tool_start_while_the_tool_runs(
-    database: str, tmp_path: Path, model_server: tuple[str, Path]
+    database: str,
+    tmp_path: Path,
+    model_server: tuple[str, Path],
+    workers: Workers,
 ) -> None:
     url, server_log = model_server
     tools_log = tmp_path / "tools.log"
-    running = worker(database, url, tools_log, "start", "live-1", TOOL_SLEEP="4")
+    running = workers.start(database, url, tools_log, "start", "live-1", TOOL_SLEEP="4")
     try:
         wait_for("the first request", lambda: "request live-1:0" in lines(server_log))
         durable.connect(database)
@@ -209,14 +190,17 @@ def _comparable(result: RunResult[Any]) -> list[dict[str, Any]]:
 
 
 def test_a_run_that_waited_for_three_approvals_returns_the_whole_run(
-    database: str, tmp_path: Path, model_server: tuple[str, Path]
+    database: str,
+    tmp_path: Path,
+    model_server: tuple[str, Path],
+    workers: Workers,
 ) -> None:
     url, _ = model_server
     tools_log = tmp_path / "tools.log"
-    serving = worker(database, url, tools_log, "serve", "-")
+    serving = workers.start(database, url, tools_log, "serve", "-")
     try:
         assert serving.stdout.readline().strip() == "ready", serving.stderr.read()
-        approver = worker(database, url, tools_log, "approve", "careful-1")
+        approver = workers.start(database, url, tools_log, "approve", "careful-1")
 
         async def go() -> RunResult[Any]:
             durable.connect(database)
@@ -231,7 +215,7 @@ def test_a_run_that_waited_for_three_approvals_returns_the_whole_run(
     finally:
         serving.send_signal(signal.SIGTERM)
         serving.wait(20)
-    plain = finish(worker(database, url, tools_log, "plain", "careful-1"))
+    plain = finish(workers.start(database, url, tools_log, "plain", "careful-1"))
     assert plain.reason == "completed" and len(plain.messages) == 8
     assert result.reason == plain.reason == "completed"
     assert _comparable(result) == _comparable(plain)

@@ -5,40 +5,37 @@ suspended on an approval in a worker is approved from another process and comple
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import subprocess
-import sys
 import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
+from tests.launched import Launch
 
 from treadle import durable
 
 from .checks import check_run_events, events_of
 from .fake_model import FINAL
-
-WORKER = Path(__file__).with_name("worker.py")
+from .processes import Workers
 
 # each test runs several worker processes: long, so scheduled first
 pytestmark = pytest.mark.slow
 
 
 def serve(
-    db: str, url: str, tools_log: Path, env: dict[str, str] | None = None, *, count: int = 1
-) -> list[subprocess.Popen[str]]:
+    workers: Workers,
+    db: str,
+    url: str,
+    tools_log: Path,
+    env: dict[str, str] | None = None,
+    *,
+    count: int = 1,
+) -> list[Launch]:
     """``count`` queue workers, started side by side; returns once each says it is ready."""
     processes = [
-        subprocess.Popen(
-            [sys.executable, str(WORKER), db, url, str(tools_log), "serve", "-"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env={**os.environ, **(env or {})},
-        )
-        for _ in range(count)
+        workers.start(db, url, tools_log, "serve", "-", **(env or {})) for _ in range(count)
     ]
     try:
         for process in processes:
@@ -65,7 +62,7 @@ async def results(handles: list[durable.DurableRun]) -> list[object]:
     return list(await asyncio.gather(*(h.result() for h in handles)))
 
 
-def stop(processes: list[subprocess.Popen[str]]) -> None:
+def stop(processes: list[Launch]) -> None:
     for p in processes:
         if p.poll() is None:
             p.send_signal(signal.SIGTERM)
@@ -77,11 +74,11 @@ def stop(processes: list[subprocess.Popen[str]]) -> None:
 
 
 def test_three_workers_finish_thirty_queued_runs_exactly_once(
-    pg_db: str, model_server: tuple[str, Path], tmp_path: Path
+    pg_db: str, model_server: tuple[str, Path], tmp_path: Path, workers: Workers
 ) -> None:
     url, server_log = model_server
     tools_log = tmp_path / "tools.log"
-    workers = serve(pg_db, url, tools_log, {"TOOL_SLEEP": "0.02"}, count=3)
+    serving = serve(workers, pg_db, url, tools_log, {"TOOL_SLEEP": "0.02"}, count=3)
     try:
         # 30 runs: five rounds of the workers' six slots (3 x queue_concurrency 2) is enough
         # to prove exactly-once under contention; throughput is benchmarks/durable.py's job
@@ -94,7 +91,7 @@ def test_three_workers_finish_thirty_queued_runs_exactly_once(
         done = asyncio.run(go())
         elapsed = time.perf_counter() - started
     finally:
-        stop(workers)
+        stop(serving)
     failed = [(r.reason, r.error) for r in done if r.reason != "completed" or r.text != FINAL]  # type: ignore[attr-defined]
     assert not failed, failed
     completed = Counter(line for line in lines(server_log) if line.startswith("completed"))
@@ -105,11 +102,11 @@ def test_three_workers_finish_thirty_queued_runs_exactly_once(
 
 
 def test_a_dead_worker_s_runs_are_finished_by_the_others(
-    pg_db: str, model_server: tuple[str, Path], tmp_path: Path
+    pg_db: str, model_server: tuple[str, Path], tmp_path: Path, workers: Workers
 ) -> None:
     url, server_log = model_server
     tools_log = tmp_path / "tools.log"
-    (victim,) = serve(pg_db, url, tools_log)
+    (victim,) = serve(workers, pg_db, url, tools_log)
     run_ids = [f"k{n}" for n in range(4)]
 
     async def enqueue() -> list[durable.DurableRun]:
@@ -120,9 +117,8 @@ def test_a_dead_worker_s_runs_are_finished_by_the_others(
     while not any(line.startswith("end") for line in lines(tools_log)):
         assert time.monotonic() < deadline
         time.sleep(0.02)
-    victim.send_signal(signal.SIGKILL)  # dies with runs in flight, on its own executor id
-    victim.wait(10)
-    others = serve(pg_db, url, tools_log, count=2)
+    victim.kill_script()  # dies with runs in flight, on its own executor id
+    others = serve(workers, pg_db, url, tools_log, count=2)
     try:
         done = asyncio.run(results(handles))
     finally:
@@ -143,12 +139,12 @@ def test_a_dead_worker_s_runs_are_finished_by_the_others(
 
 
 def test_an_approval_from_another_process_resumes_a_suspended_run(
-    model_server: tuple[str, Path], tmp_path: Path
+    model_server: tuple[str, Path], tmp_path: Path, workers: Workers
 ) -> None:
     url, _ = model_server
     db = f"sqlite:///{tmp_path / 'durable.sqlite'}"
     tools_log = tmp_path / "tools.log"
-    (worker,) = serve(db, url, tools_log)
+    (worker,) = serve(workers, db, url, tools_log)
     try:
 
         async def go() -> object:
@@ -172,7 +168,7 @@ def test_an_approval_from_another_process_resumes_a_suspended_run(
 
 
 def test_a_worker_taken_for_dead_while_alive_stops_at_its_next_write(
-    pg_db: str, model_server: tuple[str, Path], tmp_path: Path
+    pg_db: str, model_server: tuple[str, Path], tmp_path: Path, workers: Workers
 ) -> None:
     """Attack: a worker's heartbeat stalls (its row says it was last seen long ago) while
     it is alive and mid-answer. Another worker takes its run and executes it again from the
@@ -185,8 +181,9 @@ def test_a_worker_taken_for_dead_while_alive_stops_at_its_next_write(
     tools_log = tmp_path / "tools.log"
     gate = Path(str(server_log) + ".gate")
     # the first worker beats once, at its start: the test makes it look stalled after
-    (first,) = serve(pg_db, url, tools_log, {"TOOL_SLEEP": "0.02", "HEARTBEAT_S": "3600"})
-    others: list[subprocess.Popen[str]] = []
+    stalled = {"TOOL_SLEEP": "0.02", "HEARTBEAT_S": "3600"}
+    (first,) = serve(workers, pg_db, url, tools_log, stalled)
+    others: list[Launch] = []
     try:
         (handle,) = asyncio.run(run_all(pg_db, ["gate-1"]))
 
@@ -201,7 +198,7 @@ def test_a_worker_taken_for_dead_while_alive_stops_at_its_next_write(
         with engine.begin() as conn:  # its heartbeat stalls: seen long ago
             conn.execute(sa.text("UPDATE treadle_durable_workers SET seen_at = 0"))
         engine.dispose()
-        others = serve(pg_db, url, tools_log)  # takes the run for orphaned
+        others = serve(workers, pg_db, url, tools_log)  # takes the run for orphaned
         wait_for("half gate-1:3", 2)  # the second execution is at the same point
         gate.touch()  # both go on streaming
         result = asyncio.run(handle.result())
