@@ -18,6 +18,13 @@ pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 PRELUDE = textwrap.dedent(
     """
     import asyncio, os, signal, threading, time, warnings
+    # SIGINT as a terminal's Python has it, whatever the test process passed on (an ignored
+    # SIGINT or a blocked one is inherited by a child: a library an earlier test used in
+    # this worker may have left it so, and the run would then never be interrupted)
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    print("INHERITED", signal.getsignal(signal.SIGINT), sorted(blocked))
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     from treadle import Agent, Hooks
     from treadle.testing import ScriptedProvider
 
