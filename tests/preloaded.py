@@ -32,6 +32,7 @@ import sys
 TYPE_CHECKING = False  # (typing would be the launch's costliest import: ~10 ms of CPU)
 if TYPE_CHECKING:
     import subprocess
+    from collections.abc import Iterator
     from typing import Any
 
 HERE = os.path.abspath(__file__)
@@ -314,6 +315,15 @@ class Preloader:
 
             shutil.rmtree(self.folder, ignore_errors=True)  # (the preloader removes it)
             self.folder = None
+
+
+def preloading(*modules: str) -> Iterator[Preloader]:
+    """A session fixture's body: a :class:`Preloader` of ``modules``, closed after."""
+    preloader = Preloader(*modules)
+    try:
+        yield preloader
+    finally:
+        preloader.close()
 
 
 if __name__ == "__main__":

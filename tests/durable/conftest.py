@@ -14,7 +14,7 @@ import pytest
 pytest.importorskip("dbos", reason="the dbos extra is not installed: pip install -e '.[dbos]'")
 
 from tests.launched import Launch
-from tests.preloaded import Preloader
+from tests.preloaded import Preloader, preloading
 
 from .postgres import cluster
 from .processes import FAKE_MODEL, PRELOADED, Workers
@@ -23,9 +23,7 @@ from .processes import FAKE_MODEL, PRELOADED, Workers
 @pytest.fixture(scope="session")
 def preloader() -> Iterator[Preloader]:
     """The worker's preloader of what the durable tests' processes import."""
-    preloader = Preloader(*PRELOADED)
-    yield preloader
-    preloader.close()
+    yield from preloading(*PRELOADED)
 
 
 @pytest.fixture

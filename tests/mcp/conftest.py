@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.preloaded import Preloader
+from tests.preloaded import Preloader, preloading
 
 SERVER = str(Path(__file__).with_name("mcp_server.py"))
 # what mcp_server.py and conformance/client.py import that takes long
@@ -28,9 +28,7 @@ PLAIN = [sys.executable, SERVER]
 @pytest.fixture(scope="session")
 def preloader() -> Iterator[Preloader]:
     """The worker's preloader of the MCP SDK (started when first used)."""
-    preloader = Preloader(*PRELOADED)
-    yield preloader
-    preloader.close()
+    yield from preloading(*PRELOADED)
 
 
 @pytest.fixture
