@@ -21,8 +21,8 @@ $(STAMP): $(BIN)/python pyproject.toml
 # server processes were forked from a preloader too, tests/preloaded.py, and before each
 # xdist worker rewrote only its share of the test modules' asserts on a fresh clone), of
 # which tests/durable takes ~80. Its wall time follows the share of the two cores it gets:
-# 7.4 minutes in CI with the cores to itself at ~740 s; 10.2 niced beside another
-# session's suites (load 5-7). The target is 4. `make test PYTEST_WORKERS=0` runs it in one
+# 6.4 minutes in CI with the cores to itself (5,091 tests, ~600 s of CPU; 7.4 at ~740 s);
+# 10.2 niced beside another session's suites (load 5-7). The target is 4. `make test PYTEST_WORKERS=0` runs it in one
 # process.
 # PYTHONDONTWRITEBYTECODE is cleared for the run: with it set, pytest rewrites the asserts of
 # every test module again in each worker (about 12 s of CPU per worker) instead of caching them.
