@@ -5,12 +5,14 @@ third of a write's time in a thread).
 An async connection belongs to the event loop that opened it, and DBOS runs queued and
 recovered runs on a loop of its own beside the application's: so each loop has its own few
 connections (an anyio ``RunVar``), opened on first use, reused, at most :data:`PER_LOOP`
-at once (a write beyond waits for one). A connection that failed in a write is closed, not
-reused; :meth:`Writers.close` closes them all (``shutdown()``).
+at once (a write beyond waits for one). An idle connection the server has ended is replaced
+before use; one that failed in a write is closed, not reused; :meth:`Writers.close` closes
+them all (``shutdown()``).
 """
 
 from __future__ import annotations
 
+import select
 import threading
 from typing import TYPE_CHECKING, Any
 
@@ -54,21 +56,11 @@ class Writers:
     async def write(self, claim: tuple[str, int] | None, workflow_id: str, parts: list[Any]) -> str:
         """Store ``parts`` (see :func:`._sql.chunks`) with the owner check ``claim``, in one
         transaction; what the check found (:data:`._sql.OK` when stored)."""
-        import psycopg
-
         mine = self._loop()
         async with mine.slots:
             conn = await self._take(mine)
             try:
-                try:
-                    result = await _write(conn, claim, workflow_id, parts)
-                except psycopg.OperationalError:
-                    # The server dropped an idle connection (a restart, a failover, an idle
-                    # timeout): write once more on a new one. Safe: a write applied before
-                    # the drop is refused whole the second time (its rows' keys exist).
-                    await self._discard(conn)
-                    conn = await self._connect()
-                    result = await _write(conn, claim, workflow_id, parts)
+                result = await _write(conn, claim, workflow_id, parts)
             except BaseException:
                 await self._discard(conn)  # its state is unknown: never reused
                 raise
@@ -78,7 +70,7 @@ class Writers:
     async def _take(self, mine: _LoopConnections) -> psycopg.AsyncConnection[Any]:
         while mine.idle:
             conn = mine.idle.pop()
-            if not (conn.closed or conn.broken):  # closed by close(), or known broken
+            if not (conn.closed or conn.broken or _spoke(conn)):
                 return conn
             await self._discard(conn)
         return await self._connect()
@@ -107,6 +99,16 @@ class Writers:
             conns, self._open = list(self._open), set()
         for conn in conns:
             conn.pgconn.finish()
+
+
+def _spoke(conn: psycopg.AsyncConnection[Any]) -> bool:
+    """Whether the server sent something on an idle connection: only the notice that it
+    ends the connection (a restart, a failover, an idle timeout, ``pg_terminate_backend``)
+    or its close. Such a connection is replaced before a write is sent on it, so a write
+    never fails for a drop that came while it was idle (and is never sent twice: one that
+    fails on a live connection fails the write, as it may have been applied)."""
+    readable, _, _ = select.select([conn.fileno()], [], [], 0)
+    return bool(readable)
 
 
 async def _write(
