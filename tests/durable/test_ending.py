@@ -9,6 +9,8 @@ tables, so it runs to its end, and only the record waits."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
@@ -31,6 +33,15 @@ def agent(name: str) -> durable.DurableAgent:
     return durable.DurableAgent(
         Agent(ScriptedProvider([call, "Oslo is mild."]), tools=[lookup]), name=name
     )
+
+
+@contextlib.asynccontextmanager
+async def launched(url: str) -> AsyncIterator[None]:
+    await durable.launch(url)
+    try:
+        yield
+    finally:
+        await durable.shutdown()
 
 
 def status_in_database(url: str, run_id: str) -> str:
@@ -72,8 +83,7 @@ def test_the_result_comes_as_the_run_ends_and_status_waits_for_dbos_record(pg_db
     runner = agent("e-status")
 
     async def go() -> None:
-        await durable.launch(pg_db)
-        try:
+        async with launched(pg_db):
             handle = await runner.start("Weather in Oslo?")
             with HeldRecord(pg_db) as held:
                 with anyio.fail_after(30):
@@ -95,8 +105,6 @@ def test_the_result_comes_as_the_run_ends_and_status_waits_for_dbos_record(pg_db
             # the result handed over is the one DBOS recorded
             recorded = await durable.DurableRun(handle.run_id).result()
             assert recorded.model_dump() == result.model_dump()
-        finally:
-            await durable.shutdown()
 
     asyncio.run(go())
 
@@ -156,8 +164,7 @@ def test_a_run_cancelled_while_a_tool_runs_makes_no_further_request(
 
     async def go() -> tuple[Any, str, list[Any]]:
         GATE.update(reached=anyio.Event(), open=anyio.Event())
-        await durable.launch(url)
-        try:
+        async with launched(url):
             handle = await runner.start("Notes, please.")
             await GATE["reached"].wait()
             await handle.cancel()
@@ -169,8 +176,6 @@ def test_a_run_cancelled_while_a_tool_runs_makes_no_further_request(
                 outcome = exc
             events = [e async for e in handle.events()]
             return outcome, await handle.status(), events
-        finally:
-            await durable.shutdown()
 
     outcome, status, events = asyncio.run(go())
     assert isinstance(outcome, error.DBOSAwaitedWorkflowCancelledError)
@@ -181,9 +186,9 @@ def test_a_run_cancelled_while_a_tool_runs_makes_no_further_request(
     assert "agent_end" not in types  # its reader's iteration ends with the run
 
 
-def test_a_run_that_ends_in_an_error_hands_its_result_over_too(tmp_path: Any) -> None:
-    """A run that ends in an error ends with a result all the same (``reason="error"``),
-    handed over and recorded alike."""
+def test_a_run_that_ends_in_an_error_hands_its_result_over_too(pg_db: str) -> None:
+    """A run that ends in an error ends with a result all the same (``reason="error"``):
+    handed over before DBOS records it, as any result."""
 
     class Broken:
         name = "broken"
@@ -195,14 +200,15 @@ def test_a_run_that_ends_in_an_error_hands_its_result_over_too(tmp_path: Any) ->
 
     runner = durable.DurableAgent(Agent(Broken()), name="e-broken")  # type: ignore[arg-type]
 
-    async def go() -> Any:
-        await durable.launch(f"sqlite:///{tmp_path / 'db.sqlite'}")
-        try:
+    async def go() -> tuple[Any, str, str]:
+        async with launched(pg_db):
             handle = await runner.start("Hi.")
-            return await handle.result(), await handle.status()
-        finally:
-            await durable.shutdown()
+            with HeldRecord(pg_db):
+                with anyio.fail_after(30):
+                    result = await handle.result()
+                before = status_in_database(pg_db, handle.run_id)
+            return result, before, await handle.status()
 
-    result, status = asyncio.run(go())
+    result, before, after = asyncio.run(go())
     assert result.reason == "error" and "the model is down" in result.error.message
-    assert status == "SUCCESS"
+    assert (before, after) == ("PENDING", "SUCCESS")

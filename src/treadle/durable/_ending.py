@@ -53,9 +53,14 @@ class Recording:
     def add(self, run_id: str, handle: Any) -> None:
         now = time.monotonic()
         with self._lock:
-            for old in [k for k, (t, _) in self._handles.items() if now - t > KEPT_S]:
-                del self._handles[old]
-            self._handles[run_id] = (now, handle)
+            handles = self._handles
+            while handles:  # oldest first (insertion order): only the stale ones are looked at
+                oldest = next(iter(handles))
+                if now - handles[oldest][0] <= KEPT_S:
+                    break
+                del handles[oldest]
+            handles.pop(run_id, None)  # (a run handed over again goes to the end)
+            handles[run_id] = (now, handle)
 
     def pending(self, run_id: str) -> bool:
         return run_id in self._handles

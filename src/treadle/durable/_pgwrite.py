@@ -107,7 +107,11 @@ def _spoke(conn: psycopg.AsyncConnection[Any]) -> bool:
     or its close. Such a connection is replaced before a write is sent on it, so a write
     never fails for a drop that came while it was idle (and is never sent twice: one that
     fails on a live connection fails the write, as it may have been applied)."""
-    readable, _, _ = select.select([conn.fileno()], [], [], 0)
+    if hasattr(select, "poll"):  # select() refuses descriptors past 1023 (a busy server)
+        poller = select.poll()
+        poller.register(conn.fileno(), select.POLLIN)
+        return bool(poller.poll(0))
+    readable, _, _ = select.select([conn.fileno()], [], [], 0)  # (Windows: sockets only)
     return bool(readable)
 
 
@@ -120,13 +124,13 @@ async def _write(
     statements = groups(claim, parts)
     if len(statements) == 1:  # the one statement is the transaction: one round trip
         check, group = statements[0]
-        return await _one(conn, check, workflow_id, group, claim is None)
+        return await _one(conn, check, workflow_id, group)
     import psycopg
 
     refused = OK
     async with conn.transaction():  # BEGIN ... COMMIT, or ROLLBACK on psycopg.Rollback
         for check, group in statements:
-            refused = await _one(conn, check, workflow_id, group, claim is None)
+            refused = await _one(conn, check, workflow_id, group)
             if refused != OK:
                 raise psycopg.Rollback()  # nothing of the write is kept
     return refused
@@ -137,10 +141,10 @@ async def _one(
     claim: tuple[str, int] | None,
     workflow_id: str,
     group: list[Any],
-    unchecked: bool,
 ) -> str:
     sql, params = statement(claim, workflow_id, group)
     async with conn.cursor() as cursor:
         await cursor.execute(sql, params)
         row = await cursor.fetchone()
-    return OK if unchecked or row is None else found(row)
+    assert row is not None  # the statement ends in one SELECT
+    return found(row)

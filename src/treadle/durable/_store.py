@@ -416,9 +416,6 @@ class EventStore:
         """Take the run for this execution (see :mod:`._owner`), before reading it."""
         await anyio.to_thread.run_sync(self._claim, owner)
 
-    def _write(self, claim: tuple[str, int] | None, workflow_id: str, parts: list[Any]) -> str:
-        return write_log(self.engine, claim, workflow_id, parts)
-
     async def write(
         self,
         workflow_id: str,
@@ -446,7 +443,9 @@ class EventStore:
         if self.writers is not None:
             found = await self.writers.write(claim, workflow_id, parts)
         else:
-            found = await anyio.to_thread.run_sync(self._write, claim, workflow_id, parts)
+            found = await anyio.to_thread.run_sync(
+                write_log, self.engine, claim, workflow_id, parts
+            )
         if owner is not None:
             owner.checked(found)  # raises Fenced, RunCancelled: nothing of it was kept
         self.writes += 1
