@@ -58,8 +58,6 @@ def offline_agent() -> Agent[None]:
     return Agent(ScriptedProvider([answer] * 100_000, chunks=8), tools=[step])
 
 
-
-
 def _event_store() -> Any:
     """This process's event store (treadle.durable's internals, to count its writes)."""
     import treadle.durable as package
