@@ -200,23 +200,29 @@ class DurableProvider:
 
 
 class _Runs:
-    """A request's events as they stream, in runs of deltas of one block: checkpointed
-    joined, one event a run."""
+    """A request's events as they stream, checkpointed in runs of deltas of one block,
+    each run joined into one event (grouped once, at the end: nothing per event but the
+    append)."""
 
-    __slots__ = ("runs",)
+    __slots__ = ("add", "events")
 
     def __init__(self) -> None:
-        self.runs: list[list[StreamEvent]] = []
-
-    def add(self, event: StreamEvent) -> None:
-        runs = self.runs
-        if runs and joinable(runs[-1][-1], event):
-            runs[-1].append(event)
-        else:
-            runs.append([event])
+        self.events: list[StreamEvent] = []
+        self.add = self.events.append
 
     def joined(self) -> list[StreamEvent]:
-        return [joined(run) for run in self.runs]
+        out: list[StreamEvent] = []
+        run: list[StreamEvent] = []
+        for event in self.events:
+            if run and joinable(run[-1], event):
+                run.append(event)
+                continue
+            if run:
+                out.append(joined(run))
+            run = [event]
+        if run:
+            out.append(joined(run))
+        return out
 
 
 class DurableTool:
