@@ -58,11 +58,14 @@ def check_run_events(events: Sequence[AgentEvent], *, stretch_count: int = 1) ->
     or repeat; ``stretch_count`` stretches, each a valid loop (one agent_start first, one
     agent_end last, turns alternating once each, retries only where one is valid, per call
     one start and one end and one result), every stretch but the last ``suspended``; every
-    tool call started and ended once in the whole run."""
+    call of the run's own started and ended once in the whole run; every sub-agent loop a
+    valid loop."""
     seqs = [e.seq for e in events]
     assert seqs == list(range(len(events))), f"seq not 0, 1, 2 ...: {seqs}"
     for kind in ("tool_execution_start", "tool_execution_end"):
-        counts = Counter(getattr(e, "tool_call_id", "") for e in events if e.type == kind)
+        counts = Counter(  # a sub-agent that ran again may make the same calls in its new loop
+            getattr(e, "tool_call_id", "") for e in events if e.type == kind and e.depth == 0
+        )
         assert all(c == 1 for c in counts.values()), (kind, counts)
     parts = stretches(events)
     assert len(parts) == stretch_count, [p[0].type for p in parts]
@@ -74,6 +77,12 @@ def check_run_events(events: Sequence[AgentEvent], *, stretch_count: int = 1) ->
             assert reason == "suspended", reason
         else:
             assert reason != "suspended", reason
+    subs: dict[str, list[AgentEvent]] = {}
+    for event in events:
+        if event.depth > 0:
+            subs.setdefault(event.loop_id, []).append(event)
+    for loop in subs.values():  # a sub-agent's loop, cut by a crash or not, is a whole loop
+        check_one_loop(loop)
     turns = Counter(
         (n, getattr(e, "turn_index", -1))
         for n, part in enumerate(parts)

@@ -36,11 +36,24 @@ def tag_of(body: Any) -> str:
     return ""
 
 
+HELPED = "The helper looked into it: " + "everything is where it should be. " * 8
+
+
 def answer(request: RecordedRequest) -> AssistantMessage:
     """A run whose tag starts with ``par`` gets two parallel calls per turn (``call-Ka``,
-    slow, and ``call-Kb``, fast: they finish in another order when replayed)."""
+    slow, and ``call-Kb``, fast: they finish in another order when replayed). A run whose
+    tag starts with ``sub`` calls its ``helper`` sub-agent once (tag ``<tag>-helper``: a
+    long answer), then ends."""
     done = sum(1 for m in request.json["messages"] if m.get("role") == "tool")
     tag = tag_of(request.json)
+    if tag.startswith("sub"):
+        if tag.endswith("-helper"):
+            return AssistantMessage(content=HELPED)
+        if done == 0:
+            task = {"task": f"Look into it [{tag}-helper]"}
+            call = ToolCall(id="call-h", name="helper", arguments=task)
+            return AssistantMessage(content=[TextContent(text="Asking the helper."), call])
+        return AssistantMessage(content=FINAL)
     if tag.startswith("par"):
         turn = done // 2
         if turn < TURNS:

@@ -22,6 +22,7 @@ from treadle import RunResult
 from treadle.context import validate_transcript
 from treadle.durable import UNKNOWN_OUTCOME
 
+from . import checks
 from .fake_model import FINAL
 from .processes import Workers, go
 
@@ -277,3 +278,42 @@ def test_a_request_retried_before_a_crash_is_not_sent_again(
         "call-1",
         "call-2",
     ]
+
+
+def test_a_sub_agent_cut_by_a_crash_ends_cancelled_in_the_stored_events(
+    tmp_path: Path,
+    model_server: tuple[str, Path],
+    workers: Workers,
+) -> None:
+    """A plain sub-agent (``Agent.as_tool``) is one tool call, not marked idempotent: killed
+    while it streams, it is not run again (its call is answered ``UNKNOWN_OUTCOME``). Its
+    loop, whose first events were stored, ends in the stored events as a cancelled loop
+    would, right where they stopped: a reader never sees it running for ever."""
+    url, server_log = model_server
+    db = f"sqlite:///{tmp_path / 'durable.sqlite'}"
+    tools_log = tmp_path / "tools.log"
+    first = workers.start(db, url, tools_log, "start", "sub", AGENT="delegating")
+    second = workers.ahead(db, url, tools_log, "sub", AGENT="delegating")
+
+    def helper_streaming() -> bool:
+        stored = stored_events(tmp_path / "durable.sqlite")
+        return any(e["depth"] == 1 for e in stored) and "completed sub-helper:0" not in lines(
+            server_log
+        )
+
+    kill_when(lambda: wait_for(helper_streaming), first, second)
+    cut = {e["seq"] for e in stored_events(tmp_path / "durable.sqlite")}
+    result = finish(go(second))
+    assert result.reason == "completed" and result.text == FINAL
+    validate_transcript(result.messages)
+    answers = {m.tool_call_id: m for m in result.messages if m.role == "tool_result"}
+    assert answers["call-h"].is_error and answers["call-h"].text == UNKNOWN_OUTCOME
+    requests = [line for line in lines(server_log) if line.startswith("request sub-helper")]
+    assert requests == ["request sub-helper:0"]  # never sent again
+
+    events = checks.events_of(db, "sub")
+    checks.check_run_events(events)  # every loop whole: the helper's too
+    helper = [e for e in events if e.depth == 1]
+    assert helper[0].type == "agent_start" and helper[-1].type == "agent_end"
+    assert helper[-1].reason == "cancelled"  # type: ignore[attr-defined]
+    assert max(cut) < helper[-1].seq  # closed by the recovered execution

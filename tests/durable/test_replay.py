@@ -17,7 +17,7 @@ from treadle.durable._events import Replay
 from treadle.durable._store import Rebuild, parse
 from treadle.testing import ScriptedProvider
 
-from .checks import check_run_events
+from .checks import check_one_loop, check_run_events
 
 pytestmark = pytest.mark.anyio
 
@@ -194,3 +194,72 @@ async def test_a_retried_answer_is_one_answer_after_a_crash() -> None:
         check_run_events(whole)
         assert len(whole) == len(first), cut  # each event once
         assert whole[-1].messages[-1].text == "Both are done."  # type: ignore[attr-defined]
+
+
+async def delegating(nested: bool = False) -> list[AgentEvent]:
+    """One execution's events: the run calls a sub-agent (``Agent.as_tool``), which, when
+    ``nested``, calls a sub-agent of its own first."""
+    inner = Agent(ScriptedProvider(["The inner answer, in pieces."], chunks=4), name="inner")
+    inner.coalesce_deltas = False
+    script: list[Any] = ["The helper's long answer, streamed in pieces."]
+    tools = []
+    if nested:
+        ask = ToolCall(id="c-in", name="inner", arguments={"task": "look"})
+        script.insert(0, AssistantMessage(content=[TextContent(text="Asking inner."), ask]))
+        tools = [inner.as_tool(description="looks")]
+    helper = Agent(ScriptedProvider(script, chunks=6), name="helper", tools=tools)
+    helper.coalesce_deltas = False
+    call = ToolCall(id="c-h", name="helper", arguments={"task": "help"})
+    agent = Agent(
+        ScriptedProvider([AssistantMessage(content=[TextContent(text="Asking."), call]), "Done."]),
+        tools=[helper.as_tool(description="helps")],
+    )
+    agent.coalesce_deltas = False
+    async with agent.stream("Go.") as events:
+        return [e async for e in events]
+
+
+def _sub_ends(events: list[AgentEvent]) -> dict[str, str]:
+    return {e.loop_id: e.reason for e in events if e.depth > 0 and e.type == "agent_end"}  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("nested", [False, True])
+async def test_a_sub_agent_cut_by_a_crash_ends_cancelled_where_its_events_end(
+    nested: bool,
+) -> None:
+    """A sub-agent (``Agent.as_tool``) is one tool call: cut by a crash, it runs again as a
+    new loop, or not at all (a tool not marked idempotent). Either way the loop the crash
+    cut ends in the stored events, first thing after them, as a cancelled loop would (each
+    of its sub-agents' before it); without that it stayed open for ever."""
+    first = replayed([], await delegating(nested))
+    sub = [i for i, e in enumerate(first) if e.depth > 0]
+    assert sub and max(e.depth for e in first) == (2 if nested else 1)
+    for cut in range(sub[0] + 1, sub[-1] + 1):
+        stored = first[:cut]
+        cut_loops = {e.loop_id for e in stored if e.depth > 0} - set(_sub_ends(stored))
+        assert cut_loops
+        for again in (await delegating(nested), []):  # run again, or answered unknown
+            added = replayed(stored, again)
+            whole = stored + added
+            if again:
+                check_run_events(whole)
+            closed = [e for e in added if e.depth > 0 and e.loop_id in cut_loops]
+            assert added[: len(closed)] == closed  # the closing comes first
+            assert {e.loop_id for e in closed} == cut_loops
+            ends = _sub_ends(whole)
+            assert all(ends[loop] == "cancelled" for loop in cut_loops)
+            by_loop: dict[str, list[AgentEvent]] = {}
+            for e in whole:
+                if e.depth > 0:
+                    by_loop.setdefault(e.loop_id, []).append(e)
+            for events in by_loop.values():
+                check_one_loop(events)
+            order = [e.loop_id for e in closed if e.type == "agent_end"]
+            depth = {e.loop_id: e.depth for e in closed}
+            assert [depth[loop] for loop in order] == sorted(depth.values(), reverse=True)
+            if again:  # the sub-agent's new run: loops of its own, to their end
+                new = {e.loop_id for e in added if e.depth > 0} - cut_loops
+                assert len(new) == (2 if nested else 1)
+                assert all(ends[loop] == "completed" for loop in new)
+            # a second crash right after the closing: nothing is closed twice
+            assert replayed(whole if again else stored + added, []) == []

@@ -2,7 +2,8 @@
 MODE RUN_ID`. Modes: ``start`` (start the run and wait for it), ``recover`` (launch, which
 recovers it, and wait), ``serve`` (a queue worker), ``approve`` (only connected: approve each
 call the ``careful`` run waits on until it ends), ``plain`` (the ``careful`` agent as a plain
-uninterrupted ``Agent.run`` that approves every call, no DBOS). It prints the run's result
+uninterrupted ``Agent.run`` that approves every call, no DBOS). ``AGENT=delegating``: the
+run's agent calls a plain sub-agent instead of the ``record`` tool. It prints the run's result
 as JSON. ``EXECUTOR_ID`` sets the DBOS executor id (a restarted worker on PostgreSQL
 recovers the runs of its id). ``HEARTBEAT_S``: a
 serving worker's heartbeat interval. ``WAIT_FOR_GO=1``: a worker started ahead of time — it
@@ -61,6 +62,12 @@ agent = Agent(
     OpenAIChat("fake-model", api_key="sk-test", base_url=MODEL_URL + "/v1"), tools=[record]
 )
 runner = durable.DurableAgent(agent, name="crash", queue_concurrency=2)
+# AGENT=delegating: the run's one tool is a plain sub-agent (Agent.as_tool, not idempotent)
+helper = Agent(agent.provider, name="helper")
+delegating = durable.DurableAgent(
+    Agent(agent.provider, tools=[helper.as_tool(description="Helps with a task.")]),
+    name="delegating",
+)
 careful = durable.DurableAgent(
     Agent(agent.provider, tools=[record], hooks=[AskFirst()]), name="careful", queue_concurrency=2
 )
@@ -91,8 +98,11 @@ async def main() -> None:
             print("ready", flush=True)
             await asyncio.Event().wait()
     await durable.launch(DB, executor_id=os.environ.get("EXECUTOR_ID"))
+    starter = delegating if os.environ.get("AGENT") == "delegating" else runner
     run = (
-        await runner.start(prompt, run_id=run_id) if mode == "start" else durable.DurableRun(run_id)
+        await starter.start(prompt, run_id=run_id)
+        if mode == "start"
+        else durable.DurableRun(run_id)
     )
     result = await run.result()
     print(result.model_dump_json(), flush=True)

@@ -50,6 +50,7 @@ from ..types import (
     TurnEnd,
     TurnStart,
 )
+from ._cut import closing
 from ._owner import Fenced, Owner, RunCancelled
 from ._store import Chains
 
@@ -269,6 +270,7 @@ class Replay:
         self.restarts = 0  # answers cut by the crash and requested again
         self._any = anyio.Event()
         self._urgent = anyio.Event()
+        self._emit(closing(stored))  # sub-agent loops the crash cut end first (see _cut)
 
     def add(self, event: AgentEvent) -> int:
         """Store ``event`` unless it is stored already; returns how many events were queued
