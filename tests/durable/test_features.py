@@ -293,3 +293,38 @@ def test_an_answers_citations_are_in_the_result_and_the_stored_events(
     assert ends[-1].message.content[0].citations == [page]
     updates = [e for e in events if e.type == "message_update"]
     assert updates and updates[0].message.content[0].text  # updates read back whole
+
+
+def test_an_eager_tool_starts_once_its_answer_is_stored(loop: asyncio.AbstractEventLoop) -> None:
+    """An eager tool (``eager=True``) starts as soon as its call streamed in a plain run; in
+    a durable run its call waits for the answer's checkpoint, as every call does, so its side
+    effect never follows an answer a crash could still lose (it started mid-stream, before)."""
+    from dbos import DBOS
+
+    from treadle import tool
+
+    path = str(durable._connection.require("events").engine.url.database)
+    stored_then: list[int] = []
+
+    @tool(eager=True)
+    def look(q: str) -> str:
+        """Looks, and notes whether the answer that asked is stored."""
+        with sqlite3.connect(path) as db:
+            found = db.execute(
+                "select count(*) from treadle_durable_answers where workflow_id = ?",
+                (DBOS.workflow_id,),
+            ).fetchone()
+        stored_then.append(found[0])
+        return "seen"
+
+    call = ToolCall(id="e1", name="look", arguments={"q": "tea"})
+    answer = AssistantMessage(content=[call, TextContent(text="and more text streams after it")])
+    agent = durable.DurableAgent(
+        Agent(ScriptedProvider([answer, "Done."], chunks=8), tools=[look]), name="f-eager"
+    )
+    result, events, _ = run(loop, agent, "Look.")
+    assert result.text == "Done."
+    assert stored_then == [1]  # the first answer was stored when the call ran
+    main = [e.type for e in events if e.depth == 0]
+    answer_end = main.index("message_end", main.index("message_update"))
+    assert main.index("tool_execution_start") > answer_end

@@ -7,6 +7,7 @@ started and ended once, ``seq`` 0, 1, 2 ..."""
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import anyio
@@ -64,6 +65,54 @@ def replayed(
     rebuild = Rebuild("run")
     rebuild.events(stored)  # a reader that read the stored events, then the new rows
     return rebuild.events(parse(rows))
+
+
+def again(first: list[AgentEvent], stored: list[AgentEvent]) -> list[AgentEvent]:
+    """What a recovered execution of the run of ``first`` (its events as sent) sends,
+    ``stored`` being stored: a new id for every loop; no sub-agent for a call whose end was
+    stored; an answer stored whole comes from its checkpoint, with none of its failed
+    attempts (a request the crash cut is sent again: it may fail as it did)."""
+    ended = {e.tool_call_id for e in stored if e.type == "tool_execution_end"}  # type: ignore[attr-defined]
+    answered = sum(
+        1
+        for e in stored
+        if e.depth == 0 and e.type == "message_end" and e.message.role == "assistant"  # type: ignore[attr-defined]
+    )
+    skipped: set[str] = set()  # the loops of sub-agents whose call ended: not run again
+    fresh: dict[str, str] = {}
+
+    def new(loop: str | None) -> str | None:
+        return None if loop is None else fresh.setdefault(loop, str(uuid.uuid4()))
+
+    out: list[AgentEvent | None] = []
+    answer = 0  # the main loop's answers so far
+    attempt: list[int] = []  # where the current answer's attempt is in ``out``
+    for e in first:
+        if e.type == "agent_start" and e.depth > 0:
+            if e.parent_tool_call_id in ended or e.parent_loop_id in skipped:  # type: ignore[attr-defined]
+                skipped.add(e.loop_id)
+        if e.loop_id in skipped:
+            continue
+        main = e.depth == 0
+        if main and e.type in ("provider_retry", "provider_fallback") and answer < answered:
+            for i in attempt if e.discard_partial else ():  # type: ignore[attr-defined]
+                out[i] = None  # a failed attempt of a stored answer: not made again
+            attempt = []
+            continue
+        update: dict[str, Any] = {"loop_id": new(e.loop_id)}
+        if e.type == "agent_start":
+            update["parent_loop_id"] = new(e.parent_loop_id)  # type: ignore[attr-defined]
+        if e.type == "tool_execution_end" and e.child_loop_id is not None:  # type: ignore[attr-defined]
+            update["child_loop_id"] = new(e.child_loop_id)  # type: ignore[attr-defined]
+        if main and e.type == "message_start" and e.message.role == "assistant":  # type: ignore[attr-defined]
+            attempt = []
+        if main and e.type in ("message_start", "message_update"):
+            attempt.append(len(out))
+        if main and e.type == "message_end" and e.message.role == "assistant":  # type: ignore[attr-defined]
+            answer += 1
+            attempt = []
+        out.append(e.model_copy(update=update))
+    return [e for e in out if e is not None]
 
 
 async def test_every_cut_of_a_run_with_parallel_calls_recovers_to_one_valid_run() -> None:
@@ -263,3 +312,59 @@ async def test_a_sub_agent_cut_by_a_crash_ends_cancelled_where_its_events_end(
                 assert all(ends[loop] == "completed" for loop in new)
             # a second crash right after the closing: nothing is closed twice
             assert replayed(whole if again else stored + added, []) == []
+
+
+class _FailsFirst:
+    """Its first request fails (retryable): after ``after`` events when ``after`` > 0, else
+    before it streams anything; the retry and the rest answer as scripted."""
+
+    def __init__(self, inner: ScriptedProvider, after: int) -> None:
+        self.inner = inner
+        self.after = after
+        self.name, self.model = inner.name, inner.model
+        self.calls = 0
+
+    async def stream(self, request: Any, *, cancel: Any = None) -> Any:
+        from treadle.providers import ProviderError
+
+        self.calls += 1
+        failing = self.calls == 1
+        if failing and self.after == 0:
+            raise ProviderError("overloaded", "overloaded", status_code=529)
+        n = 0
+        async for event in self.inner.stream(request, cancel=cancel):
+            yield event
+            n += 1
+            if failing and n == self.after:
+                raise ProviderError("overloaded", "overloaded mid-answer", status_code=529)
+
+
+async def retried(after: int, fails: bool = True) -> list[AgentEvent]:
+    """A run whose first request fails once (see ``_FailsFirst``; ``fails=False``: it does
+    not) and is retried, then calls a tool and ends."""
+    answers = script("Both are done.")
+    if fails and after > 0:
+        answers = [answers[0], *answers]  # the cut attempt takes an answer of its own
+    inner = ScriptedProvider(answers, chunks=6)
+    provider: Any = _FailsFirst(inner, after) if fails else inner
+    agent = Agent(provider, tools=[work])
+    agent.coalesce_deltas = False
+    async with agent.stream("Do a and b.") as events:
+        return [e async for e in events]
+
+
+@pytest.mark.parametrize("after", [0, 3], ids=["before-streaming", "mid-answer"])
+async def test_a_request_retried_around_a_crash_reads_as_one_valid_run(after: int) -> None:
+    """A request that failed and was retried before or after the crash: a replay makes no
+    failed attempt for an answer stored whole, and the request the crash cut, sent again,
+    may fail again (every retry it makes is new, and one that comes before it streams first
+    closes the stored part) or not. The stored stream stays one valid run at every cut."""
+    sent = await retried(after)
+    assert [e.type for e in sent].count("provider_retry") == 1
+    first = replayed([], sent)
+    for cut in range(len(first) + 1):
+        stored = first[:cut]
+        for execution in (again(sent, stored), again(await retried(after, fails=False), stored)):
+            whole = stored + replayed(stored, execution)
+            check_run_events(whole)
+            assert whole[-1].messages[-1].text == "Both are done."  # type: ignore[attr-defined]

@@ -8,7 +8,10 @@ reconciles the replayed events with those already stored **by identity, not posi
 - a tool call's start, updates and end by the call id, its result message likewise,
 - a turn by its stretch and index, a stretch's ``agent_start`` / ``agent_end`` by its
   number (a run that waited for approvals has one stretch per wait),
-- a ``provider_retry`` by its number among the run's retries.
+- none for a ``provider_retry`` or ``provider_fallback`` of the main loop: a replay makes no
+  failed attempt (an answer stored whole comes from its checkpoint), so one it sends is of
+  the request the crash cut, sent again, and new. One that comes before that request
+  streams again first closes the stored part of its answer, as below.
 
 An event whose identity is stored is not stored again (parallel tool calls that finish in
 another order after a restart are no trouble); a new one is stored with ``seq``
@@ -291,6 +294,8 @@ class Replay:
             self.held, self.replayed = [event], Streamed()
             return 0
         if kind in ("answer_update", "answer_end"):
+            if kind == "answer_end" and key[1] in self.answers:
+                self.answers[key[1]].state = "complete"  # went on from the stored part
             mode, index = self.mode
             if mode == "skip" and key[1] == index:
                 return 0
@@ -299,6 +304,16 @@ class Replay:
             return self._emit([event])
         if isinstance(event, (ProviderRetry, ProviderFallback)):
             self.mode = ("live", -1)
+            if event.depth == 0:
+                # A replay makes no failed attempt (a stored answer comes from its
+                # checkpoint): a retry here is of the request the crash cut, sent again,
+                # so it is new, whatever retries that request had before the crash.
+                cut = [a for a in self.answers.values() if a.state == "open"]
+                for answer in cut:  # the stored part of the answer the crash cut
+                    answer.state = "discarded"
+                if cut and not event.discard_partial:  # it fails before it streams again
+                    return self._emit([self._restarted(event), event])
+                return self._emit([event])
         if key in self.known:
             return 0
         if isinstance(event, MessageEnd) and key[1:] in self.opened:  # started before a crash
@@ -329,8 +344,12 @@ class Replay:
             self.mode = ("live", index)
             return self._emit([event])
         self.mode = ("live", index)  # the answer differs: discard the stored part
+        return self._emit([self._restarted(event), *self.held, event])
+
+    def _restarted(self, event: AgentEvent) -> ProviderRetry:
+        """The retry that discards the stored part of an answer the crash cut."""
         self.restarts += 1
-        retry = ProviderRetry(
+        return ProviderRetry(
             attempt=1,
             max_retries=1,
             delay_s=0.0,
@@ -340,7 +359,6 @@ class Replay:
             loop_id=event.loop_id,
             depth=event.depth,
         )
-        return self._emit([retry, *self.held, event])
 
     def _emit(self, events: list[AgentEvent]) -> int:
         for event in events:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import inspect
 import json
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from pydantic import TypeAdapter
@@ -234,7 +235,9 @@ class DurableTool:
         self.name = inner.name
         self.description = inner.description
         self.parameters = inner.parameters
-        self.traits = traits_of(inner)  # forwarded whole: the loop treats both alike
+        # forwarded, but never eager: a call starts once its answer is stored (a side effect
+        # never follows an answer a crash could still lose)
+        self.traits = replace(traits_of(inner), eager=False)
         steps.tools[self.name] = self  # toolsets' tools too, as the loop lists them
 
     def __repr__(self) -> str:

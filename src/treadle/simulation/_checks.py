@@ -27,6 +27,9 @@ class Outcome:
     reasons: list[str] = field(default_factory=list)
     events: int = 0
     virtual_s: float = 0.0
+    stream: list[AgentEvent] = field(default_factory=list)
+    """The events the run's consumer got (or its ``on_event`` observer, with no stream),
+    every loop call's in order: the run as a durable run would store it."""
 
     @property
     def ok(self) -> bool:

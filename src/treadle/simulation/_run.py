@@ -149,6 +149,7 @@ async def _drive(sim: _Sim, outcome: Outcome) -> None:
         events = call.events if streamed else call.observed
         main = _main_loop(events)
         outcome.events += len(events)
+        outcome.stream.extend(events)
         outcome.trace.extend(_trace(events, calls))
         if sim.quiet:
             end = _quiet_end(sim, calls, before, context.messages)
