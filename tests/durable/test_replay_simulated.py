@@ -39,7 +39,10 @@ def test_a_simulated_run_cut_anywhere_recovers_to_one_valid_run(seed: int) -> No
     try:
         check_run_events(first, stretch_count=starts)
     except AssertionError:
-        pytest.skip("not a run a durable run could make (several runs, or cut by a crash)")
+        # the conformance checker judges hooks' custom events by place, not by hook: an
+        # after_turn hook's event followed by input taken after the last turn reads to it as
+        # a misplaced before_end one (the simulation, which knows the hook, checked the run)
+        pytest.skip("a run the conformance checker cannot judge")
     rng = random.Random(seed)
     for cut in sorted({0, len(first), *rng.sample(range(len(first) + 1), min(6, len(first)))}):
         stored = first[:cut]

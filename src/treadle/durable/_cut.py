@@ -91,8 +91,8 @@ def _closed(events: list[AgentEvent]) -> list[AgentEvent]:
     now = int(time.time() * 1000)
     out: list[AgentEvent] = []
 
-    def send(event: Any, **fields: Any) -> None:
-        out.append(event(loop_id=loop, depth=depth, timestamp=now, **fields))
+    def send(kind: Any, **fields: Any) -> None:  # an event of this loop, made now
+        out.append(kind(loop_id=loop, depth=depth, timestamp=now, **fields))
 
     if open_message is not None:
         if isinstance(open_message, AssistantMessage):
