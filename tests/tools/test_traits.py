@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from dataclasses import replace
 from types import SimpleNamespace
 from typing import Any
 
@@ -179,7 +180,10 @@ async def test_traits_are_read_once_when_the_tools_resolve() -> None:
     assert len(reads) == 1  # three turns, three calls: one read
 
 
-def test_the_durable_wrapper_forwards_the_traits_whole() -> None:
+def test_the_durable_wrapper_forwards_the_traits_but_eager() -> None:
+    """Every trait reaches the loop through the durable wrapper but ``eager``: a durable
+    run starts a call once the answer that asked for it is stored."""
+
     @tool(eager=True, requires_approval=True, category="info", timeout=3)
     def peek() -> str:
         """Peek."""
@@ -187,6 +191,7 @@ def test_the_durable_wrapper_forwards_the_traits_whole() -> None:
 
     steps = SimpleNamespace(tools={})  # what a wrapper registers itself in
     wrapped = DurableTool(peek, steps=steps)  # type: ignore[arg-type]
-    assert wrapped.traits is peek.traits  # eager and requires_approval included
-    assert traits_of(wrapped).eager and traits_of(wrapped).requires_approval
+    assert wrapped.traits == replace(peek.traits, eager=False)
+    assert not traits_of(wrapped).eager and traits_of(wrapped).requires_approval
+    assert traits_of(wrapped).idempotent  # as eager=True made it
     assert traits_of(DurableTool(Bare(), steps=steps)) == ToolTraits()  # type: ignore[arg-type]
