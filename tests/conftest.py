@@ -12,9 +12,11 @@ ignores the node-id suffix it groups by (pytest-dev/pytest-xdist#1386).
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests.preloaded import Preloader, preloading
 
 # ``pytest -n N --dist loadgroup`` (``make test``): which tests run together on one worker,
 # and in which order (tests/scheduling.py says how).
@@ -32,6 +34,31 @@ from tests.scheduling import (  # noqa: F401
 os.environ.setdefault(
     "TIKTOKEN_CACHE_DIR", str(Path(__file__).resolve().parent / "fixtures" / "tiktoken")
 )
+
+
+# what the MCP test server (tests/mcp/mcp_server.py) and the conformance client import that
+# takes long
+MCP_PRELOADED = ("mcp.server.mcpserver", "mcp.client.auth", "treadle.mcp", "httpx2", "pydantic")
+
+
+@pytest.fixture(scope="session")
+def mcp_preloader() -> Iterator[Preloader]:
+    """The worker's preloader of the MCP SDK (started when first used), shared by the MCP
+    tests and the other folders' tests that start the MCP test server (tests/otel)."""
+    yield from preloading(*MCP_PRELOADED)
+
+
+@pytest.fixture(scope="session")
+def chromium() -> Iterator[str]:
+    """One headless chromium per worker (started when first used; its DevTools HTTP
+    endpoint) for every page test: each test opens a tab of its own (about 0.6 s of CPU
+    for each chromium started and stopped)."""
+    from tests.browser import CHROMIUM, launch_chromium
+
+    if CHROMIUM is None:
+        pytest.skip("chromium is not installed (scripts/install-system-deps.sh installs it)")
+    with launch_chromium() as endpoint:
+        yield endpoint
 
 
 @pytest.fixture(params=["asyncio", "trio"])

@@ -35,8 +35,11 @@ def app_url() -> Iterator[str]:
 
 def test_the_page_streams_the_answer_and_resumes_after_a_drop(app_url: str, browser: str) -> None:  # noqa: F811
     target = httpx.put(f"{browser}/json/new?{app_url}/", timeout=10).json()
-    with websockets_sync.connect(target["webSocketDebuggerUrl"], max_size=None) as ws:
-        check_page(Page(ws))
+    try:
+        with websockets_sync.connect(target["webSocketDebuggerUrl"], max_size=None) as ws:
+            check_page(Page(ws))
+    finally:  # (the worker's chromium goes on to other tests)
+        httpx.get(f"{browser}/json/close/{target['id']}", timeout=10)
 
 
 def check_page(page: Page) -> None:

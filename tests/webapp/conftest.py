@@ -63,17 +63,6 @@ def serve_ui(*args: str, env: dict[str, str] | None = None, cwd: Path = ROOT) ->
 
 
 @pytest.fixture(scope="module")
-def chromium() -> Iterator[str]:
-    """One headless chromium for a module's tests (each test opens its own tab)."""
-    from tests.browser import CHROMIUM, launch_chromium
-
-    if CHROMIUM is None:
-        pytest.skip("chromium is not installed (scripts/install-system-deps.sh installs it)")
-    with launch_chromium() as endpoint:
-        yield endpoint
-
-
-@pytest.fixture(scope="module")
 def web_server() -> Iterator[str]:
     with serve_ui("tests.webapp.scripted_agent:agent") as url:
         yield url
