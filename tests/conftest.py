@@ -36,16 +36,26 @@ os.environ.setdefault(
 )
 
 
-# what the MCP test server (tests/mcp/mcp_server.py) and the conformance client import that
-# takes long
-MCP_PRELOADED = ("mcp.server.mcpserver", "mcp.client.auth", "treadle.mcp", "httpx2", "pydantic")
+# What the suite's server processes import that takes long: the MCP test server and the MCP
+# conformance client (the MCP SDK: about 1.5 s of CPU), ``treadle ui`` and ``treadle serve``
+# (the CLI, starlette, uvicorn) and the web examples (about 0.8 s each). Forked from a
+# process that has imported them, each starts in about 0.1 s. (A module not installed is not
+# preloaded: a process that needs it fails as it would on its own.)
+SERVER_MODULES = (
+    *("mcp.server.mcpserver", "mcp.client.auth", "treadle.mcp", "httpx2", "pydantic"),
+    *("treadle.cli", "treadle.cli.ui", "treadle.cli.serve", "treadle.cli.demo"),
+    *("treadle.cli.setup", "treadle.ui.web", "treadle.ui.agent_server", "treadle.ui.mcp_server"),
+    *("treadle.ui.ag_ui", "treadle.ui.vercel_ai", "uvicorn", "httpx", "anyio._backends._asyncio"),
+    *("treadle.providers", "treadle.sessions", "treadle.testing"),
+)
 
 
 @pytest.fixture(scope="session")
-def mcp_preloader() -> Iterator[Preloader]:
-    """The worker's preloader of the MCP SDK (started when first used), shared by the MCP
-    tests and the other folders' tests that start the MCP test server (tests/otel)."""
-    yield from preloading(*MCP_PRELOADED)
+def server_preloader() -> Iterator[Preloader]:
+    """The worker's preloader of :data:`SERVER_MODULES` (tests/preloaded.py), started when
+    first used: the MCP test server, ``treadle ui``, ``treadle serve`` and the example apps
+    the tests start are forked from it."""
+    yield from preloading(*SERVER_MODULES)
 
 
 @pytest.fixture(scope="session")

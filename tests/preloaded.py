@@ -4,17 +4,20 @@ of CPU for every process that imports it, where a fork takes a few milliseconds)
 
     python preloaded.py serve SOCKET MODULE...   # import MODULEs; fork a process per launch
     python -S preloaded.py run SOCKET [--pid-file PATH] SCRIPT ARG...  # SCRIPT as __main__
+    python -S preloaded.py run SOCKET [--pid-file PATH] -m MODULE ARG...  # python -m MODULE
 
 A launch hands the preloader its standard streams, arguments, working directory and
 environment; the preloader forks a process that takes them, starts a session of its own and
-runs SCRIPT from its first line (``runpy``: only the imports are already done). The launch
+runs SCRIPT from its first line (``runpy``: only the imports are already done), or ``-m
+MODULE`` as ``python -m MODULE`` runs it (the starting folder first on the path). The launch
 stays the process its starter knows: it exits with the script's status (or its signal), a
 SIGTERM/SIGINT/SIGHUP it gets goes to the script's process group, and if the launch itself
 is killed the script is killed too. It keeps none of the streams, so the script's exit is an
 end of file to its reader as it would be for the script itself.
 
-``Preloader(*modules).command(script, *args)`` is the command line of a launch, or the plain
-``python script args`` where fork or pidfd_open is missing (not Linux). ``Launch`` starts one
+``Preloader(*modules).command(script, *args)`` is the command line of a launch (``command("-m",
+module, *args)`` for a module), or the plain ``python script args`` where fork or pidfd_open
+is missing (not Linux). ``Launch`` starts one
 and knows its script's own pid: a test that kills the script at a chosen point signals it
 there and then, not through the launch and its relay (tests/launched.py).
 """
@@ -131,7 +134,10 @@ def serve(path: str, modules: list[str]) -> None:
     import threading
 
     for module in modules:
-        importlib.import_module(module)
+        try:
+            importlib.import_module(module)
+        except ImportError:  # not installed (an extra): a script that needs it fails on its own
+            pass
     if threading.active_count() != 1:
         raise SystemExit(f"a preloaded module started a thread: {threading.enumerate()}")
     gc.collect()
@@ -241,7 +247,8 @@ def _relay(conn: socket.socket) -> tuple[dict[str, Any], list[int]] | None:
 
 def _run(request: dict[str, Any], fds: list[int]) -> None:
     """Become the launch's script: its streams, session, directory, environment and
-    arguments; then run it as ``python SCRIPT`` would (its exit, atexit and all)."""
+    arguments; then run it as ``python SCRIPT`` (or ``python -m MODULE``) would: its exit,
+    atexit and all."""
     import runpy
 
     for fd, target in zip(fds, (0, 1, 2), strict=True):  # received as 3 and up
@@ -255,6 +262,12 @@ def _run(request: dict[str, Any], fds: list[int]) -> None:
     os.environ.update(request["env"])
     if "tempfile" in sys.modules:  # its folder is read from TMPDIR once, then kept
         sys.modules["tempfile"].tempdir = None
+    if request["argv"][0] == "-m":  # as python -m: the folder it starts in, then the module
+        module, *args = request["argv"][1:]
+        sys.argv = [module, *args]  # (runpy puts the module's file in sys.argv[0])
+        sys.path[0] = os.getcwd()
+        runpy.run_module(module, run_name="__main__", alter_sys=True)
+        return
     script = os.path.abspath(request["argv"][0])  # __file__ (and sys.argv[0]: runpy's)
     sys.argv = list(request["argv"])
     sys.path[0] = os.path.dirname(script)

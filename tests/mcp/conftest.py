@@ -1,7 +1,7 @@
 """Fixtures of the MCP tests: the test server (mcp_server.py, on the official SDK's server
 side) over stdio, and over streamable HTTP and SSE on 127.0.0.1.
 
-They start from the worker's preloader (tests/preloaded.py, the ``mcp_preloader`` of
+They start from the worker's preloader (tests/preloaded.py, the ``server_preloader`` of
 tests/conftest.py): each process importing the MCP SDK spends about 1.5 s of CPU on it, and
 these tests start about a hundred. An HTTP server a test kills mid-session is killed where it
 stands, its own process (tests/launched.py). The test of the stdio process itself (the pid
@@ -24,9 +24,9 @@ SERVER = str(Path(__file__).with_name("mcp_server.py"))
 
 
 @pytest.fixture(scope="session")
-def preloader(mcp_preloader: Preloader) -> Preloader:
-    """The worker's preloader of the MCP SDK (tests/conftest.py)."""
-    return mcp_preloader
+def preloader(server_preloader: Preloader) -> Preloader:
+    """The worker's preloader of the MCP SDK (and more: tests/conftest.py)."""
+    return server_preloader
 
 
 @pytest.fixture

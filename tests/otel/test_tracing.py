@@ -206,13 +206,13 @@ async def test_a_tool_error_without_an_exception_has_no_text_either(telemetry: T
 
 
 async def test_an_mcp_servers_tool_is_an_extension(
-    telemetry: Telemetry, mcp_preloader: Preloader
+    telemetry: Telemetry, server_preloader: Preloader
 ) -> None:
     pytest.importorskip("mcp", reason="the mcp extra is not installed: pip install -e '.[mcp]'")
     from treadle.mcp import MCPServerStdio
 
     # the MCP test server, forked from the worker's preloader of the MCP SDK (conftest.py)
-    command, *args = mcp_preloader.command(MCP_SERVER, "stdio")
+    command, *args = server_preloader.command(MCP_SERVER, "stdio")
     server = MCPServerStdio("demo", command=command, args=args, errlog=subprocess.DEVNULL)
     calls = [ToolCall(id="m1", name="mcp__demo__add", arguments={"a": 2, "b": 3})]
     calls.append(ToolCall(id="f1", name="add", arguments={"a": 1, "b": 1}))

@@ -16,6 +16,7 @@ from tests.browser import (
     needs_chromium,
     wait_until,
 )
+from tests.preloaded import Preloader
 from tests.servers import example_server
 
 pytest.importorskip("starlette", reason="the web extra is not installed: pip install -e '.[web]'")
@@ -27,9 +28,9 @@ APP = Path(__file__).resolve().parents[2] / "examples" / "web" / "app.py"
 
 
 @pytest.fixture
-def app_url() -> Iterator[str]:
+def app_url(server_preloader: Preloader) -> Iterator[str]:
     env = {"WEB_EXAMPLE_DELAY": "0.01", "WEB_EXAMPLE_DROP_AFTER": "15"}
-    with example_server(APP, env=env) as url:
+    with example_server(APP, preloader=server_preloader, env=env) as url:
         yield url
 
 
