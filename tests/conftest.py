@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests import scheduling, suite_preloader
 from tests.preloaded import Preloader, preloading
 
 # ``pytest -n N --dist loadgroup`` (``make test``): which tests run together on one worker,
@@ -23,12 +24,22 @@ from tests.preloaded import Preloader, preloading
 from tests.scheduling import (  # noqa: F401
     in_suite_order,
     pytest_collection_finish,
-    pytest_configure,
     pytest_configure_node,
-    pytest_unconfigure,
     pytest_xdist_auto_num_workers,
     pytest_xdist_make_scheduler,
 )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    scheduling.pytest_configure(config)
+    # the xdist workers, and the processes the tests start, forked from one preloader
+    suite_preloader.start(config)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    suite_preloader.stop(config)
+    scheduling.pytest_unconfigure(config)
+
 
 # The cl100k_base encoding ships with the tests, so token tests never need the network.
 os.environ.setdefault(
@@ -36,26 +47,12 @@ os.environ.setdefault(
 )
 
 
-# What the suite's server processes import that takes long: the MCP test server and the MCP
-# conformance client (the MCP SDK: about 1.5 s of CPU), ``treadle ui`` and ``treadle serve``
-# (the CLI, starlette, uvicorn) and the web examples (about 0.8 s each). Forked from a
-# process that has imported them, each starts in about 0.1 s. (A module not installed is not
-# preloaded: a process that needs it fails as it would on its own.)
-SERVER_MODULES = (
-    *("mcp.server.mcpserver", "mcp.client.auth", "treadle.mcp", "httpx2", "pydantic"),
-    *("treadle.cli", "treadle.cli.ui", "treadle.cli.serve", "treadle.cli.demo"),
-    *("treadle.cli.setup", "treadle.ui.web", "treadle.ui.agent_server", "treadle.ui.mcp_server"),
-    *("treadle.ui.ag_ui", "treadle.ui.vercel_ai", "uvicorn", "httpx", "anyio._backends._asyncio"),
-    *("treadle.providers", "treadle.sessions", "treadle.testing"),
-)
-
-
 @pytest.fixture(scope="session")
 def server_preloader() -> Iterator[Preloader]:
-    """The worker's preloader of :data:`SERVER_MODULES` (tests/preloaded.py), started when
-    first used: the MCP test server, ``treadle ui``, ``treadle serve`` and the example apps
-    the tests start are forked from it."""
-    yield from preloading(*SERVER_MODULES)
+    """The worker's preloader of ``SERVER_MODULES`` (tests/suite_preloader.py; the run's in
+    an xdist worker, else started when first used): the MCP test server, ``treadle ui``,
+    ``treadle serve`` and the example apps the tests start are forked from it."""
+    yield from preloading(*suite_preloader.SERVER_MODULES)
 
 
 @pytest.fixture(scope="session")

@@ -191,6 +191,26 @@ def test_a_module_runs_as_python_m_would_run_it(preloader: Preloader, tmp_path: 
     assert launched == plain  # its file in argv[0], the folder first on the path, __main__
 
 
+CODE = (
+    "import json, sys; print(json.dumps({'argv': sys.argv, 'path0': sys.path[0], "
+    "'name': __name__, 'bytecode': not sys.dont_write_bytecode})); sys.exit(int(sys.argv[1]))"
+)
+
+
+def test_code_runs_as_python_c_would_run_it(preloader: Preloader, tmp_path: Path) -> None:
+    """(how execnet starts an xdist worker: ``python -u -c CODE``, tests/suite_preloader.py)"""
+    seen = []
+    for command in (
+        [*preloader.command_prefix(), "-u", "-B", "-c", CODE, "6"],
+        [sys.executable, "-u", "-B", "-c", CODE, "6"],
+    ):
+        done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 6, done.stderr
+        seen.append(done.stdout)
+    launched, plain = seen
+    assert launched == plain  # argv ["-c", ...], "" first on the path, __main__, no bytecode
+
+
 def test_a_module_that_is_not_installed_is_left_to_the_script(tmp_path: Path) -> None:
     (tmp_path / "needs.py").write_text("import json, treadle_no_such_module\n")
     preloader = Preloader("json", "treadle_no_such_module")
