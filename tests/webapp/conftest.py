@@ -67,7 +67,18 @@ def serve_ui(
             process.wait(10)
 
 
+def stream_delay(module: object) -> dict[str, str]:
+    """The pace of the scripted model's answers for a test module (``WEB_TEST_DELAY``): 0.04 s
+    between pieces, long enough to stop, reload or steer mid-answer; a module whose tests
+    never act while an answer streams says ``STREAM_DELAY = "0.005"`` (the page renders as
+    pieces come: at the slow pace, most of chromium's CPU was spent waiting out answers)."""
+    delay = getattr(module, "STREAM_DELAY", None)
+    return {"WEB_TEST_DELAY": delay} if delay else {}
+
+
 @pytest.fixture(scope="module")
-def web_server(server_preloader: Preloader) -> Iterator[str]:
-    with serve_ui("tests.webapp.scripted_agent:agent", preloader=server_preloader) as url:
+def web_server(server_preloader: Preloader, request: pytest.FixtureRequest) -> Iterator[str]:
+    env = stream_delay(request.module)
+    agent = "tests.webapp.scripted_agent:agent"
+    with serve_ui(agent, preloader=server_preloader, env=env) as url:
         yield url

@@ -19,6 +19,8 @@ from .conftest import serve_ui
 from .page import WebPage, open_tab
 
 pytestmark = needs_chromium
+# no test here acts while an answer streams: the model answers at a quick pace (conftest.py)
+STREAM_DELAY = "0.005"
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +36,7 @@ def stored(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def store_server(stored: Path, server_preloader: Preloader) -> Iterator[str]:
-    env = {"WEB_TEST_STORE": str(stored)}
+    env = {"WEB_TEST_STORE": str(stored), "WEB_TEST_DELAY": STREAM_DELAY}
     with serve_ui("tests.webapp.scripted_agent:agent", preloader=server_preloader, env=env) as url:
         yield url
 
@@ -107,7 +109,9 @@ def test_an_approval_still_waits_after_a_reload(store_server: str, chromium: str
 
 def test_the_token_url_opens_a_working_page(chromium: str, server_preloader: Preloader) -> None:
     token = ("--token", "browser-token-123")
-    with serve_ui("tests.webapp.scripted_agent:agent", *token, preloader=server_preloader) as url:
+    env = {"WEB_TEST_DELAY": STREAM_DELAY}
+    agent = "tests.webapp.scripted_agent:agent"
+    with serve_ui(agent, *token, preloader=server_preloader, env=env) as url:
         with open_tab(chromium, url + "/?token=browser-token-123") as page:
             assert page.js("location.href") == url + "/"  # the token left the address
             assert "token" not in page.js("document.cookie")  # HttpOnly: not readable
