@@ -12,26 +12,60 @@ ignores the node-id suffix it groups by (pytest-dev/pytest-xdist#1386).
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests import scheduling, suite_preloader
+from tests.preloaded import Preloader, preloading
 
 # ``pytest -n N --dist loadgroup`` (``make test``): which tests run together on one worker,
 # and in which order (tests/scheduling.py says how).
 from tests.scheduling import (  # noqa: F401
     in_suite_order,
     pytest_collection_finish,
-    pytest_configure,
     pytest_configure_node,
-    pytest_unconfigure,
     pytest_xdist_auto_num_workers,
     pytest_xdist_make_scheduler,
 )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    scheduling.pytest_configure(config)
+    # the xdist workers, and the processes the tests start, forked from one preloader
+    suite_preloader.start(config)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    suite_preloader.stop(config)
+    scheduling.pytest_unconfigure(config)
+
 
 # The cl100k_base encoding ships with the tests, so token tests never need the network.
 os.environ.setdefault(
     "TIKTOKEN_CACHE_DIR", str(Path(__file__).resolve().parent / "fixtures" / "tiktoken")
 )
+
+
+@pytest.fixture(scope="session")
+def server_preloader() -> Iterator[Preloader]:
+    """The worker's preloader of ``SERVER_MODULES`` (tests/suite_preloader.py; the run's in
+    an xdist worker, else started when first used): the MCP test server, ``treadle ui``,
+    ``treadle serve`` and the example apps the tests start are forked from it."""
+    yield from preloading(*suite_preloader.SERVER_MODULES)
+
+
+@pytest.fixture(scope="session")
+def chromium() -> Iterator[str]:
+    """One headless chromium per worker (started when first used; its DevTools HTTP
+    endpoint) for every page test: each test opens a tab of its own (about 0.6 s of CPU
+    for each chromium started and stopped)."""
+    from tests.browser import CHROMIUM, launch_chromium
+
+    if CHROMIUM is None:
+        pytest.skip("chromium is not installed (scripts/install-system-deps.sh installs it)")
+    with launch_chromium() as endpoint:
+        yield endpoint
 
 
 @pytest.fixture(params=["asyncio", "trio"])

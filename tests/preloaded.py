@@ -4,17 +4,23 @@ of CPU for every process that imports it, where a fork takes a few milliseconds)
 
     python preloaded.py serve SOCKET MODULE...   # import MODULEs; fork a process per launch
     python -S preloaded.py run SOCKET [--pid-file PATH] SCRIPT ARG...  # SCRIPT as __main__
+    python -S preloaded.py run SOCKET [--pid-file PATH] -m MODULE ARG...  # python -m MODULE
+    python -S preloaded.py run SOCKET [-u] [-B] -c CODE ARG...           # python -c CODE
 
 A launch hands the preloader its standard streams, arguments, working directory and
 environment; the preloader forks a process that takes them, starts a session of its own and
-runs SCRIPT from its first line (``runpy``: only the imports are already done). The launch
+runs SCRIPT from its first line (``runpy``: only the imports are already done), or ``-m
+MODULE`` as ``python -m MODULE`` runs it (the starting folder first on the path), or ``-c
+CODE`` (after ``-u``, unbuffered output, and ``-B``, no bytecode written: how execnet starts
+an xdist worker, tests/suite_preloader.py). The launch
 stays the process its starter knows: it exits with the script's status (or its signal), a
 SIGTERM/SIGINT/SIGHUP it gets goes to the script's process group, and if the launch itself
 is killed the script is killed too. It keeps none of the streams, so the script's exit is an
 end of file to its reader as it would be for the script itself.
 
-``Preloader(*modules).command(script, *args)`` is the command line of a launch, or the plain
-``python script args`` where fork or pidfd_open is missing (not Linux). ``Launch`` starts one
+``Preloader(*modules).command(script, *args)`` is the command line of a launch (``command("-m",
+module, *args)`` for a module), or the plain ``python script args`` where fork or pidfd_open
+is missing (not Linux). ``Launch`` starts one
 and knows its script's own pid: a test that kills the script at a chosen point signals it
 there and then, not through the launch and its relay (tests/launched.py).
 """
@@ -36,6 +42,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 HERE = os.path.abspath(__file__)
+SHARED = "TREADLE_TEST_PRELOADER"  # the socket of the run's preloader (tests/suite_preloader.py)
 _LENGTH = struct.Struct("!I")
 _FD = struct.Struct("i")
 _FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
@@ -131,7 +138,10 @@ def serve(path: str, modules: list[str]) -> None:
     import threading
 
     for module in modules:
-        importlib.import_module(module)
+        try:
+            importlib.import_module(module)
+        except ImportError:  # not installed (an extra): a script that needs it fails on its own
+            pass
     if threading.active_count() != 1:
         raise SystemExit(f"a preloaded module started a thread: {threading.enumerate()}")
     gc.collect()
@@ -241,7 +251,8 @@ def _relay(conn: socket.socket) -> tuple[dict[str, Any], list[int]] | None:
 
 def _run(request: dict[str, Any], fds: list[int]) -> None:
     """Become the launch's script: its streams, session, directory, environment and
-    arguments; then run it as ``python SCRIPT`` would (its exit, atexit and all)."""
+    arguments; then run it as ``python SCRIPT`` (or ``python -m MODULE``) would: its exit,
+    atexit and all."""
     import runpy
 
     for fd, target in zip(fds, (0, 1, 2), strict=True):  # received as 3 and up
@@ -255,20 +266,51 @@ def _run(request: dict[str, Any], fds: list[int]) -> None:
     os.environ.update(request["env"])
     if "tempfile" in sys.modules:  # its folder is read from TMPDIR once, then kept
         sys.modules["tempfile"].tempdir = None
-    script = os.path.abspath(request["argv"][0])  # __file__ (and sys.argv[0]: runpy's)
-    sys.argv = list(request["argv"])
+    argv = list(request["argv"])
+    while argv[0] in ("-u", "-B"):  # the interpreter's options that come first
+        option = argv.pop(0)
+        if option == "-B":
+            sys.dont_write_bytecode = True
+        else:
+            for stream in (sys.stdout, sys.stderr):
+                stream.reconfigure(write_through=True)
+    if argv[0] == "-c":  # as python -c: in a fresh __main__, the folder it starts in first
+        import types
+
+        main = types.ModuleType("__main__")
+        sys.modules["__main__"] = main
+        sys.argv = ["-c", *argv[2:]]
+        sys.path[0] = ""
+        exec(compile(argv[1], "<string>", "exec"), main.__dict__)
+        return
+    if argv[0] == "-m":  # as python -m: the folder it starts in, then the module
+        module, *args = argv[1:]
+        sys.argv = [module, *args]  # (runpy puts the module's file in sys.argv[0])
+        sys.path[0] = os.getcwd()
+        runpy.run_module(module, run_name="__main__", alter_sys=True)
+        return
+    script = os.path.abspath(argv[0])  # __file__ (and sys.argv[0]: runpy's)
+    sys.argv = argv
     sys.path[0] = os.path.dirname(script)
     runpy.run_path(script, run_name="__main__")
 
 
 class Preloader:
     """A preloader process importing ``modules``, started on first use, stopped by
-    ``close()``."""
+    ``close()``; or, :meth:`borrowed`, one that another process started."""
 
     def __init__(self, *modules: str) -> None:
         self.modules = modules
         self.folder: str | None = None
         self.process: subprocess.Popen[str] | None = None
+        self.borrowed_socket: str | None = None
+
+    @classmethod
+    def borrowed(cls, socket: str) -> Preloader:
+        """The preloader listening on ``socket`` (its starter stops it, not ``close()``)."""
+        preloader = cls()
+        preloader.borrowed_socket = socket
+        return preloader
 
     @staticmethod
     def available() -> bool:
@@ -283,12 +325,18 @@ class Preloader:
         if not self.available():
             return [sys.executable, str(script), *args]
         told = ["--pid-file", pid_file] if pid_file is not None else []
-        return [sys.executable, "-S", HERE, "run", self.socket(), *told, str(script), *args]
+        return [*self.command_prefix(), *told, str(script), *args]
+
+    def command_prefix(self) -> list[str]:
+        """What comes before ``script args`` (or ``-c code``) in a launch's command line."""
+        return [sys.executable, "-S", HERE, "run", self.socket()]
 
     def socket(self) -> str:
         import subprocess
         import tempfile
 
+        if self.borrowed_socket is not None:
+            return self.borrowed_socket
         if self.process is None:
             self.folder = tempfile.mkdtemp(prefix="treadle-preload-")
             path = os.path.join(self.folder, "socket")
@@ -318,7 +366,13 @@ class Preloader:
 
 
 def preloading(*modules: str) -> Iterator[Preloader]:
-    """A session fixture's body: a :class:`Preloader` of ``modules``, closed after."""
+    """A session fixture's body: the run's preloader, which has imported ``modules`` among
+    others (in an xdist worker of a run that has one: tests/suite_preloader.py), else a
+    :class:`Preloader` of ``modules`` of the fixture's own, closed after."""
+    shared = os.environ.get(SHARED)
+    if shared:
+        yield Preloader.borrowed(shared)
+        return
     preloader = Preloader(*modules)
     try:
         yield preloader

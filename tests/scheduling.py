@@ -213,6 +213,19 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
         def _split_scope(self, nodeid: str) -> str:
             return self._load().get(nodeid, nodeid)
 
+        def mark_test_complete(self, node: Any, item_index: int | str, duration: float = 0) -> None:
+            """xdist's, and a unit whose tests have all run is dropped from the worker's
+            assigned work: xdist counts the pending tests of every unit a worker was ever
+            given at each test's end (quadratic in the suite: seconds of the controller's
+            CPU), and only unfinished units have any."""
+            nodeid = self.registered_collections[node][item_index]
+            assigned = self.assigned_work[node]
+            unit = self._split_scope(nodeid)
+            assigned[unit][nodeid] = True
+            if all(assigned[unit].values()):
+                del assigned[unit]
+            self._reschedule(node)
+
         def schedule(self) -> None:
             if self.collection is not None or not self.collection_is_completed:
                 super().schedule()

@@ -1,13 +1,13 @@
 """Servers for tests on 127.0.0.1: an example app (an ASGI server script taking its port as
-argument) in a process of its own, or an ASGI app on uvicorn in a thread; each waited for
-until it answers and stopped afterwards."""
+argument) in a process of its own (forked from the worker's preloader of the web stack,
+tests/conftest.py), or an ASGI app on uvicorn in a thread; each waited for until it answers
+and stopped afterwards."""
 
 from __future__ import annotations
 
 import os
 import socket
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -16,21 +16,22 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from tests.preloaded import Preloader
 
 
 @contextmanager
 def example_server(
-    app: Path, *, env: dict[str, str], probe: str = "/", timeout: float = 60
+    app: Path, *, preloader: Preloader, env: dict[str, str], probe: str = "/", timeout: float = 60
 ) -> Iterator[str]:
-    """Run ``app`` offline (no TREADLE_MODEL) with ``env`` added; yield its base URL once
-    ``GET probe`` gets any answer."""
+    """Run ``python app PORT`` (from ``preloader``) offline (no TREADLE_MODEL) with ``env``
+    added; yield its base URL once ``GET probe`` gets any answer."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     full = {**os.environ, **env}
     full.pop("TREADLE_MODEL", None)
     process = subprocess.Popen(
-        [sys.executable, str(app), str(port)],
+        preloader.command(app, str(port)),
         env=full,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,

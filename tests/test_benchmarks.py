@@ -1,14 +1,16 @@
 """The benchmark scripts run from the checkout (figures are not checked, only that each one
 completes, checks its own results and prints its report), so a refactor cannot leave one
-broken until someone wants the numbers."""
+broken until someone wants the numbers. Each runs as ``python script`` from its first line,
+forked from the worker's preloader (tests/conftest.py: treadle and httpx already imported;
+the processes a benchmark starts itself are plain)."""
 
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from tests.preloaded import Preloader
 
 BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
 
@@ -31,10 +33,10 @@ CASES = {
 
 
 @pytest.mark.parametrize("script", sorted(CASES))
-def test_the_benchmark_runs_and_reports(script: str) -> None:
+def test_the_benchmark_runs_and_reports(script: str, server_preloader: Preloader) -> None:
     args, expected = CASES[script]
     done = subprocess.run(
-        [sys.executable, str(BENCH / script), *args],
+        server_preloader.command(BENCH / script, *args),
         capture_output=True,
         text=True,
         timeout=300,

@@ -2,16 +2,16 @@
 an empty folder as a reader would copy it (no sibling helper module to import), and leaves
 no temporary file behind.
 
-Each runs as ``python example.py`` from the first line, in a process forked from one that
-has imported treadle, treadle.testing and treadle.providers (tests/preloaded.py: what every
-example imports itself; about 0.5 s of CPU each otherwise)."""
+Each runs as ``python example.py`` from the first line, in a process forked from the worker's
+preloader (tests/preloaded.py, the ``server_preloader`` of tests/conftest.py): it has imported
+treadle, treadle.testing, the providers, and the MCP SDK and the web stack some examples use
+(about 0.5 s of CPU for each example otherwise, 1.5 s for one using MCP)."""
 
 from __future__ import annotations
 
 import os
 import shutil
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,15 +23,8 @@ SCRIPTS = sorted(p for p in EXAMPLES.glob("*.py") if not p.name.startswith("_"))
 COMPANIONS = {"mcp_tools.py": ["_mcp_server.py"]}
 
 
-@pytest.fixture(scope="module")
-def preloader() -> Iterator[Preloader]:
-    preloader = Preloader("treadle", "treadle.testing", "treadle.providers")
-    yield preloader
-    preloader.close()
-
-
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.stem)
-def test_example_runs_offline(script: Path, tmp_path: Path, preloader: Preloader) -> None:
+def test_example_runs_offline(script: Path, tmp_path: Path, server_preloader: Preloader) -> None:
     for name in [script.name, *COMPANIONS.get(script.name, [])]:
         shutil.copy(EXAMPLES / name, tmp_path / name)
     temp = tmp_path / "tmp"  # its temporary files: none may be left behind
@@ -41,7 +34,7 @@ def test_example_runs_offline(script: Path, tmp_path: Path, preloader: Preloader
     for key in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY"):
         env.pop(key, None)
     done = subprocess.run(
-        preloader.command(script.name),
+        server_preloader.command(script.name),
         cwd=tmp_path,
         env=env,
         capture_output=True,

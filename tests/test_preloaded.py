@@ -165,6 +165,65 @@ def test_a_launch_tells_its_script_s_own_pid_where_a_test_kills_it(
     early.communicate()
 
 
+MODULE = textwrap.dedent(
+    """
+    import json, os, sys
+    print(json.dumps({"argv": sys.argv, "path0": sys.path[0], "name": __name__,
+                      "file": __file__, "cwd": os.getcwd()}))
+    sys.exit(int(sys.argv[1]))
+    """
+)
+
+
+def test_a_module_runs_as_python_m_would_run_it(preloader: Preloader, tmp_path: Path) -> None:
+    (tmp_path / "probe_module.py").write_text(MODULE)
+    seen = []
+    launch = preloader.command("-m", "probe_module", "4")
+    assert "run" in launch  # from the preloader, not a plain python
+    for command in (
+        launch,
+        [sys.executable, "-m", "probe_module", "4"],
+    ):
+        done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 4, done.stderr
+        seen.append(done.stdout)
+    launched, plain = seen
+    assert launched == plain  # its file in argv[0], the folder first on the path, __main__
+
+
+CODE = (
+    "import json, sys; print(json.dumps({'argv': sys.argv, 'path0': sys.path[0], "
+    "'name': __name__, 'bytecode': not sys.dont_write_bytecode})); sys.exit(int(sys.argv[1]))"
+)
+
+
+def test_code_runs_as_python_c_would_run_it(preloader: Preloader, tmp_path: Path) -> None:
+    """(how execnet starts an xdist worker: ``python -u -c CODE``, tests/suite_preloader.py)"""
+    seen = []
+    for command in (
+        [*preloader.command_prefix(), "-u", "-B", "-c", CODE, "6"],
+        [sys.executable, "-u", "-B", "-c", CODE, "6"],
+    ):
+        done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 6, done.stderr
+        seen.append(done.stdout)
+    launched, plain = seen
+    assert launched == plain  # argv ["-c", ...], "" first on the path, __main__, no bytecode
+
+
+def test_a_module_that_is_not_installed_is_left_to_the_script(tmp_path: Path) -> None:
+    (tmp_path / "needs.py").write_text("import json, treadle_no_such_module\n")
+    preloader = Preloader("json", "treadle_no_such_module")
+    try:
+        done = subprocess.run(
+            preloader.command("needs.py"), cwd=tmp_path, capture_output=True, text=True, timeout=60
+        )
+    finally:
+        preloader.close()
+    assert done.returncode == 1  # the preloader started; the script fails as it would alone
+    assert "ModuleNotFoundError: No module named 'treadle_no_such_module'" in done.stderr
+
+
 def _alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as stat:  # a zombie is not alive

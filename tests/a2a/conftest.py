@@ -13,16 +13,18 @@ pytest.importorskip("a2a")
 
 from a2a.client import Client, ClientConfig, create_client
 from tests.a2a.a2a_helpers import TOKEN, auth
+from tests.preloaded import Preloader
 from tests.servers import example_server
 
 SUT = Path(__file__).with_name("sut.py")
 
 
 @pytest.fixture(scope="session")
-def a2a_url() -> Iterator[str]:
+def a2a_url(server_preloader: Preloader) -> Iterator[str]:
     """The served agent's base URL (its token: :data:`TOKEN`)."""
+    env = {"A2A_TEST_TOKEN": TOKEN}
     with example_server(
-        SUT, env={"A2A_TEST_TOKEN": TOKEN}, probe="/.well-known/agent-card.json"
+        SUT, preloader=server_preloader, env=env, probe="/.well-known/agent-card.json"
     ) as url:
         yield url
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import anyio
 import pytest
-from tests.browser import CHROMIUM, launch_chromium
+from tests.browser import CHROMIUM
 
 from treadle import Agent, AssistantMessage, TextContent, ToolCall, Usage, tool
 from treadle.evals import Case, Contains, Dataset, EvalReport, Judge, Trajectory
@@ -89,12 +89,6 @@ def report_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     report = run({"sum": ["42", "41"], "echo <b>": ["hello " + HOSTILE, "no"]})
     report.compare(baseline)
     return report.write_html(tmp_path_factory.mktemp("html") / "report.html")
-
-
-@pytest.fixture(scope="module")
-def chromium() -> Iterator[str]:
-    with launch_chromium() as endpoint:
-        yield endpoint
 
 
 @pytest.fixture(scope="module")

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+from tests.preloaded import Preloader
 
 import treadle
 from treadle import Agent, AssistantMessage, ToolCall, UserMessage
@@ -150,12 +151,13 @@ print("pid", __import__("os").getpid())
 
 
 @pytest.mark.anyio
-async def test_a_fact_remembered_in_one_process_is_recalled_in_the_next(tmp_path: Path) -> None:
+async def test_a_fact_remembered_in_one_process_is_recalled_in_the_next(
+    tmp_path: Path, server_preloader: Preloader
+) -> None:
     path = str(tmp_path / "shared.db")
-    env = {**os.environ, "PYTHONPATH": SRC}
-    done = await anyio.run_process(
-        [sys.executable, "-c", textwrap.dedent(WRITER.format(path=path))], env=env, check=False
-    )
+    # python -c WRITER in a process of its own, forked from the worker's preloader
+    writer = server_preloader.command("-c", textwrap.dedent(WRITER.format(path=path)))
+    done = await anyio.run_process(writer, check=False)
     assert done.returncode == 0, done.stderr.decode()
     assert int(done.stdout.split()[-1]) != os.getpid()
     provider = ScriptedProvider(["Your cat is Miso."])

@@ -11,6 +11,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from tests.preloaded import Preloader
 
 CHILD = textwrap.dedent(
     """
@@ -60,11 +61,17 @@ CHILD = textwrap.dedent(
 )
 
 
-def test_reported_messages_are_stored_when_the_disk_fills(tmp_path: Path) -> None:
+def test_reported_messages_are_stored_when_the_disk_fills(
+    tmp_path: Path, server_preloader: Preloader
+) -> None:
     if sys.platform != "linux":
         pytest.skip("RLIMIT_FSIZE and SIGXFSZ are set the Linux way here")
+    # python -c CHILD, forked from the worker's preloader (it has imported treadle)
     done = subprocess.run(
-        [sys.executable, "-c", CHILD, str(tmp_path)], capture_output=True, text=True, timeout=60
+        server_preloader.command("-c", CHILD, str(tmp_path)),
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert done.returncode == 0, done.stderr
     outcome = json.loads(done.stdout.strip().splitlines()[-1])

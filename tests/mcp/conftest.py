@@ -1,34 +1,32 @@
 """Fixtures of the MCP tests: the test server (mcp_server.py, on the official SDK's server
 side) over stdio, and over streamable HTTP and SSE on 127.0.0.1.
 
-Most of them start from the worker's preloader (tests/preloaded.py): each process importing
-the MCP SDK spends about 1.5 s of CPU on it, and these tests start about a hundred. The tests
-of the stdio process itself (its pid, its exit status, a server killed and restarted, an
-HTTP server killed mid-session) start it the plain way, ``python mcp_server.py``."""
+They start from the worker's preloader (tests/preloaded.py, the ``server_preloader`` of
+tests/conftest.py): each process importing the MCP SDK spends about 1.5 s of CPU on it, and
+these tests start about a hundred. An HTTP server a test kills mid-session is killed where it
+stands, its own process (tests/launched.py). The test of the stdio process itself (the pid
+the client knows is the server's own) starts it the plain way, ``python mcp_server.py``."""
 
 from __future__ import annotations
 
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.preloaded import Preloader, preloading
+from tests.launched import Launch
+from tests.preloaded import Preloader
 
 SERVER = str(Path(__file__).with_name("mcp_server.py"))
-# what mcp_server.py and conformance/client.py import that takes long
-PRELOADED = ("mcp.server.mcpserver", "mcp.client.auth", "treadle.mcp", "httpx2", "pydantic")
-PLAIN = [sys.executable, SERVER]
 
 
 @pytest.fixture(scope="session")
-def preloader() -> Iterator[Preloader]:
-    """The worker's preloader of the MCP SDK (started when first used)."""
-    yield from preloading(*PRELOADED)
+def preloader(server_preloader: Preloader) -> Preloader:
+    """The worker's preloader of the MCP SDK (and more: tests/conftest.py)."""
+    return server_preloader
 
 
 @pytest.fixture
@@ -48,18 +46,20 @@ def stdio(preloader: Preloader) -> Callable[..., Any]:
 
 
 def start_server(
-    transport: str, *extra: str, preloader: Preloader | None = None
-) -> tuple[subprocess.Popen[bytes], int]:
-    """The test server on a free port (forked from ``preloader`` when given); (the process,
-    its port) once it accepts connections."""
+    transport: str, *extra: str, preloader: Preloader, folder: str | None = None
+) -> tuple[subprocess.Popen[Any], int]:
+    """The test server on a free port, forked from ``preloader``; (the process, its port)
+    once it accepts connections. With ``folder``, a :class:`Launch` whose server a test can
+    kill where it stands (``kill_script()``)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    server = preloader.command(SERVER) if preloader is not None else PLAIN
-    process = subprocess.Popen(
-        [*server, transport, str(port), *extra],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+    args = (transport, str(port), *extra)
+    quiet: dict[str, Any] = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+    process: subprocess.Popen[Any] = (
+        subprocess.Popen([*preloader.command(SERVER), *args], **quiet)
+        if folder is None
+        else Launch(preloader, SERVER, *args, folder=folder, **quiet)
     )
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
@@ -97,7 +97,7 @@ def sse_url(preloader: Preloader) -> Iterator[str]:
 @pytest.fixture(scope="module")
 def start_mcp_server(preloader: Preloader) -> Iterator[Callable[..., str]]:
     """``start(transport, *args) -> url``: a test server, stopped after the module."""
-    started: list[subprocess.Popen[bytes]] = []
+    started: list[subprocess.Popen[Any]] = []
 
     def start(transport: str, *extra: str) -> str:
         process, port = start_server(transport, *extra, preloader=preloader)
@@ -111,10 +111,10 @@ def start_mcp_server(preloader: Preloader) -> Iterator[Callable[..., str]]:
 
 
 @pytest.fixture
-def mcp_http_process() -> Iterator[tuple[subprocess.Popen[bytes], str]]:
-    """A streamable HTTP test server of the test's own (it may kill it: started the plain
-    way, so that the kill is the server's own end), and its URL."""
-    process, port = start_server("http")
+def mcp_http_process(preloader: Preloader, tmp_path: Path) -> Iterator[tuple[Launch, str]]:
+    """A streamable HTTP test server of the test's own, and its URL: the test may kill it
+    where it stands (``kill_script()``: a SIGKILL to the server's own process)."""
+    process, port = start_server("http", preloader=preloader, folder=str(tmp_path))
+    assert isinstance(process, Launch)
     yield process, f"http://127.0.0.1:{port}/mcp"
-    process.kill()
-    process.wait(10)
+    process.kill_script()

@@ -27,17 +27,7 @@ from treadle.mcp import MCPError, MCPHTTPClient, MCPSSEClient, MCPStdioClient
 from treadle.testing import ScriptedProvider
 
 pytestmark = pytest.mark.anyio
-SERVER = str(Path(__file__).with_name("mcp_server.py"))
 SECRET = "Bearer sk-test-mcp-0123456789"
-
-
-def plain_stdio(name: str = "demo", **options: Any) -> MCPStdioClient:
-    """The test server over stdio, started the plain way (``python mcp_server.py stdio``):
-    for the tests of the process itself. The others use the ``stdio`` fixture (conftest.py:
-    the same server, forked from a process that has imported the MCP SDK)."""
-    return MCPStdioClient(
-        name, command=sys.executable, args=[SERVER, "stdio"], errlog=subprocess.DEVNULL, **options
-    )
 
 
 def call(
@@ -109,11 +99,13 @@ async def test_list_changed_refreshes_the_tools_before_the_next_turn(
     assert [r.text for r in results(result.messages)] == ["grown", "extra!"]
 
 
-async def test_a_server_killed_mid_call_is_an_error_result_then_a_restart() -> None:
+async def test_a_server_killed_mid_call_is_an_error_result_then_a_restart(
+    stdio: Callable[..., MCPStdioClient],
+) -> None:
     provider = ScriptedProvider(
         [call("mcp__demo__crash"), call("mcp__demo__echo", {"text": "back"}, "c2"), "done"]
     )
-    server = plain_stdio(timeout=20)
+    server = stdio(timeout=20)  # the crash is the server's own exit (status 3), mid-call
     agent = Agent(provider, tools=[server])
     async with agent:
         result = await agent.run("crash it")

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.launched import Launch
 
 pytest.importorskip("mcp", reason="the mcp extra is not installed: pip install -e '.[mcp]'")
 
@@ -33,8 +34,9 @@ TOKEN = "tok-7f3a9c51e2"
 
 def plain_stdio(name: str = "demo", **options: Any) -> MCPStdioClient:
     """The test server over stdio, started the plain way (``python mcp_server.py stdio``):
-    for the tests of the process itself. The others use the ``stdio`` fixture (conftest.py:
-    the same server, forked from a process that has imported the MCP SDK)."""
+    for the test of the process itself (the pid the client knows is the server's own). The
+    others use the ``stdio`` fixture (conftest.py: the same server, forked from a process
+    that has imported the MCP SDK)."""
     return MCPStdioClient(
         name, command=sys.executable, args=[SERVER, "stdio"], errlog=subprocess.DEVNULL, **options
     )
@@ -81,14 +83,13 @@ async def test_an_unreachable_server_names_the_cause_and_the_url_without_secrets
 
 
 async def test_a_server_gone_mid_session_is_named_with_its_cause(
-    mcp_http_process: tuple[subprocess.Popen[bytes], str],
+    mcp_http_process: tuple[Launch, str],
 ) -> None:
     process, url = mcp_http_process
     client = MCPHTTPClient("web", url=url, connect_timeout=600)
     async with client:
         assert (await client.call_tool("echo", {"text": "x"})).text == "x"
-        process.kill()
-        process.wait(10)
+        process.kill_script()  # the server's own process, SIGKILLed where it stands
         lost = await client.call_tool("echo", {"text": "x"})
         assert lost.is_error and lost.text.startswith(f"MCP server 'web' (url='{url}')")
         # guard only: a call that waited out connect_timeout for a reconnect that had

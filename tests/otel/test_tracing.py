@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.preloaded import Preloader
 
 pytest.importorskip("opentelemetry.sdk", reason="the otel test extra is not installed")
 
@@ -204,13 +205,15 @@ async def test_a_tool_error_without_an_exception_has_no_text_either(telemetry: T
     assert "PRIVATE-bob" not in everything_recorded(telemetry)
 
 
-async def test_an_mcp_servers_tool_is_an_extension(telemetry: Telemetry) -> None:
+async def test_an_mcp_servers_tool_is_an_extension(
+    telemetry: Telemetry, server_preloader: Preloader
+) -> None:
     pytest.importorskip("mcp", reason="the mcp extra is not installed: pip install -e '.[mcp]'")
     from treadle.mcp import MCPServerStdio
 
-    server = MCPServerStdio(
-        "demo", command=sys.executable, args=[MCP_SERVER, "stdio"], errlog=subprocess.DEVNULL
-    )
+    # the MCP test server, forked from the worker's preloader of the MCP SDK (conftest.py)
+    command, *args = server_preloader.command(MCP_SERVER, "stdio")
+    server = MCPServerStdio("demo", command=command, args=args, errlog=subprocess.DEVNULL)
     calls = [ToolCall(id="m1", name="mcp__demo__add", arguments={"a": 2, "b": 3})]
     calls.append(ToolCall(id="f1", name="add", arguments={"a": 1, "b": 1}))
     model = ScriptedProvider([AssistantMessage(content=calls), "5 and 2."])

@@ -27,6 +27,9 @@ from treadle.types import (
 )
 
 pytestmark = pytest.mark.anyio
+# importing the anthropic SDK takes ~2.5 s of CPU: its tests share one xdist worker
+# (tests/scheduling.py), which imports it once
+ANTHROPIC_SDK = pytest.mark.xdist_group("anthropic-sdk")
 
 PDF = b"%PDF-1.7\n1 0 obj <</Type /Pages /Count 1>> endobj\n2 0 obj <</Type /Page>> endobj\n"
 PDF64 = base64.b64encode(PDF).decode()
@@ -101,6 +104,7 @@ def with_tool_result(*blocks: Any) -> list[Any]:
 # ---- Anthropic ----
 
 
+@ANTHROPIC_SDK
 async def test_anthropic_documents_by_data_url_id_and_text() -> None:
     from anthropic.types import DocumentBlockParam, ImageBlockParam
 
@@ -133,6 +137,7 @@ async def test_anthropic_documents_by_data_url_id_and_text() -> None:
     assert fake.requests[0].headers["anthropic-beta"] == "files-api-2025-04-14"  # file_id needs it
 
 
+@ANTHROPIC_SDK
 async def test_anthropic_tool_results_carry_documents() -> None:
     from anthropic.types import ToolResultBlockParam
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
+from tests.preloaded import Preloader
 
 from treadle import Agent
 from treadle.testing import ScriptedProvider
@@ -139,10 +140,11 @@ def test_a_body_that_stops_halfway_gets_408_and_the_connection_closes() -> None:
     assert answer.startswith(b"HTTP/1.1 408"), answer
 
 
-def test_half_sent_headers_are_closed_by_treadle_ui() -> None:
+def test_half_sent_headers_are_closed_by_treadle_ui(server_preloader: Preloader) -> None:
     from tests.webapp.conftest import serve_ui
 
-    with serve_ui("tests.webapp.scripted_agent:agent", "--request-timeout", "0.5") as url:
+    timeout = ("--request-timeout", "0.5")
+    with serve_ui("tests.webapp.scripted_agent:agent", *timeout, preloader=server_preloader) as url:
         for partial in (b"", b"GET /api/info HTTP/1.1\r\nHost: 127.0.0.1\r\n"):
             sock = socket.create_connection(split(url), timeout=60)
             sock.sendall(partial)

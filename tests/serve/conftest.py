@@ -1,5 +1,7 @@
-"""``treadle serve`` as a separate process on 127.0.0.1 (one per test module), and what it
-writes about its runs (``SERVE_TEST_LOG``, see served_agent.py)."""
+"""``treadle serve`` as a separate process on 127.0.0.1 (one per test module; ``python -m
+treadle serve``, forked from the worker's preloader of the CLI and the web stack,
+tests/conftest.py), and what it writes about its runs (``SERVE_TEST_LOG``, see
+served_agent.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +9,6 @@ import json
 import os
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ from typing import Any
 
 import httpx
 import pytest
+from tests.preloaded import Preloader
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "serve-test-token-0123456789"
@@ -62,13 +64,13 @@ def free_port() -> int:
 
 
 def start(
-    *flags: str, log: Path, targets: list[str] = TARGETS, **env: str
+    *flags: str, log: Path, preloader: Preloader, targets: list[str] = TARGETS, **env: str
 ) -> tuple[subprocess.Popen[bytes], str]:
-    """``treadle serve TARGETS FLAGS`` on a free port; (the process, its base URL) once it
-    answers."""
+    """``treadle serve TARGETS FLAGS`` on a free port (from ``preloader``); (the process, its
+    base URL) once it answers."""
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "treadle", "serve", *targets, "--port", str(port), *flags],
+        preloader.command("-m", "treadle", "serve", *targets, "--port", str(port), *flags),
         env=environment(log, **env),
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
@@ -102,7 +104,9 @@ def stop(process: subprocess.Popen[bytes]) -> None:
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+def served(
+    tmp_path_factory: pytest.TempPathFactory, server_preloader: Preloader
+) -> Iterator[Served]:
     """One ``treadle serve --openai --mcp`` for the module: a token, and a trusted host (so
     the Host check holds with the token too)."""
     log = tmp_path_factory.mktemp("serve") / "runs.jsonl"
@@ -116,6 +120,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         "--request-timeout",
         "2",
         log=log,
+        preloader=server_preloader,
     )
     try:
         yield Served(url, log, process)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -15,6 +14,7 @@ from typing import Any
 
 import anyio
 import pytest
+from tests.preloaded import Preloader
 
 from .conftest import ROOT, TARGETS, TOKEN, Served, environment
 
@@ -43,11 +43,15 @@ async def http_session(served: Served, elicit: Elicit = None) -> AsyncIterator[C
 
 
 @asynccontextmanager
-async def stdio_session(log: Path, elicit: Elicit = None) -> AsyncIterator[ClientSession]:
+async def stdio_session(
+    log: Path, preloader: Preloader, elicit: Elicit = None
+) -> AsyncIterator[ClientSession]:
+    """A session with ``python -m treadle serve --mcp-stdio`` (from ``preloader``)."""
     env = environment(log)
+    command, *args = preloader.command("-m", "treadle", "serve", *TARGETS, "--mcp-stdio")
     params = StdioServerParameters(
-        command=sys.executable,
-        args=["-m", "treadle", "serve", *TARGETS, "--mcp-stdio"],
+        command=command,
+        args=args,
         env={k: env[k] for k in ("SERVE_TEST_LOG", "PYTHONPATH")},
         cwd=ROOT,
     )
@@ -208,14 +212,16 @@ def _on(log: Path) -> Served:
 
 
 @pytest.mark.one_backend  # the server is the process under test; one client backend will do
-async def test_stdio_serves_the_agents_and_cancels_a_call(log: Path) -> None:
+async def test_stdio_serves_the_agents_and_cancels_a_call(
+    log: Path, server_preloader: Preloader
+) -> None:
     progress: list[str | None] = []
 
     async def on_progress(value: float, total: float | None, message: str | None) -> None:
         progress.append(message)
 
     served = _on(log)
-    async with stdio_session(log, approve) as session:
+    async with stdio_session(log, server_preloader, approve) as session:
         names = {t.name for t in (await session.list_tools()).tools}
         result = await session.call_tool(
             "assistant", {"prompt": "weather in Lima"}, progress_callback=on_progress
@@ -233,12 +239,14 @@ async def test_stdio_serves_the_agents_and_cancels_a_call(log: Path) -> None:
     assert text_of(approved) == "Done: Deleted notes/e.txt."
 
 
-def test_stdio_a_client_that_goes_away_stops_the_run(log: Path) -> None:
+def test_stdio_a_client_that_goes_away_stops_the_run(
+    log: Path, server_preloader: Preloader
+) -> None:
     """The client's end of the pipe closes mid-call: the run is aborted with every call
     answered, and the server exits."""
     served = _on(log)
     process = subprocess.Popen(
-        [sys.executable, "-m", "treadle", "serve", *TARGETS, "--mcp-stdio"],
+        server_preloader.command("-m", "treadle", "serve", *TARGETS, "--mcp-stdio"),
         env=environment(log),
         cwd=ROOT,
         stdin=subprocess.PIPE,

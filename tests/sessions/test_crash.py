@@ -1,14 +1,14 @@
 """SIGKILL at random moments: every message whose message_end was seen is on disk, the
-history validates after repair, and the session resumes correctly."""
+history validates after repair, and the session resumes correctly. The child runs as
+``python crash_child.py``, forked from the worker's preloader (tests/conftest.py), and is
+killed where it stands: a SIGKILL to its own process (tests/launched.py)."""
 
 from __future__ import annotations
 
 import json
-import os
 import random
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -16,6 +16,8 @@ from typing import Any
 import anyio
 import pytest
 from crash_child import REPORT, provider, work
+from tests.launched import Launch
+from tests.preloaded import Preloader
 
 from treadle import Agent
 from treadle.context import validate_transcript
@@ -29,15 +31,20 @@ ITERATIONS = 4
 pytestmark = pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")
 
 
-def run_and_kill(location: Path, rng: random.Random) -> tuple[int, list[str], bool]:
+def run_and_kill(
+    location: Path, rng: random.Random, preloader: Preloader
+) -> tuple[int, list[str], bool]:
     """Start the child, kill it after a random number of message_ends plus a random pause.
     Returns (messages it resumed with, the printed messages as JSON, whether it finished)."""
-    child = subprocess.Popen(
-        [sys.executable, str(CHILD), str(location), SESSION, "6"],
+    child = Launch(
+        preloader,
+        CHILD,
+        str(location),
+        SESSION,
+        "6",
+        folder=str(location.parent),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
     )
     assert child.stdout is not None
     lines: list[dict[str, Any]] = []
@@ -50,7 +57,7 @@ def run_and_kill(location: Path, rng: random.Random) -> tuple[int, list[str], bo
             lines.append(json.loads(line))
             if sum("end" in item for item in lines) >= kill_after:
                 time.sleep(rng.uniform(0, 0.02))
-                child.send_signal(signal.SIGKILL)
+                child.kill_script()
                 break
         rest, errors = child.communicate(timeout=30)
     finally:
@@ -71,12 +78,12 @@ def is_subsequence(items: list[str], of: list[str]) -> bool:
 
 
 @pytest.mark.parametrize("kind", ["jsonl", "sqlite"])
-def test_killed_at_random_moments(tmp_path: Path, kind: str) -> None:
+def test_killed_at_random_moments(tmp_path: Path, kind: str, server_preloader: Preloader) -> None:
     location = tmp_path / ("sessions" if kind == "jsonl" else "sessions.db")
     rng = random.Random(f"treadle-crash-{kind}")
     expected_resume = 0
     for _ in range(ITERATIONS):
-        resumed, printed, _finished = run_and_kill(location, rng)
+        resumed, printed, _finished = run_and_kill(location, rng, server_preloader)
         assert resumed == expected_resume  # it picked up the repaired history we saw
         store = open_store(location)
         raw = [m.model_dump_json() for m in store.load(SESSION, repair=False).messages]

@@ -102,6 +102,7 @@ def test_google_genai_on_vertex_reads_the_gemini_fake(servers: Servers) -> None:
 
 
 @pytest.mark.slow  # importing anthropic takes about ten seconds on a shared machine
+@pytest.mark.xdist_group("anthropic-sdk")  # on the worker of the other tests importing it
 def test_anthropic_vertex_reads_the_claude_fake(servers: Servers) -> None:
     anthropic = pytest.importorskip("anthropic")
     fake = servers.fake(WireFake.vertex_anthropic(["Hello from Claude.", "Streamed."]))

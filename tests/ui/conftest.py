@@ -7,6 +7,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from tests.preloaded import Preloader
 from tests.servers import example_server
 
 pytest.importorskip("starlette", reason="the web extra is not installed: pip install -e '.[web]'")
@@ -16,8 +17,9 @@ APP = Path(__file__).resolve().parents[2] / "examples" / "ui" / "app.py"
 
 
 @pytest.fixture(scope="session")
-def ui_server() -> Iterator[str]:
-    with example_server(APP, env={"UI_EXAMPLE_DELAY": "0.005"}, probe="/agui/runs/none") as url:
+def ui_server(server_preloader: Preloader) -> Iterator[str]:
+    env = {"UI_EXAMPLE_DELAY": "0.005"}
+    with example_server(APP, preloader=server_preloader, env=env, probe="/agui/runs/none") as url:
         yield url
 
 

@@ -49,42 +49,45 @@ def tools(page: Page) -> list[dict[str, str]]:
 
 def test_the_page_runs_a_tool_and_asks_for_an_approval(ui_server: str, browser: str) -> None:  # noqa: F811
     target = httpx.put(f"{browser}/json/new?{ui_server}/", timeout=10).json()
-    with websockets_sync.connect(target["webSocketDebuggerUrl"], max_size=None) as ws:
-        page = open_page(ws)
-        ask(page, "what is the weather")
-        wait_until(
-            lambda: any(
-                a.startswith("Done: Sunny") and a.endswith("streamed in small")
-                for a in answers(page)
-            ),
-            60,
-            "the answer",
-        )
-        (weather,) = tools(page)
-        assert weather["tool"] == "weather" and weather["state"] == "output-available"
-        assert "Sunny and 21 °C in Porto." in weather["text"]
+    try:
+        with websockets_sync.connect(target["webSocketDebuggerUrl"], max_size=None) as ws:
+            page = open_page(ws)
+            ask(page, "what is the weather")
+            wait_until(
+                lambda: any(
+                    a.startswith("Done: Sunny") and a.endswith("streamed in small")
+                    for a in answers(page)
+                ),
+                60,
+                "the answer",
+            )
+            (weather,) = tools(page)
+            assert weather["tool"] == "weather" and weather["state"] == "output-available"
+            assert "Sunny and 21 °C in Porto." in weather["text"]
 
-        ask(page, "delete my notes")
-        wait_until(
-            lambda: page.eval("document.querySelector('button.approve') !== null"),
-            60,
-            "the approval buttons",
-        )
-        assert [t["state"] for t in tools(page)][-1] == "approval-requested"
-        page.eval("document.querySelector('button.approve').click()")
-        wait_until(
-            lambda: any(a.startswith("Done: Deleted notes.txt.") for a in answers(page)),
-            60,
-            "the approved run",
-        )
-        deleted = tools(page)[-1]
-        assert deleted["tool"] == "delete_file" and deleted["state"] == "output-available"
-        chunks = page.eval("window.chunks")
-        assert "tool-approval-request" in chunks and "tool-output-available" in chunks
+            ask(page, "delete my notes")
+            wait_until(
+                lambda: page.eval("document.querySelector('button.approve') !== null"),
+                60,
+                "the approval buttons",
+            )
+            assert [t["state"] for t in tools(page)][-1] == "approval-requested"
+            page.eval("document.querySelector('button.approve').click()")
+            wait_until(
+                lambda: any(a.startswith("Done: Deleted notes.txt.") for a in answers(page)),
+                60,
+                "the approved run",
+            )
+            deleted = tools(page)[-1]
+            assert deleted["tool"] == "delete_file" and deleted["state"] == "output-available"
+            chunks = page.eval("window.chunks")
+            assert "tool-approval-request" in chunks and "tool-output-available" in chunks
 
-        ask(page, "tell me a story")
-        wait_until(
-            lambda: any(a == "You said: tell me a story. " + STORY for a in answers(page)),
-            60,
-            "the story",
-        )
+            ask(page, "tell me a story")
+            wait_until(
+                lambda: any(a == "You said: tell me a story. " + STORY for a in answers(page)),
+                60,
+                "the story",
+            )
+    finally:  # (the worker's chromium goes on to other tests)
+        httpx.get(f"{browser}/json/close/{target['id']}", timeout=10)

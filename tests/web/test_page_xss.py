@@ -15,6 +15,7 @@ from tests.browser import (
     needs_chromium,
     wait_until,
 )
+from tests.preloaded import Preloader
 from tests.servers import example_server
 from tests.web.hostile_app import PAYLOAD
 
@@ -27,8 +28,8 @@ APP = Path(__file__).resolve().with_name("hostile_app.py")
 
 
 @pytest.fixture
-def hostile_url() -> Iterator[str]:
-    with example_server(APP, env={}) as url:
+def hostile_url(server_preloader: Preloader) -> Iterator[str]:
+    with example_server(APP, preloader=server_preloader, env={}) as url:
         yield url
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from tests.preloaded import Preloader
 from tests.servers import example_server
 
 pytest.importorskip("starlette", reason="the web extra is not installed: pip install -e '.[web]'")
@@ -19,8 +20,9 @@ APP = Path(__file__).resolve().parents[2] / "examples" / "web" / "app.py"
 
 
 @pytest.fixture(scope="module")
-def server() -> Iterator[str]:
-    with example_server(APP, env={"WEB_EXAMPLE_DELAY": "0.01"}) as url:  # offline, paced
+def server(server_preloader: Preloader) -> Iterator[str]:
+    env = {"WEB_EXAMPLE_DELAY": "0.01"}  # offline, paced
+    with example_server(APP, preloader=server_preloader, env=env) as url:
         yield url
 
 

@@ -16,6 +16,7 @@ from tests.browser import (
     needs_chromium,
     wait_until,
 )
+from tests.preloaded import Preloader
 from tests.servers import example_server
 
 pytest.importorskip("starlette", reason="the web extra is not installed: pip install -e '.[web]'")
@@ -27,16 +28,19 @@ APP = Path(__file__).resolve().parents[2] / "examples" / "web" / "app.py"
 
 
 @pytest.fixture
-def app_url() -> Iterator[str]:
+def app_url(server_preloader: Preloader) -> Iterator[str]:
     env = {"WEB_EXAMPLE_DELAY": "0.01", "WEB_EXAMPLE_DROP_AFTER": "15"}
-    with example_server(APP, env=env) as url:
+    with example_server(APP, preloader=server_preloader, env=env) as url:
         yield url
 
 
 def test_the_page_streams_the_answer_and_resumes_after_a_drop(app_url: str, browser: str) -> None:  # noqa: F811
     target = httpx.put(f"{browser}/json/new?{app_url}/", timeout=10).json()
-    with websockets_sync.connect(target["webSocketDebuggerUrl"], max_size=None) as ws:
-        check_page(Page(ws))
+    try:
+        with websockets_sync.connect(target["webSocketDebuggerUrl"], max_size=None) as ws:
+            check_page(Page(ws))
+    finally:  # (the worker's chromium goes on to other tests)
+        httpx.get(f"{browser}/json/close/{target['id']}", timeout=10)
 
 
 def check_page(page: Page) -> None:

@@ -1,12 +1,13 @@
 """``treadle ui tests.webapp.scripted_agent:agent`` started on 127.0.0.1 (through the CLI, from
-the repository root, as a user would) for the web-app tests, and a chromium tab on it."""
+the repository root, as a user would: ``python -m treadle ui``, forked from the worker's
+preloader of the CLI and the web stack, tests/conftest.py) for the web-app tests, and a
+chromium tab on it."""
 
 from __future__ import annotations
 
 import os
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from tests.preloaded import Preloader
 
 pytest.importorskip("starlette", reason="the web extra is not installed: pip install -e '.[web]'")
 pytest.importorskip("uvicorn", reason="the web extra is not installed: pip install -e '.[web]'")
@@ -29,13 +31,16 @@ def free_port() -> int:
 
 
 @contextmanager
-def serve_ui(*args: str, env: dict[str, str] | None = None, cwd: Path = ROOT) -> Iterator[str]:
-    """Run ``treadle ui ARGS --port P`` from the repository root; yield its base URL."""
+def serve_ui(
+    *args: str, preloader: Preloader, env: dict[str, str] | None = None, cwd: Path = ROOT
+) -> Iterator[str]:
+    """Run ``treadle ui ARGS --port P`` from the repository root (``python -m treadle``, from
+    ``preloader``); yield its base URL."""
     port = free_port()
     full = {**os.environ, "WEB_TEST_DELAY": "0.04", "OPENAI_API_KEY": SECRET, **(env or {})}
     full.pop("TREADLE_MODEL", None)
     process = subprocess.Popen(
-        [sys.executable, "-m", "treadle", "ui", *args, "--port", str(port)],
+        preloader.command("-m", "treadle", "ui", *args, "--port", str(port)),
         cwd=cwd,
         env=full,
         stdout=subprocess.PIPE,
@@ -62,18 +67,18 @@ def serve_ui(*args: str, env: dict[str, str] | None = None, cwd: Path = ROOT) ->
             process.wait(10)
 
 
-@pytest.fixture(scope="module")
-def chromium() -> Iterator[str]:
-    """One headless chromium for a module's tests (each test opens its own tab)."""
-    from tests.browser import CHROMIUM, launch_chromium
-
-    if CHROMIUM is None:
-        pytest.skip("chromium is not installed (scripts/install-system-deps.sh installs it)")
-    with launch_chromium() as endpoint:
-        yield endpoint
+def stream_delay(module: object) -> dict[str, str]:
+    """The pace of the scripted model's answers for a test module (``WEB_TEST_DELAY``): 0.04 s
+    between pieces, long enough to stop, reload or steer mid-answer; a module whose tests
+    never act while an answer streams says ``STREAM_DELAY = "0.005"`` (the page renders as
+    pieces come: at the slow pace, most of chromium's CPU was spent waiting out answers)."""
+    delay = getattr(module, "STREAM_DELAY", None)
+    return {"WEB_TEST_DELAY": delay} if delay else {}
 
 
 @pytest.fixture(scope="module")
-def web_server() -> Iterator[str]:
-    with serve_ui("tests.webapp.scripted_agent:agent") as url:
+def web_server(server_preloader: Preloader, request: pytest.FixtureRequest) -> Iterator[str]:
+    env = stream_delay(request.module)
+    agent = "tests.webapp.scripted_agent:agent"
+    with serve_ui(agent, preloader=server_preloader, env=env) as url:
         yield url

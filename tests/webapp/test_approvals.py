@@ -12,6 +12,8 @@ from tests.browser import needs_chromium
 from .page import WebPage, open_tab
 
 pytestmark = needs_chromium
+# no test here acts while an answer streams: the model answers at a quick pace (conftest.py)
+STREAM_DELAY = "0.005"
 
 HAS_APPROVE = "document.querySelector('[data-testid=approve]') !== null"
 

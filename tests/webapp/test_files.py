@@ -17,6 +17,8 @@ from tests.browser import needs_chromium
 from .page import WebPage, open_tab
 
 pytestmark = [needs_chromium, pytest.mark.slow]
+# no test here acts while an answer streams: the model answers at a quick pace (conftest.py)
+STREAM_DELAY = "0.005"
 
 PDF = b"%PDF-1.7\n1 0 obj <</Type /Page>> endobj\n"
 PNG_HEX = (  # 1x1, blue (the scripted agent's chart too)

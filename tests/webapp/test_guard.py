@@ -10,6 +10,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from tests.preloaded import Preloader
 
 from treadle import Agent
 from treadle.testing import ScriptedProvider
@@ -130,8 +131,8 @@ def test_the_page_assets_are_small_and_local() -> None:
 
 
 @pytest.fixture(scope="module")
-def served() -> Iterator[str]:
-    with serve_ui("tests.webapp.scripted_agent:agent") as url:
+def served(server_preloader: Preloader) -> Iterator[str]:
+    with serve_ui("tests.webapp.scripted_agent:agent", preloader=server_preloader) as url:
         yield url
 
 

@@ -13,6 +13,8 @@ from tests.browser import needs_chromium
 from .page import WebPage, open_tab
 
 pytestmark = [needs_chromium, pytest.mark.slow]
+# no test here acts while an answer streams: the model answers at a quick pace (conftest.py)
+STREAM_DELAY = "0.005"
 
 # the inline rule app.js had before: the reference for what each line should render as
 REGEX_INLINE = r"""

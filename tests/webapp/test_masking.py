@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 import pytest
+from tests.preloaded import Preloader
 
 from treadle.ui.web._requests import REQUEST_EVENT
 
@@ -26,9 +27,9 @@ WEIRD = 'sk-"quo\\te/é€😀-tail-1234-XYZ'
 
 
 @pytest.fixture(scope="module")
-def served() -> Iterator[str]:
+def served(server_preloader: Preloader) -> Iterator[str]:
     env = {"OPENAI_API_KEY": WEIRD, "AUTH_MODE": "disabled"}
-    with serve_ui("tests.webapp.secret_agent:agent", env=env) as url:
+    with serve_ui("tests.webapp.secret_agent:agent", preloader=server_preloader, env=env) as url:
         yield url
 
 

@@ -15,6 +15,8 @@ from .conftest import SECRET
 from .page import WebPage, open_tab
 
 pytestmark = needs_chromium
+# no test here acts while an answer streams: the model answers at a quick pace (conftest.py)
+STREAM_DELAY = "0.005"
 
 
 @pytest.fixture

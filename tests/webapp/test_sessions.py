@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from tests.browser import needs_chromium
+from tests.preloaded import Preloader
 
 from treadle import Agent
 from treadle.sessions import SqliteStore
@@ -18,6 +19,8 @@ from .conftest import serve_ui
 from .page import WebPage, open_tab
 
 pytestmark = needs_chromium
+# no test here acts while an answer streams: the model answers at a quick pace (conftest.py)
+STREAM_DELAY = "0.005"
 
 
 @pytest.fixture(scope="module")
@@ -32,8 +35,9 @@ def stored(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def store_server(stored: Path) -> Iterator[str]:
-    with serve_ui("tests.webapp.scripted_agent:agent", env={"WEB_TEST_STORE": str(stored)}) as url:
+def store_server(stored: Path, server_preloader: Preloader) -> Iterator[str]:
+    env = {"WEB_TEST_STORE": str(stored), "WEB_TEST_DELAY": STREAM_DELAY}
+    with serve_ui("tests.webapp.scripted_agent:agent", preloader=server_preloader, env=env) as url:
         yield url
 
 
@@ -103,8 +107,11 @@ def test_an_approval_still_waits_after_a_reload(store_server: str, chromium: str
         assert page.tools()[-1]["state"] == "output-available"
 
 
-def test_the_token_url_opens_a_working_page(chromium: str) -> None:
-    with serve_ui("tests.webapp.scripted_agent:agent", "--token", "browser-token-123") as url:
+def test_the_token_url_opens_a_working_page(chromium: str, server_preloader: Preloader) -> None:
+    token = ("--token", "browser-token-123")
+    env = {"WEB_TEST_DELAY": STREAM_DELAY}
+    agent = "tests.webapp.scripted_agent:agent"
+    with serve_ui(agent, *token, preloader=server_preloader, env=env) as url:
         with open_tab(chromium, url + "/?token=browser-token-123") as page:
             assert page.js("location.href") == url + "/"  # the token left the address
             assert "token" not in page.js("document.cookie")  # HttpOnly: not readable
