@@ -16,14 +16,14 @@ $(STAMP): $(BIN)/python pyproject.toml
 
 # The suite runs on pytest-xdist workers, one more than the cores (much of it waits on
 # processes, paced streams and a browser); tests sharing a module fixture (a server, a DBOS
-# launch) stay on one worker, long ones start first (tests/scheduling.py). It is CPU-bound:
-# ~630 s of CPU (2026-11-28, 5,080 tests; ~740 before the durable tests' worker and model
-# server processes were forked from a preloader too, tests/preloaded.py, and before each
-# xdist worker rewrote only its share of the test modules' asserts on a fresh clone), of
-# which tests/durable takes ~80. Its wall time follows the share of the two cores it gets:
-# 6.4 minutes in CI with the cores to itself (5,091 tests, ~600 s of CPU; 7.4 at ~740 s);
-# 10.2 niced beside another session's suites (load 5-7). The target is 4. `make test PYTEST_WORKERS=0` runs it in one
-# process.
+# launch) stay on one worker, long ones start first (tests/scheduling.py). The workers, and
+# the processes the tests start (servers, durable workers, examples), are forked from one
+# preloader of the run (tests/suite_preloader.py, tests/preloaded.py). It is CPU-bound:
+# ~610 s of CPU and 6.5 minutes in the last whole run (2026-11-28, 4,737 tests, niced at a
+# load of 1-3.5), where the tests that round left alone took 18% more CPU than in the run
+# before it (~670 s, 5,091 tests): the machine was slower. In CI with the cores to itself
+# before that round: 6.4 minutes, ~600 s of CPU. The target is 4. `make test
+# PYTEST_WORKERS=0` runs it in one process.
 # PYTHONDONTWRITEBYTECODE is cleared for the run: with it set, pytest rewrites the asserts of
 # every test module again in each worker (about 12 s of CPU per worker) instead of caching them.
 PYTEST_WORKERS ?= auto

@@ -97,4 +97,10 @@ def launch_chromium() -> Iterator[str]:
     finally:
         process.terminate()
         process.wait(10)
-        shutil.rmtree(root, ignore_errors=True)
+        # its helper processes may still write in the profile a moment after it has ended:
+        # removed until it stays removed (a guard for a hang, not the thing tested)
+        deadline = time.monotonic() + 30
+        while os.path.exists(root) and time.monotonic() < deadline:
+            shutil.rmtree(root, ignore_errors=True)
+            if os.path.exists(root):
+                time.sleep(0.05)

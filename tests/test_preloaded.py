@@ -191,6 +191,36 @@ def test_a_module_runs_as_python_m_would_run_it(preloader: Preloader, tmp_path: 
     assert launched == plain  # its file in argv[0], the folder first on the path, __main__
 
 
+ENDING = textwrap.dedent(
+    """
+    import atexit, concurrent.futures, sys, threading, time
+    atexit.register(lambda: print("atexit", flush=True))
+    def late():
+        time.sleep(0.2)
+        print("thread done")
+    threading.Thread(target=late).start()  # not a daemon: the end waits for it
+    pool = concurrent.futures.ThreadPoolExecutor(1)  # never shut down: its hook does it
+    pool.submit(print, "pooled")
+    sys.stdout.write("unflushed")  # flushed at the end
+    """
+)
+
+
+def test_a_script_ends_as_python_ends_it(preloader: Preloader, tmp_path: Path) -> None:
+    """The launched process ends without tearing its (preloaded) modules down, but as python
+    ends a script otherwise: threads joined, atexit handlers run, the streams flushed."""
+    (tmp_path / "ending.py").write_text(ENDING)
+    done = subprocess.run(
+        preloader.command("ending.py"), cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert sorted(done.stdout.replace("unflushed", "").split()) == sorted(
+        ["pooled", "thread", "done", "atexit"]
+    )
+    assert done.stdout.index("thread done") < done.stdout.index("atexit")
+    assert "unflushed" in done.stdout
+
+
 CODE = (
     "import json, sys; print(json.dumps({'argv': sys.argv, 'path0': sys.path[0], "
     "'name': __name__, 'bytecode': not sys.dont_write_bytecode})); sys.exit(int(sys.argv[1]))"
