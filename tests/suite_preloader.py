@@ -8,8 +8,8 @@ controller starts one preloader of all of it before the workers, each worker is 
 from it (``popen//python=`` a launch: ``python -u -c BOOTSTRAP`` as execnet runs it, forked
 where everything is imported), and the tests' ``server_preloader`` and durable ``preloader``
 fixtures use it too (``TREADLE_TEST_PRELOADER``, the socket, reaches them in the workers'
-environment). Without xdist (``-n 0``), or where fork is missing, nothing changes: each
-fixture starts a preloader of its own.
+environment). Without xdist (``-n 0``), for paths given on the command line, or where fork
+is missing, nothing changes: each fixture starts a preloader of its own.
 """
 
 from __future__ import annotations
@@ -57,10 +57,12 @@ def suite_modules() -> tuple[str, ...]:
 
 
 def start(config: pytest.Config) -> None:
-    """(controller) With xdist workers to start: start the run's preloader and launch each
-    worker from it."""
+    """(controller) With xdist workers to start on the whole suite (no paths given, as
+    ``make test`` runs it): start the run's preloader and launch each worker from it. (For a
+    few modules its own start, ~5 s of CPU, would cost more than it saves.)"""
     specs: list[str] = list(config.getoption("tx", None) or [])
-    if hasattr(config, "workerinput") or not specs or not Preloader.available():
+    whole = config.args_source is pytest.Config.ArgsSource.TESTPATHS
+    if hasattr(config, "workerinput") or not specs or not whole or not Preloader.available():
         return
     if any(spec != "popen" for spec in specs):  # (given --tx: left as given)
         return
