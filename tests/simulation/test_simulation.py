@@ -242,6 +242,12 @@ for _seed, _backend in ((21000204, "asyncio"), (21500479, "trio")):  # the files
     REGRESSIONS[_seed] = ("INV-TERMINATES", FOUND_SIDE_CALL_IDLE, False, (_backend,))
 for _seed, _backend in ((21000478, "asyncio"), (21001709, "asyncio"), (21501179, "trio")):
     REGRESSIONS[_seed] = ("INV-GATE", HARNESS_ASK_RETRY, False, (_backend,))
+OPEN_ASK_HOOK_RAISE = (
+    "open: two tools that ask mid-call (ApprovalRequired) in one answer and an on_message "
+    "hook that raises: the run ends error with a call pending that INV-ANSWERED does not "
+    "allow there (found 2026-11-28 by a campaign from 28,000,000; both backends)"
+)
+REGRESSIONS[28000302] = ("INV-ANSWERED", OPEN_ASK_HOOK_RAISE, True, ("asyncio", "trio"))
 OPEN = {seed for seed, (_, _, still_open, _) in REGRESSIONS.items() if still_open}
 
 
