@@ -219,8 +219,7 @@ class Chains:
                 stamp = {**stamp, "delta": delta}
         elif isinstance(event, MessageStart) and isinstance(event.message, AssistantMessage):
             self._put(loop, seq, event.message)
-        fields = event.__dict__
-        if all(fields.get(key) == value for key, value in stamp.items()):
+        if all(getattr(event, key, None) == value for key, value in stamp.items()):
             return event.model_dump_json()  # stored as it came (a fresh run's first stretch)
         return event.model_copy(update=stamp).model_dump_json()
 
